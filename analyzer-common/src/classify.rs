@@ -1,0 +1,419 @@
+//! The frame classifier: Ethernet (≤ 2 VLAN tags) → MAC control | RoCE v1 | IPv4/IPv6 → UDP →
+//! BTH → extended headers, following one GRE/ERSPAN mirror encapsulation.
+//!
+//! It is generic over [`FrameBytes`], which only copies fixed-size arrays out of the frame at
+//! an offset. The host implements it for byte slices; the XDP program implements it with a
+//! bounds check against `data_end` that the verifier accepts. Both therefore run this very
+//! code, and every frame ends in exactly one [`FrameClass`].
+
+use crate::FrameClass;
+use crate::opcode::{self, ext as x};
+use crate::summary::{PacketSummary, encap};
+use crate::wire::ethernet::{ethertype as et, is_vlan_tpid};
+use crate::wire::{self, bth, ext, gre, ipv4, ipv6, mac_control, udp};
+
+/// Every header offset the classifier computes is below this bound (the largest is the RoCE
+/// transport start of an ERSPAN III frame with options: well under 300 bytes).
+pub const MAX_HEADER_OFFSET: usize = 1024;
+
+/// Read access to a frame's captured bytes.
+pub trait FrameBytes {
+    /// The `N` bytes at `offset`, or `None` when the capture ends before them.
+    fn read<const N: usize>(&self, offset: usize) -> Option<[u8; N]>;
+
+    /// Returns `offset` (always below [`MAX_HEADER_OFFSET`]) unchanged. The kernel
+    /// implementation hides the value from the BPF verifier at the points where parse paths
+    /// join (after VLAN tags, at the transport header, at an inner frame), so the verifier
+    /// explores what follows once for all paths instead of once per path.
+    #[inline(always)]
+    fn widen(&self, offset: usize) -> usize {
+        offset
+    }
+}
+
+impl FrameBytes for [u8] {
+    #[inline(always)]
+    fn read<const N: usize>(&self, offset: usize) -> Option<[u8; N]> {
+        let end = offset.checked_add(N)?;
+        let s = self.get(offset..end)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(s);
+        Some(a)
+    }
+}
+
+/// The most VLAN tags followed in one frame.
+pub const MAX_VLAN_TAGS: usize = 2;
+
+/// Classifies one frame. `wire_len` is its original length on the wire (≥ captured bytes).
+/// `out` is overwritten completely; the class is also returned.
+#[inline(always)]
+pub fn classify<B: FrameBytes + ?Sized>(
+    b: &B,
+    wire_len: u32,
+    out: &mut PacketSummary,
+) -> FrameClass {
+    *out = PacketSummary::zeroed();
+    out.frame_len = wire_len;
+    let class = match parse_frame(b, 0, wire_len, out) {
+        Step::Done(c) => c,
+        Step::Inner { offset, kind } => {
+            // The mirrored frame: its own L2..L4, but no further encapsulation.
+            let inner_len = wire_len.saturating_sub(offset as u32);
+            let keep_encap = kind;
+            *out = PacketSummary::zeroed();
+            out.frame_len = inner_len;
+            out.encap = keep_encap;
+            match parse_frame(b, b.widen(offset), inner_len, out) {
+                Step::Done(c) => c,
+                Step::Inner { .. } => FrameClass::UnsupportedEncap,
+            }
+        }
+    };
+    out.class = class as u8;
+    class
+}
+
+enum Step {
+    Done(FrameClass),
+    /// A mirror encapsulation: the inner Ethernet frame starts at `offset`.
+    Inner {
+        offset: usize,
+        kind: u8,
+    },
+}
+
+macro_rules! read_or {
+    ($b:expr, $n:literal, $off:expr, $class:expr) => {
+        match $b.read::<$n>($off) {
+            Some(v) => v,
+            None => return Step::Done($class),
+        }
+    };
+}
+
+/// Parses the Ethernet frame at `start`. `frame_len` is the frame's original length; for the
+/// outer frame it also bounds the IP length fields. `out.encap != NONE` marks an inner frame.
+#[inline(always)]
+fn parse_frame<B: FrameBytes + ?Sized>(
+    b: &B,
+    start: usize,
+    frame_len: u32,
+    out: &mut PacketSummary,
+) -> Step {
+    const TRUNC: FrameClass = FrameClass::TruncatedHeader;
+    let outer = out.encap == encap::NONE;
+    let eth = read_or!(b, 14, start, TRUNC);
+    let eth = wire::ethernet::Packet::new_unchecked(&eth);
+    out.dst_mac = eth.dst();
+    out.src_mac = eth.src();
+    let mut ethertype = eth.ethertype();
+    let mut off = start + 14;
+    if is_vlan_tpid(ethertype) {
+        let tag = read_or!(b, 4, off, TRUNC);
+        let tag = wire::ethernet::vlan::Packet::new_unchecked(&tag);
+        out.pcp = tag.pcp();
+        out.vlan_id = tag.vid();
+        out.vlan_tags = 1;
+        ethertype = tag.ethertype();
+        off += 4;
+        if is_vlan_tpid(ethertype) {
+            let tag = read_or!(b, 4, off, TRUNC);
+            ethertype = wire::ethernet::vlan::Packet::new_unchecked(&tag).ethertype();
+            out.vlan_tags = 2;
+            off += 4;
+            if is_vlan_tpid(ethertype) {
+                return Step::Done(FrameClass::TooManyVlanTags);
+            }
+        }
+    }
+    let off = b.widen(off);
+    let l2_len = (off - start) as u32;
+    match ethertype {
+        et::MAC_CONTROL => Step::Done(parse_mac_control(b, off, out)),
+        et::ROCE_V1 => {
+            let grh = read_or!(b, 40, off, TRUNC);
+            let grh = ipv6::Packet::new_unchecked(&grh);
+            out.ip_version = 6;
+            out.src_ip = grh.src();
+            out.dst_ip = grh.dst();
+            out.dscp = grh.dscp();
+            out.ecn = grh.ecn();
+            if grh.next_header() != ipv6::NEXT_HEADER_IB_BTH {
+                return Step::Done(FrameClass::NonRoce);
+            }
+            if !outer {
+                out.frame_len = l2_len + 40 + grh.payload_len() as u32;
+            }
+            out.roce_version = 1;
+            Step::Done(parse_bth(
+                b,
+                b.widen(off + 40),
+                grh.payload_len() as usize,
+                out,
+            ))
+        }
+        et::IPV4 => {
+            let ip = read_or!(b, 20, off, TRUNC);
+            let ip = ipv4::Packet::new_unchecked(&ip);
+            let ihl = ip.header_len();
+            let total = ip.total_len() as usize;
+            if ip.version() != 4 || ihl < 20 || total < ihl {
+                return Step::Done(FrameClass::BadIpHeader);
+            }
+            if outer && (off - start) + total > frame_len as usize {
+                return Step::Done(FrameClass::BadIpHeader);
+            }
+            out.ip_version = 4;
+            let src = ip.src();
+            let dst = ip.dst();
+            out.src_ip[..4].copy_from_slice(&src);
+            out.dst_ip[..4].copy_from_slice(&dst);
+            out.dscp = ip.dscp();
+            out.ecn = ip.ecn();
+            if !outer {
+                out.frame_len = l2_len + total as u32;
+            }
+            if ip.frag_offset() != 0 {
+                return Step::Done(FrameClass::Fragment);
+            }
+            let more_frags = ip.more_frags();
+            l4(
+                b,
+                off + ihl,
+                ip.protocol(),
+                total - ihl,
+                more_frags,
+                outer,
+                out,
+            )
+        }
+        et::IPV6 => {
+            let ip = read_or!(b, 40, off, TRUNC);
+            let ip = ipv6::Packet::new_unchecked(&ip);
+            let payload = ip.payload_len() as usize;
+            if ip.version() != 6 || (outer && (off - start) + 40 + payload > frame_len as usize) {
+                return Step::Done(FrameClass::BadIpHeader);
+            }
+            out.ip_version = 6;
+            out.src_ip = ip.src();
+            out.dst_ip = ip.dst();
+            out.dscp = ip.dscp();
+            out.ecn = ip.ecn();
+            if !outer {
+                out.frame_len = l2_len + 40 + payload as u32;
+            }
+            let next = ip.next_header();
+            if ipv6::is_extension_header(next) {
+                return Step::Done(FrameClass::UnsupportedIpv6Ext);
+            }
+            l4(b, off + 40, next, payload, false, outer, out)
+        }
+        _ => Step::Done(FrameClass::NonRoce),
+    }
+}
+
+/// The transport layer after IP: UDP (maybe RoCE v2) or GRE (maybe a mirror session).
+#[inline(always)]
+fn l4<B: FrameBytes + ?Sized>(
+    b: &B,
+    off: usize,
+    protocol: u8,
+    ip_payload: usize,
+    more_frags: bool,
+    outer: bool,
+    out: &mut PacketSummary,
+) -> Step {
+    match protocol {
+        ipv4::protocol::UDP => {
+            let u = read_or!(b, 8, off, FrameClass::TruncatedHeader);
+            let u = udp::Packet::new_unchecked(&u);
+            let len = u.len() as usize;
+            out.udp_sport = u.src_port();
+            out.udp_dport = u.dst_port();
+            if len < 8 || (len > ip_payload && !more_frags) {
+                return Step::Done(FrameClass::BadUdpLength);
+            }
+            if u.dst_port() != udp::ROCE_V2_PORT {
+                return Step::Done(FrameClass::NonRoce);
+            }
+            out.roce_version = 2;
+            Step::Done(parse_bth(b, b.widen(off + 8), len - 8, out))
+        }
+        ipv4::protocol::GRE if outer => parse_gre(b, off),
+        ipv4::protocol::GRE => Step::Done(FrameClass::UnsupportedEncap),
+        _ => Step::Done(FrameClass::NonRoce),
+    }
+}
+
+#[inline(always)]
+fn parse_gre<B: FrameBytes + ?Sized>(b: &B, off: usize) -> Step {
+    const TRUNC: FrameClass = FrameClass::TruncatedHeader;
+    let g = read_or!(b, 4, off, TRUNC);
+    let g = gre::Packet::new_unchecked(&g);
+    let Some(len) = g.header_len() else {
+        return Step::Done(FrameClass::UnsupportedEncap);
+    };
+    let at = off + len;
+    match g.protocol() {
+        et::TEB => Step::Inner {
+            offset: at,
+            kind: encap::GRE_TEB,
+        },
+        et::ERSPAN_II if g.flags() & gre::flags::SEQUENCE == 0 => Step::Inner {
+            offset: at,
+            kind: encap::ERSPAN_I,
+        },
+        et::ERSPAN_II => {
+            let h = read_or!(b, 8, at, TRUNC);
+            if gre::erspan_version(h[0]) != 1 {
+                return Step::Done(FrameClass::UnsupportedEncap);
+            }
+            Step::Inner {
+                offset: at + gre::ERSPAN_II_LEN,
+                kind: encap::ERSPAN_II,
+            }
+        }
+        et::ERSPAN_III => {
+            let h = read_or!(b, 12, at, TRUNC);
+            let e = gre::ErspanIII::parse(&h);
+            if gre::erspan_version(h[0]) != 2 || e.frame_type != 0 {
+                return Step::Done(FrameClass::UnsupportedEncap);
+            }
+            Step::Inner {
+                offset: at + e.header_len(),
+                kind: encap::ERSPAN_III,
+            }
+        }
+        _ => Step::Done(FrameClass::NonRoce),
+    }
+}
+
+#[inline(always)]
+fn parse_mac_control<B: FrameBytes + ?Sized>(
+    b: &B,
+    off: usize,
+    out: &mut PacketSummary,
+) -> FrameClass {
+    let Some(op) = b.read::<2>(off) else {
+        return FrameClass::TruncatedHeader;
+    };
+    match u16::from_be_bytes(op) {
+        mac_control::opcode::PFC => {
+            let Some(p) = b.read::<20>(off) else {
+                return FrameClass::TruncatedHeader;
+            };
+            let p = mac_control::Packet::new_unchecked(&p);
+            out.pfc_enable = p.class_enable();
+            let mut i = 0;
+            while i < 8 {
+                out.pfc_quanta[i] = p.pfc_quanta(i);
+                i += 1;
+            }
+            FrameClass::Pfc
+        }
+        mac_control::opcode::PAUSE => {
+            let Some(p) = b.read::<4>(off) else {
+                return FrameClass::TruncatedHeader;
+            };
+            out.pfc_quanta[0] = u16::from_be_bytes([p[2], p[3]]);
+            FrameClass::Pause
+        }
+        _ => FrameClass::NonRoce,
+    }
+}
+
+/// The BTH at `off` and the extended headers of its opcode; `len` is the transport length
+/// (UDP payload for v2, GRH payload for v1) including ICRC.
+#[inline(always)]
+fn parse_bth<B: FrameBytes + ?Sized>(
+    b: &B,
+    off: usize,
+    len: usize,
+    out: &mut PacketSummary,
+) -> FrameClass {
+    if len < bth::Packet::<&[u8]>::LEN {
+        return FrameClass::ShortBth;
+    }
+    let Some(h) = b.read::<12>(off) else {
+        return FrameClass::TruncatedHeader;
+    };
+    let h = bth::Packet::new_unchecked(&h);
+    let opc = h.opcode();
+    out.opcode = opc;
+    out.bth_flags = h.flags();
+    out.pkey = h.pkey();
+    out.fecn = h.fecn() as u8;
+    out.becn = h.becn() as u8;
+    out.dst_qp = h.dst_qp();
+    out.ack_req = h.ack_req() as u8;
+    out.psn = h.psn();
+    let mask = opcode::headers(opc);
+    let hdrs = 12 + opcode::headers_len(mask);
+    if opcode::is_defined(opc) && len < hdrs + ext::ICRC_LEN {
+        return FrameClass::ShortExtHeader;
+    }
+    let tail = hdrs + h.pad_count() as usize + ext::ICRC_LEN;
+    out.payload_len = if len > tail { (len - tail) as u32 } else { 0 };
+    parse_ext(b, off + 12, mask, out);
+    if opc == opcode::CNP {
+        FrameClass::Cnp
+    } else {
+        FrameClass::Roce
+    }
+}
+
+/// Decodes the extended headers in `mask`. Each header's offset is computed from the mask
+/// (not by advancing a cursor), so a header the capture cut off does not hide the others'
+/// positions; those cut off are recorded in `ext_missing`.
+#[inline(always)]
+fn parse_ext<B: FrameBytes + ?Sized>(b: &B, base: usize, mask: u16, out: &mut PacketSummary) {
+    macro_rules! hdr {
+        ($flag:expr, $n:expr, |$a:ident| $body:expr) => {
+            if mask & $flag != 0 {
+                match b.read::<{ $n }>(base + opcode::headers_len(mask & ($flag - 1))) {
+                    Some($a) => {
+                        $body;
+                        out.ext |= $flag;
+                    }
+                    None => out.ext_missing |= $flag,
+                }
+            }
+        };
+    }
+    hdr!(x::RDETH, ext::RDETH_LEN, |a| out.rdeth_ee =
+        ext::parse_u24(&a));
+    hdr!(x::DETH, ext::DETH_LEN, |a| {
+        let d = ext::Deth::parse(&a);
+        out.deth_qkey = d.qkey;
+        out.deth_src_qp = d.src_qp;
+    });
+    hdr!(x::XRCETH, ext::XRCETH_LEN, |a| out.xrc_srq =
+        ext::parse_u24(&a));
+    hdr!(x::FETH, ext::FETH_LEN, |a| out.feth = ext::parse_u32(&a));
+    hdr!(x::RETH, ext::RETH_LEN, |a| {
+        let r = ext::Reth::parse(&a);
+        out.reth_va = r.va;
+        out.reth_rkey = r.rkey;
+        out.reth_dma_len = r.dma_len;
+    });
+    hdr!(x::ATOMIC_ETH, ext::ATOMIC_ETH_LEN, |a| {
+        let r = ext::AtomicEth::parse(&a);
+        out.atomic_va = r.va;
+        out.atomic_rkey = r.rkey;
+        out.atomic_swap_add = r.swap_add;
+        out.atomic_compare = r.compare;
+    });
+    hdr!(x::AETH, ext::AETH_LEN, |a| {
+        let r = ext::Aeth::parse(&a);
+        out.aeth_syndrome = r.syndrome;
+        out.aeth_msn = r.msn;
+    });
+    hdr!(x::ATOMIC_ACK_ETH, ext::ATOMIC_ACK_ETH_LEN, |a| out
+        .atomic_ack_orig =
+        ext::parse_atomic_ack(&a));
+    hdr!(x::IMMDT, ext::IMMDT_LEN, |a| out.immdt = ext::parse_u32(&a));
+    hdr!(x::IETH, ext::IETH_LEN, |a| out.ieth_rkey =
+        ext::parse_u32(&a));
+    hdr!(x::CNP_RESERVED, ext::CNP_RESERVED_LEN, |_a| ());
+}

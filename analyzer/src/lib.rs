@@ -1,1 +1,26 @@
+//! roce-analyzer as a library: the binary is a thin layer over these modules.
+//!
+//! Data flow: [`capture`] sources (pcap files; the XDP program live) → [`frames`] (link layer
+//! onto the shared classifier of `analyzer_common`) → [`engine`] (flows, classes, PFC, drops) →
+//! [`report`] (JSON v1 and the human summary). [`synth`] builds frames and captures for tests,
+//! fixtures and benchmarks.
 
+pub mod capture;
+pub mod cli;
+pub mod engine;
+pub mod frames;
+pub mod offline;
+pub mod report;
+pub mod synth;
+
+/// Exit codes of the `roce-analyzer` binary (documented in the README and `--help`).
+pub mod exit {
+    /// The analysis ran; the report is complete.
+    pub const OK: u8 = 0;
+    /// An error: unreadable or malformed input, I/O failure, missing privilege.
+    pub const ERROR: u8 = 1;
+    /// Usage error (bad flags or arguments).
+    pub const USAGE: u8 = 2;
+    /// The report was written but is partial: an input ended inside a record.
+    pub const PARTIAL: u8 = 3;
+}

@@ -1,1 +1,5 @@
-//! Shared helpers of the integration tests.
+//! Shared parts of the integration tests: the fixture catalogue (also written to
+//! `tests/data/` by `cargo xtask fixtures`) and helpers to run the binary and tshark.
+
+pub mod fixtures;
+pub mod tools;

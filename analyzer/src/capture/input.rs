@@ -1,0 +1,65 @@
+//! `--pcap [LABEL=]FILE` arguments.
+
+use std::path::{Path, PathBuf};
+
+/// One capture file and the label its records carry (a mirror port, uplink or host name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputSpec {
+    pub label: String,
+    pub path: PathBuf,
+}
+
+impl InputSpec {
+    /// Parses `LABEL=FILE` or `FILE`. The label defaults to the file name. A string that
+    /// names an existing file is taken as a file even if it contains `=`.
+    pub fn parse(arg: &str) -> Result<Self, String> {
+        if arg.is_empty() {
+            return Err("empty capture path".into());
+        }
+        if let Some((label, path)) = arg.split_once('=')
+            && !Path::new(arg).exists()
+        {
+            if label.is_empty()
+                || !label
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+            {
+                return Err(format!(
+                    "bad label {label:?} in {arg:?}: use letters, digits and - _ . : (LABEL=FILE)"
+                ));
+            }
+            if path.is_empty() {
+                return Err(format!("no file after the label in {arg:?}"));
+            }
+            return Ok(InputSpec {
+                label: label.into(),
+                path: path.into(),
+            });
+        }
+        let path = PathBuf::from(arg);
+        let label = path
+            .file_name()
+            .map_or_else(|| arg.to_string(), |n| n.to_string_lossy().into_owned());
+        Ok(InputSpec { label, path })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels() {
+        assert_eq!(
+            InputSpec::parse("up1=/x/a.pcap").unwrap(),
+            InputSpec {
+                label: "up1".into(),
+                path: "/x/a.pcap".into()
+            }
+        );
+        assert_eq!(InputSpec::parse("/x/b.pcapng").unwrap().label, "b.pcapng");
+        assert!(InputSpec::parse("bad label=/x").is_err());
+        assert!(InputSpec::parse("up=").is_err());
+        assert!(InputSpec::parse("").is_err());
+    }
+}

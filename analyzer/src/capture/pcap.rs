@@ -1,0 +1,285 @@
+//! pcap and pcapng files, read in a streaming way through the pcap-parser crate: memory
+//! stays bounded by the largest record, not the file.
+
+use std::fs::File;
+use std::path::Path;
+
+use pcap_parser::pcapng::Block;
+use pcap_parser::{PcapBlockOwned, PcapError};
+
+use super::{CaptureError, LinkType, ReadOutcome, Record, Truncation};
+
+/// A record longer than this is taken as a corrupt length field, not a frame (jumbo frames
+/// are 9 KiB; 256 KiB is libpcap's own maximum snap length).
+pub const MAX_RECORD: u32 = 256 * 1024;
+const BUFFER: usize = 1 << 20;
+
+/// One pcapng interface: link type and timestamp units per second.
+#[derive(Debug, Clone, Copy)]
+struct Interface {
+    link: Option<LinkType>,
+    linktype: u32,
+    units_per_sec: u64,
+    offset_sec: i64,
+}
+
+/// Reads `path`, calling `on_record` for every frame in file order. `on_progress` is told
+/// how many bytes were consumed so far (for a progress bar).
+pub fn read_file(
+    path: &Path,
+    mut on_record: impl FnMut(&Record<'_>),
+    mut on_progress: impl FnMut(u64),
+) -> Result<ReadOutcome, CaptureError> {
+    let file = File::open(path).map_err(|source| CaptureError::Open {
+        path: path.into(),
+        source,
+    })?;
+    let mut reader = match pcap_parser::create_reader(BUFFER, file) {
+        Ok(r) => r,
+        Err(PcapError::Eof) => return Err(CaptureError::Empty { path: path.into() }),
+        Err(PcapError::ReadError) => {
+            let source = std::io::Error::other("read failed");
+            return Err(CaptureError::Read {
+                path: path.into(),
+                offset: 0,
+                source,
+            });
+        }
+        Err(_) => {
+            return Err(CaptureError::NotACapture {
+                path: path.into(),
+                magic: magic_of(path),
+            });
+        }
+    };
+
+    let mut out = ReadOutcome::default();
+    let mut offset: u64 = 0;
+    // Legacy pcap state.
+    let mut legacy: Option<(LinkType, bool, bool, u32)> = None; // link, nanosecond, big-endian, snaplen
+    // pcapng state: interfaces of the current section.
+    let mut interfaces: Vec<Interface> = Vec::new();
+
+    loop {
+        match reader.next() {
+            Ok((size, block)) => {
+                match block {
+                    PcapBlockOwned::LegacyHeader(h) => {
+                        let lt = h.network.0 as u32;
+                        let link = LinkType::from_linktype(lt).ok_or(
+                            CaptureError::UnsupportedLinkType {
+                                path: path.into(),
+                                offset: 20,
+                                linktype: lt,
+                            },
+                        )?;
+                        legacy = Some((
+                            link,
+                            h.is_nanosecond_precision(),
+                            h.is_bigendian(),
+                            h.snaplen,
+                        ));
+                    }
+                    PcapBlockOwned::Legacy(b) => {
+                        let (link, ns, _, _) = legacy.expect("legacy header precedes records");
+                        check_lengths(path, offset, b.caplen, b.origlen)?;
+                        let ts_ns = b.ts_sec as u64 * 1_000_000_000
+                            + b.ts_usec as u64 * if ns { 1 } else { 1000 };
+                        on_record(&Record {
+                            ts_ns,
+                            orig_len: b.origlen,
+                            data: b.data,
+                            link,
+                            offset,
+                        });
+                        out.records += 1;
+                    }
+                    PcapBlockOwned::NG(Block::SectionHeader(_)) => interfaces.clear(),
+                    PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
+                        let lt = idb.linktype.0 as u32;
+                        interfaces.push(Interface {
+                            link: LinkType::from_linktype(lt),
+                            linktype: lt,
+                            units_per_sec: idb.ts_resolution().unwrap_or(1_000_000),
+                            offset_sec: idb.ts_offset(),
+                        });
+                    }
+                    PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
+                        let i = ng_interface(path, offset, &interfaces, epb.if_id)?;
+                        check_lengths(path, offset, epb.caplen, epb.origlen)?;
+                        let units = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
+                        let ts_ns = ng_time(units, i.units_per_sec, i.offset_sec);
+                        let data = &epb.data[..(epb.caplen as usize).min(epb.data.len())];
+                        let link = i.link.expect("checked by ng_interface");
+                        on_record(&Record {
+                            ts_ns,
+                            orig_len: epb.origlen,
+                            data,
+                            link,
+                            offset,
+                        });
+                        out.records += 1;
+                    }
+                    PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
+                        let i = ng_interface(path, offset, &interfaces, 0)?;
+                        let link = i.link.expect("checked by ng_interface");
+                        // No timestamp in a simple packet block: it inherits 0.
+                        on_record(&Record {
+                            ts_ns: 0,
+                            orig_len: spb.origlen,
+                            data: spb.data,
+                            link,
+                            offset,
+                        });
+                        out.records += 1;
+                    }
+                    PcapBlockOwned::NG(_) => {}
+                }
+                reader.consume(size);
+                offset += size as u64;
+                out.bytes = offset;
+                on_progress(offset);
+            }
+            Err(PcapError::Eof) => break,
+            Err(PcapError::Incomplete(_)) => {
+                reader.refill().map_err(|_| CaptureError::Read {
+                    path: path.into(),
+                    offset,
+                    source: std::io::Error::other("read failed"),
+                })?;
+            }
+            Err(PcapError::UnexpectedEof) => {
+                let have = reader.data().len();
+                out.truncated = Some(Truncation {
+                    path: path.into(),
+                    offset,
+                    cause: format!(
+                        "truncated last record: the file ends {have} bytes into a record{}",
+                        declared_len(reader.data(), legacy).map_or(String::new(), |n| format!(
+                            " that declares {n} captured bytes"
+                        ))
+                    ),
+                });
+                break;
+            }
+            Err(PcapError::BufferTooSmall) => {
+                let detail = match declared_len(reader.data(), legacy) {
+                    Some(n) => {
+                        format!("record declares {n} captured bytes (more than {MAX_RECORD})")
+                    }
+                    None => format!("block longer than {} bytes", BUFFER),
+                };
+                return Err(CaptureError::CorruptRecordLength {
+                    path: path.into(),
+                    offset,
+                    detail,
+                });
+            }
+            Err(e) => {
+                return Err(CaptureError::Malformed {
+                    path: path.into(),
+                    offset,
+                    detail: describe(&e),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn ng_interface(
+    path: &Path,
+    offset: u64,
+    interfaces: &[Interface],
+    id: u32,
+) -> Result<Interface, CaptureError> {
+    let i = *interfaces
+        .get(id as usize)
+        .ok_or(CaptureError::UnknownInterface {
+            path: path.into(),
+            offset,
+            interface: id,
+        })?;
+    if i.link.is_none() {
+        return Err(CaptureError::UnsupportedLinkType {
+            path: path.into(),
+            offset,
+            linktype: i.linktype,
+        });
+    }
+    Ok(i)
+}
+
+/// pcapng timestamp units → Unix ns (`if_tsresol` units per second, `if_tsoffset` seconds).
+fn ng_time(units: u64, units_per_sec: u64, offset_sec: i64) -> u64 {
+    let ns = if units_per_sec == 1_000_000_000 {
+        units as u128
+    } else {
+        units as u128 * 1_000_000_000 / units_per_sec.max(1) as u128
+    };
+    (ns as i128 + offset_sec as i128 * 1_000_000_000).clamp(0, u64::MAX as i128) as u64
+}
+
+fn check_lengths(path: &Path, offset: u64, caplen: u32, origlen: u32) -> Result<(), CaptureError> {
+    let bad = if caplen > MAX_RECORD {
+        Some(format!("captured length {caplen} exceeds {MAX_RECORD}"))
+    } else if caplen > origlen {
+        Some(format!(
+            "captured length {caplen} exceeds original length {origlen}"
+        ))
+    } else {
+        None
+    };
+    match bad {
+        Some(detail) => Err(CaptureError::CorruptRecordLength {
+            path: path.into(),
+            offset,
+            detail,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The captured length a legacy record header at the start of `data` declares.
+fn declared_len(data: &[u8], legacy: Option<(LinkType, bool, bool, u32)>) -> Option<u32> {
+    let (_, _, big_endian, _) = legacy?;
+    let b: [u8; 4] = data.get(8..12)?.try_into().ok()?;
+    Some(if big_endian {
+        u32::from_be_bytes(b)
+    } else {
+        u32::from_le_bytes(b)
+    })
+}
+
+fn describe(e: &PcapError<&[u8]>) -> String {
+    match e {
+        PcapError::NomError(_, k) | PcapError::OwnedNomError(_, k) => {
+            format!("block does not parse ({k:?})")
+        }
+        PcapError::HeaderNotRecognized => "unrecognised block".into(),
+        PcapError::ReadError => "read failed".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn magic_of(path: &Path) -> String {
+    use std::io::Read;
+    let mut b = [0u8; 4];
+    match File::open(path).and_then(|mut f| f.read(&mut b)) {
+        Ok(4) => format!("{:02x}{:02x}{:02x}{:02x}", b[0], b[1], b[2], b[3]),
+        Ok(n) => format!("file of {n} bytes"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ng_time_units() {
+        assert_eq!(ng_time(1_500_000, 1_000_000, 0), 1_500_000_000);
+        assert_eq!(ng_time(7, 1_000_000_000, 1), 1_000_000_007);
+        assert_eq!(ng_time(3, 1_000, 0), 3_000_000);
+    }
+}

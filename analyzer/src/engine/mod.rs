@@ -1,0 +1,125 @@
+//! The engine: one analysis over every input, offline or live. It receives classified frames
+//! (or, live, the kernel's per-flow counters) and keeps what the report needs: frame classes,
+//! per-flow counters, PFC / PAUSE per sender, the capture's time span and every drop.
+
+pub mod flows;
+pub mod pfc;
+
+use std::collections::BTreeMap;
+
+use analyzer_common::{FrameClass, PacketSummary};
+
+pub use flows::{FlowStats, FlowTable};
+pub use pfc::PfcTable;
+
+/// Why a frame or record was not analysed. Every reason is always reported, zero or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DropReason {
+    /// The capture file ended inside a record.
+    TruncatedRecord,
+    /// Live: the kernel flow map was full, the frame's flow was not counted.
+    FlowMapFull,
+    /// Live: the ring buffer had no room for an event.
+    RingbufFull,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 3] = [
+        DropReason::TruncatedRecord,
+        DropReason::FlowMapFull,
+        DropReason::RingbufFull,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::TruncatedRecord => "truncated_record",
+            DropReason::FlowMapFull => "flow_map_full",
+            DropReason::RingbufFull => "ringbuf_full",
+        }
+    }
+}
+
+/// Metadata of a frame that is not in its summary.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameMeta {
+    pub ts_ns: u64,
+    /// Index of the input (capture file or interface) in [`Engine::sources`].
+    pub source: u16,
+}
+
+/// A capture source as the report names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// "pcap" or "live".
+    pub kind: String,
+    pub name: String,
+    pub label: String,
+}
+
+/// Frames that were mirrored copies or were cut by the snap length (for the visibility notes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Visibility {
+    pub encapsulated: u64,
+    pub ext_cut: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Engine {
+    pub sources: Vec<Source>,
+    pub classes: [u64; FrameClass::COUNT],
+    pub frames: u64,
+    pub first_ns: Option<u64>,
+    pub last_ns: Option<u64>,
+    pub flows: FlowTable,
+    pub pfc: PfcTable,
+    pub dropped: BTreeMap<DropReason, u64>,
+    pub visibility: Visibility,
+    /// Set when some input ended early (truncated file); the report is partial.
+    pub partial: bool,
+}
+
+impl Engine {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers an input and returns its index for [`FrameMeta::source`].
+    pub fn add_source(&mut self, kind: &str, name: &str, label: &str) -> u16 {
+        self.sources.push(Source {
+            kind: kind.into(),
+            name: name.into(),
+            label: label.into(),
+        });
+        (self.sources.len() - 1) as u16
+    }
+
+    /// Accounts one classified frame.
+    #[inline]
+    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) {
+        let class = s.class();
+        self.classes[class as usize] += 1;
+        self.frames += 1;
+        self.first_ns = Some(self.first_ns.map_or(meta.ts_ns, |t| t.min(meta.ts_ns)));
+        self.last_ns = Some(self.last_ns.map_or(meta.ts_ns, |t| t.max(meta.ts_ns)));
+        if s.encap != 0 {
+            self.visibility.encapsulated += 1;
+        }
+        match class {
+            FrameClass::Roce | FrameClass::Cnp => {
+                if s.ext_missing != 0 {
+                    self.visibility.ext_cut += 1;
+                }
+                self.flows.observe(meta, s);
+            }
+            FrameClass::Pfc | FrameClass::Pause => self.pfc.observe(meta, s),
+            _ => {}
+        }
+    }
+
+    pub fn count_drop(&mut self, reason: DropReason, n: u64) {
+        *self.dropped.entry(reason).or_default() += n;
+    }
+
+    pub fn class_count(&self, c: FrameClass) -> u64 {
+        self.classes[c as usize]
+    }
+}

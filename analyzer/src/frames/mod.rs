@@ -1,0 +1,123 @@
+//! Frames: from a record's link layer to a classified [`PacketSummary`], through the one
+//! classifier of `analyzer_common` that the XDP program runs too.
+//!
+//! Linux cooked captures (SLL, SLL2) have no Ethernet header; they are presented to the
+//! classifier as an Ethernet frame whose header is synthesised from the cooked header
+//! (source address, protocol) and whose body is the captured bytes, without copying them.
+
+use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
+
+use crate::capture::LinkType;
+
+pub const SLL_LEN: usize = 16;
+pub const SLL2_LEN: usize = 20;
+
+/// Classifies one captured frame of link type `link`.
+#[inline]
+pub fn decode(link: LinkType, data: &[u8], orig_len: u32, out: &mut PacketSummary) -> FrameClass {
+    match link {
+        LinkType::Ethernet => classify(data, orig_len, out),
+        LinkType::LinuxSll | LinkType::LinuxSll2 => {
+            let (hlen, proto_at, halen_at, addr_at) = match link {
+                LinkType::LinuxSll => (SLL_LEN, 14, 4, 6),
+                _ => (SLL2_LEN, 0, 11, 12),
+            };
+            if data.len() < hlen {
+                *out = PacketSummary::zeroed();
+                out.frame_len = orig_len;
+                out.class = FrameClass::TruncatedHeader as u8;
+                return FrameClass::TruncatedHeader;
+            }
+            let mut head = [0u8; 14];
+            let halen = if link == LinkType::LinuxSll {
+                u16::from_be_bytes([data[halen_at], data[halen_at + 1]]) as usize
+            } else {
+                data[halen_at] as usize
+            };
+            if halen == 6 {
+                head[6..12].copy_from_slice(&data[addr_at..addr_at + 6]);
+            }
+            head[12..14].copy_from_slice(&data[proto_at..proto_at + 2]);
+            let frame = Spliced {
+                head,
+                tail: &data[hlen..],
+            };
+            let wire = (orig_len as usize).saturating_sub(hlen) + 14;
+            classify(&frame, wire as u32, out)
+        }
+    }
+}
+
+/// A synthesised 14-byte Ethernet header followed by borrowed bytes.
+struct Spliced<'a> {
+    head: [u8; 14],
+    tail: &'a [u8],
+}
+
+impl FrameBytes for Spliced<'_> {
+    fn read<const N: usize>(&self, offset: usize) -> Option<[u8; N]> {
+        let h = self.head.len();
+        if offset >= h {
+            return self.tail.read(offset - h);
+        }
+        let mut a = [0u8; N];
+        for (i, byte) in a.iter_mut().enumerate() {
+            let at = offset + i;
+            *byte = if at < h {
+                self.head[at]
+            } else {
+                *self.tail.get(at - h)?
+            };
+        }
+        Some(a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::Roce;
+
+    #[test]
+    fn sll_and_sll2_equal_ethernet() {
+        let eth = Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, 0x0A, 0x12, 7)
+            .payload(64)
+            .build();
+        let mut want = PacketSummary::zeroed();
+        decode(LinkType::Ethernet, &eth, eth.len() as u32, &mut want);
+
+        let mut sll = vec![0u8; SLL_LEN];
+        sll[4..6].copy_from_slice(&6u16.to_be_bytes());
+        sll[6..12].copy_from_slice(&eth[6..12]);
+        sll[14..16].copy_from_slice(&eth[12..14]);
+        sll.extend_from_slice(&eth[14..]);
+        let mut got = PacketSummary::zeroed();
+        assert_eq!(
+            decode(LinkType::LinuxSll, &sll, sll.len() as u32, &mut got),
+            FrameClass::Roce
+        );
+        want.dst_mac = [0; 6];
+        assert_eq!(got, want);
+
+        let mut sll2 = vec![0u8; SLL2_LEN];
+        sll2[0..2].copy_from_slice(&eth[12..14]);
+        sll2[11] = 6;
+        sll2[12..18].copy_from_slice(&eth[6..12]);
+        sll2.extend_from_slice(&eth[14..]);
+        let mut got2 = PacketSummary::zeroed();
+        assert_eq!(
+            decode(LinkType::LinuxSll2, &sll2, sll2.len() as u32, &mut got2),
+            FrameClass::Roce
+        );
+        assert_eq!(got2, want);
+    }
+
+    #[test]
+    fn short_cooked_header_is_truncated() {
+        let mut s = PacketSummary::zeroed();
+        assert_eq!(
+            decode(LinkType::LinuxSll2, &[0u8; 10], 10, &mut s),
+            FrameClass::TruncatedHeader
+        );
+    }
+}

@@ -1,0 +1,47 @@
+//! The offline path: capture files → frames → engine.
+
+use std::path::Path;
+
+use analyzer_common::PacketSummary;
+
+use crate::capture::input::InputSpec;
+use crate::capture::{CaptureError, Truncation, pcap};
+use crate::engine::{DropReason, Engine, FrameMeta};
+use crate::frames;
+
+/// Reads every input into one engine. A truncated last record ends that input, marks the
+/// engine partial and is returned; any other error stops the analysis. `progress` gets the
+/// input being read and the bytes read so far over all inputs.
+pub fn analyze_files(
+    engine: &mut Engine,
+    inputs: &[InputSpec],
+    mut progress: impl FnMut(&Path, u64),
+) -> Result<Vec<Truncation>, CaptureError> {
+    let mut truncations = Vec::new();
+    let mut summary = PacketSummary::zeroed();
+    let mut done = 0u64;
+    for input in inputs {
+        let source = engine.add_source("pcap", &input.path.display().to_string(), &input.label);
+        let outcome = pcap::read_file(
+            &input.path,
+            |rec| {
+                frames::decode(rec.link, rec.data, rec.orig_len, &mut summary);
+                engine.observe(
+                    FrameMeta {
+                        ts_ns: rec.ts_ns,
+                        source,
+                    },
+                    &summary,
+                );
+            },
+            |bytes| progress(&input.path, done + bytes),
+        )?;
+        done += outcome.bytes;
+        if let Some(t) = outcome.truncated {
+            engine.partial = true;
+            engine.count_drop(DropReason::TruncatedRecord, 1);
+            truncations.push(t);
+        }
+    }
+    Ok(truncations)
+}

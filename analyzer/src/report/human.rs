@@ -1,0 +1,132 @@
+//! The human summary: totals, classes, top flows by bytes, PFC senders, visibility notes.
+
+use std::fmt::Write as _;
+
+use super::Report;
+
+/// Renders the summary; `top` flows are listed.
+pub fn render(r: &Report, top: usize) -> String {
+    let mut o = String::new();
+    let c = &r.capture;
+    let span = c.end_ns.saturating_sub(c.start_ns) as f64 / 1e9;
+    let _ = writeln!(
+        o,
+        "roce-analyzer {} · {} · {} source{} · {} frames over {:.6} s{}",
+        r.tool.version,
+        r.kind,
+        c.sources.len(),
+        if c.sources.len() == 1 { "" } else { "s" },
+        c.frames,
+        span,
+        if c.partial {
+            " · PARTIAL (an input was truncated)"
+        } else {
+            ""
+        }
+    );
+    for s in &c.sources {
+        let _ = writeln!(o, "  source {} = {} ({})", s.label, s.name, s.kind);
+    }
+    let main = ["roce", "cnp", "pfc", "pause", "non_roce"];
+    let line: Vec<String> = main
+        .iter()
+        .map(|k| format!("{k} {}", c.classes.get(*k).copied().unwrap_or(0)))
+        .collect();
+    let _ = writeln!(o, "frames: {}", line.join(" · "));
+    let bad: Vec<String> = c
+        .classes
+        .iter()
+        .filter(|(k, v)| !main.contains(&k.as_str()) && **v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    if !bad.is_empty() {
+        let _ = writeln!(o, "malformed: {}", bad.join(" · "));
+    }
+    let drops: Vec<String> = c
+        .dropped
+        .iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let _ = writeln!(
+        o,
+        "dropped: {}",
+        if drops.is_empty() {
+            "none".into()
+        } else {
+            drops.join(" · ")
+        }
+    );
+
+    let mut flows: Vec<_> = r.flows.iter().collect();
+    flows.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then(a.packets.cmp(&b.packets).reverse())
+    });
+    let _ = writeln!(
+        o,
+        "\nflows: {} (top {} by bytes)",
+        r.flows.len(),
+        top.min(r.flows.len())
+    );
+    if !flows.is_empty() {
+        let _ = writeln!(
+            o,
+            "  {:<18} {:<18} {:>5} {:>8} {:>10} {:>12} {:>7} {:>6} {:>5}  labels",
+            "src", "dst", "sport", "dst_qp", "packets", "bytes", "CE", "CNP", "dscp"
+        );
+        for f in flows.iter().take(top) {
+            let dscp: Vec<&str> = f.dscp.keys().map(String::as_str).collect();
+            let _ = writeln!(
+                o,
+                "  {:<18} {:<18} {:>5} {:>#8x} {:>10} {:>12} {:>7} {:>6} {:>5}  {}",
+                f.src,
+                f.dst,
+                f.udp_sport,
+                f.dst_qp,
+                f.packets,
+                f.bytes,
+                f.ecn.ce,
+                f.opcodes.get("CNP").copied().unwrap_or(0),
+                dscp.join(","),
+                f.labels.join(",")
+            );
+        }
+    }
+
+    let p = &r.pfc;
+    let _ = writeln!(
+        o,
+        "\nPFC: {} frames · 802.3x PAUSE: {} frames",
+        p.frames, p.pause_8023x_frames
+    );
+    if !p.senders.is_empty() {
+        let _ = writeln!(
+            o,
+            "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}",
+            "sender", "prio", "frames", "xoff", "xon", "quanta"
+        );
+        for s in &p.senders {
+            let _ = writeln!(
+                o,
+                "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}",
+                s.mac, s.priority, s.frames, s.xoff, s.xon, s.quanta
+            );
+        }
+    }
+    for s in &p.pause_senders {
+        let _ = writeln!(
+            o,
+            "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}",
+            s.mac, "all", s.frames, s.xoff, s.xon, s.quanta
+        );
+    }
+    if !r.visibility.is_empty() {
+        let _ = writeln!(o, "\nwhat this vantage point could not see:");
+        for n in &r.visibility {
+            let _ = writeln!(o, "  - [{}] {}", n.code, n.message);
+        }
+    }
+    o
+}

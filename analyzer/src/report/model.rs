@@ -1,0 +1,116 @@
+//! The report document (serde). Field names are the v1 contract.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    pub tool: Tool,
+    /// "offline" or "live".
+    pub kind: String,
+    pub capture: Capture,
+    pub flows: Vec<Flow>,
+    pub pfc: Pfc,
+    /// What this vantage point could not see, and why.
+    pub visibility: Vec<Note>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capture {
+    pub sources: Vec<SourceJson>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// True when an input ended early (truncated file): the report covers what came before.
+    pub partial: bool,
+    pub frames: u64,
+    /// Frames by class: roce, cnp, pfc, pause, non_roce and the malformed kinds.
+    pub classes: BTreeMap<String, u64>,
+    /// Frames or records lost before analysis, by reason.
+    pub dropped: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceJson {
+    pub kind: String,
+    pub name: String,
+    pub label: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flow {
+    pub src: String,
+    pub dst: String,
+    pub ip_version: u8,
+    pub udp_sport: u16,
+    pub dst_qp: u32,
+    pub packets: u64,
+    pub bytes: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub opcodes: BTreeMap<String, u64>,
+    pub ecn: Ecn,
+    pub dscp: BTreeMap<String, u64>,
+    /// Frames by outer VLAN PCP; "untagged" counts frames without a tag.
+    pub pcp: BTreeMap<String, u64>,
+    pub fecn: u64,
+    pub becn: u64,
+    pub ack_req: u64,
+    pub labels: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ecn {
+    pub not_ect: u64,
+    pub ect0: u64,
+    pub ect1: u64,
+    pub ce: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pfc {
+    pub frames: u64,
+    pub pause_8023x_frames: u64,
+    /// Per (sender MAC, priority) of PFC frames.
+    pub senders: Vec<PfcSender>,
+    /// Per sender MAC of 802.3x PAUSE frames (all priorities).
+    pub pause_senders: Vec<PauseSender>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PfcSender {
+    pub mac: String,
+    pub priority: u8,
+    pub frames: u64,
+    pub xoff: u64,
+    pub xon: u64,
+    /// Sum of pause quanta (each 512 bit times).
+    pub quanta: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseSender {
+    pub mac: String,
+    pub frames: u64,
+    pub xoff: u64,
+    pub xon: u64,
+    pub quanta: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Note {
+    /// Stable identifier, e.g. `no_roce`, `no_pfc`, `one_direction`.
+    pub code: String,
+    pub message: String,
+}

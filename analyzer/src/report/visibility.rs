@@ -1,0 +1,99 @@
+//! What the vantage point could not see. A capture point that shows no RoCE or no PFC is
+//! usually blind to it, not witness to its absence; the report says so instead of showing
+//! zeros.
+
+use std::collections::BTreeSet;
+
+use super::{Note, Report};
+use crate::engine::Engine;
+
+fn note(code: &str, message: String) -> Note {
+    Note {
+        code: code.into(),
+        message,
+    }
+}
+
+pub fn notes(engine: &Engine, report: &Report) -> Vec<Note> {
+    let mut out = Vec::new();
+    let c = &report.capture.classes;
+    let roce = c["roce"] + c["cnp"];
+    if roce == 0 {
+        out.push(note(
+            "no_roce",
+            "no RoCE frames seen. Hardware RNICs (ConnectX and others) move RoCE without the \
+             kernel, so a GPU host's own interface shows none: capture on a switch mirror or \
+             ERSPAN collector port, a tap, or with the NIC's offloaded sniffer."
+                .into(),
+        ));
+    }
+    if report.pfc.frames + report.pfc.pause_8023x_frames == 0 {
+        out.push(note(
+            "no_pfc",
+            "no PFC or PAUSE frames seen. NICs and switch ports consume MAC control frames; only \
+             a mirror that copies them shows PFC, so none here does not mean none were sent."
+                .into(),
+        ));
+    }
+    // Host pairs seen one way only: their ACKs, NAKs, CNPs and read responses are elsewhere.
+    let pairs: BTreeSet<(&str, &str)> = report
+        .flows
+        .iter()
+        .map(|f| (f.src.as_str(), f.dst.as_str()))
+        .collect();
+    let one_way = pairs
+        .iter()
+        .filter(|(a, b)| !pairs.contains(&(*b, *a)))
+        .count();
+    if one_way > 0 {
+        out.push(note(
+            "one_direction",
+            format!(
+                "{one_way} of {} RoCE host pairs (src→dst) were seen in one direction only: \
+                 their ACK/NAK, CNP and read-response traffic is outside this capture.",
+                pairs.len()
+            ),
+        ));
+    }
+    if engine.visibility.ext_cut > 0 {
+        out.push(note(
+            "snap_cut",
+            format!(
+                "{} RoCE frames were cut by the snap length before their extended headers \
+                 (RETH/AETH/… fields unavailable for them); bytes use original lengths.",
+                engine.visibility.ext_cut
+            ),
+        ));
+    }
+    if engine.visibility.encapsulated > 0 {
+        out.push(note(
+            "mirrored",
+            format!(
+                "{} frames were mirrored copies (GRE/ERSPAN), analysed as the inner frame; their \
+                 lengths come from the inner IP header.",
+                engine.visibility.encapsulated
+            ),
+        ));
+    }
+    let malformed: u64 = analyzer_common::FrameClass::ALL
+        .iter()
+        .filter(|k| k.is_malformed())
+        .map(|k| c[k.name()])
+        .sum();
+    if malformed > 0 {
+        out.push(note(
+            "malformed",
+            format!(
+                "{malformed} frames could not be fully parsed; capture.classes counts them by kind."
+            ),
+        ));
+    }
+    if report.capture.partial {
+        out.push(note(
+            "partial",
+            "an input ended inside a record: the report covers everything before that point."
+                .into(),
+        ));
+    }
+    out
+}

@@ -1,0 +1,55 @@
+//! Writing reports: atomically (temporary file in the same directory, then rename), or to
+//! stdout for `-`.
+
+use std::io::Write;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("{path}: cannot write report: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot serialise report: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Writes `text` to `path` atomically, or to stdout when `path` is `-`.
+pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), WriteError> {
+    let io = |source| WriteError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    if path == Path::new("-") {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text).map_err(io)?;
+        return out.flush().map_err(io);
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(io)
+}
+
+/// The report as pretty JSON with a trailing newline.
+pub fn to_json(report: &super::Report) -> Result<Vec<u8>, WriteError> {
+    let mut v = serde_json::to_vec_pretty(report)?;
+    v.push(b'\n');
+    Ok(v)
+}

@@ -1,1 +1,5 @@
+//! Integration tests of roce-analyzer (one test binary, modules by capability).
 
+mod cli;
+mod fixtures;
+mod tshark;

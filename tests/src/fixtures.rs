@@ -568,6 +568,7 @@ pub fn example() -> Fixture {
         name: "example.pcap",
         format: Format::Pcap(PcapOptions {
             snaplen: 128,
+            nanosecond: true,
             ..Default::default()
         }),
         frames,

@@ -40,3 +40,10 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// The path of a tool the tests cannot do without. Absence is a loud failure, never a skip:
+/// `scripts/setup` installs it.
+pub fn require(tool: &str) -> PathBuf {
+    which(tool)
+        .unwrap_or_else(|| panic!("{tool} is not installed: run scripts/setup (as root) first"))
+}

@@ -78,11 +78,7 @@ impl FrameClass {
     }
 
     pub const fn from_u8(v: u8) -> Option<FrameClass> {
-        if (v as usize) < Self::COUNT {
-            Some(Self::ALL[v as usize])
-        } else {
-            None
-        }
+        if (v as usize) < Self::COUNT { Some(Self::ALL[v as usize]) } else { None }
     }
 
     /// True for the malformed kinds (everything after `NonRoce`).

@@ -48,11 +48,7 @@ pub const MAX_VLAN_TAGS: usize = 2;
 /// Classifies one frame. `wire_len` is its original length on the wire (≥ captured bytes).
 /// `out` is overwritten completely; the class is also returned.
 #[inline(always)]
-pub fn classify<B: FrameBytes + ?Sized>(
-    b: &B,
-    wire_len: u32,
-    out: &mut PacketSummary,
-) -> FrameClass {
+pub fn classify<B: FrameBytes + ?Sized>(b: &B, wire_len: u32, out: &mut PacketSummary) -> FrameClass {
     *out = PacketSummary::zeroed();
     out.frame_len = wire_len;
     let class = match parse_frame(b, 0, wire_len, out) {
@@ -95,12 +91,7 @@ macro_rules! read_or {
 /// Parses the Ethernet frame at `start`. `frame_len` is the frame's original length; for the
 /// outer frame it also bounds the IP length fields. `out.encap != NONE` marks an inner frame.
 #[inline(always)]
-fn parse_frame<B: FrameBytes + ?Sized>(
-    b: &B,
-    start: usize,
-    frame_len: u32,
-    out: &mut PacketSummary,
-) -> Step {
+fn parse_frame<B: FrameBytes + ?Sized>(b: &B, start: usize, frame_len: u32, out: &mut PacketSummary) -> Step {
     const TRUNC: FrameClass = FrameClass::TruncatedHeader;
     let outer = out.encap == encap::NONE;
     let eth = read_or!(b, 14, start, TRUNC);
@@ -146,12 +137,7 @@ fn parse_frame<B: FrameBytes + ?Sized>(
                 out.frame_len = l2_len + 40 + grh.payload_len() as u32;
             }
             out.roce_version = 1;
-            Step::Done(parse_bth(
-                b,
-                b.widen(off + 40),
-                grh.payload_len() as usize,
-                out,
-            ))
+            Step::Done(parse_bth(b, b.widen(off + 40), grh.payload_len() as usize, out))
         }
         et::IPV4 => {
             let ip = read_or!(b, 20, off, TRUNC);
@@ -178,15 +164,7 @@ fn parse_frame<B: FrameBytes + ?Sized>(
                 return Step::Done(FrameClass::Fragment);
             }
             let more_frags = ip.more_frags();
-            l4(
-                b,
-                off + ihl,
-                ip.protocol(),
-                total - ihl,
-                more_frags,
-                outer,
-                out,
-            )
+            l4(b, off + ihl, ip.protocol(), total - ihl, more_frags, outer, out)
         }
         et::IPV6 => {
             let ip = read_or!(b, 40, off, TRUNC);
@@ -256,23 +234,14 @@ fn parse_gre<B: FrameBytes + ?Sized>(b: &B, off: usize) -> Step {
     };
     let at = off + len;
     match g.protocol() {
-        et::TEB => Step::Inner {
-            offset: at,
-            kind: encap::GRE_TEB,
-        },
-        et::ERSPAN_II if g.flags() & gre::flags::SEQUENCE == 0 => Step::Inner {
-            offset: at,
-            kind: encap::ERSPAN_I,
-        },
+        et::TEB => Step::Inner { offset: at, kind: encap::GRE_TEB },
+        et::ERSPAN_II if g.flags() & gre::flags::SEQUENCE == 0 => Step::Inner { offset: at, kind: encap::ERSPAN_I },
         et::ERSPAN_II => {
             let h = read_or!(b, 8, at, TRUNC);
             if gre::erspan_version(h[0]) != 1 {
                 return Step::Done(FrameClass::UnsupportedEncap);
             }
-            Step::Inner {
-                offset: at + gre::ERSPAN_II_LEN,
-                kind: encap::ERSPAN_II,
-            }
+            Step::Inner { offset: at + gre::ERSPAN_II_LEN, kind: encap::ERSPAN_II }
         }
         et::ERSPAN_III => {
             let h = read_or!(b, 12, at, TRUNC);
@@ -280,21 +249,14 @@ fn parse_gre<B: FrameBytes + ?Sized>(b: &B, off: usize) -> Step {
             if gre::erspan_version(h[0]) != 2 || e.frame_type != 0 {
                 return Step::Done(FrameClass::UnsupportedEncap);
             }
-            Step::Inner {
-                offset: at + e.header_len(),
-                kind: encap::ERSPAN_III,
-            }
+            Step::Inner { offset: at + e.header_len(), kind: encap::ERSPAN_III }
         }
         _ => Step::Done(FrameClass::NonRoce),
     }
 }
 
 #[inline(always)]
-fn parse_mac_control<B: FrameBytes + ?Sized>(
-    b: &B,
-    off: usize,
-    out: &mut PacketSummary,
-) -> FrameClass {
+fn parse_mac_control<B: FrameBytes + ?Sized>(b: &B, off: usize, out: &mut PacketSummary) -> FrameClass {
     let Some(op) = b.read::<2>(off) else {
         return FrameClass::TruncatedHeader;
     };
@@ -326,12 +288,7 @@ fn parse_mac_control<B: FrameBytes + ?Sized>(
 /// The BTH at `off` and the extended headers of its opcode; `len` is the transport length
 /// (UDP payload for v2, GRH payload for v1) including ICRC.
 #[inline(always)]
-fn parse_bth<B: FrameBytes + ?Sized>(
-    b: &B,
-    off: usize,
-    len: usize,
-    out: &mut PacketSummary,
-) -> FrameClass {
+fn parse_bth<B: FrameBytes + ?Sized>(b: &B, off: usize, len: usize, out: &mut PacketSummary) -> FrameClass {
     if len < bth::Packet::<&[u8]>::LEN {
         return FrameClass::ShortBth;
     }
@@ -356,11 +313,7 @@ fn parse_bth<B: FrameBytes + ?Sized>(
     let tail = hdrs + h.pad_count() as usize + ext::ICRC_LEN;
     out.payload_len = if len > tail { (len - tail) as u32 } else { 0 };
     parse_ext(b, off + 12, mask, out);
-    if opc == opcode::CNP {
-        FrameClass::Cnp
-    } else {
-        FrameClass::Roce
-    }
+    if opc == opcode::CNP { FrameClass::Cnp } else { FrameClass::Roce }
 }
 
 /// Decodes the extended headers in `mask`. Each header's offset is computed from the mask
@@ -381,15 +334,13 @@ fn parse_ext<B: FrameBytes + ?Sized>(b: &B, base: usize, mask: u16, out: &mut Pa
             }
         };
     }
-    hdr!(x::RDETH, ext::RDETH_LEN, |a| out.rdeth_ee =
-        ext::parse_u24(&a));
+    hdr!(x::RDETH, ext::RDETH_LEN, |a| out.rdeth_ee = ext::parse_u24(&a));
     hdr!(x::DETH, ext::DETH_LEN, |a| {
         let d = ext::Deth::parse(&a);
         out.deth_qkey = d.qkey;
         out.deth_src_qp = d.src_qp;
     });
-    hdr!(x::XRCETH, ext::XRCETH_LEN, |a| out.xrc_srq =
-        ext::parse_u24(&a));
+    hdr!(x::XRCETH, ext::XRCETH_LEN, |a| out.xrc_srq = ext::parse_u24(&a));
     hdr!(x::FETH, ext::FETH_LEN, |a| out.feth = ext::parse_u32(&a));
     hdr!(x::RETH, ext::RETH_LEN, |a| {
         let r = ext::Reth::parse(&a);
@@ -409,11 +360,146 @@ fn parse_ext<B: FrameBytes + ?Sized>(b: &B, base: usize, mask: u16, out: &mut Pa
         out.aeth_syndrome = r.syndrome;
         out.aeth_msn = r.msn;
     });
-    hdr!(x::ATOMIC_ACK_ETH, ext::ATOMIC_ACK_ETH_LEN, |a| out
-        .atomic_ack_orig =
-        ext::parse_atomic_ack(&a));
+    hdr!(x::ATOMIC_ACK_ETH, ext::ATOMIC_ACK_ETH_LEN, |a| out.atomic_ack_orig = ext::parse_atomic_ack(&a));
     hdr!(x::IMMDT, ext::IMMDT_LEN, |a| out.immdt = ext::parse_u32(&a));
-    hdr!(x::IETH, ext::IETH_LEN, |a| out.ieth_rkey =
-        ext::parse_u32(&a));
+    hdr!(x::IETH, ext::IETH_LEN, |a| out.ieth_rkey = ext::parse_u32(&a));
     hdr!(x::CNP_RESERVED, ext::CNP_RESERVED_LEN, |_a| ());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::opcode::ext as x;
+
+    /// Ethernet (one 802.1Q tag, PCP 3) / IPv4 (DSCP 26, CE) / UDP 49152 → 4791 / `transport`.
+    fn v2_frame(transport: &[u8], buf: &mut [u8; 256]) -> usize {
+        let head: [u8; 46] = [
+            0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x81, 0x00, 0x60, 0x64, 0x08, 0x00, // eth + tag
+            0x45, 0x6B, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4
+            0xC0, 0x00, 0x12, 0xB7, 0, 0, 0, 0, // UDP
+        ];
+        buf[..46].copy_from_slice(&head);
+        buf[46..46 + transport.len()].copy_from_slice(transport);
+        let udp_len = (8 + transport.len()) as u16;
+        buf[18 + 2..18 + 4].copy_from_slice(&(20 + udp_len).to_be_bytes());
+        buf[38 + 4..38 + 6].copy_from_slice(&udp_len.to_be_bytes());
+        46 + transport.len()
+    }
+
+    fn run(frame: &[u8]) -> PacketSummary {
+        let mut s = PacketSummary::zeroed();
+        classify(frame, frame.len() as u32, &mut s);
+        s
+    }
+
+    #[test]
+    fn rc_write_only_every_field() {
+        let t = [
+            0x0A, 0x80, 0xFF, 0xFF, 0x40, 0x00, 0x01, 0x23, 0x80, 0x00, 0x00, 0x07, // BTH
+            0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0x42, 0, 0, 0x10, 0, // RETH va 0x1000 rkey 0x42 len 4096
+            1, 2, 3, 4, 5, 6, 7, 8, // payload
+            0, 0, 0, 0, // ICRC
+        ];
+        let mut buf = [0u8; 256];
+        let n = v2_frame(&t, &mut buf);
+        let s = run(&buf[..n]);
+        assert_eq!(s.class(), FrameClass::Roce);
+        assert_eq!((s.roce_version, s.ip_version, s.vlan_tags, s.pcp, s.vlan_id), (2, 4, 1, 3, 100));
+        assert_eq!((&s.src_ip[..4], &s.dst_ip[..4]), (&[10, 0, 0, 1][..], &[10, 0, 0, 2][..]));
+        assert_eq!((s.dscp, s.ecn, s.udp_sport, s.udp_dport), (26, 3, 49152, 4791));
+        assert_eq!((s.opcode, s.bth_flags, s.pkey, s.fecn, s.becn), (0x0A, 0x80, 0xFFFF, 0, 1));
+        assert_eq!((s.dst_qp, s.ack_req, s.psn), (0x123, 1, 7));
+        assert_eq!((s.ext, s.ext_missing), (x::RETH, 0));
+        assert_eq!((s.reth_va, s.reth_rkey, s.reth_dma_len), (0x1000, 0x42, 4096));
+        assert_eq!((s.payload_len, s.frame_len), (8, n as u32));
+    }
+
+    #[test]
+    fn rd_headers_follow_the_bth_in_ibta_order() {
+        // RD RDMA WRITE FIRST: BTH, RDETH (EE 0x44), DETH (Q_Key, src QP 0x33), RETH.
+        let mut t = [0u8; 12 + 4 + 8 + 16 + 4];
+        t[0] = 0x46;
+        t[12..16].copy_from_slice(&[0, 0, 0, 0x44]);
+        t[16..24].copy_from_slice(&[0x11, 0x11, 0x11, 0x11, 0, 0, 0, 0x33]);
+        t[24 + 12..24 + 16].copy_from_slice(&4096u32.to_be_bytes());
+        let mut buf = [0u8; 256];
+        let n = v2_frame(&t, &mut buf);
+        let s = run(&buf[..n]);
+        assert_eq!(s.ext, x::RDETH | x::DETH | x::RETH);
+        assert_eq!((s.rdeth_ee, s.deth_qkey, s.deth_src_qp, s.reth_dma_len), (0x44, 0x1111_1111, 0x33, 4096));
+    }
+
+    #[test]
+    fn xrc_request_carries_xrceth_before_reth() {
+        let mut t = [0u8; 12 + 4 + 16 + 4];
+        t[0] = 0xAC; // XRC RDMA READ REQUEST
+        t[12..16].copy_from_slice(&[0, 0, 0, 0x66]);
+        t[16 + 12..16 + 16].copy_from_slice(&12288u32.to_be_bytes());
+        let mut buf = [0u8; 256];
+        let n = v2_frame(&t, &mut buf);
+        let s = run(&buf[..n]);
+        assert_eq!((s.ext, s.xrc_srq, s.reth_dma_len), (x::XRCETH | x::RETH, 0x66, 12288));
+    }
+
+    #[test]
+    fn aeth_atomic_ack_and_cnp() {
+        let mut t = [0u8; 12 + 4 + 8 + 4];
+        t[0] = 0x12; // RC ATOMIC ACKNOWLEDGE
+        t[12..16].copy_from_slice(&[0x60, 0, 0, 9]); // NAK PSN sequence error, MSN 9
+        t[16..24].copy_from_slice(&7u64.to_be_bytes());
+        let mut buf = [0u8; 256];
+        let n = v2_frame(&t, &mut buf);
+        let s = run(&buf[..n]);
+        assert_eq!((s.aeth_syndrome, s.aeth_msn, s.atomic_ack_orig), (0x60, 9, 7));
+
+        let mut c = [0u8; 12 + 16 + 4];
+        c[0] = 0x81;
+        c[4] = 0x40;
+        let n = v2_frame(&c, &mut buf);
+        let s = run(&buf[..n]);
+        assert_eq!((s.class(), s.ext, s.payload_len), (FrameClass::Cnp, x::CNP_RESERVED, 0));
+        // A CNP without its 16 reserved bytes is too short.
+        let n = v2_frame(&c[..16], &mut buf);
+        assert_eq!(run(&buf[..n]).class(), FrameClass::ShortExtHeader);
+    }
+
+    #[test]
+    fn pfc_and_pause() {
+        let mut f = [0u8; 60];
+        f[..6].copy_from_slice(&crate::wire::mac_control::MAC_CONTROL_DST);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 7, 0xd1]);
+        f[12..14].copy_from_slice(&[0x88, 0x08]);
+        f[14..18].copy_from_slice(&[0x01, 0x01, 0x00, 0x88]); // PFC, priorities 3 and 7
+        f[18 + 6..18 + 8].copy_from_slice(&0xFFFFu16.to_be_bytes());
+        f[18 + 14..18 + 16].copy_from_slice(&0x10u16.to_be_bytes());
+        let s = run(&f);
+        assert_eq!((s.class(), s.pfc_enable, s.src_mac), (FrameClass::Pfc, 0x88, [2, 0, 0, 0, 7, 0xd1]));
+        assert_eq!(s.pfc_quanta, [0, 0, 0, 0xFFFF, 0, 0, 0, 0x10]);
+        f[14..18].copy_from_slice(&[0x00, 0x01, 0x12, 0x34]);
+        let s = run(&f);
+        assert_eq!((s.class(), s.pfc_quanta[0]), (FrameClass::Pause, 0x1234));
+        assert_eq!(run(&f[..15]).class(), FrameClass::TruncatedHeader);
+    }
+
+    #[test]
+    fn capture_cut_inside_extended_headers() {
+        let t = [0x0Au8; 12 + 16 + 4];
+        let mut buf = [0u8; 256];
+        let n = v2_frame(&t, &mut buf);
+        let mut s = PacketSummary::zeroed();
+        // Wire length is the whole frame; only 60 bytes were captured (BTH ends at 58).
+        assert_eq!(classify(&buf[..60], n as u32, &mut s), FrameClass::Roce);
+        assert_eq!((s.ext, s.ext_missing, s.frame_len), (0, x::RETH, n as u32));
+        assert_eq!(classify(&buf[..50], n as u32, &mut s), FrameClass::TruncatedHeader);
+    }
+
+    #[test]
+    fn unknown_opcode_is_still_roce() {
+        let mut t = [0u8; 12 + 4];
+        t[0] = 0xC0;
+        let mut buf = [0u8; 256];
+        let n = v2_frame(&t, &mut buf);
+        let s = run(&buf[..n]);
+        assert_eq!((s.class(), s.opcode, s.ext), (FrameClass::Roce, 0xC0, 0));
+    }
 }

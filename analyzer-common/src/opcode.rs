@@ -147,10 +147,7 @@ pub const fn is_request(opcode: u8) -> bool {
 /// READ RESPONSE, ACKNOWLEDGE and ATOMIC ACKNOWLEDGE.
 pub const fn is_response(opcode: u8) -> bool {
     let o = opcode & 0x1F;
-    is_defined(opcode)
-        && opcode != CNP
-        && o >= op::RDMA_READ_RESPONSE_FIRST
-        && o <= op::ATOMIC_ACKNOWLEDGE
+    is_defined(opcode) && opcode != CNP && o >= op::RDMA_READ_RESPONSE_FIRST && o <= op::ATOMIC_ACKNOWLEDGE
 }
 
 /// The extended headers that follow the BTH of `opcode`, as [`ext`] flags, in wire order.
@@ -259,9 +256,7 @@ mod tests {
         assert!(is_defined(0x00) && is_defined(0x2B) && !is_defined(0x2C));
         assert!(is_defined(0x64) && !is_defined(0x60) && is_defined(CNP) && !is_defined(0x80));
         assert!(is_request(0x0C) && !is_request(0x10) && is_response(0x11) && !is_request(CNP));
-        assert!(
-            is_data(0x10) && is_data(0x06) && !is_data(0x0C) && !is_data(0x11) && !is_data(CNP)
-        );
+        assert!(is_data(0x10) && is_data(0x06) && !is_data(0x0C) && !is_data(0x11) && !is_data(CNP));
         assert_eq!(headers_len(ext::RETH | ext::IMMDT), 20);
         assert_eq!(headers_len(ext::RDETH | ext::DETH | ext::ATOMIC_ETH), 40);
         assert_eq!(op_name(0x0C), Some("RDMA_READ_REQUEST"));

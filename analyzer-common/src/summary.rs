@@ -96,19 +96,11 @@ impl PacketSummary {
 
     /// Source address bytes: 4 for IPv4, 16 otherwise.
     pub fn src_addr(&self) -> &[u8] {
-        if self.ip_version == 4 {
-            &self.src_ip[..4]
-        } else {
-            &self.src_ip[..]
-        }
+        if self.ip_version == 4 { &self.src_ip[..4] } else { &self.src_ip[..] }
     }
 
     pub fn dst_addr(&self) -> &[u8] {
-        if self.ip_version == 4 {
-            &self.dst_ip[..4]
-        } else {
-            &self.dst_ip[..]
-        }
+        if self.ip_version == 4 { &self.dst_ip[..4] } else { &self.dst_ip[..] }
     }
 }
 

@@ -1,9 +1,7 @@
 #![no_std]
 #![no_main]
 
-use analyzer_common::{
-    FrameBytes, FrameClass, PacketSummary, classify, classify::MAX_HEADER_OFFSET,
-};
+use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify, classify::MAX_HEADER_OFFSET};
 use aya_ebpf::{
     bindings::xdp_action,
     macros::{map, xdp},
@@ -57,11 +55,7 @@ pub fn roce_analyzer(ctx: XdpContext) -> u32 {
 #[inline(always)]
 fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
     let slot = WIDEN.get_ptr_mut(0).ok_or(())?;
-    let pkt = Packet {
-        start: ctx.data(),
-        end: ctx.data_end(),
-        slot,
-    };
+    let pkt = Packet { start: ctx.data(), end: ctx.data_end(), slot };
     // data_end - data is pointer arithmetic on pkt_end, which the verifier refuses.
     // SAFETY: helper taking the program's own context.
     let len = unsafe { aya_ebpf::helpers::generated::bpf_xdp_get_buff_len(ctx.ctx) } as u32;

@@ -15,11 +15,7 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() {
-                exit::USAGE
-            } else {
-                exit::OK
-            };
+            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
             let _ = e.print();
             return ExitCode::from(code);
         }
@@ -62,21 +58,12 @@ fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
     if !args.quiet && !to_stdout {
         print!("{}", human::render(&report, args.top));
     }
-    Ok(if report.capture.partial {
-        exit::PARTIAL
-    } else {
-        exit::OK
-    })
+    Ok(if report.capture.partial { exit::PARTIAL } else { exit::OK })
 }
 
 /// A byte-based progress bar over all inputs, when wanted.
 fn progress_bar(args: &AnalyzeArgs) -> Option<indicatif::ProgressBar> {
-    let total: u64 = args
-        .pcap
-        .iter()
-        .filter_map(|i| std::fs::metadata(&i.path).ok())
-        .map(|m| m.len())
-        .sum();
+    let total: u64 = args.pcap.iter().filter_map(|i| std::fs::metadata(&i.path).ok()).map(|m| m.len()).sum();
     let show = match args.progress {
         Progress::Never => false,
         Progress::Always => true,
@@ -85,15 +72,10 @@ fn progress_bar(args: &AnalyzeArgs) -> Option<indicatif::ProgressBar> {
     if !show {
         return None;
     }
-    let bar = indicatif::ProgressBar::with_draw_target(
-        Some(total),
-        indicatif::ProgressDrawTarget::stderr(),
-    );
+    let bar = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
     bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     Some(bar)
 }

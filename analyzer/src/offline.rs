@@ -26,13 +26,7 @@ pub fn analyze_files(
             &input.path,
             |rec| {
                 frames::decode(rec.link, rec.data, rec.orig_len, &mut summary);
-                engine.observe(
-                    FrameMeta {
-                        ts_ns: rec.ts_ns,
-                        source,
-                    },
-                    &summary,
-                );
+                engine.observe(FrameMeta { ts_ns: rec.ts_ns, source }, &summary);
             },
             |bytes| progress(&input.path, done + bytes),
         )?;

@@ -20,23 +20,12 @@ fn json_of(args: &[&str]) -> (Value, std::process::Output) {
 #[test]
 fn example_summary_and_report() {
     let out = run(&["--pcap", &path("example.pcap")]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     let f = fixtures::example();
-    assert!(
-        text.contains(&format!("{} frames", f.frames.len())),
-        "{text}"
-    );
+    assert!(text.contains(&format!("{} frames", f.frames.len())), "{text}");
     assert!(text.contains("flows: 8"), "{text}");
-    assert!(
-        text.contains("02:00:00:00:07:d1"),
-        "PFC sender listed: {text}"
-    );
+    assert!(text.contains("02:00:00:00:07:d1"), "PFC sender listed: {text}");
 
     let (v, _) = json_of(&["--pcap", &path("example.pcap")]);
     assert_eq!(v["schema"], "roce-analyzer/report/v1");
@@ -44,28 +33,14 @@ fn example_summary_and_report() {
     assert_eq!(v["kind"], "offline");
     let counts = f.class_counts();
     for c in analyzer_common::FrameClass::ALL {
-        assert_eq!(
-            v["capture"]["classes"][c.name()],
-            counts[c as usize],
-            "class {}",
-            c.name()
-        );
+        assert_eq!(v["capture"]["classes"][c.name()], counts[c as usize], "class {}", c.name());
     }
     assert_eq!(v["capture"]["frames"], f.frames.len());
     assert_eq!(v["capture"]["partial"], false);
-    assert_eq!(
-        v["capture"]["start_ns"],
-        f.frames.iter().map(|x| x.record.ts_ns).min().unwrap()
-    );
-    assert_eq!(
-        v["capture"]["end_ns"],
-        f.frames.iter().map(|x| x.record.ts_ns).max().unwrap()
-    );
+    assert_eq!(v["capture"]["start_ns"], f.frames.iter().map(|x| x.record.ts_ns).min().unwrap());
+    assert_eq!(v["capture"]["end_ns"], f.frames.iter().map(|x| x.record.ts_ns).max().unwrap());
     for reason in ["truncated_record", "flow_map_full", "ringbuf_full"] {
-        assert_eq!(
-            v["capture"]["dropped"][reason], 0,
-            "{reason} is reported even when zero"
-        );
+        assert_eq!(v["capture"]["dropped"][reason], 0, "{reason} is reported even when zero");
     }
     // Numbers are integers, never floats.
     fn no_floats(v: &Value) {
@@ -85,15 +60,7 @@ fn json_is_byte_identical_across_runs_and_written_atomically() {
     let a = dir.path().join("a.json");
     let b = dir.path().join("b.json");
     for p in [&a, &b] {
-        let out = run(&[
-            "-q",
-            "-r",
-            &path("example.pcap"),
-            "-r",
-            &path("erspan.pcap"),
-            "--json",
-            p.to_str().unwrap(),
-        ]);
+        let out = run(&["-q", "-r", &path("example.pcap"), "-r", &path("erspan.pcap"), "--json", p.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0));
         assert!(out.stdout.is_empty(), "--quiet prints nothing");
     }
@@ -124,12 +91,7 @@ fn flows_are_sorted_by_key() {
         .collect();
     let mut sorted = keys.clone();
     sorted.sort_by_key(|(s, d, p, q)| {
-        (
-            s.parse::<std::net::Ipv4Addr>().unwrap(),
-            d.parse::<std::net::Ipv4Addr>().unwrap(),
-            *p,
-            *q,
-        )
+        (s.parse::<std::net::Ipv4Addr>().unwrap(), d.parse::<std::net::Ipv4Addr>().unwrap(), *p, *q)
     });
     assert_eq!(keys, sorted);
 }
@@ -139,12 +101,7 @@ fn flow_keys(v: &Value) -> std::collections::BTreeSet<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| {
-            format!(
-                "{}>{}:{}/{}",
-                f["src"], f["dst"], f["udp_sport"], f["dst_qp"]
-            )
-        })
+        .map(|f| format!("{}>{}:{}/{}", f["src"], f["dst"], f["udp_sport"], f["dst_qp"]))
         .collect()
 }
 
@@ -158,23 +115,12 @@ fn labels_follow_each_input() {
     let (v, _) = json_of(&["--pcap", &up1, "--pcap", &up2]);
     let sources = v["capture"]["sources"].as_array().unwrap();
     assert_eq!(sources.len(), 2);
-    assert_eq!(
-        (sources[0]["label"].as_str(), sources[1]["label"].as_str()),
-        (Some("up1"), Some("up2"))
-    );
+    assert_eq!((sources[0]["label"].as_str(), sources[1]["label"].as_str()), (Some("up1"), Some("up2")));
     assert_eq!(sources[0]["kind"], "pcap");
     assert_eq!(flow_keys(&v), in1.union(&in2).cloned().collect());
     for f in v["flows"].as_array().unwrap() {
-        let key = format!(
-            "{}>{}:{}/{}",
-            f["src"], f["dst"], f["udp_sport"], f["dst_qp"]
-        );
-        let labels: Vec<&str> = f["labels"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|l| l.as_str().unwrap())
-            .collect();
+        let key = format!("{}>{}:{}/{}", f["src"], f["dst"], f["udp_sport"], f["dst_qp"]);
+        let labels: Vec<&str> = f["labels"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
         let mut expect = Vec::new();
         if in1.contains(&key) {
             expect.push("up1");
@@ -184,8 +130,7 @@ fn labels_follow_each_input() {
         }
         assert_eq!(labels, expect, "{key}");
     }
-    let frames = alone1["capture"]["frames"].as_u64().unwrap()
-        + alone2["capture"]["frames"].as_u64().unwrap();
+    let frames = alone1["capture"]["frames"].as_u64().unwrap() + alone2["capture"]["frames"].as_u64().unwrap();
     assert_eq!(v["capture"]["frames"], frames);
 }
 
@@ -196,11 +141,7 @@ fn bad_inputs_name_file_offset_and_cause() {
         let out = run(&["-r", p.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{}: {err}", b.name);
-        assert!(
-            err.contains(p.to_str().unwrap()),
-            "{}: names the file: {err}",
-            b.name
-        );
+        assert!(err.contains(p.to_str().unwrap()), "{}: names the file: {err}", b.name);
         for e in b.expect {
             assert!(err.contains(e), "{}: {e:?} in {err}", b.name);
         }
@@ -208,9 +149,7 @@ fn bad_inputs_name_file_offset_and_cause() {
     }
     let out = run(&["-r", "/nonexistent/capture.pcap"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("/nonexistent/capture.pcap: cannot open")
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/capture.pcap: cannot open"));
 }
 
 #[test]
@@ -219,25 +158,12 @@ fn truncated_tail_gives_a_partial_report_and_its_own_exit_code() {
     let (v, out) = json_of(&["-r", p.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(analyzer::exit::PARTIAL as i32));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("truncated last record") && err.contains("byte offset"),
-        "{err}"
-    );
+    assert!(err.contains("truncated last record") && err.contains("byte offset"), "{err}");
     let (_, f) = fixtures::truncated_tail();
     assert_eq!(v["capture"]["partial"], true);
-    assert_eq!(
-        v["capture"]["frames"],
-        f.frames.len() - 1,
-        "everything before the cut record"
-    );
+    assert_eq!(v["capture"]["frames"], f.frames.len() - 1, "everything before the cut record");
     assert_eq!(v["capture"]["dropped"]["truncated_record"], 1);
-    assert!(
-        v["visibility"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|n| n["code"] == "partial")
-    );
+    assert!(v["visibility"].as_array().unwrap().iter().any(|n| n["code"] == "partial"));
 }
 
 #[test]
@@ -253,35 +179,14 @@ fn usage_errors_exit_2() {
 #[test]
 fn vantage_point_blind_spots_are_stated() {
     let (v, _) = json_of(&["-r", &path("pfc.pcap")]);
-    let codes: Vec<&str> = v["visibility"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["code"].as_str().unwrap())
-        .collect();
+    let codes: Vec<&str> = v["visibility"].as_array().unwrap().iter().map(|n| n["code"].as_str().unwrap()).collect();
     assert!(codes.contains(&"no_roce"), "{codes:?}");
     assert!(!codes.contains(&"no_pfc"), "{codes:?}");
     let (v, _) = json_of(&["-r", &path("opcodes.pcap")]);
-    let codes: Vec<&str> = v["visibility"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["code"].as_str().unwrap())
-        .collect();
-    assert!(
-        codes.contains(&"no_pfc")
-            && codes.contains(&"one_direction")
-            && !codes.contains(&"no_roce"),
-        "{codes:?}"
-    );
+    let codes: Vec<&str> = v["visibility"].as_array().unwrap().iter().map(|n| n["code"].as_str().unwrap()).collect();
+    assert!(codes.contains(&"no_pfc") && codes.contains(&"one_direction") && !codes.contains(&"no_roce"), "{codes:?}");
     let (v, _) = json_of(&["-r", &path("snaplen.pcap")]);
-    assert!(
-        v["visibility"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|n| n["code"] == "snap_cut")
-    );
+    assert!(v["visibility"].as_array().unwrap().iter().any(|n| n["code"] == "snap_cut"));
     let out = run(&["-r", &path("pfc.pcap")]);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("hardware RNICs")

@@ -13,12 +13,8 @@ fn committed_fixtures_match_the_generator() {
     let fresh = fixtures::write_all(tmp.path()).unwrap();
     for p in fresh {
         let rel = p.strip_prefix(tmp.path()).unwrap();
-        let committed = std::fs::read(data_dir().join(rel)).unwrap_or_else(|e| {
-            panic!(
-                "tests/data/{}: {e}; run `cargo xtask fixtures`",
-                rel.display()
-            )
-        });
+        let committed = std::fs::read(data_dir().join(rel))
+            .unwrap_or_else(|e| panic!("tests/data/{}: {e}; run `cargo xtask fixtures`", rel.display()));
         assert!(
             committed == std::fs::read(&p).unwrap(),
             "tests/data/{} differs from the generator: run `cargo xtask fixtures`",
@@ -45,20 +41,8 @@ fn every_frame_lands_in_its_intended_class() {
         assert_eq!(got.len(), f.frames.len(), "{}: record count", f.name);
         for (i, (frame, (class, ts, orig))) in f.frames.iter().zip(&got).enumerate() {
             assert_eq!(*class, frame.class, "{} frame {}: class", f.name, i + 1);
-            assert_eq!(
-                *ts,
-                frame.record.ts_ns,
-                "{} frame {}: timestamp",
-                f.name,
-                i + 1
-            );
-            assert_eq!(
-                *orig,
-                frame.record.orig_len,
-                "{} frame {}: original length",
-                f.name,
-                i + 1
-            );
+            assert_eq!(*ts, frame.record.ts_ns, "{} frame {}: timestamp", f.name, i + 1);
+            assert_eq!(*orig, frame.record.orig_len, "{} frame {}: original length", f.name, i + 1);
         }
     }
 }
@@ -73,13 +57,7 @@ fn engine_counts_every_frame_exactly_once() {
             &data_dir().join(f.name),
             |r| {
                 frames::decode(r.link, r.data, r.orig_len, &mut s);
-                engine.observe(
-                    FrameMeta {
-                        ts_ns: r.ts_ns,
-                        source: src,
-                    },
-                    &s,
-                );
+                engine.observe(FrameMeta { ts_ns: r.ts_ns, source: src }, &s);
             },
             |_| {},
         )
@@ -88,20 +66,13 @@ fn engine_counts_every_frame_exactly_once() {
         assert_eq!(engine.frames, f.frames.len() as u64, "{}", f.name);
         let flow_packets: u64 = engine.flows.stats.iter().map(|s| s.packets).sum();
         let expect = engine.class_count(FrameClass::Roce) + engine.class_count(FrameClass::Cnp);
-        assert_eq!(
-            flow_packets, expect,
-            "{}: every RoCE/CNP frame is in exactly one flow",
-            f.name
-        );
+        assert_eq!(flow_packets, expect, "{}: every RoCE/CNP frame is in exactly one flow", f.name);
     }
 }
 
 #[test]
 fn snap_length_keeps_headers_that_are_present() {
-    let f = fixtures::all()
-        .into_iter()
-        .find(|f| f.name == "snaplen.pcap")
-        .unwrap();
+    let f = fixtures::all().into_iter().find(|f| f.name == "snaplen.pcap").unwrap();
     let mut sums = Vec::new();
     read_file(
         &data_dir().join(f.name),
@@ -115,10 +86,7 @@ fn snap_length_keeps_headers_that_are_present() {
     .unwrap();
     // 128-byte cut: the RETH of the WRITE FIRST is decoded; bytes use the original length.
     assert_eq!(sums[0].ext_missing, 0);
-    assert_eq!(
-        sums[0].reth_dma_len,
-        fixtures::full(0x06, 0).ext.reth.dma_len
-    );
+    assert_eq!(sums[0].reth_dma_len, fixtures::full(0x06, 0).ext.reth.dma_len);
     assert_eq!(sums[0].frame_len, f.frames[0].record.orig_len);
     assert!(sums[0].frame_len > 4096);
     // 64-byte cut: BTH decoded, RETH cut off and recorded as missing.
@@ -130,10 +98,7 @@ fn snap_length_keeps_headers_that_are_present() {
 
 #[test]
 fn mirrored_frames_are_analysed_as_the_inner_frame() {
-    let f = fixtures::all()
-        .into_iter()
-        .find(|f| f.name == "erspan.pcap")
-        .unwrap();
+    let f = fixtures::all().into_iter().find(|f| f.name == "erspan.pcap").unwrap();
     let mut sums = Vec::new();
     read_file(
         &data_dir().join(f.name),
@@ -163,10 +128,7 @@ fn mirrored_frames_are_analysed_as_the_inner_frame() {
     for (s, outer_len) in &sums[..5] {
         assert_eq!(&s.src_ip[..4], &[10, 0, 0, 1], "inner source address");
         assert_eq!((s.pcp, s.vlan_tags), (3, 1), "inner VLAN tag");
-        assert!(
-            s.frame_len < *outer_len,
-            "inner length excludes the mirror headers"
-        );
+        assert!(s.frame_len < *outer_len, "inner length excludes the mirror headers");
     }
     // Truncated mirror copies: the inner IP total length gives the real frame length.
     let full_len = fixtures::full(0x0A, 6).build().len() as u32 + 4;

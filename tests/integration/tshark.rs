@@ -73,22 +73,11 @@ fn tshark_rows(f: &Fixture) -> Vec<Row> {
         cmd.args(["-e", field]);
     }
     let out = cmd.output().expect("tshark runs");
-    assert!(
-        out.status.success(),
-        "tshark on {}: {}",
-        f.name,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "tshark on {}: {}", f.name, String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .map(|l| {
-            FIELDS
-                .iter()
-                .copied()
-                .zip(l.split('\t').map(str::to_string))
-                .collect()
-        })
+        .map(|l| FIELDS.iter().copied().zip(l.split('\t').map(str::to_string)).collect())
         .collect()
 }
 
@@ -153,48 +142,20 @@ fn every_decoded_field_equals_tshark() {
         for (i, (row, s)) in rows.iter().zip(&sums).enumerate() {
             let at = format!("{} frame {}", f.name, i + 1);
             if s.encap == 0 {
-                assert_eq!(
-                    num(row, "frame.len").map(|l| l - cooked),
-                    Some(s.frame_len as u64),
-                    "{at}: frame length"
-                );
+                assert_eq!(num(row, "frame.len").map(|l| l - cooked), Some(s.frame_len as u64), "{at}: frame length");
             }
             match s.class() {
                 FrameClass::Roce | FrameClass::Cnp => {
                     compared += 1;
-                    assert_eq!(
-                        num(row, "infiniband.bth.opcode"),
-                        Some(s.opcode as u64),
-                        "{at}: opcode"
-                    );
-                    assert_eq!(
-                        num(row, "infiniband.bth.destqp"),
-                        Some(s.dst_qp as u64),
-                        "{at}: dest QP"
-                    );
-                    assert_eq!(
-                        num(row, "infiniband.bth.psn"),
-                        Some(s.psn as u64),
-                        "{at}: PSN"
-                    );
-                    assert_eq!(
-                        num(row, "infiniband.bth.a"),
-                        Some(s.ack_req as u64),
-                        "{at}: AckReq"
-                    );
+                    assert_eq!(num(row, "infiniband.bth.opcode"), Some(s.opcode as u64), "{at}: opcode");
+                    assert_eq!(num(row, "infiniband.bth.destqp"), Some(s.dst_qp as u64), "{at}: dest QP");
+                    assert_eq!(num(row, "infiniband.bth.psn"), Some(s.psn as u64), "{at}: PSN");
+                    assert_eq!(num(row, "infiniband.bth.a"), Some(s.ack_req as u64), "{at}: AckReq");
                     if tshark_decodes_ext_headers(s.opcode) {
                         let reth = (s.ext & ext::RETH != 0).then_some(s.reth_dma_len as u64);
-                        assert_eq!(
-                            num(row, "infiniband.reth.dmalen"),
-                            reth,
-                            "{at}: RETH DMA length"
-                        );
+                        assert_eq!(num(row, "infiniband.reth.dmalen"), reth, "{at}: RETH DMA length");
                         let aeth = (s.ext & ext::AETH != 0).then_some(s.aeth_syndrome as u64);
-                        assert_eq!(
-                            num(row, "infiniband.aeth.syndrome"),
-                            aeth,
-                            "{at}: AETH syndrome"
-                        );
+                        assert_eq!(num(row, "infiniband.aeth.syndrome"), aeth, "{at}: AETH syndrome");
                     }
                     let (src, dst, ecn, dscp) = match (s.roce_version, s.ip_version) {
                         (1, _) => {
@@ -224,46 +185,22 @@ fn every_decoded_field_equals_tshark() {
                     assert_eq!(ecn, Some(s.ecn as u64), "{at}: ECN");
                     assert_eq!(dscp, Some(s.dscp as u64), "{at}: DSCP");
                     if s.roce_version == 2 {
-                        assert_eq!(
-                            num(row, "udp.srcport"),
-                            Some(s.udp_sport as u64),
-                            "{at}: UDP source port"
-                        );
+                        assert_eq!(num(row, "udp.srcport"), Some(s.udp_sport as u64), "{at}: UDP source port");
                     }
                 }
                 FrameClass::Pfc => {
                     compared += 1;
-                    assert_eq!(
-                        num(row, "macc.cbfc.enbv"),
-                        Some(s.pfc_enable as u64),
-                        "{at}: class-enable vector"
-                    );
+                    assert_eq!(num(row, "macc.cbfc.enbv"), Some(s.pfc_enable as u64), "{at}: class-enable vector");
                     for p in 0..8 {
                         let field = format!("macc.cbfc.pause_time.c{p}");
-                        assert_eq!(
-                            num(row, &field),
-                            Some(s.pfc_quanta[p] as u64),
-                            "{at}: quanta c{p}"
-                        );
+                        assert_eq!(num(row, &field), Some(s.pfc_quanta[p] as u64), "{at}: quanta c{p}");
                     }
-                    assert_eq!(
-                        text(row, "eth.src"),
-                        analyzer::report::mac_string(&s.src_mac),
-                        "{at}: sender"
-                    );
+                    assert_eq!(text(row, "eth.src"), analyzer::report::mac_string(&s.src_mac), "{at}: sender");
                 }
                 FrameClass::Pause => {
                     compared += 1;
-                    assert_eq!(
-                        num(row, "macc.pause_time"),
-                        Some(s.pfc_quanta[0] as u64),
-                        "{at}: quanta"
-                    );
-                    assert_eq!(
-                        text(row, "eth.src"),
-                        analyzer::report::mac_string(&s.src_mac),
-                        "{at}: sender"
-                    );
+                    assert_eq!(num(row, "macc.pause_time"), Some(s.pfc_quanta[0] as u64), "{at}: quanta");
+                    assert_eq!(text(row, "eth.src"), analyzer::report::mac_string(&s.src_mac), "{at}: sender");
                 }
                 _ => {}
             }
@@ -295,43 +232,31 @@ fn report_aggregates_equal_tshark() {
         for (row, frame) in rows.iter().zip(&f.frames) {
             match frame.class {
                 FrameClass::Roce | FrameClass::Cnp => {
-                    let (src, dst, ecn, dscp, sport) =
-                        if !text(row, "infiniband.grh.sgid").is_empty() {
-                            let tc = num(row, "infiniband.grh.tclass").unwrap();
-                            (
-                                text(row, "infiniband.grh.sgid"),
-                                text(row, "infiniband.grh.dgid"),
-                                tc & 3,
-                                tc >> 2,
-                                0,
-                            )
-                        } else if !text(row, "ip.src").is_empty() {
-                            (
-                                text(row, "ip.src"),
-                                text(row, "ip.dst"),
-                                num(row, "ip.dsfield.ecn").unwrap(),
-                                num(row, "ip.dsfield.dscp").unwrap(),
-                                num(row, "udp.srcport").unwrap(),
-                            )
-                        } else {
-                            (
-                                text(row, "ipv6.src"),
-                                text(row, "ipv6.dst"),
-                                num(row, "ipv6.tclass.ecn").unwrap(),
-                                num(row, "ipv6.tclass.dscp").unwrap(),
-                                num(row, "udp.srcport").unwrap(),
-                            )
-                        };
-                    let key = format!(
-                        "{src}>{dst}:{sport}/{}",
-                        num(row, "infiniband.bth.destqp").unwrap()
-                    );
+                    let (src, dst, ecn, dscp, sport) = if !text(row, "infiniband.grh.sgid").is_empty() {
+                        let tc = num(row, "infiniband.grh.tclass").unwrap();
+                        (text(row, "infiniband.grh.sgid"), text(row, "infiniband.grh.dgid"), tc & 3, tc >> 2, 0)
+                    } else if !text(row, "ip.src").is_empty() {
+                        (
+                            text(row, "ip.src"),
+                            text(row, "ip.dst"),
+                            num(row, "ip.dsfield.ecn").unwrap(),
+                            num(row, "ip.dsfield.dscp").unwrap(),
+                            num(row, "udp.srcport").unwrap(),
+                        )
+                    } else {
+                        (
+                            text(row, "ipv6.src"),
+                            text(row, "ipv6.dst"),
+                            num(row, "ipv6.tclass.ecn").unwrap(),
+                            num(row, "ipv6.tclass.dscp").unwrap(),
+                            num(row, "udp.srcport").unwrap(),
+                        )
+                    };
+                    let key = format!("{src}>{dst}:{sport}/{}", num(row, "infiniband.bth.destqp").unwrap());
                     let a = want.entry(key).or_default();
                     a.packets += 1;
                     a.bytes += num(row, "frame.len").unwrap() - cooked;
-                    *a.opcodes
-                        .entry(opcode_name(num(row, "infiniband.bth.opcode").unwrap() as u8))
-                        .or_default() += 1;
+                    *a.opcodes.entry(opcode_name(num(row, "infiniband.bth.opcode").unwrap() as u8)).or_default() += 1;
                     a.ecn[ecn as usize] += 1;
                     *a.dscp.entry(dscp.to_string()).or_default() += 1;
                     a.ack_req += num(row, "infiniband.bth.a").unwrap();
@@ -341,9 +266,7 @@ fn report_aggregates_equal_tshark() {
                     for p in 0..8u8 {
                         if enbv & (1 << p) != 0 {
                             let q = num(row, &format!("macc.cbfc.pause_time.c{p}")).unwrap();
-                            let e = pfc
-                                .entry((text(row, "eth.src").to_string(), p))
-                                .or_default();
+                            let e = pfc.entry((text(row, "eth.src").to_string(), p)).or_default();
                             e.0 += 1;
                             e.1 += (q > 0) as u64;
                             e.2 += (q == 0) as u64;
@@ -354,12 +277,7 @@ fn report_aggregates_equal_tshark() {
                 _ => {}
             }
         }
-        let out = run(&[
-            "-r",
-            data_dir().join(f.name).to_str().unwrap(),
-            "--json",
-            "-",
-        ]);
+        let out = run(&["-r", data_dir().join(f.name).to_str().unwrap(), "--json", "-"]);
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         let mut got: BTreeMap<String, Agg> = BTreeMap::new();
         for fl in v["flows"].as_array().unwrap() {
@@ -370,13 +288,8 @@ fn report_aggregates_equal_tshark() {
                 fl["udp_sport"],
                 fl["dst_qp"]
             );
-            let map = |m: &Value| {
-                m.as_object()
-                    .unwrap()
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
-                    .collect()
-            };
+            let map =
+                |m: &Value| m.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect();
             let e = &fl["ecn"];
             got.insert(
                 key,

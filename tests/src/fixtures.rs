@@ -73,17 +73,11 @@ struct B {
 
 impl B {
     fn new() -> Self {
-        B {
-            frames: Vec::new(),
-            t: T0,
-        }
+        B { frames: Vec::new(), t: T0 }
     }
     fn add(&mut self, class: FrameClass, data: Vec<u8>) -> &mut Record {
         self.t += 1_000;
-        self.frames.push(Frame {
-            record: Record::new(self.t, data),
-            class,
-        });
+        self.frames.push(Frame { record: Record::new(self.t, data), class });
         &mut self.frames.last_mut().expect("just pushed").record
     }
 }
@@ -102,14 +96,7 @@ fn ip6(d: u8) -> [u8; 16] {
 
 /// A RoCE v2 packet with plausible values in every extended header its opcode carries.
 pub fn full(opcode: u8, psn: u32) -> Roce {
-    let mut r = Roce::v4(
-        ip4(1),
-        ip4(2),
-        0xC000 | opcode as u16,
-        opcode,
-        0x100 + opcode as u32,
-        psn,
-    );
+    let mut r = Roce::v4(ip4(1), ip4(2), 0xC000 | opcode as u16, opcode, 0x100 + opcode as u32, psn);
     r.bth.ack_req = psn % 2 == 1;
     r.bth.se = opcode % 3 == 0;
     r.ext.reth = Reth {
@@ -122,26 +109,14 @@ pub fn full(opcode: u8, psn: u32) -> Roce {
         1 => Aeth::rnr_nak(12, 18),
         _ => Aeth::ack(31, 19),
     };
-    r.ext.atomic = AtomicEth {
-        va: 0x1000,
-        rkey: 0x55,
-        swap_add: 5,
-        compare: 6,
-    };
+    r.ext.atomic = AtomicEth { va: 0x1000, rkey: 0x55, swap_add: 5, compare: 6 };
     r.ext.atomic_ack = 0x1122;
     r.ext.immdt = 0xfeed_0000 + opcode as u32;
     r.ext.ieth = 0xbeef;
-    r.ext.deth = Deth {
-        qkey: 0x1111_1111,
-        src_qp: 0x33,
-    };
+    r.ext.deth = Deth { qkey: 0x1111_1111, src_qp: 0x33 };
     r.ext.rdeth_ee = 0x44;
     r.ext.xrc_srq = 0x66;
-    r.payload_len = if opcode::is_data(opcode) {
-        256 + opcode as usize
-    } else {
-        0
-    };
+    r.payload_len = if opcode::is_data(opcode) { 256 + opcode as usize } else { 0 };
     r
 }
 
@@ -151,52 +126,28 @@ fn opcodes() -> Fixture {
     let mut psn = 0xFF_FFF0;
     for opc in 0..=255u8 {
         if opcode::is_defined(opc) || matches!(opc, 0x15 | 0x1E | 0xC0 | 0xFF) {
-            let class = if opc == CNP {
-                FrameClass::Cnp
-            } else {
-                FrameClass::Roce
-            };
+            let class = if opc == CNP { FrameClass::Cnp } else { FrameClass::Roce };
             b.add(class, full(opc, psn).build());
             psn = (psn + 1) & 0xFF_FFFF;
         }
     }
-    Fixture {
-        name: "opcodes.pcap",
-        format: Format::Pcap(PcapOptions::default()),
-        frames: b.frames,
-    }
+    Fixture { name: "opcodes.pcap", format: Format::Pcap(PcapOptions::default()), frames: b.frames }
 }
 
 fn pfc_frames() -> Fixture {
     let mut b = B::new();
     let sw = [0x02, 0, 0, 0, 0x07, 0xd1];
-    b.add(
-        FrameClass::Pfc,
-        pfc(sw, 1 << 3, [0, 0, 0, 0xFFFF, 0, 0, 0, 0]),
-    );
+    b.add(FrameClass::Pfc, pfc(sw, 1 << 3, [0, 0, 0, 0xFFFF, 0, 0, 0, 0]));
     b.add(FrameClass::Pfc, pfc(sw, 1 << 3, [0; 8]));
-    b.add(
-        FrameClass::Pfc,
-        pfc(sw, 0b1000_1001, [0x100, 0, 0, 0x200, 0, 0, 0, 0x300]),
-    );
-    b.add(
-        FrameClass::Pfc,
-        pfc([0x02, 0, 0, 0, 0x03, 0xe9], 0xFF, [1, 2, 3, 4, 5, 6, 7, 8]),
-    );
-    b.add(
-        FrameClass::Pause,
-        pause([0x02, 0, 0, 0, 0x03, 0xea], 0x1000),
-    );
+    b.add(FrameClass::Pfc, pfc(sw, 0b1000_1001, [0x100, 0, 0, 0x200, 0, 0, 0, 0x300]));
+    b.add(FrameClass::Pfc, pfc([0x02, 0, 0, 0, 0x03, 0xe9], 0xFF, [1, 2, 3, 4, 5, 6, 7, 8]));
+    b.add(FrameClass::Pause, pause([0x02, 0, 0, 0, 0x03, 0xea], 0x1000));
     b.add(FrameClass::Pause, pause([0x02, 0, 0, 0, 0x03, 0xea], 0));
     // An unknown MAC control opcode is not PFC.
     let mut gate = pause([0x02, 0, 0, 0, 0x03, 0xeb], 1);
     gate[14..16].copy_from_slice(&0x0002u16.to_be_bytes());
     b.add(FrameClass::NonRoce, gate);
-    Fixture {
-        name: "pfc.pcap",
-        format: Format::Pcap(PcapOptions::default()),
-        frames: b.frames,
-    }
+    Fixture { name: "pfc.pcap", format: Format::Pcap(PcapOptions::default()), frames: b.frames }
 }
 
 fn vlans() -> Fixture {
@@ -214,37 +165,19 @@ fn vlans() -> Fixture {
     b.add(FrameClass::Pfc, p);
     r.vlans = vec![Vlan::qinq(1, 1), Vlan::dot1q(2, 2), Vlan::dot1q(3, 3)];
     b.add(FrameClass::TooManyVlanTags, r.build());
-    Fixture {
-        name: "vlan.pcap",
-        format: Format::Pcap(PcapOptions::default()),
-        frames: b.frames,
-    }
+    Fixture { name: "vlan.pcap", format: Format::Pcap(PcapOptions::default()), frames: b.frames }
 }
 
 fn ipv6() -> Fixture {
     let mut b = B::new();
-    for (i, opc) in [
-        op::SEND_ONLY,
-        op::RDMA_WRITE_FIRST,
-        op::ACKNOWLEDGE,
-        CNP,
-        op::RDMA_READ_REQUEST,
-    ]
-    .into_iter()
-    .enumerate()
+    for (i, opc) in
+        [op::SEND_ONLY, op::RDMA_WRITE_FIRST, op::ACKNOWLEDGE, CNP, op::RDMA_READ_REQUEST].into_iter().enumerate()
     {
         let mut r = full(opc, i as u32);
         r.ip = IpAddrs::V6(ip6(1), ip6(2));
         r.dscp = 26;
         r.ecn = i as u8 % 4;
-        b.add(
-            if opc == CNP {
-                FrameClass::Cnp
-            } else {
-                FrameClass::Roce
-            },
-            r.build(),
-        );
+        b.add(if opc == CNP { FrameClass::Cnp } else { FrameClass::Roce }, r.build());
     }
     // A hop-by-hop extension header before UDP.
     let mut r = full(op::SEND_ONLY, 9);
@@ -254,10 +187,7 @@ fn ipv6() -> Fixture {
     b.add(FrameClass::UnsupportedIpv6Ext, f);
     Fixture {
         name: "ipv6.pcap",
-        format: Format::Pcap(PcapOptions {
-            nanosecond: true,
-            ..Default::default()
-        }),
+        format: Format::Pcap(PcapOptions { nanosecond: true, ..Default::default() }),
         frames: b.frames,
     }
 }
@@ -269,11 +199,7 @@ fn ipv4_options() -> Fixture {
         r.ip_options = opts;
         b.add(FrameClass::Roce, r.build());
     }
-    Fixture {
-        name: "ipv4_options.pcap",
-        format: Format::Pcap(PcapOptions::default()),
-        frames: b.frames,
-    }
+    Fixture { name: "ipv4_options.pcap", format: Format::Pcap(PcapOptions::default()), frames: b.frames }
 }
 
 fn erspan() -> Fixture {
@@ -283,69 +209,28 @@ fn erspan() -> Fixture {
         r.vlans = vec![Vlan::dot1q(3, 100)];
         r.build()
     };
-    b.add(
-        FrameClass::Roce,
-        mirror(Encap::ErspanII, &inner(op::RDMA_WRITE_FIRST, 1), None),
-    );
-    b.add(
-        FrameClass::Roce,
-        mirror(
-            Encap::ErspanIII(false),
-            &inner(op::RDMA_WRITE_MIDDLE, 2),
-            None,
-        ),
-    );
-    b.add(
-        FrameClass::Roce,
-        mirror(Encap::ErspanIII(true), &inner(op::ACKNOWLEDGE, 3), None),
-    );
-    b.add(
-        FrameClass::Cnp,
-        mirror(Encap::ErspanI, &inner(CNP, 4), None),
-    );
-    b.add(
-        FrameClass::Roce,
-        mirror(Encap::GreTeb, &inner(op::SEND_ONLY, 5), None),
-    );
-    b.add(
-        FrameClass::Pfc,
-        mirror(
-            Encap::ErspanII,
-            &pfc([2, 0, 0, 0, 7, 2], 8, [0, 0, 0, 99, 0, 0, 0, 0]),
-            None,
-        ),
-    );
+    b.add(FrameClass::Roce, mirror(Encap::ErspanII, &inner(op::RDMA_WRITE_FIRST, 1), None));
+    b.add(FrameClass::Roce, mirror(Encap::ErspanIII(false), &inner(op::RDMA_WRITE_MIDDLE, 2), None));
+    b.add(FrameClass::Roce, mirror(Encap::ErspanIII(true), &inner(op::ACKNOWLEDGE, 3), None));
+    b.add(FrameClass::Cnp, mirror(Encap::ErspanI, &inner(CNP, 4), None));
+    b.add(FrameClass::Roce, mirror(Encap::GreTeb, &inner(op::SEND_ONLY, 5), None));
+    b.add(FrameClass::Pfc, mirror(Encap::ErspanII, &pfc([2, 0, 0, 0, 7, 2], 8, [0, 0, 0, 99, 0, 0, 0, 0]), None));
     // Mirror sessions that truncate the copy to 96 bytes of the inner frame.
     let long = inner(op::RDMA_WRITE_ONLY, 6);
     b.add(FrameClass::Roce, mirror(Encap::ErspanII, &long, Some(96)));
-    b.add(
-        FrameClass::Roce,
-        mirror(Encap::ErspanIII(false), &long, Some(96)),
-    );
+    b.add(FrameClass::Roce, mirror(Encap::ErspanIII(false), &long, Some(96)));
     // A GRE-in-GRE inner frame is not followed.
     let nested = mirror(Encap::GreTeb, &inner(op::SEND_ONLY, 7), None);
-    b.add(
-        FrameClass::UnsupportedEncap,
-        mirror(Encap::ErspanII, &nested, None),
-    );
-    Fixture {
-        name: "erspan.pcap",
-        format: Format::Pcap(PcapOptions::default()),
-        frames: b.frames,
-    }
+    b.add(FrameClass::UnsupportedEncap, mirror(Encap::ErspanII, &nested, None));
+    Fixture { name: "erspan.pcap", format: Format::Pcap(PcapOptions::default()), frames: b.frames }
 }
 
 /// Frames cut by a 128-byte and a 64-byte snap length.
 fn snaplen() -> Fixture {
     let mut b = B::new();
-    for (i, opc) in [
-        op::RDMA_WRITE_FIRST,
-        op::RDMA_WRITE_MIDDLE,
-        op::RDMA_READ_RESPONSE_FIRST,
-        op::ACKNOWLEDGE,
-    ]
-    .into_iter()
-    .enumerate()
+    for (i, opc) in [op::RDMA_WRITE_FIRST, op::RDMA_WRITE_MIDDLE, op::RDMA_READ_RESPONSE_FIRST, op::ACKNOWLEDGE]
+        .into_iter()
+        .enumerate()
     {
         let f = full(opc, i as u32).payload(4096).build();
         b.add(FrameClass::Roce, f).data.truncate(128);
@@ -358,10 +243,7 @@ fn snaplen() -> Fixture {
     b.add(FrameClass::TruncatedHeader, f).data.truncate(50);
     Fixture {
         name: "snaplen.pcap",
-        format: Format::Pcap(PcapOptions {
-            snaplen: 128,
-            ..Default::default()
-        }),
+        format: Format::Pcap(PcapOptions { snaplen: 128, ..Default::default() }),
         frames: b.frames,
     }
 }
@@ -385,10 +267,7 @@ fn malformed() -> Fixture {
     f[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&1400u16.to_be_bytes()); // beyond IP payload
     b.add(FrameClass::BadUdpLength, f);
     // UDP 4791 with 8 bytes of payload: no room for a BTH.
-    b.add(
-        FrameClass::ShortBth,
-        udp_ipv4(ip4(1), ip4(2), 1000, 4791, 8),
-    );
+    b.add(FrameClass::ShortBth, udp_ipv4(ip4(1), ip4(2), 1000, 4791, 8));
     // WRITE ONLY whose datagram ends right after the BTH: no RETH, no ICRC.
     let mut t = full(op::RDMA_WRITE_ONLY, 3);
     t.payload_len = 0;
@@ -409,33 +288,19 @@ fn malformed() -> Fixture {
     b.add(FrameClass::UnsupportedEncap, f);
     // Ordinary traffic.
     b.add(FrameClass::NonRoce, udp_ipv4(ip4(1), ip4(2), 53, 53, 40));
-    b.add(
-        FrameClass::NonRoce,
-        ethernet([2, 0, 0, 0, 0, 1], [0xff; 6], &[], 0x0806, &[0u8; 28]),
-    );
+    b.add(FrameClass::NonRoce, ethernet([2, 0, 0, 0, 0, 1], [0xff; 6], &[], 0x0806, &[0u8; 28]));
     let mut tcp = good();
     tcp[14 + 9] = 6;
     b.add(FrameClass::NonRoce, tcp);
-    Fixture {
-        name: "malformed.pcap",
-        format: Format::Pcap(PcapOptions::default()),
-        frames: b.frames,
-    }
+    Fixture { name: "malformed.pcap", format: Format::Pcap(PcapOptions::default()), frames: b.frames }
 }
 
 fn roce_v1() -> Fixture {
     let mut b = B::new();
-    for (i, opc) in [op::SEND_ONLY, op::RDMA_WRITE_ONLY, op::ACKNOWLEDGE]
-        .into_iter()
-        .enumerate()
-    {
+    for (i, opc) in [op::SEND_ONLY, op::RDMA_WRITE_ONLY, op::ACKNOWLEDGE].into_iter().enumerate() {
         b.add(FrameClass::Roce, full(opc, i as u32).build_v1());
     }
-    Fixture {
-        name: "roce_v1.pcap",
-        format: Format::Pcap(PcapOptions::default()),
-        frames: b.frames,
-    }
+    Fixture { name: "roce_v1.pcap", format: Format::Pcap(PcapOptions::default()), frames: b.frames }
 }
 
 /// Two interfaces with different timestamp resolutions (µs and ns).
@@ -453,44 +318,23 @@ fn two_interfaces() -> Fixture {
             rec.ts_ns += 123;
         }
     }
-    b.add(
-        FrameClass::Pfc,
-        pfc([2, 0, 0, 0, 7, 3], 1, [5, 0, 0, 0, 0, 0, 0, 0]),
-    );
+    b.add(FrameClass::Pfc, pfc([2, 0, 0, 0, 7, 3], 1, [5, 0, 0, 0, 0, 0, 0, 0]));
     let interfaces = vec![
-        NgInterface {
-            linktype: DataLink::ETHERNET,
-            tsresol_pow10: 6,
-        },
-        NgInterface {
-            linktype: DataLink::ETHERNET,
-            tsresol_pow10: 9,
-        },
+        NgInterface { linktype: DataLink::ETHERNET, tsresol_pow10: 6 },
+        NgInterface { linktype: DataLink::ETHERNET, tsresol_pow10: 9 },
     ];
-    Fixture {
-        name: "two_interfaces.pcapng",
-        format: Format::PcapNg(interfaces),
-        frames: b.frames,
-    }
+    Fixture { name: "two_interfaces.pcapng", format: Format::PcapNg(interfaces), frames: b.frames }
 }
 
 /// Nanosecond timestamps, big-endian headers.
 fn big_endian() -> Fixture {
     let mut b = B::new();
     for i in 0..4u32 {
-        b.add(
-            FrameClass::Roce,
-            full(op::SEND_FIRST + i as u8 % 3, i).build(),
-        )
-        .ts_ns += 7;
+        b.add(FrameClass::Roce, full(op::SEND_FIRST + i as u8 % 3, i).build()).ts_ns += 7;
     }
     Fixture {
         name: "nanosecond_be.pcap",
-        format: Format::Pcap(PcapOptions {
-            nanosecond: true,
-            big_endian: true,
-            ..Default::default()
-        }),
+        format: Format::Pcap(PcapOptions { nanosecond: true, big_endian: true, ..Default::default() }),
         frames: b.frames,
     }
 }
@@ -498,10 +342,7 @@ fn big_endian() -> Fixture {
 /// Linux cooked captures: SLL and SLL2 headers in place of Ethernet.
 fn cooked(v2: bool) -> Fixture {
     let mut b = B::new();
-    for (i, opc) in [op::RDMA_WRITE_FIRST, op::ACKNOWLEDGE, CNP]
-        .into_iter()
-        .enumerate()
-    {
+    for (i, opc) in [op::RDMA_WRITE_FIRST, op::ACKNOWLEDGE, CNP].into_iter().enumerate() {
         let eth = full(opc, i as u32).build();
         let mut f = if v2 {
             let mut h = vec![0u8; 20];
@@ -520,26 +361,12 @@ fn cooked(v2: bool) -> Fixture {
             h
         };
         f.extend_from_slice(&eth[14..]);
-        b.add(
-            if opc == CNP {
-                FrameClass::Cnp
-            } else {
-                FrameClass::Roce
-            },
-            f,
-        );
+        b.add(if opc == CNP { FrameClass::Cnp } else { FrameClass::Roce }, f);
     }
-    let linktype = if v2 {
-        DataLink::LINUX_SLL2
-    } else {
-        DataLink::LINUX_SLL
-    };
+    let linktype = if v2 { DataLink::LINUX_SLL2 } else { DataLink::LINUX_SLL };
     Fixture {
         name: if v2 { "sll2.pcap" } else { "sll.pcap" },
-        format: Format::Pcap(PcapOptions {
-            linktype,
-            ..Default::default()
-        }),
+        format: Format::Pcap(PcapOptions { linktype, ..Default::default() }),
         frames: b.frames,
     }
 }
@@ -554,9 +381,7 @@ pub fn example() -> Fixture {
                 FrameClass::Cnp
             } else if record.data.get(12..14) == Some(&[0x88, 0x08]) {
                 FrameClass::Pfc
-            } else if record.data.get(14 + 4 + 20 + 2..14 + 4 + 20 + 4)
-                == Some(&4791u16.to_be_bytes())
-            {
+            } else if record.data.get(14 + 4 + 20 + 2..14 + 4 + 20 + 4) == Some(&4791u16.to_be_bytes()) {
                 FrameClass::Roce
             } else {
                 FrameClass::NonRoce
@@ -566,11 +391,7 @@ pub fn example() -> Fixture {
         .collect();
     Fixture {
         name: "example.pcap",
-        format: Format::Pcap(PcapOptions {
-            snaplen: 128,
-            nanosecond: true,
-            ..Default::default()
-        }),
+        format: Format::Pcap(PcapOptions { snaplen: 128, nanosecond: true, ..Default::default() }),
         frames,
     }
 }
@@ -611,26 +432,14 @@ pub fn bad_inputs() -> Vec<BadInput> {
             bytes: b"this is not a capture file\n".to_vec(),
             expect: &["byte offset 0", "not a pcap or pcapng"],
         },
-        BadInput {
-            name: "empty.pcap",
-            bytes: Vec::new(),
-            expect: &["byte offset 0", "empty"],
-        },
-        BadInput {
-            name: "corrupt_length.pcap",
-            bytes: corrupt,
-            expect: &["byte offset 24", "corrupt record length"],
-        },
+        BadInput { name: "empty.pcap", bytes: Vec::new(), expect: &["byte offset 0", "empty"] },
+        BadInput { name: "corrupt_length.pcap", bytes: corrupt, expect: &["byte offset 24", "corrupt record length"] },
         BadInput {
             name: "inconsistent_length.pcap",
             bytes: inconsistent,
             expect: &["byte offset 24", "exceeds original length"],
         },
-        BadInput {
-            name: "unknown_linktype.pcap",
-            bytes: linktype,
-            expect: &["unsupported link type 147"],
-        },
+        BadInput { name: "unknown_linktype.pcap", bytes: linktype, expect: &["unsupported link type 147"] },
     ]
 }
 

@@ -6,10 +6,7 @@ use anyhow::{Context, bail};
 
 fn step(name: &str, cmd: &mut Command) -> anyhow::Result<()> {
     eprintln!("xtask test: {name}: {cmd:?}");
-    let status = cmd
-        .current_dir(crate::root())
-        .status()
-        .with_context(|| format!("running {name}"))?;
+    let status = cmd.current_dir(crate::root()).status().with_context(|| format!("running {name}"))?;
     if !status.success() {
         bail!("{name} failed ({status})");
     }
@@ -21,13 +18,7 @@ pub fn run(no_setup: bool) -> anyhow::Result<()> {
         step("set-up", Command::new("bash").arg("scripts/setup"))?;
     }
     // The binary must exist for the integration tests that run it.
-    step(
-        "build",
-        Command::new("cargo").args(["build", "--workspace", "--bins"]),
-    )?;
-    step(
-        "tests",
-        Command::new("cargo").args(["test", "--workspace", "--no-fail-fast"]),
-    )?;
+    step("build", Command::new("cargo").args(["build", "--workspace", "--bins"]))?;
+    step("tests", Command::new("cargo").args(["test", "--workspace", "--no-fail-fast"]))?;
     Ok(())
 }

@@ -90,10 +90,7 @@ impl Repr {
 
     pub fn emit(&self, buf: &mut [u8]) {
         buf[0] = self.opcode;
-        buf[1] = ((self.se as u8) << 7)
-            | ((self.migreq as u8) << 6)
-            | ((self.pad_count & 3) << 4)
-            | (self.tver & 0x0F);
+        buf[1] = ((self.se as u8) << 7) | ((self.migreq as u8) << 6) | ((self.pad_count & 3) << 4) | (self.tver & 0x0F);
         put16(buf, 2, self.pkey);
         buf[4] = ((self.fecn as u8) << 7) | ((self.becn as u8) << 6);
         put24(buf, 5, self.dst_qp);
@@ -109,9 +106,7 @@ mod tests {
     #[test]
     fn parses_every_field() {
         // RC RDMA WRITE ONLY, SE, pad 2, pkey 0xffff, FECN, QP 0x000123, AckReq, PSN 0xabcdef
-        let h = [
-            0x0A, 0xA0, 0xFF, 0xFF, 0x80, 0x00, 0x01, 0x23, 0x80, 0xAB, 0xCD, 0xEF,
-        ];
+        let h = [0x0A, 0xA0, 0xFF, 0xFF, 0x80, 0x00, 0x01, 0x23, 0x80, 0xAB, 0xCD, 0xEF];
         let p = Packet::new_checked(&h[..]).unwrap();
         let r = Repr::parse(&p);
         assert_eq!(

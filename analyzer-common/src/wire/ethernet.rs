@@ -24,10 +24,7 @@ pub mod ethertype {
 /// True for the tag protocol identifiers of a VLAN tag (802.1Q, 802.1ad, legacy 0x9100).
 #[inline(always)]
 pub const fn is_vlan_tpid(ethertype: u16) -> bool {
-    matches!(
-        ethertype,
-        ethertype::VLAN | ethertype::QINQ | ethertype::QINQ_LEGACY
-    )
+    matches!(ethertype, ethertype::VLAN | ethertype::QINQ | ethertype::QINQ_LEGACY)
 }
 
 mod field {
@@ -70,11 +67,7 @@ impl Repr {
     pub const LEN: usize = 14;
 
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Self {
-        Repr {
-            dst: p.dst(),
-            src: p.src(),
-            ethertype: p.ethertype(),
-        }
+        Repr { dst: p.dst(), src: p.src(), ethertype: p.ethertype() }
     }
 
     /// Writes the header into the first 14 bytes of `buf`.
@@ -120,11 +113,7 @@ pub mod vlan {
     impl Repr {
         pub const LEN: usize = 4;
         pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Self {
-            Repr {
-                pcp: p.pcp(),
-                vid: p.vid(),
-                ethertype: p.ethertype(),
-            }
+            Repr { pcp: p.pcp(), vid: p.vid(), ethertype: p.ethertype() }
         }
         pub fn emit(&self, buf: &mut [u8]) {
             put16(buf, 0, ((self.pcp as u16 & 7) << 13) | (self.vid & 0x0FFF));
@@ -150,14 +139,7 @@ mod tests {
         assert_eq!(eth.ethertype(), ethertype::VLAN);
         assert!(is_vlan_tpid(eth.ethertype()));
         let tag = vlan::Packet::new_checked(&FRAME[14..]).unwrap();
-        assert_eq!(
-            vlan::Repr::parse(&tag),
-            vlan::Repr {
-                pcp: 3,
-                vid: 100,
-                ethertype: 0x0800
-            }
-        );
+        assert_eq!(vlan::Repr::parse(&tag), vlan::Repr { pcp: 3, vid: 100, ethertype: 0x0800 });
         assert!(!tag.dei());
     }
 
@@ -165,20 +147,12 @@ mod tests {
     fn emit_round_trips() {
         let mut buf = [0u8; 18];
         Repr::parse(&Packet::new_unchecked(&FRAME[..])).emit(&mut buf);
-        vlan::Repr {
-            pcp: 3,
-            vid: 100,
-            ethertype: 0x0800,
-        }
-        .emit(&mut buf[14..]);
+        vlan::Repr { pcp: 3, vid: 100, ethertype: 0x0800 }.emit(&mut buf[14..]);
         assert_eq!(buf, FRAME);
     }
 
     #[test]
     fn short_buffer_is_rejected() {
-        assert_eq!(
-            Packet::new_checked(&FRAME[..13]),
-            Err(super::super::Error::Truncated)
-        );
+        assert_eq!(Packet::new_checked(&FRAME[..13]), Err(super::super::Error::Truncated));
     }
 }

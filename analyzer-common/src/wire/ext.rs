@@ -30,11 +30,7 @@ pub struct Reth {
 
 impl Reth {
     pub fn parse(b: &[u8; RETH_LEN]) -> Self {
-        Reth {
-            va: be64(b, 0),
-            rkey: be32(b, 8),
-            dma_len: be32(b, 12),
-        }
+        Reth { va: be64(b, 0), rkey: be32(b, 8), dma_len: be32(b, 12) }
     }
     pub fn emit(&self, b: &mut [u8]) {
         put64(b, 0, self.va);
@@ -71,10 +67,7 @@ pub struct Aeth {
 
 impl Aeth {
     pub fn parse(b: &[u8; AETH_LEN]) -> Self {
-        Aeth {
-            syndrome: b[0],
-            msn: be24(b, 1),
-        }
+        Aeth { syndrome: b[0], msn: be24(b, 1) }
     }
     pub fn emit(&self, b: &mut [u8]) {
         b[0] = self.syndrome;
@@ -88,22 +81,13 @@ impl Aeth {
         self.syndrome & 0x1F
     }
     pub fn ack(credits: u8, msn: u32) -> Self {
-        Aeth {
-            syndrome: credits & 0x1F,
-            msn,
-        }
+        Aeth { syndrome: credits & 0x1F, msn }
     }
     pub fn rnr_nak(timer: u8, msn: u32) -> Self {
-        Aeth {
-            syndrome: 0x20 | (timer & 0x1F),
-            msn,
-        }
+        Aeth { syndrome: 0x20 | (timer & 0x1F), msn }
     }
     pub fn nak(code: u8, msn: u32) -> Self {
-        Aeth {
-            syndrome: 0x60 | (code & 0x1F),
-            msn,
-        }
+        Aeth { syndrome: 0x60 | (code & 0x1F), msn }
     }
 }
 
@@ -128,12 +112,7 @@ pub struct AtomicEth {
 
 impl AtomicEth {
     pub fn parse(b: &[u8; ATOMIC_ETH_LEN]) -> Self {
-        AtomicEth {
-            va: be64(b, 0),
-            rkey: be32(b, 8),
-            swap_add: be64(b, 12),
-            compare: be64(b, 20),
-        }
+        AtomicEth { va: be64(b, 0), rkey: be32(b, 8), swap_add: be64(b, 12), compare: be64(b, 20) }
     }
     pub fn emit(&self, b: &mut [u8]) {
         put64(b, 0, self.va);
@@ -168,10 +147,7 @@ pub struct Deth {
 
 impl Deth {
     pub fn parse(b: &[u8; DETH_LEN]) -> Self {
-        Deth {
-            qkey: be32(b, 0),
-            src_qp: be24(b, 5),
-        }
+        Deth { qkey: be32(b, 0), src_qp: be24(b, 5) }
     }
     pub fn emit(&self, b: &mut [u8]) {
         put32(b, 0, self.qkey);
@@ -195,18 +171,9 @@ mod tests {
 
     #[test]
     fn reth() {
-        let b = [
-            0, 0, 0x7f, 0, 0, 0, 0x10, 0, 0xde, 0xad, 0xbe, 0xef, 0, 1, 0, 0,
-        ];
+        let b = [0, 0, 0x7f, 0, 0, 0, 0x10, 0, 0xde, 0xad, 0xbe, 0xef, 0, 1, 0, 0];
         let r = Reth::parse(&b);
-        assert_eq!(
-            r,
-            Reth {
-                va: 0x7f00_0000_1000,
-                rkey: 0xdeadbeef,
-                dma_len: 65536
-            }
-        );
+        assert_eq!(r, Reth { va: 0x7f00_0000_1000, rkey: 0xdeadbeef, dma_len: 65536 });
         let mut out = [0u8; 16];
         r.emit(&mut out);
         assert_eq!(out, b);
@@ -215,20 +182,11 @@ mod tests {
     #[test]
     fn aeth_types() {
         let ack = Aeth::parse(&[0x1F, 0, 0, 5]);
-        assert_eq!(
-            (ack.ack_type(), ack.value(), ack.msn),
-            (AckType::Ack, 31, 5)
-        );
+        assert_eq!((ack.ack_type(), ack.value(), ack.msn), (AckType::Ack, 31, 5));
         let rnr = Aeth::parse(&[0x2E, 0, 1, 0]);
-        assert_eq!(
-            (rnr.ack_type(), rnr.value(), rnr.msn),
-            (AckType::RnrNak, 14, 256)
-        );
+        assert_eq!((rnr.ack_type(), rnr.value(), rnr.msn), (AckType::RnrNak, 14, 256));
         let nak = Aeth::parse(&[0x60, 0xFF, 0xFF, 0xFF]);
-        assert_eq!(
-            (nak.ack_type(), nak.value()),
-            (AckType::Nak, nak_code::PSN_SEQUENCE_ERROR)
-        );
+        assert_eq!((nak.ack_type(), nak.value()), (AckType::Nak, nak_code::PSN_SEQUENCE_ERROR));
         assert_eq!(Aeth::nak(3, 7), Aeth::parse(&[0x63, 0, 0, 7]));
         assert_eq!(Aeth::rnr_nak(14, 256), rnr);
         assert_eq!(syndrome_type(0x40), AckType::Reserved);
@@ -236,12 +194,7 @@ mod tests {
 
     #[test]
     fn atomic_eth() {
-        let a = AtomicEth {
-            va: 0x1000,
-            rkey: 7,
-            swap_add: 0x0102030405060708,
-            compare: 9,
-        };
+        let a = AtomicEth { va: 0x1000, rkey: 7, swap_add: 0x0102030405060708, compare: 9 };
         let mut b = [0u8; 28];
         a.emit(&mut b);
         assert_eq!(&b[12..20], &[1, 2, 3, 4, 5, 6, 7, 8]);
@@ -251,13 +204,7 @@ mod tests {
     #[test]
     fn deth_and_u24() {
         let b = [0x11, 0x11, 0x11, 0x11, 0xAA, 0x00, 0x00, 0x01];
-        assert_eq!(
-            Deth::parse(&b),
-            Deth {
-                qkey: 0x11111111,
-                src_qp: 1
-            }
-        );
+        assert_eq!(Deth::parse(&b), Deth { qkey: 0x11111111, src_qp: 1 });
         assert_eq!(parse_u24(&[0xFF, 0x12, 0x34, 0x56]), 0x123456);
         let mut x = [0u8; 4];
         emit_u24(0xABCDEF, &mut x);

@@ -71,12 +71,7 @@ impl Repr {
         4 + 4 * (self.key.is_some() as usize + self.seq.is_some() as usize)
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        let f = if self.key.is_some() { flags::KEY } else { 0 }
-            | if self.seq.is_some() {
-                flags::SEQUENCE
-            } else {
-                0
-            };
+        let f = if self.key.is_some() { flags::KEY } else { 0 } | if self.seq.is_some() { flags::SEQUENCE } else { 0 };
         put16(buf, 0, f);
         put16(buf, 2, self.protocol);
         let mut at = 4;
@@ -162,12 +157,7 @@ impl ErspanIII {
     }
     /// Length including the platform-specific sub-header when present.
     pub fn header_len(&self) -> usize {
-        ERSPAN_III_LEN
-            + if self.platform_subheader {
-                ERSPAN_III_PLATFORM_LEN
-            } else {
-                0
-            }
+        ERSPAN_III_LEN + if self.platform_subheader { ERSPAN_III_PLATFORM_LEN } else { 0 }
     }
     /// Writes the header (and a zeroed platform sub-header when the O bit is set).
     pub fn emit(&self, b: &mut [u8]) {
@@ -197,17 +187,10 @@ mod tests {
     fn gre_lengths() {
         assert_eq!(gre_header_len(0), Some(4));
         assert_eq!(gre_header_len(flags::SEQUENCE), Some(8));
-        assert_eq!(
-            gre_header_len(flags::CHECKSUM | flags::KEY | flags::SEQUENCE),
-            Some(16)
-        );
+        assert_eq!(gre_header_len(flags::CHECKSUM | flags::KEY | flags::SEQUENCE), Some(16));
         assert_eq!(gre_header_len(flags::ROUTING), None);
         assert_eq!(gre_header_len(1), None);
-        let r = Repr {
-            protocol: 0x88BE,
-            key: Some(5),
-            seq: Some(9),
-        };
+        let r = Repr { protocol: 0x88BE, key: Some(5), seq: Some(9) };
         let mut b = [0u8; 12];
         r.emit(&mut b);
         let p = Packet::new_checked(&b[..]).unwrap();
@@ -219,16 +202,7 @@ mod tests {
         // ver 1, VLAN 100, CoS 3, T, session 42, index 7
         let b = [0x10, 0x64, 0x64, 0x2A, 0x00, 0x00, 0x00, 0x07];
         let e = ErspanII::parse(&b);
-        assert_eq!(
-            e,
-            ErspanII {
-                vlan: 100,
-                cos: 3,
-                truncated: true,
-                session: 42,
-                index: 7
-            }
-        );
+        assert_eq!(e, ErspanII { vlan: 100, cos: 3, truncated: true, session: 42, index: 7 });
         assert_eq!(erspan_version(b[0]), 1);
         let mut out = [0u8; 8];
         e.emit(&mut out);

@@ -141,11 +141,7 @@ impl Repr {
         let hl = self.header_len();
         buf[field::VER_IHL] = 0x40 | (hl / 4) as u8;
         buf[field::TOS] = (self.dscp << 2) | (self.ecn & 3);
-        put16(
-            buf,
-            field::TOTAL_LEN,
-            (hl + self.payload_len as usize) as u16,
-        );
+        put16(buf, field::TOTAL_LEN, (hl + self.payload_len as usize) as u16);
         put16(buf, field::IDENT, self.ident);
         let flags = ((self.dont_frag as u16) << 14) | ((self.more_frags as u16) << 13);
         put16(buf, field::FLAGS_FRAG, flags | (self.frag_offset / 8));
@@ -171,18 +167,13 @@ mod tests {
     use super::*;
 
     // 10.0.0.1 -> 10.0.0.2, UDP, DSCP 26 ECN CE, DF, total 48.
-    const HDR: [u8; 20] = [
-        0x45, 0x6B, 0x00, 0x30, 0x12, 0x34, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 10, 0, 0, 1, 10, 0,
-        0, 2,
-    ];
+    const HDR: [u8; 20] =
+        [0x45, 0x6B, 0x00, 0x30, 0x12, 0x34, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 10, 0, 0, 1, 10, 0, 0, 2];
 
     #[test]
     fn parses_fields() {
         let p = Packet::new_checked(&HDR[..]).unwrap();
-        assert_eq!(
-            (p.version(), p.header_len(), p.dscp(), p.ecn()),
-            (4, 20, 26, 3)
-        );
+        assert_eq!((p.version(), p.header_len(), p.dscp(), p.ecn()), (4, 20, 26, 3));
         assert_eq!((p.total_len(), p.ident(), p.protocol()), (48, 0x1234, 17));
         assert!(p.dont_frag() && !p.more_frags());
         assert_eq!(p.frag_offset(), 0);
@@ -219,10 +210,7 @@ mod tests {
         let mut buf = [0u8; 28];
         r.emit(&mut buf);
         let p = Packet::new_checked(&buf[..]).unwrap();
-        assert_eq!(
-            (p.header_len(), p.frag_offset(), p.more_frags()),
-            (28, 1480, true)
-        );
+        assert_eq!((p.header_len(), p.frag_offset(), p.more_frags()), (28, 1480, true));
         assert_eq!(Repr::parse(&p).unwrap(), r);
     }
 
@@ -230,9 +218,6 @@ mod tests {
     fn bad_ihl_is_malformed() {
         let mut h = HDR;
         h[0] = 0x44;
-        assert_eq!(
-            Repr::parse(&Packet::new_unchecked(&h[..])),
-            Err(super::super::Error::Malformed)
-        );
+        assert_eq!(Repr::parse(&Packet::new_unchecked(&h[..])), Err(super::super::Error::Malformed));
     }
 }

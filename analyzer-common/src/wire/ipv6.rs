@@ -5,10 +5,7 @@ use super::{be16, fixed_header_view, put16};
 /// Next-header values that are IPv6 extension headers (RFC 8200 and the IANA list): a frame
 /// with one of these before UDP is counted as unsupported rather than guessed at.
 pub const fn is_extension_header(next: u8) -> bool {
-    matches!(
-        next,
-        0 | 43 | 44 | 50 | 51 | 60 | 135 | 139 | 140 | 253 | 254
-    )
+    matches!(next, 0 | 43 | 44 | 50 | 51 | 60 | 135 | 139 | 140 | 253 | 254)
 }
 
 /// The GRH next-header value for an InfiniBand BTH (RoCE v1).
@@ -116,14 +113,8 @@ mod tests {
         h[24] = 0xfd;
         h[39] = 2;
         let p = Packet::new_checked(&h[..]).unwrap();
-        assert_eq!(
-            (p.version(), p.traffic_class(), p.dscp(), p.ecn()),
-            (6, 0x6A, 26, 2)
-        );
-        assert_eq!(
-            (p.flow_label(), p.payload_len(), p.next_header()),
-            (0x12345, 32, 17)
-        );
+        assert_eq!((p.version(), p.traffic_class(), p.dscp(), p.ecn()), (6, 0x6A, 26, 2));
+        assert_eq!((p.flow_label(), p.payload_len(), p.next_header()), (0x12345, 32, 17));
         let r = Repr::parse(&p).unwrap();
         let mut out = [0u8; 40];
         r.emit(&mut out);

@@ -50,10 +50,7 @@ impl PfcRepr {
         for (i, q) in quanta.iter_mut().enumerate() {
             *q = p.pfc_quanta(i);
         }
-        PfcRepr {
-            class_enable: p.class_enable(),
-            quanta,
-        }
+        PfcRepr { class_enable: p.class_enable(), quanta }
     }
     pub fn emit(&self, buf: &mut [u8]) {
         put16(buf, 0, opcode::PFC);
@@ -84,9 +81,7 @@ mod tests {
 
     #[test]
     fn pfc() {
-        let b = [
-            0x01, 0x01, 0x00, 0x09, 0xFF, 0xFF, 0, 0, 0, 0, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0,
-        ];
+        let b = [0x01, 0x01, 0x00, 0x09, 0xFF, 0xFF, 0, 0, 0, 0, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0];
         let p = Packet::new_checked(&b[..]).unwrap();
         assert_eq!(p.opcode(), opcode::PFC);
         let r = PfcRepr::parse(&p);

@@ -45,12 +45,7 @@ impl Repr {
         if p.len() < 8 {
             return Err(super::Error::Malformed);
         }
-        Ok(Repr {
-            src_port: p.src_port(),
-            dst_port: p.dst_port(),
-            payload_len: p.len() - 8,
-            checksum: p.checksum(),
-        })
+        Ok(Repr { src_port: p.src_port(), dst_port: p.dst_port(), payload_len: p.len() - 8, checksum: p.checksum() })
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
@@ -69,10 +64,7 @@ mod tests {
     fn parses_and_round_trips() {
         let h = [0xC0, 0x00, 0x12, 0xB7, 0x00, 0x24, 0x00, 0x00];
         let p = Packet::new_checked(&h[..]).unwrap();
-        assert_eq!(
-            (p.src_port(), p.dst_port(), p.len()),
-            (49152, ROCE_V2_PORT, 36)
-        );
+        assert_eq!((p.src_port(), p.dst_port(), p.len()), (49152, ROCE_V2_PORT, 36));
         let r = Repr::parse(&p).unwrap();
         assert_eq!(r.payload_len, 28);
         let mut out = [0u8; 8];

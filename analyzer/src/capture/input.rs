@@ -19,27 +19,16 @@ impl InputSpec {
         if let Some((label, path)) = arg.split_once('=')
             && !Path::new(arg).exists()
         {
-            if label.is_empty()
-                || !label
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
-            {
-                return Err(format!(
-                    "bad label {label:?} in {arg:?}: use letters, digits and - _ . : (LABEL=FILE)"
-                ));
+            if label.is_empty() || !label.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c)) {
+                return Err(format!("bad label {label:?} in {arg:?}: use letters, digits and - _ . : (LABEL=FILE)"));
             }
             if path.is_empty() {
                 return Err(format!("no file after the label in {arg:?}"));
             }
-            return Ok(InputSpec {
-                label: label.into(),
-                path: path.into(),
-            });
+            return Ok(InputSpec { label: label.into(), path: path.into() });
         }
         let path = PathBuf::from(arg);
-        let label = path
-            .file_name()
-            .map_or_else(|| arg.to_string(), |n| n.to_string_lossy().into_owned());
+        let label = path.file_name().map_or_else(|| arg.to_string(), |n| n.to_string_lossy().into_owned());
         Ok(InputSpec { label, path })
     }
 }
@@ -52,10 +41,7 @@ mod tests {
     fn labels() {
         assert_eq!(
             InputSpec::parse("up1=/x/a.pcap").unwrap(),
-            InputSpec {
-                label: "up1".into(),
-                path: "/x/a.pcap".into()
-            }
+            InputSpec { label: "up1".into(), path: "/x/a.pcap".into() }
         );
         assert_eq!(InputSpec::parse("/x/b.pcapng").unwrap().label, "b.pcapng");
         assert!(InputSpec::parse("bad label=/x").is_err());

@@ -46,16 +46,9 @@ pub struct Record<'a> {
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
     #[error("{path}: cannot open: {source}")]
-    Open {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Open { path: PathBuf, source: std::io::Error },
     #[error("{path}: byte offset {offset}: read error: {source}")]
-    Read {
-        path: PathBuf,
-        offset: u64,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, offset: u64, source: std::io::Error },
     #[error("{path}: byte offset 0: not a pcap or pcapng capture (magic {magic})")]
     NotACapture { path: PathBuf, magic: String },
     #[error("{path}: byte offset 0: empty file, not a capture")]
@@ -64,31 +57,15 @@ pub enum CaptureError {
         "{path}: byte offset {offset}: unsupported link type {linktype} \
          (supported: Ethernet 1, Linux cooked SLL 113, SLL2 276)"
     )]
-    UnsupportedLinkType {
-        path: PathBuf,
-        offset: u64,
-        linktype: u32,
-    },
+    UnsupportedLinkType { path: PathBuf, offset: u64, linktype: u32 },
     #[error("{path}: byte offset {offset}: corrupt record length: {detail}")]
-    CorruptRecordLength {
-        path: PathBuf,
-        offset: u64,
-        detail: String,
-    },
+    CorruptRecordLength { path: PathBuf, offset: u64, detail: String },
     #[error(
         "{path}: byte offset {offset}: packet on interface {interface}, which no interface description block declared"
     )]
-    UnknownInterface {
-        path: PathBuf,
-        offset: u64,
-        interface: u32,
-    },
+    UnknownInterface { path: PathBuf, offset: u64, interface: u32 },
     #[error("{path}: byte offset {offset}: malformed capture: {detail}")]
-    Malformed {
-        path: PathBuf,
-        offset: u64,
-        detail: String,
-    },
+    Malformed { path: PathBuf, offset: u64, detail: String },
 }
 
 /// A capture's last record ends past the end of the file: everything before it was read.
@@ -101,13 +78,7 @@ pub struct Truncation {
 
 impl std::fmt::Display for Truncation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: byte offset {}: {}",
-            self.path.display(),
-            self.offset,
-            self.cause
-        )
+        write!(f, "{}: byte offset {}: {}", self.path.display(), self.offset, self.cause)
     }
 }
 

@@ -27,29 +27,33 @@ struct Interface {
 /// how many bytes were consumed so far (for a progress bar).
 pub fn read_file(
     path: &Path,
+    on_record: impl FnMut(&Record<'_>),
+    on_progress: impl FnMut(u64),
+) -> Result<ReadOutcome, CaptureError> {
+    let file = File::open(path).map_err(|source| CaptureError::Open { path: path.into(), source })?;
+    read_stream(file, path, on_record, on_progress)
+}
+
+/// Reads a capture from any byte stream; `path` names it in errors.
+pub fn read_stream(
+    stream: impl std::io::Read + Send,
+    path: &Path,
     mut on_record: impl FnMut(&Record<'_>),
     mut on_progress: impl FnMut(u64),
 ) -> Result<ReadOutcome, CaptureError> {
-    let file = File::open(path).map_err(|source| CaptureError::Open {
-        path: path.into(),
-        source,
-    })?;
-    let mut reader = match pcap_parser::create_reader(BUFFER, file) {
+    let magic = std::sync::Arc::new(std::sync::Mutex::new(Vec::with_capacity(4)));
+    let peek = Peek { inner: stream, magic: magic.clone() };
+    let mut reader = match pcap_parser::create_reader(BUFFER, peek) {
         Ok(r) => r,
         Err(PcapError::Eof) => return Err(CaptureError::Empty { path: path.into() }),
         Err(PcapError::ReadError) => {
             let source = std::io::Error::other("read failed");
-            return Err(CaptureError::Read {
-                path: path.into(),
-                offset: 0,
-                source,
-            });
+            return Err(CaptureError::Read { path: path.into(), offset: 0, source });
         }
         Err(_) => {
-            return Err(CaptureError::NotACapture {
-                path: path.into(),
-                magic: magic_of(path),
-            });
+            let seen = magic.lock().map(|m| m.clone()).unwrap_or_default();
+            let magic = seen.iter().map(|b| format!("{b:02x}")).collect();
+            return Err(CaptureError::NotACapture { path: path.into(), magic });
         }
     };
 
@@ -66,32 +70,18 @@ pub fn read_file(
                 match block {
                     PcapBlockOwned::LegacyHeader(h) => {
                         let lt = h.network.0 as u32;
-                        let link = LinkType::from_linktype(lt).ok_or(
-                            CaptureError::UnsupportedLinkType {
-                                path: path.into(),
-                                offset: 20,
-                                linktype: lt,
-                            },
-                        )?;
-                        legacy = Some((
-                            link,
-                            h.is_nanosecond_precision(),
-                            h.is_bigendian(),
-                            h.snaplen,
-                        ));
+                        let link = LinkType::from_linktype(lt).ok_or(CaptureError::UnsupportedLinkType {
+                            path: path.into(),
+                            offset: 20,
+                            linktype: lt,
+                        })?;
+                        legacy = Some((link, h.is_nanosecond_precision(), h.is_bigendian(), h.snaplen));
                     }
                     PcapBlockOwned::Legacy(b) => {
                         let (link, ns, _, _) = legacy.expect("legacy header precedes records");
                         check_lengths(path, offset, b.caplen, b.origlen)?;
-                        let ts_ns = b.ts_sec as u64 * 1_000_000_000
-                            + b.ts_usec as u64 * if ns { 1 } else { 1000 };
-                        on_record(&Record {
-                            ts_ns,
-                            orig_len: b.origlen,
-                            data: b.data,
-                            link,
-                            offset,
-                        });
+                        let ts_ns = b.ts_sec as u64 * 1_000_000_000 + b.ts_usec as u64 * if ns { 1 } else { 1000 };
+                        on_record(&Record { ts_ns, orig_len: b.origlen, data: b.data, link, offset });
                         out.records += 1;
                     }
                     PcapBlockOwned::NG(Block::SectionHeader(_)) => interfaces.clear(),
@@ -111,26 +101,14 @@ pub fn read_file(
                         let ts_ns = ng_time(units, i.units_per_sec, i.offset_sec);
                         let data = &epb.data[..(epb.caplen as usize).min(epb.data.len())];
                         let link = i.link.expect("checked by ng_interface");
-                        on_record(&Record {
-                            ts_ns,
-                            orig_len: epb.origlen,
-                            data,
-                            link,
-                            offset,
-                        });
+                        on_record(&Record { ts_ns, orig_len: epb.origlen, data, link, offset });
                         out.records += 1;
                     }
                     PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
                         let i = ng_interface(path, offset, &interfaces, 0)?;
                         let link = i.link.expect("checked by ng_interface");
                         // No timestamp in a simple packet block: it inherits 0.
-                        on_record(&Record {
-                            ts_ns: 0,
-                            orig_len: spb.origlen,
-                            data: spb.data,
-                            link,
-                            offset,
-                        });
+                        on_record(&Record { ts_ns: 0, orig_len: spb.origlen, data: spb.data, link, offset });
                         out.records += 1;
                     }
                     PcapBlockOwned::NG(_) => {}
@@ -155,9 +133,8 @@ pub fn read_file(
                     offset,
                     cause: format!(
                         "truncated last record: the file ends {have} bytes into a record{}",
-                        declared_len(reader.data(), legacy).map_or(String::new(), |n| format!(
-                            " that declares {n} captured bytes"
-                        ))
+                        declared_len(reader.data(), legacy)
+                            .map_or(String::new(), |n| format!(" that declares {n} captured bytes"))
                     ),
                 });
                 break;
@@ -169,43 +146,24 @@ pub fn read_file(
                     }
                     None => format!("block longer than {} bytes", BUFFER),
                 };
-                return Err(CaptureError::CorruptRecordLength {
-                    path: path.into(),
-                    offset,
-                    detail,
-                });
+                return Err(CaptureError::CorruptRecordLength { path: path.into(), offset, detail });
             }
             Err(e) => {
-                return Err(CaptureError::Malformed {
-                    path: path.into(),
-                    offset,
-                    detail: describe(&e),
-                });
+                return Err(CaptureError::Malformed { path: path.into(), offset, detail: describe(&e) });
             }
         }
     }
     Ok(out)
 }
 
-fn ng_interface(
-    path: &Path,
-    offset: u64,
-    interfaces: &[Interface],
-    id: u32,
-) -> Result<Interface, CaptureError> {
-    let i = *interfaces
-        .get(id as usize)
-        .ok_or(CaptureError::UnknownInterface {
-            path: path.into(),
-            offset,
-            interface: id,
-        })?;
+fn ng_interface(path: &Path, offset: u64, interfaces: &[Interface], id: u32) -> Result<Interface, CaptureError> {
+    let i = *interfaces.get(id as usize).ok_or(CaptureError::UnknownInterface {
+        path: path.into(),
+        offset,
+        interface: id,
+    })?;
     if i.link.is_none() {
-        return Err(CaptureError::UnsupportedLinkType {
-            path: path.into(),
-            offset,
-            linktype: i.linktype,
-        });
+        return Err(CaptureError::UnsupportedLinkType { path: path.into(), offset, linktype: i.linktype });
     }
     Ok(i)
 }
@@ -224,18 +182,12 @@ fn check_lengths(path: &Path, offset: u64, caplen: u32, origlen: u32) -> Result<
     let bad = if caplen > MAX_RECORD {
         Some(format!("captured length {caplen} exceeds {MAX_RECORD}"))
     } else if caplen > origlen {
-        Some(format!(
-            "captured length {caplen} exceeds original length {origlen}"
-        ))
+        Some(format!("captured length {caplen} exceeds original length {origlen}"))
     } else {
         None
     };
     match bad {
-        Some(detail) => Err(CaptureError::CorruptRecordLength {
-            path: path.into(),
-            offset,
-            detail,
-        }),
+        Some(detail) => Err(CaptureError::CorruptRecordLength { path: path.into(), offset, detail }),
         None => Ok(()),
     }
 }
@@ -244,11 +196,7 @@ fn check_lengths(path: &Path, offset: u64, caplen: u32, origlen: u32) -> Result<
 fn declared_len(data: &[u8], legacy: Option<(LinkType, bool, bool, u32)>) -> Option<u32> {
     let (_, _, big_endian, _) = legacy?;
     let b: [u8; 4] = data.get(8..12)?.try_into().ok()?;
-    Some(if big_endian {
-        u32::from_be_bytes(b)
-    } else {
-        u32::from_le_bytes(b)
-    })
+    Some(if big_endian { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) })
 }
 
 fn describe(e: &PcapError<&[u8]>) -> String {
@@ -262,13 +210,22 @@ fn describe(e: &PcapError<&[u8]>) -> String {
     }
 }
 
-fn magic_of(path: &Path) -> String {
-    use std::io::Read;
-    let mut b = [0u8; 4];
-    match File::open(path).and_then(|mut f| f.read(&mut b)) {
-        Ok(4) => format!("{:02x}{:02x}{:02x}{:02x}", b[0], b[1], b[2], b[3]),
-        Ok(n) => format!("file of {n} bytes"),
-        Err(e) => e.to_string(),
+/// A reader that remembers the first four bytes it hands out (for the "not a capture" error).
+struct Peek<R> {
+    inner: R,
+    magic: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl<R: std::io::Read> std::io::Read for Peek<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Ok(mut m) = self.magic.lock()
+            && m.len() < 4
+        {
+            let take = (4 - m.len()).min(n);
+            m.extend_from_slice(&buf[..take]);
+        }
+        Ok(n)
     }
 }
 

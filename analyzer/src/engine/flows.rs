@@ -26,10 +26,7 @@ impl Counts {
         v
     }
     pub fn get(&self, key: u8) -> u64 {
-        self.0
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map_or(0, |(_, c)| *c)
+        self.0.iter().find(|(k, _)| *k == key).map_or(0, |(_, c)| *c)
     }
 }
 

@@ -24,11 +24,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 3] = [
-        DropReason::TruncatedRecord,
-        DropReason::FlowMapFull,
-        DropReason::RingbufFull,
-    ];
+    pub const ALL: [DropReason; 3] = [DropReason::TruncatedRecord, DropReason::FlowMapFull, DropReason::RingbufFull];
     pub fn name(self) -> &'static str {
         match self {
             DropReason::TruncatedRecord => "truncated_record",
@@ -84,11 +80,7 @@ impl Engine {
 
     /// Registers an input and returns its index for [`FrameMeta::source`].
     pub fn add_source(&mut self, kind: &str, name: &str, label: &str) -> u16 {
-        self.sources.push(Source {
-            kind: kind.into(),
-            name: name.into(),
-            label: label.into(),
-        });
+        self.sources.push(Source { kind: kind.into(), name: name.into(), label: label.into() });
         (self.sources.len() - 1) as u16
     }
 

@@ -56,19 +56,13 @@ impl PfcTable {
                 self.pfc_frames += 1;
                 for prio in 0..8u8 {
                     if s.pfc_enable & (1 << prio) != 0 {
-                        self.pfc
-                            .entry((s.src_mac, prio))
-                            .or_default()
-                            .add(meta.ts_ns, s.pfc_quanta[prio as usize]);
+                        self.pfc.entry((s.src_mac, prio)).or_default().add(meta.ts_ns, s.pfc_quanta[prio as usize]);
                     }
                 }
             }
             FrameClass::Pause => {
                 self.pause_frames += 1;
-                self.pause
-                    .entry(s.src_mac)
-                    .or_default()
-                    .add(meta.ts_ns, s.pfc_quanta[0]);
+                self.pause.entry(s.src_mac).or_default().add(meta.ts_ns, s.pfc_quanta[0]);
             }
             _ => {}
         }

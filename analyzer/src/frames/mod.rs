@@ -38,10 +38,7 @@ pub fn decode(link: LinkType, data: &[u8], orig_len: u32, out: &mut PacketSummar
                 head[6..12].copy_from_slice(&data[addr_at..addr_at + 6]);
             }
             head[12..14].copy_from_slice(&data[proto_at..proto_at + 2]);
-            let frame = Spliced {
-                head,
-                tail: &data[hlen..],
-            };
+            let frame = Spliced { head, tail: &data[hlen..] };
             let wire = (orig_len as usize).saturating_sub(hlen) + 14;
             classify(&frame, wire as u32, out)
         }
@@ -63,11 +60,7 @@ impl FrameBytes for Spliced<'_> {
         let mut a = [0u8; N];
         for (i, byte) in a.iter_mut().enumerate() {
             let at = offset + i;
-            *byte = if at < h {
-                self.head[at]
-            } else {
-                *self.tail.get(at - h)?
-            };
+            *byte = if at < h { self.head[at] } else { *self.tail.get(at - h)? };
         }
         Some(a)
     }
@@ -80,9 +73,7 @@ mod tests {
 
     #[test]
     fn sll_and_sll2_equal_ethernet() {
-        let eth = Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, 0x0A, 0x12, 7)
-            .payload(64)
-            .build();
+        let eth = Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, 0x0A, 0x12, 7).payload(64).build();
         let mut want = PacketSummary::zeroed();
         decode(LinkType::Ethernet, &eth, eth.len() as u32, &mut want);
 
@@ -92,10 +83,7 @@ mod tests {
         sll[14..16].copy_from_slice(&eth[12..14]);
         sll.extend_from_slice(&eth[14..]);
         let mut got = PacketSummary::zeroed();
-        assert_eq!(
-            decode(LinkType::LinuxSll, &sll, sll.len() as u32, &mut got),
-            FrameClass::Roce
-        );
+        assert_eq!(decode(LinkType::LinuxSll, &sll, sll.len() as u32, &mut got), FrameClass::Roce);
         want.dst_mac = [0; 6];
         assert_eq!(got, want);
 
@@ -105,19 +93,13 @@ mod tests {
         sll2[12..18].copy_from_slice(&eth[6..12]);
         sll2.extend_from_slice(&eth[14..]);
         let mut got2 = PacketSummary::zeroed();
-        assert_eq!(
-            decode(LinkType::LinuxSll2, &sll2, sll2.len() as u32, &mut got2),
-            FrameClass::Roce
-        );
+        assert_eq!(decode(LinkType::LinuxSll2, &sll2, sll2.len() as u32, &mut got2), FrameClass::Roce);
         assert_eq!(got2, want);
     }
 
     #[test]
     fn short_cooked_header_is_truncated() {
         let mut s = PacketSummary::zeroed();
-        assert_eq!(
-            decode(LinkType::LinuxSll2, &[0u8; 10], 10, &mut s),
-            FrameClass::TruncatedHeader
-        );
+        assert_eq!(decode(LinkType::LinuxSll2, &[0u8; 10], 10, &mut s), FrameClass::TruncatedHeader);
     }
 }

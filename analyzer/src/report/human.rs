@@ -18,20 +18,13 @@ pub fn render(r: &Report, top: usize) -> String {
         if c.sources.len() == 1 { "" } else { "s" },
         c.frames,
         span,
-        if c.partial {
-            " · PARTIAL (an input was truncated)"
-        } else {
-            ""
-        }
+        if c.partial { " · PARTIAL (an input was truncated)" } else { "" }
     );
     for s in &c.sources {
         let _ = writeln!(o, "  source {} = {} ({})", s.label, s.name, s.kind);
     }
     let main = ["roce", "cnp", "pfc", "pause", "non_roce"];
-    let line: Vec<String> = main
-        .iter()
-        .map(|k| format!("{k} {}", c.classes.get(*k).copied().unwrap_or(0)))
-        .collect();
+    let line: Vec<String> = main.iter().map(|k| format!("{k} {}", c.classes.get(*k).copied().unwrap_or(0))).collect();
     let _ = writeln!(o, "frames: {}", line.join(" · "));
     let bad: Vec<String> = c
         .classes
@@ -42,34 +35,12 @@ pub fn render(r: &Report, top: usize) -> String {
     if !bad.is_empty() {
         let _ = writeln!(o, "malformed: {}", bad.join(" · "));
     }
-    let drops: Vec<String> = c
-        .dropped
-        .iter()
-        .filter(|(_, v)| **v > 0)
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
-    let _ = writeln!(
-        o,
-        "dropped: {}",
-        if drops.is_empty() {
-            "none".into()
-        } else {
-            drops.join(" · ")
-        }
-    );
+    let drops: Vec<String> = c.dropped.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
+    let _ = writeln!(o, "dropped: {}", if drops.is_empty() { "none".into() } else { drops.join(" · ") });
 
     let mut flows: Vec<_> = r.flows.iter().collect();
-    flows.sort_by(|a, b| {
-        b.bytes
-            .cmp(&a.bytes)
-            .then(a.packets.cmp(&b.packets).reverse())
-    });
-    let _ = writeln!(
-        o,
-        "\nflows: {} (top {} by bytes)",
-        r.flows.len(),
-        top.min(r.flows.len())
-    );
+    flows.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.packets.cmp(&b.packets).reverse()));
+    let _ = writeln!(o, "\nflows: {} (top {} by bytes)", r.flows.len(), top.min(r.flows.len()));
     if !flows.is_empty() {
         let _ = writeln!(
             o,
@@ -96,17 +67,10 @@ pub fn render(r: &Report, top: usize) -> String {
     }
 
     let p = &r.pfc;
-    let _ = writeln!(
-        o,
-        "\nPFC: {} frames · 802.3x PAUSE: {} frames",
-        p.frames, p.pause_8023x_frames
-    );
+    let _ = writeln!(o, "\nPFC: {} frames · 802.3x PAUSE: {} frames", p.frames, p.pause_8023x_frames);
     if !p.senders.is_empty() {
-        let _ = writeln!(
-            o,
-            "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}",
-            "sender", "prio", "frames", "xoff", "xon", "quanta"
-        );
+        let _ =
+            writeln!(o, "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}", "sender", "prio", "frames", "xoff", "xon", "quanta");
         for s in &p.senders {
             let _ = writeln!(
                 o,
@@ -116,11 +80,7 @@ pub fn render(r: &Report, top: usize) -> String {
         }
     }
     for s in &p.pause_senders {
-        let _ = writeln!(
-            o,
-            "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}",
-            s.mac, "all", s.frames, s.xoff, s.xon, s.quanta
-        );
+        let _ = writeln!(o, "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}", s.mac, "all", s.frames, s.xoff, s.xon, s.quanta);
     }
     if !r.visibility.is_empty() {
         let _ = writeln!(o, "\nwhat this vantage point could not see:");

@@ -32,31 +32,17 @@ pub enum RunKind {
 impl Report {
     /// Builds the report of everything the engine has seen.
     pub fn from_engine(engine: &Engine, kind: RunKind) -> Report {
-        let classes = FrameClass::ALL
-            .iter()
-            .map(|c| (c.name().to_string(), engine.class_count(*c)))
-            .collect();
+        let classes = FrameClass::ALL.iter().map(|c| (c.name().to_string(), engine.class_count(*c))).collect();
         let dropped = DropReason::ALL
             .iter()
-            .map(|r| {
-                (
-                    r.name().to_string(),
-                    engine.dropped.get(r).copied().unwrap_or(0),
-                )
-            })
+            .map(|r| (r.name().to_string(), engine.dropped.get(r).copied().unwrap_or(0)))
             .collect();
         let mut flows: Vec<(&FlowKey, &FlowStats)> = engine.flows.iter().collect();
         flows.sort_unstable_by(|a, b| flow_order(a.0).cmp(&flow_order(b.0)));
-        let flows = flows
-            .into_iter()
-            .map(|(k, s)| flow_json(engine, k, s))
-            .collect();
+        let flows = flows.into_iter().map(|(k, s)| flow_json(engine, k, s)).collect();
         let mut report = Report {
             schema: SCHEMA.into(),
-            tool: Tool {
-                name: "roce-analyzer".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
+            tool: Tool { name: "roce-analyzer".into(), version: env!("CARGO_PKG_VERSION").into() },
             kind: match kind {
                 RunKind::Offline => "offline".into(),
                 RunKind::Live => "live".into(),
@@ -65,11 +51,7 @@ impl Report {
                 sources: engine
                     .sources
                     .iter()
-                    .map(|s| SourceJson {
-                        kind: s.kind.clone(),
-                        name: s.name.clone(),
-                        label: s.label.clone(),
-                    })
+                    .map(|s| SourceJson { kind: s.kind.clone(), name: s.name.clone(), label: s.label.clone() })
                     .collect(),
                 start_ns: engine.first_ns.unwrap_or(0),
                 end_ns: engine.last_ns.unwrap_or(0),
@@ -101,19 +83,11 @@ pub fn addr_string(version: u8, bytes: &[u8; 16]) -> String {
 }
 
 pub fn mac_string(m: &[u8; 6]) -> String {
-    format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        m[0], m[1], m[2], m[3], m[4], m[5]
-    )
+    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
 }
 
 fn flow_json(engine: &Engine, k: &FlowKey, s: &FlowStats) -> Flow {
-    let mut pcp: BTreeMap<String, u64> = s
-        .pcp
-        .sorted()
-        .into_iter()
-        .map(|(p, n)| (p.to_string(), n))
-        .collect();
+    let mut pcp: BTreeMap<String, u64> = s.pcp.sorted().into_iter().map(|(p, n)| (p.to_string(), n)).collect();
     if s.untagged > 0 {
         pcp.insert("untagged".into(), s.untagged);
     }
@@ -132,24 +106,9 @@ fn flow_json(engine: &Engine, k: &FlowKey, s: &FlowStats) -> Flow {
         bytes: s.bytes,
         first_ns: s.first_ns,
         last_ns: s.last_ns,
-        opcodes: s
-            .opcodes
-            .sorted()
-            .into_iter()
-            .map(|(o, n)| (names::opcode_name(o), n))
-            .collect(),
-        ecn: Ecn {
-            not_ect: s.ecn[0],
-            ect1: s.ecn[1],
-            ect0: s.ecn[2],
-            ce: s.ecn[3],
-        },
-        dscp: s
-            .dscp
-            .sorted()
-            .into_iter()
-            .map(|(d, n)| (d.to_string(), n))
-            .collect(),
+        opcodes: s.opcodes.sorted().into_iter().map(|(o, n)| (names::opcode_name(o), n)).collect(),
+        ecn: Ecn { not_ect: s.ecn[0], ect1: s.ecn[1], ect0: s.ecn[2], ce: s.ecn[3] },
+        dscp: s.dscp.sorted().into_iter().map(|(d, n)| (d.to_string(), n)).collect(),
         pcp,
         fecn: s.fecn,
         becn: s.becn,

@@ -8,11 +8,7 @@ pub fn opcode_name(op: u8) -> String {
     if op == opcode::CNP {
         return "CNP".into();
     }
-    match (
-        opcode::is_defined(op),
-        Transport::of(op),
-        opcode::op_name(op & 0x1F),
-    ) {
+    match (opcode::is_defined(op), Transport::of(op), opcode::op_name(op & 0x1F)) {
         (true, Some(t), Some(name)) => format!("{}_{}", t.prefix(), name),
         _ => format!("OPCODE_0x{op:02X}"),
     }

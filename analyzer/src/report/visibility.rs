@@ -8,10 +8,7 @@ use super::{Note, Report};
 use crate::engine::Engine;
 
 fn note(code: &str, message: String) -> Note {
-    Note {
-        code: code.into(),
-        message,
-    }
+    Note { code: code.into(), message }
 }
 
 pub fn notes(engine: &Engine, report: &Report) -> Vec<Note> {
@@ -36,15 +33,8 @@ pub fn notes(engine: &Engine, report: &Report) -> Vec<Note> {
         ));
     }
     // Host pairs seen one way only: their ACKs, NAKs, CNPs and read responses are elsewhere.
-    let pairs: BTreeSet<(&str, &str)> = report
-        .flows
-        .iter()
-        .map(|f| (f.src.as_str(), f.dst.as_str()))
-        .collect();
-    let one_way = pairs
-        .iter()
-        .filter(|(a, b)| !pairs.contains(&(*b, *a)))
-        .count();
+    let pairs: BTreeSet<(&str, &str)> = report.flows.iter().map(|f| (f.src.as_str(), f.dst.as_str())).collect();
+    let one_way = pairs.iter().filter(|(a, b)| !pairs.contains(&(*b, *a))).count();
     if one_way > 0 {
         out.push(note(
             "one_direction",
@@ -75,24 +65,18 @@ pub fn notes(engine: &Engine, report: &Report) -> Vec<Note> {
             ),
         ));
     }
-    let malformed: u64 = analyzer_common::FrameClass::ALL
-        .iter()
-        .filter(|k| k.is_malformed())
-        .map(|k| c[k.name()])
-        .sum();
+    let malformed: u64 =
+        analyzer_common::FrameClass::ALL.iter().filter(|k| k.is_malformed()).map(|k| c[k.name()]).sum();
     if malformed > 0 {
         out.push(note(
             "malformed",
-            format!(
-                "{malformed} frames could not be fully parsed; capture.classes counts them by kind."
-            ),
+            format!("{malformed} frames could not be fully parsed; capture.classes counts them by kind."),
         ));
     }
     if report.capture.partial {
         out.push(note(
             "partial",
-            "an input ended inside a record: the report covers everything before that point."
-                .into(),
+            "an input ended inside a record: the report covers everything before that point.".into(),
         ));
     }
     out

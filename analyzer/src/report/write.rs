@@ -7,33 +7,27 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
     #[error("{path}: cannot write report: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    Io { path: String, source: std::io::Error },
     #[error("cannot serialise report: {0}")]
     Json(#[from] serde_json::Error),
 }
 
 /// Writes `text` to `path` atomically, or to stdout when `path` is `-`.
 pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), WriteError> {
-    let io = |source| WriteError::Io {
-        path: path.display().to_string(),
-        source,
-    };
+    let io = |source| WriteError::Io { path: path.display().to_string(), source };
     if path == Path::new("-") {
         let mut out = std::io::stdout().lock();
         out.write_all(text).map_err(io)?;
         return out.flush().map_err(io);
     }
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report".into());
+    // A device, FIFO or socket (e.g. /dev/null) is written in place: renaming over it would
+    // replace the special file itself.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        let mut f = std::fs::OpenOptions::new().write(true).open(path).map_err(io)?;
+        return f.write_all(text).map_err(io);
+    }
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into());
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
@@ -52,4 +46,23 @@ pub fn to_json(report: &super::Report) -> Result<Vec<u8>, WriteError> {
     let mut v = serde_json::to_vec_pretty(report)?;
     v.push(b'\n');
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_regular_files_and_writes_devices_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        std::fs::write(&p, b"old").unwrap();
+        write_atomic(&p, b"new").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
+        write_atomic(Path::new("/dev/null"), b"x").unwrap();
+        assert!(!std::fs::metadata("/dev/null").unwrap().is_file(), "/dev/null is still a device");
+        assert!(write_atomic(&dir.path().join("missing/dir/r.json"), b"x").is_err());
+    }
 }

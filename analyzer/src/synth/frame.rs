@@ -18,46 +18,22 @@ pub struct Vlan {
 
 impl Vlan {
     pub fn dot1q(pcp: u8, vid: u16) -> Self {
-        Vlan {
-            tpid: ethertype::VLAN,
-            pcp,
-            vid,
-        }
+        Vlan { tpid: ethertype::VLAN, pcp, vid }
     }
     pub fn qinq(pcp: u8, vid: u16) -> Self {
-        Vlan {
-            tpid: ethertype::QINQ,
-            pcp,
-            vid,
-        }
+        Vlan { tpid: ethertype::QINQ, pcp, vid }
     }
 }
 
 /// Builds an Ethernet frame: header, VLAN tags, payload, zero padding to 60 bytes.
-pub fn ethernet(
-    src: [u8; 6],
-    dst: [u8; 6],
-    vlans: &[Vlan],
-    ethertype: u16,
-    payload: &[u8],
-) -> Vec<u8> {
+pub fn ethernet(src: [u8; 6], dst: [u8; 6], vlans: &[Vlan], ethertype: u16, payload: &[u8]) -> Vec<u8> {
     let hdr = 14 + 4 * vlans.len();
     let mut f = vec![0u8; (hdr + payload.len()).max(MIN_FRAME)];
     let first = vlans.first().map_or(ethertype, |v| v.tpid);
-    ethernet::Repr {
-        dst,
-        src,
-        ethertype: first,
-    }
-    .emit(&mut f);
+    ethernet::Repr { dst, src, ethertype: first }.emit(&mut f);
     for (i, v) in vlans.iter().enumerate() {
         let next = vlans.get(i + 1).map_or(ethertype, |n| n.tpid);
-        vlan::Repr {
-            pcp: v.pcp,
-            vid: v.vid,
-            ethertype: next,
-        }
-        .emit(&mut f[14 + 4 * i..]);
+        vlan::Repr { pcp: v.pcp, vid: v.vid, ethertype: next }.emit(&mut f[14 + 4 * i..]);
     }
     f[hdr..hdr + payload.len()].copy_from_slice(payload);
     f
@@ -108,14 +84,7 @@ pub struct Roce {
 
 impl Roce {
     /// A RoCE v2 packet over IPv4 with DSCP 26 and ECT(0), the usual lossless-class marking.
-    pub fn v4(
-        src: [u8; 4],
-        dst: [u8; 4],
-        udp_sport: u16,
-        opcode: u8,
-        dst_qp: u32,
-        psn: u32,
-    ) -> Self {
+    pub fn v4(src: [u8; 4], dst: [u8; 4], udp_sport: u16, opcode: u8, dst_qp: u32, psn: u32) -> Self {
         Roce {
             src_mac: [0x02, 0, 0, 0, src[2], src[3]],
             dst_mac: [0x02, 0, 0, 0, dst[2], dst[3]],
@@ -128,27 +97,14 @@ impl Roce {
             ip_options: 0,
             udp_sport,
             udp_dport: udp::ROCE_V2_PORT,
-            bth: bth::Repr {
-                opcode,
-                pkey: 0xFFFF,
-                dst_qp,
-                psn,
-                ..Default::default()
-            },
+            bth: bth::Repr { opcode, pkey: 0xFFFF, dst_qp, psn, ..Default::default() },
             ext: Ext::default(),
             payload_len: 0,
         }
     }
 
     /// The same over IPv6.
-    pub fn v6(
-        src: [u8; 16],
-        dst: [u8; 16],
-        udp_sport: u16,
-        opcode: u8,
-        dst_qp: u32,
-        psn: u32,
-    ) -> Self {
+    pub fn v6(src: [u8; 16], dst: [u8; 16], udp_sport: u16, opcode: u8, dst_qp: u32, psn: u32) -> Self {
         let mut r = Roce::v4([0; 4], [0; 4], udp_sport, opcode, dst_qp, psn);
         r.src_mac = [0x02, 0, 0, 0, src[14], src[15]];
         r.dst_mac = [0x02, 0, 0, 0, dst[14], dst[15]];
@@ -212,13 +168,8 @@ impl Roce {
     pub fn build(&self) -> Vec<u8> {
         let t = self.transport();
         let mut u = vec![0u8; 8 + t.len()];
-        udp::Repr {
-            src_port: self.udp_sport,
-            dst_port: self.udp_dport,
-            payload_len: t.len() as u16,
-            checksum: 0,
-        }
-        .emit(&mut u);
+        udp::Repr { src_port: self.udp_sport, dst_port: self.udp_dport, payload_len: t.len() as u16, checksum: 0 }
+            .emit(&mut u);
         u[8..].copy_from_slice(&t);
         self.ip_packet(ipv4::protocol::UDP, &u)
     }
@@ -243,13 +194,7 @@ impl Roce {
         }
         .emit(&mut p);
         p[40..].copy_from_slice(&t);
-        ethernet(
-            self.src_mac,
-            self.dst_mac,
-            &self.vlans,
-            ethertype::ROCE_V1,
-            &p,
-        )
+        ethernet(self.src_mac, self.dst_mac, &self.vlans, ethertype::ROCE_V1, &p)
     }
 
     /// Wraps `l4` (UDP or other) in this packet's IP header and Ethernet framing.
@@ -327,13 +272,7 @@ fn udp6_checksum(src: &[u8; 16], dst: &[u8; 16], udp: &[u8]) -> u16 {
 /// A plain IPv4/UDP frame (not RoCE unless `dport` is 4791).
 pub fn udp_ipv4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload_len: usize) -> Vec<u8> {
     let mut u = vec![0u8; 8 + payload_len];
-    udp::Repr {
-        src_port: sport,
-        dst_port: dport,
-        payload_len: payload_len as u16,
-        checksum: 0,
-    }
-    .emit(&mut u);
+    udp::Repr { src_port: sport, dst_port: dport, payload_len: payload_len as u16, checksum: 0 }.emit(&mut u);
     let mut r = Roce::v4(src, dst, sport, 0, 0, 0);
     r.dscp = 0;
     r.ecn = 0;
@@ -343,31 +282,15 @@ pub fn udp_ipv4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload_len:
 /// An 802.1Qbb PFC frame from `src`.
 pub fn pfc(src: [u8; 6], class_enable: u16, quanta: [u16; 8]) -> Vec<u8> {
     let mut p = [0u8; mac_control::PfcRepr::LEN];
-    mac_control::PfcRepr {
-        class_enable,
-        quanta,
-    }
-    .emit(&mut p);
-    ethernet(
-        src,
-        mac_control::MAC_CONTROL_DST,
-        &[],
-        ethertype::MAC_CONTROL,
-        &p,
-    )
+    mac_control::PfcRepr { class_enable, quanta }.emit(&mut p);
+    ethernet(src, mac_control::MAC_CONTROL_DST, &[], ethertype::MAC_CONTROL, &p)
 }
 
 /// An 802.3x PAUSE frame from `src`.
 pub fn pause(src: [u8; 6], quanta: u16) -> Vec<u8> {
     let mut p = [0u8; mac_control::PauseRepr::LEN];
     mac_control::PauseRepr { quanta }.emit(&mut p);
-    ethernet(
-        src,
-        mac_control::MAC_CONTROL_DST,
-        &[],
-        ethertype::MAC_CONTROL,
-        &p,
-    )
+    ethernet(src, mac_control::MAC_CONTROL_DST, &[], ethertype::MAC_CONTROL, &p)
 }
 
 /// Mirror encapsulations.
@@ -391,14 +314,7 @@ pub fn mirror(kind: Encap, inner: &[u8], truncate: Option<usize>) -> Vec<u8> {
         Encap::ErspanI => (ethertype::ERSPAN_II, None, vec![]),
         Encap::ErspanII => {
             let mut h = vec![0u8; gre::ERSPAN_II_LEN];
-            gre::ErspanII {
-                vlan: 0,
-                cos: 0,
-                truncated: truncate.is_some(),
-                session: 7,
-                index: 1,
-            }
-            .emit(&mut h);
+            gre::ErspanII { vlan: 0, cos: 0, truncated: truncate.is_some(), session: 7, index: 1 }.emit(&mut h);
             (ethertype::ERSPAN_II, Some(1), h)
         }
         Encap::ErspanIII(o) => {
@@ -414,11 +330,7 @@ pub fn mirror(kind: Encap, inner: &[u8], truncate: Option<usize>) -> Vec<u8> {
             (ethertype::ERSPAN_III, Some(1), h)
         }
     };
-    let g = gre::Repr {
-        protocol,
-        key: None,
-        seq,
-    };
+    let g = gre::Repr { protocol, key: None, seq };
     let mut l4 = vec![0u8; g.header_len() + hdr.len() + inner.len()];
     g.emit(&mut l4);
     let at = g.header_len();
@@ -428,4 +340,129 @@ pub fn mirror(kind: Encap, inner: &[u8], truncate: Option<usize>) -> Vec<u8> {
     outer.dscp = 0;
     outer.ecn = 0;
     outer.ip_packet(ipv4::protocol::GRE, &l4)
+}
+
+#[cfg(test)]
+mod roundtrip {
+    //! emit → parse: frames built from generated headers classify back to the same fields.
+
+    use super::*;
+    use analyzer_common::{FrameClass, PacketSummary, classify, summary::encap};
+    use proptest::prelude::*;
+
+    fn defined() -> Vec<u8> {
+        (0..=255u8).filter(|o| opcode::is_defined(*o)).collect()
+    }
+
+    #[derive(Debug, Clone)]
+    struct Case {
+        opcode: u8,
+        qp: u32,
+        psn: u32,
+        ack_req: bool,
+        se: bool,
+        ecn: u8,
+        dscp: u8,
+        v6: bool,
+        v1: bool,
+        vlans: Vec<(u8, u16)>,
+        payload: usize,
+        dma_len: u32,
+        syndrome: u8,
+        sport: u16,
+        mirror: Option<Encap>,
+    }
+
+    fn case() -> impl Strategy<Value = Case> {
+        let ops = defined();
+        (
+            (0..ops.len(), 0u32..1 << 24, 0u32..1 << 24, any::<bool>(), any::<bool>(), 0u8..4, 0u8..64),
+            (any::<bool>(), prop::bool::weighted(0.15), prop::collection::vec((0u8..8, 0u16..4096), 0..=2)),
+            (0usize..300, any::<u32>(), any::<u8>(), any::<u16>(), 0usize..6),
+        )
+            .prop_map(
+                move |(
+                    (oi, qp, psn, ack_req, se, ecn, dscp),
+                    (v6, v1, vlans),
+                    (payload, dma_len, syndrome, sport, m),
+                )| Case {
+                    opcode: ops[oi],
+                    qp,
+                    psn,
+                    ack_req,
+                    se,
+                    ecn,
+                    dscp,
+                    v6,
+                    v1,
+                    vlans,
+                    payload,
+                    dma_len,
+                    syndrome,
+                    sport,
+                    mirror: [
+                        None,
+                        Some(Encap::GreTeb),
+                        Some(Encap::ErspanI),
+                        Some(Encap::ErspanII),
+                        Some(Encap::ErspanIII(false)),
+                        Some(Encap::ErspanIII(true)),
+                    ][m],
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+        #[test]
+        fn built_frames_parse_back(c in case()) {
+            let mut r = if c.v6 {
+                let mut a = [0u8; 16]; a[0] = 0xfd; a[15] = 1;
+                let mut b = a; b[15] = 2;
+                Roce::v6(a, b, c.sport, c.opcode, c.qp, c.psn)
+            } else {
+                Roce::v4([10, 1, 2, 3], [10, 4, 5, 6], c.sport, c.opcode, c.qp, c.psn)
+            };
+            r.bth.ack_req = c.ack_req;
+            r.bth.se = c.se;
+            r.ecn = c.ecn;
+            r.dscp = c.dscp;
+            r.vlans = c.vlans.iter().enumerate().map(|(i, (p, v))| if i == 0 && c.vlans.len() == 2 { Vlan::qinq(*p, *v) } else { Vlan::dot1q(*p, *v) }).collect();
+            r.payload_len = c.payload;
+            r.ext.reth.dma_len = c.dma_len;
+            r.ext.aeth.syndrome = c.syndrome;
+            let inner = if c.v1 { r.build_v1() } else { r.build() };
+            let l2 = 14 + 4 * c.vlans.len();
+            let l3 = if c.v1 || c.v6 { 40 } else { 20 };
+            let unpadded = l2 + l3 + if c.v1 { 0 } else { 8 } + r.transport().len();
+            let frame = match c.mirror { Some(k) => mirror(k, &inner, None), None => inner.clone() };
+            let mut s = PacketSummary::zeroed();
+            let class = classify(&frame[..], frame.len() as u32, &mut s);
+            prop_assert_eq!(class, if c.opcode == opcode::CNP { FrameClass::Cnp } else { FrameClass::Roce });
+            prop_assert_eq!((s.opcode, s.dst_qp, s.psn), (c.opcode, c.qp, c.psn));
+            prop_assert_eq!((s.ack_req != 0, s.bth_flags & 0x80 != 0), (c.ack_req, c.se));
+            prop_assert_eq!((s.ecn, s.dscp), (c.ecn, c.dscp));
+            prop_assert_eq!(s.vlan_tags as usize, c.vlans.len());
+            if let Some((p, v)) = c.vlans.first() {
+                prop_assert_eq!((s.pcp, s.vlan_id), (*p, *v));
+            }
+            prop_assert_eq!(s.roce_version, if c.v1 { 1 } else { 2 });
+            if !c.v1 {
+                prop_assert_eq!(s.udp_sport, c.sport);
+            }
+            prop_assert_eq!(s.payload_len as usize, c.payload);
+            let mask = opcode::headers(c.opcode);
+            prop_assert_eq!((s.ext, s.ext_missing), (mask, 0));
+            if mask & opcode::ext::RETH != 0 {
+                prop_assert_eq!(s.reth_dma_len, c.dma_len);
+            }
+            if mask & opcode::ext::AETH != 0 {
+                prop_assert_eq!(s.aeth_syndrome, c.syndrome);
+            }
+            match c.mirror {
+                None => prop_assert_eq!((s.frame_len as usize, s.encap), (frame.len(), encap::NONE)),
+                Some(_) => prop_assert_eq!(s.frame_len as usize, unpadded),
+            }
+        }
+    }
 }

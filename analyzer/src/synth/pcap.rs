@@ -25,12 +25,7 @@ pub struct Record {
 impl Record {
     pub fn new(ts_ns: u64, data: Vec<u8>) -> Self {
         let orig_len = data.len() as u32;
-        Record {
-            ts_ns,
-            data,
-            orig_len,
-            interface: 0,
-        }
+        Record { ts_ns, data, orig_len, interface: 0 }
     }
     /// Keeps only the first `snap` bytes, as `tcpdump -s snap` would.
     pub fn snap(mut self, snap: usize) -> Self {
@@ -50,34 +45,17 @@ pub struct PcapOptions {
 
 impl Default for PcapOptions {
     fn default() -> Self {
-        PcapOptions {
-            nanosecond: false,
-            big_endian: false,
-            linktype: DataLink::ETHERNET,
-            snaplen: 65535,
-        }
+        PcapOptions { nanosecond: false, big_endian: false, linktype: DataLink::ETHERNET, snaplen: 65535 }
     }
 }
 
 /// Writes a classic pcap.
-pub fn write_pcap<W: Write>(
-    w: W,
-    opts: PcapOptions,
-    records: &[Record],
-) -> Result<W, pcap_file::pcap::PcapWriteError> {
+pub fn write_pcap<W: Write>(w: W, opts: PcapOptions, records: &[Record]) -> Result<W, pcap_file::pcap::PcapWriteError> {
     let header = PcapHeader {
         snaplen: opts.snaplen,
         datalink: opts.linktype,
-        ts_resolution: if opts.nanosecond {
-            PcapTsResolution::NanoSecond
-        } else {
-            PcapTsResolution::MicroSecond
-        },
-        endianness: if opts.big_endian {
-            Endianness::Big
-        } else {
-            Endianness::Little
-        },
+        ts_resolution: if opts.nanosecond { PcapTsResolution::NanoSecond } else { PcapTsResolution::MicroSecond },
+        endianness: if opts.big_endian { Endianness::Big } else { Endianness::Little },
         ..Default::default()
     };
     let mut pw = PcapWriter::with_header(w, header)?;
@@ -105,8 +83,7 @@ pub fn write_pcapng<W: Write>(
 ) -> Result<W, pcap_file::pcapng::PcapNgWriteError> {
     let mut nw = PcapNgWriter::new(w)?;
     for i in interfaces {
-        let resol =
-            InterfaceTsResolution::from_u8(i.tsresol_pow10).expect("power-of-ten resolution");
+        let resol = InterfaceTsResolution::from_u8(i.tsresol_pow10).expect("power-of-ten resolution");
         nw.write_pcapng_block(InterfaceDescriptionBlock {
             linktype: i.linktype,
             snaplen: 0,

@@ -82,10 +82,7 @@ fn base(src: u8, dst: u8, opcode: u8, psn: u32) -> Roce {
 
 /// Generates the scenario's records, sorted by time.
 pub fn cluster(o: &ScenarioOptions) -> Vec<Record> {
-    let mut out = Out {
-        records: Vec::new(),
-        snaplen: o.snaplen,
-    };
+    let mut out = Out { records: Vec::new(), snaplen: o.snaplen };
     let pkts = o.message_bytes.div_ceil(o.pmtu).max(1);
     let n = o.hosts.max(2);
     let mut psn = vec![0u32; n as usize];
@@ -105,11 +102,7 @@ pub fn cluster(o: &ScenarioOptions) -> Vec<Record> {
                     _ => op::RDMA_WRITE_MIDDLE,
                 };
                 let mut r = base(h, dst, opcode, psn[h as usize] & 0xFF_FFFF);
-                let len = if p == pkts - 1 {
-                    o.message_bytes - o.pmtu * (pkts - 1)
-                } else {
-                    o.pmtu
-                };
+                let len = if p == pkts - 1 { o.message_bytes - o.pmtu * (pkts - 1) } else { o.pmtu };
                 r.payload_len = len as usize;
                 r.ext.reth = Reth {
                     va: 0x7f00_0000_0000 + m as u64 * o.message_bytes as u64,
@@ -140,40 +133,25 @@ pub fn cluster(o: &ScenarioOptions) -> Vec<Record> {
         }
         if hot {
             let q = if m % 2 == 0 { 0xFFFF } else { 0 };
-            out.push(
-                t + 2_000,
-                pfc(SWITCH_PORT_MAC, 1 << 3, [0, 0, 0, q, 0, 0, 0, 0]),
-            );
+            out.push(t + 2_000, pfc(SWITCH_PORT_MAC, 1 << 3, [0, 0, 0, q, 0, 0, 0, 0]));
         }
         // Host 1 reads 3 PMTUs from host 2.
         if n > 2 {
             let mut rq = base(1, 2, op::RDMA_READ_REQUEST, psn[1] & 0xFF_FFFF);
-            rq.ext.reth = Reth {
-                va: 0x5000,
-                rkey: 0x77,
-                dma_len: 3 * o.pmtu,
-            };
+            rq.ext.reth = Reth { va: 0x5000, rkey: 0x77, dma_len: 3 * o.pmtu };
             rq.bth.ack_req = true;
             out.push(t + 3_000, rq.build());
-            for (i, opc) in [
-                op::RDMA_READ_RESPONSE_FIRST,
-                op::RDMA_READ_RESPONSE_MIDDLE,
-                op::RDMA_READ_RESPONSE_LAST,
-            ]
-            .into_iter()
-            .enumerate()
+            for (i, opc) in [op::RDMA_READ_RESPONSE_FIRST, op::RDMA_READ_RESPONSE_MIDDLE, op::RDMA_READ_RESPONSE_LAST]
+                .into_iter()
+                .enumerate()
             {
-                let mut rr =
-                    base(2, 1, opc, (psn[1] + i as u32) & 0xFF_FFFF).payload(o.pmtu as usize);
+                let mut rr = base(2, 1, opc, (psn[1] + i as u32) & 0xFF_FFFF).payload(o.pmtu as usize);
                 rr.ext.aeth = Aeth::ack(31, msn[2]);
                 out.push(t + 4_000 + i as u64 * o.gap_ns, rr.build());
             }
             psn[1] += 3;
         }
-        out.push(
-            t + 5_000,
-            udp_ipv4([10, 0, 0, 200], [10, 0, 0, 1], 40000 + m as u16, 8125, 48),
-        );
+        out.push(t + 5_000, udp_ipv4([10, 0, 0, 200], [10, 0, 0, 1], 40000 + m as u16, 8125, 48));
         t += (pkts as u64 + 8) * o.gap_ns * n as u64;
     }
     out.records.sort_by_key(|r| r.ts_ns);

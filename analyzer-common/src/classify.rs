@@ -363,7 +363,7 @@ fn parse_ext<B: FrameBytes + ?Sized>(b: &B, base: usize, mask: u16, out: &mut Pa
     hdr!(x::ATOMIC_ACK_ETH, ext::ATOMIC_ACK_ETH_LEN, |a| out.atomic_ack_orig = ext::parse_atomic_ack(&a));
     hdr!(x::IMMDT, ext::IMMDT_LEN, |a| out.immdt = ext::parse_u32(&a));
     hdr!(x::IETH, ext::IETH_LEN, |a| out.ieth_rkey = ext::parse_u32(&a));
-    hdr!(x::CNP_RESERVED, ext::CNP_RESERVED_LEN, |_a| ());
+    hdr!(x::CNP_RESERVED, ext::CNP_RESERVED_LEN, |_a| {});
 }
 
 #[cfg(test)]

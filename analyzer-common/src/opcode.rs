@@ -5,10 +5,10 @@
 //! Opcode = transport (top 3 bits) | operation (low 5 bits). RD packets carry an RDETH, and RD
 //! requests a DETH; UD packets a DETH; XRC requests an XRCETH.
 
-/// Bit flags of the extended headers that follow a BTH.
+/// Bit flags of the extended headers that follow a BTH. Bit n is the n-th header in wire
+/// order, so the offset of a header is the length of the headers selected by the lower bits
+/// ([`headers_len`]`(mask & (flag - 1))`).
 pub mod ext {
-    //! Bit n is the n-th header in wire order, so the offset of a header is the length of
-    //! the headers selected by the lower bits ([`super::headers_len`]`(mask & (flag - 1))`).
     pub const RDETH: u16 = 1 << 0;
     pub const DETH: u16 = 1 << 1;
     pub const XRCETH: u16 = 1 << 2;

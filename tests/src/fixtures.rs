@@ -98,7 +98,7 @@ fn ip6(d: u8) -> [u8; 16] {
 pub fn full(opcode: u8, psn: u32) -> Roce {
     let mut r = Roce::v4(ip4(1), ip4(2), 0xC000 | opcode as u16, opcode, 0x100 + opcode as u32, psn);
     r.bth.ack_req = psn % 2 == 1;
-    r.bth.se = opcode % 3 == 0;
+    r.bth.se = opcode.is_multiple_of(3);
     r.ext.reth = Reth {
         va: 0x7f00_dead_0000 + opcode as u64,
         rkey: 0xabc0 + opcode as u32,

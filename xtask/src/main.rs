@@ -2,7 +2,9 @@
 //!
 //! * `fixtures` — write the fixture captures into `tests/data/`.
 //! * `test` — the full test run: machine set-up (`scripts/setup`), then every test.
+//! * `bench` — offline throughput over ≥ 1 M frames against tshark, and peak memory.
 
+mod bench;
 mod fixtures;
 mod test;
 
@@ -28,6 +30,18 @@ enum Task {
         #[arg(long)]
         no_setup: bool,
     },
+    /// Offline throughput over a generated capture against tshark, and peak memory.
+    Bench {
+        /// Frames in the generated capture.
+        #[arg(long, default_value_t = 1_000_000)]
+        frames: usize,
+        /// Runs of roce-analyzer (the best is reported).
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
+    /// (Used by `bench`.) Write a generated capture of at least N frames to PATH.
+    #[command(hide = true)]
+    BenchCapture { path: std::path::PathBuf, frames: usize },
 }
 
 fn main() -> ExitCode {
@@ -35,6 +49,8 @@ fn main() -> ExitCode {
     let result = match cli.task {
         Task::Fixtures => fixtures::run(),
         Task::Test { no_setup } => test::run(no_setup),
+        Task::Bench { frames, repeat } => bench::run(frames, repeat.max(1)),
+        Task::BenchCapture { path, frames } => bench::write_capture(&path, frames).map(|n| println!("{n}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

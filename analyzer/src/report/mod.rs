@@ -38,7 +38,7 @@ impl Report {
             .map(|r| (r.name().to_string(), engine.dropped.get(r).copied().unwrap_or(0)))
             .collect();
         let mut flows: Vec<(&FlowKey, &FlowStats)> = engine.flows.iter().collect();
-        flows.sort_unstable_by(|a, b| flow_order(a.0).cmp(&flow_order(b.0)));
+        flows.sort_unstable_by_key(|(k, _)| flow_order(k));
         let flows = flows.into_iter().map(|(k, s)| flow_json(engine, k, s)).collect();
         let mut report = Report {
             schema: SCHEMA.into(),

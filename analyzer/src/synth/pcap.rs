@@ -30,6 +30,7 @@ impl Record {
     /// Keeps only the first `snap` bytes, as `tcpdump -s snap` would.
     pub fn snap(mut self, snap: usize) -> Self {
         self.data.truncate(snap);
+        self.data.shrink_to_fit();
         self
     }
 }

@@ -1,0 +1,140 @@
+//! `cargo xtask bench`: the offline engine over a generated capture of ≥ 1 M frames, against
+//! `tshark -T fields` extracting the same fields from the same file, in the same run; and peak
+//! memory at two capture sizes (bounded by flows, not frames). Prints a Markdown table for
+//! BENCHMARKS.md.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use analyzer::synth::pcap::{PcapOptions, write_pcap};
+use analyzer::synth::scenario::{ScenarioOptions, cluster};
+use anyhow::{Context, bail};
+
+/// The fields the tshark differential test compares (tests/integration/tshark.rs).
+const TSHARK_FIELDS: &[&str] = &[
+    "frame.len",
+    "ip.src",
+    "ip.dst",
+    "udp.srcport",
+    "infiniband.bth.opcode",
+    "infiniband.bth.destqp",
+    "infiniband.bth.psn",
+    "infiniband.bth.a",
+    "infiniband.reth.dmalen",
+    "infiniband.aeth.syndrome",
+    "ip.dsfield.ecn",
+    "ip.dsfield.dscp",
+    "macc.cbfc.enbv",
+];
+
+struct Run {
+    seconds: f64,
+    max_rss_kib: i64,
+}
+
+/// Runs `cmd` to completion, measuring wall time and the child's peak RSS (wait4).
+fn measure(cmd: &mut Command) -> anyhow::Result<Run> {
+    let start = Instant::now();
+    let child = cmd.stdout(Stdio::null()).spawn().with_context(|| format!("spawning {cmd:?}"))?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid out-parameter for wait4.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waiting for our own child, with valid out-pointers.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let seconds = start.elapsed().as_secs_f64();
+    if r != pid || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        bail!("{cmd:?} failed (status {status})");
+    }
+    Ok(Run { seconds, max_rss_kib: usage.ru_maxrss })
+}
+
+/// Writes a capture of at least `frames` frames (16 hosts in a ring, 64 KiB messages at
+/// PMTU 4096: at least 16 × 17 frames per message round). Runs in its own process (see
+/// [`generate`]) so that the measured children do not inherit its memory.
+pub fn write_capture(path: &Path, frames: usize) -> anyhow::Result<usize> {
+    let mut o = ScenarioOptions { hosts: 16, message_bytes: 64 * 1024, ..Default::default() };
+    o.messages = (frames / (16 * 17) + 1) as u32;
+    let recs = cluster(&o);
+    let w = BufWriter::with_capacity(1 << 20, File::create(path)?);
+    write_pcap(w, PcapOptions { nanosecond: true, snaplen: 128, ..Default::default() }, &recs)?;
+    Ok(recs.len())
+}
+
+/// Runs `cargo xtask bench-capture PATH N` as a child process; returns the frames written.
+fn generate(path: &Path, frames: usize) -> anyhow::Result<usize> {
+    let out = Command::new(std::env::current_exe()?).arg("bench-capture").arg(path).arg(frames.to_string()).output()?;
+    if !out.status.success() {
+        bail!("generating {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8(out.stdout)?.trim().parse()?)
+}
+
+fn analyzer_binary() -> anyhow::Result<PathBuf> {
+    let status = Command::new("cargo")
+        .current_dir(crate::root())
+        .args(["build", "--release", "--quiet", "--package", "analyzer", "--bin", "roce-analyzer"])
+        .status()?;
+    if !status.success() {
+        bail!("building roce-analyzer failed");
+    }
+    Ok(crate::root().join("target/release/roce-analyzer"))
+}
+
+pub fn run(frames: usize, repeat: usize) -> anyhow::Result<()> {
+    let bin = analyzer_binary()?;
+    let dir = tempfile::tempdir()?;
+    let big = dir.path().join("bench.pcap");
+    let small = dir.path().join("bench-quarter.pcap");
+    let n = generate(&big, frames)?;
+    let n4 = generate(&small, frames / 4)?;
+    let size = std::fs::metadata(&big)?.len();
+    eprintln!("xtask bench: {n} frames ({:.1} MB) and {n4} frames", size as f64 / 1e6);
+
+    let ours = |file: &Path| -> anyhow::Result<Run> {
+        let mut best: Option<Run> = None;
+        for _ in 0..repeat {
+            let r = measure(Command::new(&bin).arg("-q").arg("-r").arg(file).args(["--json", "/dev/null"]))?;
+            if best.as_ref().is_none_or(|b| r.seconds < b.seconds) {
+                best = Some(r);
+            }
+        }
+        Ok(best.expect("repeat ≥ 1"))
+    };
+    let a = ours(&big)?;
+    let a4 = ours(&small)?;
+    let mut t = Command::new("tshark");
+    t.args(["-n", "-r"]).arg(&big).args(["-T", "fields"]);
+    for f in TSHARK_FIELDS {
+        t.args(["-e", f]);
+    }
+    let ts = measure(&mut t)?;
+
+    let fps = |r: &Run, n: usize| n as f64 / r.seconds;
+    println!("| measurement | frames | seconds | frames/s | peak RSS (MiB) |");
+    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| roce-analyzer (best of {repeat}) | {n} | {:.3} | {:.2} M | {:.1} |",
+        a.seconds,
+        fps(&a, n) / 1e6,
+        a.max_rss_kib as f64 / 1024.0
+    );
+    println!(
+        "| roce-analyzer, quarter capture | {n4} | {:.3} | {:.2} M | {:.1} |",
+        a4.seconds,
+        fps(&a4, n4) / 1e6,
+        a4.max_rss_kib as f64 / 1024.0
+    );
+    println!(
+        "| tshark -T fields ({} fields) | {n} | {:.3} | {:.3} M | {:.1} |",
+        TSHARK_FIELDS.len(),
+        ts.seconds,
+        fps(&ts, n) / 1e6,
+        ts.max_rss_kib as f64 / 1024.0
+    );
+    println!("\nspeed-up over tshark in this run: {:.0}×", ts.seconds / a.seconds);
+    Ok(())
+}

@@ -3,13 +3,34 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The `roce-analyzer` binary of this build.
-pub fn binary() -> PathBuf {
+/// The workspace root.
+pub fn root() -> PathBuf {
     let mut p = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     p.pop();
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| p.join("target"));
-    target.join(profile).join("roce-analyzer")
+    p
+}
+
+/// The `roce-analyzer` binary of this build profile, built once per test process so that a
+/// plain `cargo test` on a clean checkout never runs a stale or missing binary.
+pub fn binary() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let release = !cfg!(debug_assertions);
+            let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+            cmd.current_dir(root()).args(["build", "--quiet", "--package", "analyzer", "--bin", "roce-analyzer"]);
+            if release {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("cargo runs");
+            assert!(status.success(), "building roce-analyzer failed");
+            let target =
+                std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
+            let bin = target.join(if release { "release" } else { "debug" }).join("roce-analyzer");
+            assert!(bin.is_file(), "{} was not built", bin.display());
+            bin
+        })
+        .clone()
 }
 
 /// Runs `roce-analyzer` with `args`.
@@ -22,14 +43,14 @@ pub fn which(tool: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(tool)).find(|p| p.is_file())
 }
 
-/// True when the process runs as root (the privileged tests need it).
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// The path of a tool the tests cannot do without. Absence is a loud failure, never a skip:
 /// `scripts/setup` installs it.
 pub fn require(tool: &str) -> PathBuf {
     which(tool).unwrap_or_else(|| panic!("{tool} is not installed: run scripts/setup (as root) first"))
+}
+
+/// True when the process runs as root (the privileged tests need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
 }

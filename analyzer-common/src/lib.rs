@@ -15,6 +15,7 @@
 pub mod class;
 pub mod classify;
 pub mod flow;
+pub mod maps;
 pub mod opcode;
 pub mod summary;
 pub mod wire;

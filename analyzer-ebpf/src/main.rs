@@ -1,28 +1,46 @@
+//! roce-analyzer's XDP program: classifies every frame with the shared classifier of
+//! `analyzer_common` and accounts it in per-CPU maps (frame classes, per-flow counters, PFC per
+//! sender and priority, losses), with a ring buffer of the frames the analyses need at packet
+//! resolution. It always returns XDP_PASS and never writes to the frame.
 #![no_std]
 #![no_main]
 
-use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify, classify::MAX_HEADER_OFFSET};
-use aya_ebpf::{
-    bindings::xdp_action,
-    macros::{map, xdp},
-    maps::PerCpuArray,
-    programs::XdpContext,
+use analyzer_common::classify::MAX_HEADER_OFFSET;
+use analyzer_common::flow::FlowKey;
+use analyzer_common::maps::{
+    self, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS, DEFAULT_MAX_PFC, DEFAULT_RINGBUF_BYTES, Event, ExtraKey, FlowCounters,
+    PfcCounters, PfcKey, counter, event_kind, extra_kind,
 };
+use analyzer_common::wire::ext::{AckType, syndrome_type};
+use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify, opcode};
+use aya_ebpf::bindings::xdp_action;
+use aya_ebpf::helpers::{bpf_ktime_get_ns, generated::bpf_xdp_get_buff_len};
+use aya_ebpf::macros::{map, xdp};
+use aya_ebpf::maps::{PerCpuArray, PerCpuHashMap, RingBuf};
+use aya_ebpf::programs::XdpContext;
+use aya_log_ebpf::warn;
 
 #[map]
-static CLASS_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(FrameClass::COUNT as u32, 0);
-
+static FLOWS: PerCpuHashMap<FlowKey, FlowCounters> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_FLOWS, 0);
+#[map]
+static FLOW_EXTRA: PerCpuHashMap<ExtraKey, u64> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_EXTRA, 0);
+#[map]
+static PFC: PerCpuHashMap<PfcKey, PfcCounters> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_PFC, 0);
+#[map]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RINGBUF_BYTES, 0);
+/// The summary of the frame being classified (192 bytes: too large for the stack budget).
 #[map]
 static SCRATCH: PerCpuArray<PacketSummary> = PerCpuArray::with_max_entries(1, 0);
-
+/// Slot that `widen` passes offsets through.
 #[map]
 static WIDEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
+/// The frame, read through bounds checks against `data_end`.
 struct Packet {
     start: usize,
     end: usize,
-    /// Per-CPU slot that `widen` round-trips offsets through (map memory is not tracked by
-    /// the verifier, so the value read back is an unknown scalar, then bounded by the mask).
     slot: *mut u64,
 }
 
@@ -32,13 +50,15 @@ impl FrameBytes for Packet {
         if self.start + offset + N > self.end {
             return None;
         }
-        // SAFETY: bounds checked against data_end just above.
+        // SAFETY: the N bytes at start + offset lie before data_end (checked above).
         Some(unsafe { core::ptr::read_unaligned((self.start + offset) as *const [u8; N]) })
     }
 
+    /// Map memory is not tracked by the verifier: the value read back is an unknown scalar,
+    /// bounded again by the mask (every classifier offset is below MAX_HEADER_OFFSET).
     #[inline(always)]
     fn widen(&self, offset: usize) -> usize {
-        // SAFETY: `slot` points at this CPU's WIDEN entry.
+        // SAFETY: `slot` points at this CPU's WIDEN entry for the whole program run.
         unsafe {
             core::ptr::write_volatile(self.slot, offset as u64);
             (core::ptr::read_volatile(self.slot) as usize) & (MAX_HEADER_OFFSET - 1)
@@ -52,21 +72,196 @@ pub fn roce_analyzer(ctx: XdpContext) -> u32 {
     xdp_action::XDP_PASS
 }
 
+/// The benchmark baseline: the cheapest possible XDP program.
+#[xdp]
+pub fn xdp_pass_baseline(_ctx: XdpContext) -> u32 {
+    xdp_action::XDP_PASS
+}
+
+#[inline(always)]
+fn count(index: u32) {
+    if let Some(c) = COUNTERS.get_ptr_mut(index) {
+        // SAFETY: this CPU's slot.
+        unsafe { *c += 1 };
+    }
+}
+
 #[inline(always)]
 fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
     let slot = WIDEN.get_ptr_mut(0).ok_or(())?;
     let pkt = Packet { start: ctx.data(), end: ctx.data_end(), slot };
-    // data_end - data is pointer arithmetic on pkt_end, which the verifier refuses.
-    // SAFETY: helper taking the program's own context.
-    let len = unsafe { aya_ebpf::helpers::generated::bpf_xdp_get_buff_len(ctx.ctx) } as u32;
-    let out = SCRATCH.get_ptr_mut(0).ok_or(())?;
-    // SAFETY: per-CPU scratch slot, used by this program invocation only.
-    let class = classify(&pkt, len, unsafe { &mut *out });
-    if let Some(c) = CLASS_COUNTS.get_ptr_mut(class as u32) {
-        // SAFETY: per-CPU slot.
-        unsafe { *c += 1 };
+    // data_end - data would be arithmetic on pkt_end, which the verifier refuses.
+    // SAFETY: helper on the program's own context.
+    let wire_len = unsafe { bpf_xdp_get_buff_len(ctx.ctx) } as u32;
+    let s = SCRATCH.get_ptr_mut(0).ok_or(())?;
+    // SAFETY: this CPU's scratch slot, used by this run only.
+    let s = unsafe { &mut *s };
+    let class = classify(&pkt, wire_len, s);
+    count(class as u32);
+    if s.encap != 0 {
+        count(counter::ENCAPSULATED);
+    }
+    // SAFETY: helper without arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    match class {
+        FrameClass::Roce | FrameClass::Cnp => {
+            if s.ext_missing != 0 {
+                count(counter::EXT_CUT);
+            }
+            account_flow(ctx, s, now);
+            let nak = s.ext & opcode::ext::AETH != 0 && !matches!(syndrome_type(s.aeth_syndrome), AckType::Ack);
+            if class == FrameClass::Cnp {
+                event(s, now, event_kind::CNP);
+            } else if nak {
+                event(s, now, event_kind::NAK);
+            }
+        }
+        FrameClass::Pfc => {
+            account_pfc(s, now);
+            event(s, now, event_kind::PFC);
+        }
+        FrameClass::Pause => {
+            account_pfc(s, now);
+            event(s, now, event_kind::PAUSE);
+        }
+        _ => {}
     }
     Ok(())
+}
+
+#[inline(always)]
+fn account_flow(ctx: &XdpContext, s: &PacketSummary, now: u64) {
+    let key = FlowKey::from_summary(s);
+    let c = match FLOWS.get_ptr_mut(&key) {
+        Some(c) => c,
+        None => {
+            if FLOWS.insert(&key, &FlowCounters::zeroed(), 0).is_err() {
+                count(counter::FLOW_MAP_FULL);
+                // Rare path; silent unless the agent runs with --kernel-log.
+                warn!(ctx, "flow map full: a frame to QP {} was not counted in a flow", s.dst_qp);
+                return;
+            }
+            match FLOWS.get_ptr_mut(&key) {
+                Some(c) => c,
+                None => return,
+            }
+        }
+    };
+    // SAFETY: this CPU's value of the flow.
+    let c = unsafe { &mut *c };
+    let transport = s.opcode >> 5;
+    let pcp = maps::pcp_of(s);
+    if c.packets == 0 {
+        c.first_ns = now;
+        c.transport = transport;
+        c.dscp = s.dscp;
+        c.pcp = pcp;
+    }
+    c.packets += 1;
+    c.bytes += s.frame_len as u64;
+    c.last_ns = now;
+    let e = (s.ecn & 3) as usize;
+    c.ecn[e] = c.ecn[e].wrapping_add(1);
+    c.fecn = c.fecn.wrapping_add(s.fecn as u32);
+    c.becn = c.becn.wrapping_add(s.becn as u32);
+    c.ack_req = c.ack_req.wrapping_add(s.ack_req as u32);
+    if transport == c.transport {
+        let i = (s.opcode & 0x1F) as usize;
+        c.ops[i] = c.ops[i].wrapping_add(1);
+    } else {
+        extra(key, extra_kind::OPCODE, s.opcode);
+    }
+    if s.dscp == c.dscp {
+        c.dscp_packets = c.dscp_packets.wrapping_add(1);
+    } else {
+        extra(key, extra_kind::DSCP, s.dscp);
+    }
+    if pcp == c.pcp {
+        c.pcp_packets = c.pcp_packets.wrapping_add(1);
+    } else {
+        extra(key, extra_kind::PCP, pcp);
+    }
+}
+
+/// Counts a value outside the flow slot's primary transport, DSCP or PCP (rare).
+#[inline(never)]
+fn extra(flow: FlowKey, kind: u8, value: u8) {
+    let key = ExtraKey { flow, kind, value, _pad: [0; 6] };
+    match FLOW_EXTRA.get_ptr_mut(&key) {
+        // SAFETY: this CPU's value.
+        Some(v) => unsafe { *v += 1 },
+        None => {
+            if FLOW_EXTRA.insert(&key, &1, 0).is_err() {
+                count(counter::EXTRA_MAP_FULL);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn account_pfc(s: &PacketSummary, now: u64) {
+    if s.class == FrameClass::Pause as u8 {
+        pfc_one(s.src_mac, maps::PAUSE_PRIORITY, s.pfc_quanta[0], now);
+        return;
+    }
+    let mut p = 0;
+    while p < 8 {
+        if s.pfc_enable & (1 << p) != 0 {
+            pfc_one(s.src_mac, p as u8, s.pfc_quanta[p], now);
+        }
+        p += 1;
+    }
+}
+
+#[inline(never)]
+fn pfc_one(mac: [u8; 6], priority: u8, quanta: u16, now: u64) {
+    let key = PfcKey { mac, priority, _pad: 0 };
+    let c = match PFC.get_ptr_mut(&key) {
+        Some(c) => c,
+        None => {
+            let init = PfcCounters { first_ns: now, ..Default::default() };
+            if PFC.insert(&key, &init, 0).is_err() {
+                count(counter::PFC_MAP_FULL);
+                return;
+            }
+            match PFC.get_ptr_mut(&key) {
+                Some(c) => c,
+                None => return,
+            }
+        }
+    };
+    // SAFETY: this CPU's value.
+    let c = unsafe { &mut *c };
+    if c.frames == 0 {
+        c.first_ns = now;
+    }
+    c.frames += 1;
+    if quanta > 0 {
+        c.xoff += 1;
+    } else {
+        c.xon += 1;
+    }
+    c.quanta += quanta as u64;
+    c.last_ns = now;
+}
+
+#[inline(never)]
+fn event(s: &PacketSummary, now: u64, kind: u8) {
+    match EVENTS.reserve::<Event>(0) {
+        Some(mut e) => {
+            // SAFETY: the reservation is exactly one Event; every field is written.
+            unsafe {
+                let p = e.as_mut_ptr();
+                (*p).ts_ns = now;
+                (*p).kind = kind;
+                (*p)._pad = [0; 7];
+                (*p).summary = *s;
+            }
+            e.submit(0);
+            count(counter::EVENTS);
+        }
+        None => count(counter::RINGBUF_FULL),
+    }
 }
 
 #[cfg(not(test))]

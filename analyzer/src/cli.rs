@@ -1,10 +1,12 @@
 //! Command-line interface (clap). Kept in the library so tests can check it.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::capture::input::InputSpec;
+use crate::kernel::load::AttachMode;
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -17,12 +19,21 @@ Exit codes:
 #[command(
     name = "roce-analyzer",
     version,
-    about = "RoCE v2 / PFC analyzer: offline pcap/pcapng analysis (and, with --iface, live XDP capture)",
-    after_help = EXIT_CODES
+    about = "RoCE v2 / PFC analyzer: live in the kernel with XDP (--iface) or offline on pcap/pcapng files (--pcap)",
+    after_help = EXIT_CODES,
+    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     #[command(flatten)]
     pub analyze: AnalyzeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write every frame of a pcap/pcapng onto an interface (for testing the live path).
+    Replay(ReplayArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -33,27 +44,116 @@ pub enum Progress {
     Never,
 }
 
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 500ms, 1s, 2m)"))
+}
+
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d.is_zero() { Err("must be more than zero".into()) } else { Ok(d) }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct AnalyzeArgs {
     /// Capture file (pcap or pcapng) to analyse, as FILE or LABEL=FILE; repeat it for several
     /// vantage points (e.g. one per uplink mirror). All go through one analysis.
-    #[arg(short = 'r', long = "pcap", value_name = "[LABEL=]FILE", value_parser = InputSpec::parse)]
+    #[arg(short = 'r', long = "pcap", value_name = "[LABEL=]FILE", value_parser = InputSpec::parse, conflicts_with = "iface")]
     pub pcap: Vec<InputSpec>,
+
+    /// Analyse live: attach the XDP program to IFACE (a mirror/ERSPAN collector port, a tap, a
+    /// soft-RoCE host). Needs CAP_BPF and CAP_NET_ADMIN.
+    #[arg(short = 'i', long, value_name = "IFACE")]
+    pub iface: Option<String>,
+
+    /// XDP attach mode: native (driver), skb (generic), or auto (native, falling back to skb
+    /// with a warning).
+    #[arg(long, value_enum, default_value_t = AttachMode::Auto)]
+    pub xdp_mode: AttachMode,
+
+    /// Live: how often the kernel maps are read.
+    #[arg(long, default_value = "1s", value_parser = positive_duration)]
+    pub interval: Duration,
+
+    /// Live: stop after this long (otherwise at SIGINT or SIGTERM).
+    #[arg(long, value_parser = positive_duration)]
+    pub duration: Option<Duration>,
+
+    /// Live: flows without a packet for this long are removed from the kernel map (their
+    /// totals stay in the report).
+    #[arg(long, default_value = "60s", value_parser = positive_duration)]
+    pub idle_timeout: Duration,
+
+    /// Live: entries of the kernel flow map; frames of flows beyond it are counted as lost.
+    #[arg(long, default_value_t = analyzer_common::maps::DEFAULT_MAX_FLOWS, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_flows: u32,
+
+    /// Live: bytes of the kernel event ring buffer (a power of two, at least 4096).
+    #[arg(long, default_value_t = analyzer_common::maps::DEFAULT_RINGBUF_BYTES, value_parser = ringbuf_bytes)]
+    pub ringbuf_bytes: u32,
+
+    /// Live: print the XDP program's own log lines (aya-log; only its rare paths log).
+    #[arg(long)]
+    pub kernel_log: bool,
+
+    /// Live: after this long without RoCE on an interface whose NIC has an RDMA device, say
+    /// that hardware RoCE bypasses the kernel.
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub rdma_grace: Duration,
 
     /// Write the JSON report (schema roce-analyzer/report/v1) to PATH, or to stdout for `-`
     /// (the human summary is then not printed).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
 
-    /// Flows listed in the human summary.
+    /// Flows listed in the human summary and the live view.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,
 
-    /// Do not print the human summary.
+    /// Do not print the human summary (nor the live view).
     #[arg(short, long)]
     pub quiet: bool,
 
-    /// Progress bar on stderr.
+    /// Progress bar on stderr (offline).
     #[arg(long, value_enum, default_value_t = Progress::Auto)]
     pub progress: Progress,
+}
+
+fn ringbuf_bytes(s: &str) -> Result<u32, String> {
+    let n: u32 = s.parse().map_err(|e| format!("{e}"))?;
+    if n < 4096 || !n.is_power_of_two() {
+        return Err("must be a power of two of at least 4096".into());
+    }
+    Ok(n)
+}
+
+/// Replay pacing: as fast as possible, or the capture's own pacing scaled by a factor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Speed {
+    Max,
+    Factor(f64),
+}
+
+fn speed(s: &str) -> Result<Speed, String> {
+    if s == "max" {
+        return Ok(Speed::Max);
+    }
+    match s.parse::<f64>() {
+        Ok(f) if f > 0.0 && f.is_finite() => Ok(Speed::Factor(f)),
+        _ => Err(format!("{s:?}: use max or a factor above 0 (1.0 = original pacing)")),
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// The capture (Ethernet link type).
+    pub file: PathBuf,
+    /// Interface to write the frames to.
+    #[arg(short, long)]
+    pub iface: String,
+    /// max, or a factor applied to the capture's pacing (1.0 = as captured, 2 = twice as fast).
+    #[arg(long, default_value = "max", value_parser = speed)]
+    pub speed: Speed,
+    /// Times to send the whole capture.
+    #[arg(long = "loop", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub loops: u32,
 }

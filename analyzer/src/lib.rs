@@ -9,7 +9,10 @@ pub mod capture;
 pub mod cli;
 pub mod engine;
 pub mod frames;
+pub mod kernel;
+pub mod live;
 pub mod offline;
+pub mod replay;
 pub mod report;
 pub mod synth;
 

@@ -1,12 +1,15 @@
 //! `roce-analyzer`: a thin binary over the `analyzer` library.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use analyzer::cli::{AnalyzeArgs, Cli, Progress};
+use analyzer::cli::{AnalyzeArgs, Cli, Command, Progress, ReplayArgs};
 use analyzer::engine::Engine;
 use analyzer::exit;
+use analyzer::kernel::load::LoadOptions;
+use analyzer::live::{LiveOptions, Notice};
+use analyzer::report::live_view::LiveView;
 use analyzer::report::{Report, RunKind, human, write};
 use anyhow::Context;
 use clap::Parser;
@@ -20,7 +23,11 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    match run(cli.analyze) {
+    let result = match cli.command {
+        Some(Command::Replay(r)) => replay(r),
+        None => analyze(cli.analyze),
+    };
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("roce-analyzer: error: {e:#}");
@@ -29,13 +36,30 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
-    if args.pcap.is_empty() {
-        eprintln!("roce-analyzer: error: nothing to analyse: give --pcap FILE (see --help)");
-        return Ok(exit::USAGE);
+fn analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
+    let (engine, kind) = match (&args.iface, args.pcap.is_empty()) {
+        (Some(iface), _) => (live(&args, iface)?, RunKind::Live),
+        (None, false) => (offline(&args)?, RunKind::Offline),
+        (None, true) => {
+            eprintln!("roce-analyzer: error: nothing to analyse: give --pcap FILE or --iface IFACE (see --help)");
+            return Ok(exit::USAGE);
+        }
+    };
+    let report = Report::from_engine(&engine, kind);
+    let to_stdout = args.json.as_deref() == Some(Path::new("-"));
+    if let Some(path) = &args.json {
+        let text = write::to_json(&report)?;
+        write::write_atomic(path, &text).context("writing the JSON report")?;
     }
+    if !args.quiet && !to_stdout {
+        print!("{}", human::render(&report, args.top));
+    }
+    Ok(if report.capture.partial { exit::PARTIAL } else { exit::OK })
+}
+
+fn offline(args: &AnalyzeArgs) -> anyhow::Result<Engine> {
     let mut engine = Engine::new();
-    let bar = progress_bar(&args);
+    let bar = progress_bar(args);
     let truncations = analyzer::offline::analyze_files(&mut engine, &args.pcap, |path, bytes| {
         if let Some(b) = &bar {
             b.set_message(path.display().to_string());
@@ -45,20 +69,66 @@ fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let truncations = truncations?;
-    for t in &truncations {
+    for t in &truncations? {
         eprintln!("roce-analyzer: warning: {t}; the report is partial");
     }
-    let report = Report::from_engine(&engine, RunKind::Offline);
-    let to_stdout = args.json.as_deref() == Some(Path::new("-"));
-    if let Some(path) = &args.json {
-        let text = write::to_json(&report)?;
-        write::write_atomic(path, &text).with_context(|| "writing the JSON report")?;
-    }
-    if !args.quiet && !to_stdout {
-        print!("{}", human::render(&report, args.top));
-    }
-    Ok(if report.capture.partial { exit::PARTIAL } else { exit::OK })
+    Ok(engine)
+}
+
+fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Engine> {
+    let opts = LiveOptions {
+        iface: iface.to_string(),
+        mode: args.xdp_mode,
+        interval: args.interval,
+        duration: args.duration,
+        idle_timeout: args.idle_timeout,
+        load: LoadOptions { max_flows: args.max_flows, ringbuf_bytes: args.ringbuf_bytes, kernel_log: args.kernel_log },
+        rdma_grace: args.rdma_grace,
+    };
+    let show = !args.quiet && args.json.as_deref() != Some(Path::new("-")) && std::io::stdout().is_terminal();
+    let mut view = LiveView::default();
+    let mut mode_used = "";
+    let engine = analyzer::live::run(&opts, |n| match n {
+        Notice::Attached { mode, fallback } => {
+            mode_used = mode;
+            if let Some(why) = fallback {
+                eprintln!("roce-analyzer: warning: native XDP is not available on {iface} ({why}); using generic (skb) XDP, which sees frames later and costs more CPU");
+            }
+            eprintln!("roce-analyzer: attached to {iface} ({mode} XDP); stop with Ctrl-C");
+        }
+        Notice::Tick { engine, elapsed } => {
+            if show {
+                let mut out = std::io::stdout().lock();
+                let _ = write!(out, "\x1b[H\x1b[2J{}", view.render(engine, iface, mode_used, elapsed, args.top));
+                let _ = out.flush();
+            }
+        }
+        Notice::HardwareBypass { devices } => eprintln!(
+            "roce-analyzer: warning: no RoCE frame after {:?} on {iface}, whose NIC has RDMA device(s) {}: \
+             hardware RoCE bypasses the kernel, so XDP here cannot see it. Capture on a switch mirror/ERSPAN \
+             port or with the NIC's offloaded sniffer instead.",
+            args.rdma_grace,
+            devices.join(", ")
+        ),
+    })
+    .with_context(|| format!("live capture on {iface}"))?;
+    Ok(engine)
+}
+
+fn replay(r: ReplayArgs) -> anyhow::Result<u8> {
+    let s = analyzer::replay::replay(&r.file, &r.iface, r.speed, r.loops)?;
+    let secs = s.elapsed.as_secs_f64().max(1e-9);
+    eprintln!(
+        "replay: sent {} frames ({} bytes) to {} in {:.3} s ({:.0} frames/s); failed {}{}",
+        s.sent,
+        s.bytes,
+        r.iface,
+        secs,
+        s.sent as f64 / secs,
+        s.failed,
+        s.first_error.map(|e| format!(" (first: {e})")).unwrap_or_default()
+    );
+    Ok(if s.failed > 0 { exit::ERROR } else { exit::OK })
 }
 
 /// A byte-based progress bar over all inputs, when wanted.

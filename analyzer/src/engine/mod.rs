@@ -3,6 +3,7 @@
 //! per-flow counters, PFC / PAUSE per sender, the capture's time span and every drop.
 
 pub mod flows;
+pub mod live;
 pub mod pfc;
 
 use std::collections::BTreeMap;
@@ -21,15 +22,27 @@ pub enum DropReason {
     FlowMapFull,
     /// Live: the ring buffer had no room for an event.
     RingbufFull,
+    /// Live: a flow's second transport, DSCP or PCP found the extra-value map full.
+    ExtraMapFull,
+    /// Live: a PFC/PAUSE sender and priority found the PFC map full.
+    PfcMapFull,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 3] = [DropReason::TruncatedRecord, DropReason::FlowMapFull, DropReason::RingbufFull];
+    pub const ALL: [DropReason; 5] = [
+        DropReason::TruncatedRecord,
+        DropReason::FlowMapFull,
+        DropReason::RingbufFull,
+        DropReason::ExtraMapFull,
+        DropReason::PfcMapFull,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             DropReason::TruncatedRecord => "truncated_record",
             DropReason::FlowMapFull => "flow_map_full",
             DropReason::RingbufFull => "ringbuf_full",
+            DropReason::ExtraMapFull => "extra_map_full",
+            DropReason::PfcMapFull => "pfc_map_full",
         }
     }
 }
@@ -52,10 +65,12 @@ pub struct Source {
 }
 
 /// Frames that were mirrored copies or were cut by the snap length (for the visibility notes).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Visibility {
     pub encapsulated: u64,
     pub ext_cut: u64,
+    /// Live: RDMA devices of the interface, set when no RoCE was seen on it.
+    pub rdma_devices: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -71,6 +86,8 @@ pub struct Engine {
     pub visibility: Visibility,
     /// Set when some input ended early (truncated file); the report is partial.
     pub partial: bool,
+    /// Live: events received from the kernel ring buffer.
+    pub events: u64,
 }
 
 impl Engine {
@@ -105,6 +122,12 @@ impl Engine {
             FrameClass::Pfc | FrameClass::Pause => self.pfc.observe(meta, s),
             _ => {}
         }
+    }
+
+    /// Live: a frame the kernel sent at packet resolution (PFC, PAUSE, CNP, NAK). Its
+    /// counters are already in the kernel maps; the event is kept for the timing analyses.
+    pub fn observe_event(&mut self, _meta: FrameMeta, _event: &analyzer_common::maps::Event) {
+        self.events += 1;
     }
 
     pub fn count_drop(&mut self, reason: DropReason, n: u64) {

@@ -5,6 +5,7 @@
 //! timestamps Unix ns, flows sorted by key so that two runs give byte-identical JSON.
 
 pub mod human;
+pub mod live_view;
 pub mod model;
 pub mod names;
 pub mod visibility;

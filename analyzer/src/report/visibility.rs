@@ -15,7 +15,15 @@ pub fn notes(engine: &Engine, report: &Report) -> Vec<Note> {
     let mut out = Vec::new();
     let c = &report.capture.classes;
     let roce = c["roce"] + c["cnp"];
-    if roce == 0 {
+    if roce == 0 && !engine.visibility.rdma_devices.is_empty() {
+        out.push(note(
+            "hardware_roce_bypass",
+            format!(
+                "no RoCE frame reached XDP on this interface, whose NIC has RDMA device(s) {}: the                  hardware RNIC moves RoCE without the kernel (and consumes PFC). Zeros here say                  nothing about the fabric: capture on a switch mirror/ERSPAN port, or use the NIC's                  offloaded sniffer and analyse its capture with --pcap.",
+                engine.visibility.rdma_devices.join(", ")
+            ),
+        ));
+    } else if roce == 0 {
         out.push(note(
             "no_roce",
             "no RoCE frames seen. Hardware RNICs (ConnectX and others) move RoCE without the \

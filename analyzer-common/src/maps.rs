@@ -1,0 +1,166 @@
+//! The XDP program's maps: names, key and value layouts, counter indices. Shared by the
+//! program (which fills them) and the host agent (which reads them), so both agree on every
+//! byte. All types are `#[repr(C)]` without implicit padding.
+
+use crate::flow::FlowKey;
+use crate::summary::PacketSummary;
+
+pub const MAP_FLOWS: &str = "FLOWS";
+pub const MAP_FLOW_EXTRA: &str = "FLOW_EXTRA";
+pub const MAP_PFC: &str = "PFC";
+pub const MAP_COUNTERS: &str = "COUNTERS";
+pub const MAP_EVENTS: &str = "EVENTS";
+/// Per-CPU scratch slot holding the summary of the frame being classified (the last one when
+/// the program returns; the kernel-equals-host test reads it).
+pub const MAP_SCRATCH: &str = "SCRATCH";
+pub const PROGRAM: &str = "roce_analyzer";
+/// A program that only returns XDP_PASS: the baseline of the kernel benchmark.
+pub const PROGRAM_BASELINE: &str = "xdp_pass_baseline";
+
+pub const DEFAULT_MAX_FLOWS: u32 = 65536;
+pub const DEFAULT_MAX_EXTRA: u32 = 16384;
+pub const DEFAULT_MAX_PFC: u32 = 4096;
+pub const DEFAULT_RINGBUF_BYTES: u32 = 1 << 20;
+
+/// Indices of the per-CPU global counter array: one per [`crate::FrameClass`], then losses
+/// and visibility counters.
+pub mod counter {
+    use crate::FrameClass;
+    /// A RoCE/CNP frame whose flow could not be inserted: the flow map was full.
+    pub const FLOW_MAP_FULL: u32 = FrameClass::COUNT as u32;
+    /// A value outside a flow's primary transport/DSCP/PCP that found the extra map full.
+    pub const EXTRA_MAP_FULL: u32 = FLOW_MAP_FULL + 1;
+    /// A PFC/PAUSE (sender, priority) that found the PFC map full.
+    pub const PFC_MAP_FULL: u32 = FLOW_MAP_FULL + 2;
+    /// An event that found the ring buffer full.
+    pub const RINGBUF_FULL: u32 = FLOW_MAP_FULL + 3;
+    /// RoCE frames whose extended headers were cut off.
+    pub const EXT_CUT: u32 = FLOW_MAP_FULL + 4;
+    /// Frames that were mirrored copies (GRE/ERSPAN).
+    pub const ENCAPSULATED: u32 = FLOW_MAP_FULL + 5;
+    /// Events written to the ring buffer.
+    pub const EVENTS: u32 = FLOW_MAP_FULL + 6;
+    pub const COUNT: u32 = FLOW_MAP_FULL + 7;
+}
+
+/// Outer-PCP value meaning "no VLAN tag" in [`FlowCounters::pcp`] and [`ExtraKey`].
+pub const UNTAGGED: u8 = 8;
+
+/// Per-flow counters of one CPU.
+///
+/// A flow almost always uses one transport, one DSCP and one VLAN PCP, so each slot keeps
+/// those of its first packet (`transport`, `dscp`, `pcp`) with counts, and anything else goes
+/// to the extra map ([`ExtraKey`]): one hash lookup per packet in the common case. The u32
+/// counters wrap; the host accumulates their differences between polls.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowCounters {
+    pub packets: u64,
+    /// Sum of frame lengths.
+    pub bytes: u64,
+    /// `bpf_ktime_get_ns` (CLOCK_MONOTONIC) of the first and last packet on this CPU.
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// Indexed by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE.
+    pub ecn: [u32; 4],
+    pub fecn: u32,
+    pub becn: u32,
+    pub ack_req: u32,
+    /// Packets with DSCP `dscp`; with outer PCP `pcp` (or untagged, `pcp` = 8).
+    pub dscp_packets: u32,
+    pub pcp_packets: u32,
+    /// Packets of opcode `transport << 5 | i`.
+    pub ops: [u32; 32],
+    pub transport: u8,
+    pub dscp: u8,
+    pub pcp: u8,
+    pub _pad: [u8; 5],
+}
+
+const _: () = assert!(core::mem::size_of::<FlowCounters>() == 208);
+const _: () = assert!(core::mem::size_of::<FlowCounters>() <= 256);
+
+impl FlowCounters {
+    pub const fn zeroed() -> Self {
+        // SAFETY: integers only.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// Outer-tag PCP of a summary as kept in the maps: 0..7, or [`UNTAGGED`].
+#[inline(always)]
+pub fn pcp_of(s: &PacketSummary) -> u8 {
+    if s.vlan_tags > 0 { s.pcp } else { UNTAGGED }
+}
+
+pub mod extra_kind {
+    /// `value` is a whole opcode outside the slot's transport.
+    pub const OPCODE: u8 = 0;
+    pub const DSCP: u8 = 1;
+    pub const PCP: u8 = 2;
+}
+
+/// Key of the extra map: a flow, what is counted and its value; the map's value is a u64.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExtraKey {
+    pub flow: FlowKey,
+    pub kind: u8,
+    pub value: u8,
+    pub _pad: [u8; 6],
+}
+
+const _: () = assert!(core::mem::size_of::<ExtraKey>() == 48);
+
+/// PFC/PAUSE per sender and priority; priority 8 is 802.3x PAUSE (all priorities).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PfcKey {
+    pub mac: [u8; 6],
+    pub priority: u8,
+    pub _pad: u8,
+}
+
+pub const PAUSE_PRIORITY: u8 = 8;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PfcCounters {
+    pub frames: u64,
+    pub xoff: u64,
+    pub xon: u64,
+    pub quanta: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+pub mod event_kind {
+    pub const PFC: u8 = 1;
+    pub const PAUSE: u8 = 2;
+    pub const CNP: u8 = 3;
+    /// A NAK or RNR NAK (AETH syndrome type ≠ ACK).
+    pub const NAK: u8 = 4;
+}
+
+/// A frame the analyses need at packet resolution, with its kernel timestamp.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    pub ts_ns: u64,
+    pub kind: u8,
+    pub _pad: [u8; 7],
+    pub summary: PacketSummary,
+}
+
+const _: () = assert!(core::mem::size_of::<Event>() == 208);
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::*;
+    // SAFETY: repr(C), integer fields only, no implicit padding (sizes asserted above).
+    unsafe impl aya::Pod for FlowCounters {}
+    unsafe impl aya::Pod for ExtraKey {}
+    unsafe impl aya::Pod for PfcKey {}
+    unsafe impl aya::Pod for PfcCounters {}
+    unsafe impl aya::Pod for Event {}
+}

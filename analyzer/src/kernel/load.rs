@@ -1,0 +1,144 @@
+//! Loading the XDP program with the map sizes asked for, and attaching it to an interface.
+
+use std::error::Error as _;
+
+use analyzer_common::maps::{self, MAP_EVENTS, MAP_FLOWS};
+use aya::programs::{Xdp, XdpMode};
+
+use super::{KernelError, OBJECT};
+
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    /// Entries of the flow map.
+    pub max_flows: u32,
+    /// Bytes of the event ring buffer (a power of two, multiple of the page size).
+    pub ringbuf_bytes: u32,
+    /// Let the program log (aya-log) on its rare paths (maps full, ring buffer full).
+    pub kernel_log: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            max_flows: maps::DEFAULT_MAX_FLOWS,
+            ringbuf_bytes: maps::DEFAULT_RINGBUF_BYTES,
+            kernel_log: false,
+        }
+    }
+}
+
+/// True when an OS error somewhere in `e`'s chain is one of `codes`.
+pub(crate) fn has_errno(e: &(dyn std::error::Error + 'static), codes: &[i32]) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.raw_os_error().is_some_and(|c| codes.contains(&c))
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// Loads the object and verifies the named programs (the analyzer, and the benchmark baseline
+/// when `programs` includes it).
+pub fn load(opts: LoadOptions, programs: &[&str]) -> Result<aya::Ebpf, KernelError> {
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Err(KernelError::NoBtf);
+    }
+    // aya-log-ebpf enables every level unless told otherwise: 0 silences the program.
+    let level: u8 = if opts.kernel_log { aya_log::Level::Trace as u8 } else { 0 };
+    let mut ebpf = aya::EbpfLoader::new()
+        .override_global(aya_log::LEVEL, &level, false)
+        .map_max_entries(MAP_FLOWS, opts.max_flows)
+        .map_max_entries(MAP_EVENTS, opts.ringbuf_bytes)
+        .load(OBJECT)
+        .map_err(|e| {
+            if has_errno(&e, &[libc::EPERM, libc::EACCES]) {
+                KernelError::Permission
+            } else {
+                KernelError::Load(format!("{e:#}"))
+            }
+        })?;
+    for name in programs {
+        let prog: &mut Xdp = ebpf
+            .program_mut(name)
+            .ok_or_else(|| KernelError::Load(format!("no program {name} in the object")))?
+            .try_into()
+            .map_err(|e| KernelError::Load(format!("{name}: {e}")))?;
+        prog.load().map_err(|e| match e {
+            aya::programs::ProgramError::LoadError { io_error, verifier_log }
+                if !matches!(io_error.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) =>
+            {
+                KernelError::Verifier(format!("{io_error}: {verifier_log}"))
+            }
+            e if has_errno(&e, &[libc::EPERM, libc::EACCES]) => KernelError::Permission,
+            e => KernelError::Load(format!("{name}: {e}")),
+        })?;
+    }
+    Ok(ebpf)
+}
+
+/// The borrowed fd of a loaded program (for `BPF_PROG_TEST_RUN`).
+pub fn program_fd<'a>(ebpf: &'a aya::Ebpf, name: &str) -> Result<std::os::fd::BorrowedFd<'a>, KernelError> {
+    let prog: &Xdp = ebpf
+        .program(name)
+        .ok_or_else(|| KernelError::Load(format!("no program {name}")))?
+        .try_into()
+        .map_err(|e| KernelError::Load(format!("{name}: {e}")))?;
+    let fd = prog.fd().map_err(|e| KernelError::Load(format!("{name}: {e}")))?;
+    Ok(std::os::fd::AsFd::as_fd(fd))
+}
+
+/// How to attach: native (driver) XDP, generic (skb), or native falling back to generic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttachMode {
+    Native,
+    Skb,
+    Auto,
+}
+
+/// Attaches the analyzer program to `iface` through a bpf_link, which the kernel removes when
+/// the process exits (SIGKILL included). Returns the mode used and, for `auto` falling back to
+/// generic XDP, the reason for the fallback.
+pub fn attach(
+    ebpf: &mut aya::Ebpf,
+    iface: &str,
+    mode: AttachMode,
+) -> Result<(&'static str, Option<String>), KernelError> {
+    let c = std::ffi::CString::new(iface).map_err(|_| KernelError::UnknownInterface(iface.into()))?;
+    // SAFETY: c is a valid NUL-terminated string.
+    if unsafe { libc::if_nametoindex(c.as_ptr()) } == 0 {
+        return Err(KernelError::UnknownInterface(iface.into()));
+    }
+    let prog: &mut Xdp = ebpf
+        .program_mut(maps::PROGRAM)
+        .ok_or_else(|| KernelError::Load("no analyzer program".into()))?
+        .try_into()
+        .map_err(|e| KernelError::Load(format!("{e}")))?;
+    let mut try_mode = |m: XdpMode, name: &'static str| {
+        prog.attach(iface, m).map(|_| name).map_err(|e| {
+            if has_errno(&e, &[libc::EBUSY, libc::EEXIST]) {
+                KernelError::Busy { iface: iface.into() }
+            } else if has_errno(&e, &[libc::EPERM, libc::EACCES]) {
+                KernelError::Permission
+            } else {
+                let detail = match e.source() {
+                    Some(s) => format!("{e}: {s}"),
+                    None => e.to_string(),
+                };
+                KernelError::Attach { iface: iface.into(), mode: name, detail }
+            }
+        })
+    };
+    match mode {
+        AttachMode::Native => try_mode(XdpMode::Driver, "native").map(|m| (m, None)),
+        AttachMode::Skb => try_mode(XdpMode::Skb, "skb").map(|m| (m, None)),
+        AttachMode::Auto => match try_mode(XdpMode::Driver, "native") {
+            Ok(m) => Ok((m, None)),
+            Err(e @ (KernelError::Busy { .. } | KernelError::Permission)) => Err(e),
+            Err(native) => try_mode(XdpMode::Skb, "skb").map(|m| (m, Some(native.to_string()))),
+        },
+    }
+}

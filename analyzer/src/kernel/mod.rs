@@ -1,0 +1,43 @@
+//! The XDP program as the host sees it: the embedded object, loading it with the map sizes
+//! asked for, running it on test frames (`BPF_PROG_TEST_RUN`) and reading its maps.
+
+pub mod load;
+pub mod snapshot;
+pub mod test_run;
+
+/// The XDP object, built by build.rs (from source, or the committed object).
+pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/roce-analyzer"));
+
+/// Where the embedded object came from ("built from source" or "committed object").
+pub const OBJECT_ORIGIN: &str = env!("ROCE_ANALYZER_EBPF_ORIGIN");
+
+/// Errors of loading, attaching and reading the kernel program.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error(
+        "permission denied loading the XDP program: roce-analyzer needs CAP_BPF and CAP_NET_ADMIN \
+         (run it as root, or grant them: setcap cap_bpf,cap_net_admin,cap_perfmon+ep roce-analyzer)"
+    )]
+    Permission,
+    #[error(
+        "this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): a kernel built with CONFIG_DEBUG_INFO_BTF is needed"
+    )]
+    NoBtf,
+    #[error("loading the XDP program: {0}")]
+    Load(String),
+    #[error("the kernel verifier rejected the XDP program: {0}")]
+    Verifier(String),
+    #[error("unknown interface {0:?}")]
+    UnknownInterface(String),
+    #[error(
+        "interface {iface} already has an XDP program attached (by another tool): detach it first \
+         (`ip link set dev {iface} xdp off`) or choose another interface"
+    )]
+    Busy { iface: String },
+    #[error("attaching to {iface} in {mode} mode: {detail}")]
+    Attach { iface: String, mode: &'static str, detail: String },
+    #[error("map {map}: {detail}")]
+    Map { map: &'static str, detail: String },
+    #[error("BPF_PROG_TEST_RUN: {0}")]
+    TestRun(std::io::Error),
+}

@@ -1,0 +1,162 @@
+//! The live path: the XDP program on an interface → its maps, polled every interval → the
+//! same engine the offline path fills → the same report.
+
+use std::time::{Duration, Instant};
+
+use analyzer_common::FrameClass;
+
+use crate::engine::live::{Clock, LiveAccount, clock_ns};
+use crate::engine::{Engine, FrameMeta};
+use crate::kernel::KernelError;
+use crate::kernel::load::{AttachMode, LoadOptions, attach, load};
+use crate::kernel::snapshot::{AyaMaps, MapSource};
+
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    pub iface: String,
+    pub mode: AttachMode,
+    pub interval: Duration,
+    pub duration: Option<Duration>,
+    pub idle_timeout: Duration,
+    pub load: LoadOptions,
+    /// After this long without a RoCE frame on an interface backed by an RDMA device, say
+    /// that hardware RoCE bypasses the kernel.
+    pub rdma_grace: Duration,
+}
+
+/// What the live run tells its caller while it runs.
+pub enum Notice<'a> {
+    Attached {
+        mode: &'static str,
+        fallback: Option<&'a str>,
+    },
+    /// A poll: the engine now holds the totals up to this moment.
+    Tick {
+        engine: &'a Engine,
+        elapsed: Duration,
+    },
+    /// No RoCE seen on an interface whose NIC has an RDMA device.
+    HardwareBypass {
+        devices: &'a [String],
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    #[error("runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}
+
+/// RDMA devices behind a network interface (e.g. mlx5_0 for a ConnectX port).
+pub fn rdma_devices(iface: &str) -> Vec<String> {
+    let dir = std::path::Path::new("/sys/class/net").join(iface).join("device/infiniband");
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn roce_frames(e: &Engine) -> u64 {
+    e.class_count(FrameClass::Roce) + e.class_count(FrameClass::Cnp)
+}
+
+/// Runs until `--duration`, SIGINT or SIGTERM; returns the engine with the final totals.
+pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Engine, LiveError> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let mut ebpf = load(opts.load, &[analyzer_common::maps::PROGRAM])?;
+        if opts.load.kernel_log
+            && let Ok(logger) = aya_log::EbpfLogger::init(&mut ebpf)
+        {
+            // SAFETY: the logger owns its ring-buffer fd, which stays open while the AsyncFd
+            // (which owns the logger) is registered.
+            let mut logger =
+                unsafe { tokio::io::unix::AsyncFd::register_with_interest(logger, tokio::io::Interest::READABLE) }
+                    .map_err(|e| e.into_parts().1)?;
+            tokio::spawn(async move {
+                while let Ok(mut guard) = logger.readable_mut().await {
+                    guard.get_inner_mut().flush();
+                    guard.clear_ready();
+                }
+            });
+        }
+        let (mode, fallback) = attach(&mut ebpf, &opts.iface, opts.mode)?;
+        notify(Notice::Attached { mode, fallback: fallback.as_deref() });
+        let mut maps = AyaMaps::new(&mut ebpf)?;
+        let mut engine = Engine::new();
+        let source = engine.add_source("live", &opts.iface, &opts.iface);
+        let mut acc = LiveAccount::new(source);
+        let clock = Clock::now();
+        let start_wall = clock.wall(clock_ns(libc::CLOCK_MONOTONIC));
+        let started = Instant::now();
+        let devices = rdma_devices(&opts.iface);
+        let mut bypass_said = false;
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
+        let mut tick = tokio::time::interval(opts.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            let until_end = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let end = tokio::select! {
+                _ = tick.tick() => false,
+                _ = sigint.recv() => true,
+                _ = sigterm.recv() => true,
+                _ = until_end => true,
+            };
+            poll(&mut maps, &mut engine, &mut acc, &clock, opts.idle_timeout, !end)?;
+            if end {
+                break;
+            }
+            notify(Notice::Tick { engine: &engine, elapsed: started.elapsed() });
+            if !bypass_said && !devices.is_empty() && started.elapsed() >= opts.rdma_grace && roce_frames(&engine) == 0
+            {
+                bypass_said = true;
+                engine.visibility.rdma_devices = devices.clone();
+                notify(Notice::HardwareBypass { devices: &devices });
+            }
+        }
+        if roce_frames(&engine) == 0 && !devices.is_empty() {
+            engine.visibility.rdma_devices = devices;
+        }
+        let end_wall = clock.wall(clock_ns(libc::CLOCK_MONOTONIC));
+        engine.first_ns.get_or_insert(start_wall);
+        engine.last_ns.get_or_insert(end_wall);
+        // Dropping `ebpf` closes the bpf_link: the program leaves the interface.
+        drop(ebpf);
+        Ok(engine)
+    })
+}
+
+/// One poll: snapshot, account, evict idle flows, hand events to the engine.
+fn poll(
+    maps: &mut AyaMaps,
+    engine: &mut Engine,
+    acc: &mut LiveAccount,
+    clock: &Clock,
+    idle: Duration,
+    evict: bool,
+) -> Result<(), LiveError> {
+    let snap = maps.snapshot()?;
+    acc.apply(engine, &snap, clock);
+    let source = acc.source;
+    maps.drain_events(&mut |e| engine.observe_event(FrameMeta { ts_ns: clock.wall(e.ts_ns), source }, e));
+    if evict {
+        let now = clock_ns(libc::CLOCK_MONOTONIC);
+        let gone = LiveAccount::idle(&snap, now.saturating_sub(idle.as_nanos() as u64));
+        if !gone.is_empty() {
+            maps.remove_flows(&gone)?;
+            acc.forget(&gone);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! The refreshing terminal view of live mode: totals and rates since the previous poll, top
+//! flows by rate, CE / CNP / PFC rates and losses.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use analyzer_common::FrameClass;
+use analyzer_common::flow::FlowKey;
+use rustc_hash::FxHashMap;
+
+use super::addr_string;
+use crate::engine::Engine;
+
+/// Previous totals, to turn them into rates.
+#[derive(Debug, Default)]
+pub struct LiveView {
+    prev_at: Duration,
+    prev_classes: [u64; FrameClass::COUNT],
+    prev_flows: FxHashMap<FlowKey, (u64, u64, u64)>,
+}
+
+impl LiveView {
+    pub fn render(&mut self, e: &Engine, iface: &str, mode: &str, elapsed: Duration, top: usize) -> String {
+        let dt = (elapsed - self.prev_at).as_secs_f64().max(1e-9);
+        let rate = |now: u64, before: u64| (now.saturating_sub(before)) as f64 / dt;
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "roce-analyzer live · {iface} ({mode} XDP) · {:.0} s · {} frames ({:.0}/s)",
+            elapsed.as_secs_f64(),
+            e.frames,
+            rate(e.frames, self.prev_classes.iter().sum())
+        );
+        let mut line = Vec::new();
+        for c in [FrameClass::Roce, FrameClass::Cnp, FrameClass::Pfc, FrameClass::Pause, FrameClass::NonRoce] {
+            line.push(format!(
+                "{} {} ({:.0}/s)",
+                c.name(),
+                e.class_count(c),
+                rate(e.class_count(c), self.prev_classes[c as usize])
+            ));
+        }
+        let malformed: u64 = FrameClass::ALL.iter().filter(|c| c.is_malformed()).map(|c| e.class_count(*c)).sum();
+        line.push(format!("malformed {malformed}"));
+        let _ = writeln!(o, "{}", line.join(" · "));
+        let losses: Vec<String> =
+            e.dropped.iter().filter(|(_, n)| **n > 0).map(|(r, n)| format!("{} {n}", r.name())).collect();
+        let _ = writeln!(o, "losses: {}", if losses.is_empty() { "none".into() } else { losses.join(" · ") });
+
+        let mut rows: Vec<(f64, f64, f64, &FlowKey, u64)> = Vec::new();
+        let mut next = FxHashMap::default();
+        for (k, s) in e.flows.iter() {
+            let (b0, p0, ce0) = self.prev_flows.get(k).copied().unwrap_or((0, 0, 0));
+            rows.push((
+                rate(s.bytes, b0) * 8.0 / 1e9,
+                rate(s.packets, p0),
+                rate(s.ecn[3], ce0),
+                k,
+                s.opcodes.get(0x81),
+            ));
+            next.insert(*k, (s.bytes, s.packets, s.ecn[3]));
+        }
+        rows.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let _ = writeln!(o, "\nflows: {} · top {} by rate", e.flows.len(), top.min(rows.len()));
+        let _ = writeln!(
+            o,
+            "  {:<18} {:<18} {:>5} {:>8} {:>9} {:>10} {:>8} {:>7}",
+            "src", "dst", "sport", "dst_qp", "Gbit/s", "pkt/s", "CE/s", "CNP"
+        );
+        for (gbps, pps, ce, k, cnp) in rows.iter().take(top) {
+            let _ = writeln!(
+                o,
+                "  {:<18} {:<18} {:>5} {:>#8x} {:>9.3} {:>10.0} {:>8.0} {:>7}",
+                addr_string(k.ip_version, &k.src),
+                addr_string(k.ip_version, &k.dst),
+                k.udp_sport,
+                k.dst_qp,
+                gbps,
+                pps,
+                ce,
+                cnp
+            );
+        }
+        let pfc: u64 = e.pfc.pfc_frames + e.pfc.pause_frames;
+        let _ = writeln!(o, "\nPFC/PAUSE frames: {pfc} · senders: {}", e.pfc.pfc.len() + e.pfc.pause.len());
+        self.prev_at = elapsed;
+        self.prev_classes = e.classes;
+        self.prev_flows = next;
+        o
+    }
+}

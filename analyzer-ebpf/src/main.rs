@@ -4,6 +4,8 @@
 //! resolution. It always returns XDP_PASS and never writes to the frame.
 #![no_std]
 #![no_main]
+// Map keys are passed by reference so that the 40-byte key is not copied again.
+#![allow(clippy::needless_borrows_for_generic_args)]
 
 use analyzer_common::classify::MAX_HEADER_OFFSET;
 use analyzer_common::flow::FlowKey;

@@ -2,4 +2,6 @@
 
 mod cli;
 mod fixtures;
+mod kernel;
+mod live;
 mod tshark;

@@ -2,4 +2,5 @@
 //! `tests/data/` by `cargo xtask fixtures`) and helpers to run the binary and tshark.
 
 pub mod fixtures;
+pub mod netns;
 pub mod tools;

@@ -3,8 +3,10 @@
 //! * `fixtures` — write the fixture captures into `tests/data/`.
 //! * `test` — the full test run: machine set-up (`scripts/setup`), then every test.
 //! * `bench` — offline throughput over ≥ 1 M frames against tshark, and peak memory.
+//! * `ebpf` — rebuild the committed XDP object from source (`--check`: verify it is current).
 
 mod bench;
+mod ebpf;
 mod fixtures;
 mod test;
 
@@ -39,6 +41,12 @@ enum Task {
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
+    /// Rebuild the committed XDP object from analyzer-ebpf (for builds without the eBPF
+    /// toolchain); with --check, fail if the committed one does not match the sources.
+    Ebpf {
+        #[arg(long)]
+        check: bool,
+    },
     /// (Used by `bench`.) Write a generated capture of at least N frames to PATH.
     #[command(hide = true)]
     BenchCapture { path: std::path::PathBuf, frames: usize },
@@ -49,6 +57,7 @@ fn main() -> ExitCode {
     let result = match cli.task {
         Task::Fixtures => fixtures::run(),
         Task::Test { no_setup } => test::run(no_setup),
+        Task::Ebpf { check } => ebpf::run(check),
         Task::Bench { frames, repeat } => bench::run(frames, repeat.max(1)),
         Task::BenchCapture { path, frames } => bench::write_capture(&path, frames).map(|n| println!("{n}")),
     };

@@ -62,6 +62,7 @@ pub fn run(no_setup: bool) -> anyhow::Result<()> {
             "warnings",
         ]),
     )?;
+    step("committed XDP object matches the sources", Command::new("cargo").args(["xtask", "ebpf", "--check"]))?;
     step("fuzz targets build", Command::new("cargo").args(["build", "--quiet", "--manifest-path", "fuzz/Cargo.toml"]))?;
     let (passed, failed, ok) = cargo_test(&["--workspace", "--exclude", "analyzer-ebpf", "--no-fail-fast"])?;
     println!("summary: {passed} passed, {failed} failed");

@@ -39,18 +39,31 @@ pub struct TestRun {
     pub duration_ns: u32,
 }
 
-/// Runs the program `prog` on `frame`, `repeat` times (0 or 1 = once). The frame must be at
-/// least 14 bytes and fit in a page with XDP headroom.
-pub fn test_run(prog: BorrowedFd<'_>, frame: &[u8], repeat: u32) -> Result<TestRun, KernelError> {
+/// Runs the program `prog` on `frame`, `repeat` times (0 or 1 = once); when `out` is given,
+/// the frame as the program left it is copied there. The frame must be at least 14 bytes and
+/// fit in a page with XDP headroom.
+pub fn test_run(
+    prog: BorrowedFd<'_>,
+    frame: &[u8],
+    repeat: u32,
+    out: Option<&mut [u8]>,
+) -> Result<TestRun, KernelError> {
+    let (data_out, data_size_out) = match out {
+        Some(o) => (o.as_mut_ptr() as u64, o.len() as u32),
+        None => (0, 0),
+    };
     let mut attr = TestAttr {
         prog_fd: prog.as_raw_fd() as u32,
         data_size_in: frame.len() as u32,
         data_in: frame.as_ptr() as u64,
+        data_out,
+        data_size_out,
         repeat,
         ..Default::default()
     };
     // SAFETY: attr is a valid, initialised bpf_attr prefix of the size passed; data_in points
-    // at frame.len() readable bytes that outlive the call; data_out is null (no copy back).
+    // at frame.len() readable bytes and data_out (if set) at data_size_out writable bytes,
+    // both outliving the call.
     let r = unsafe {
         libc::syscall(libc::SYS_bpf, BPF_PROG_TEST_RUN, &mut attr as *mut TestAttr, std::mem::size_of::<TestAttr>())
     };

@@ -1,0 +1,136 @@
+//! The XDP program against the host parser, on the same frames, through BPF_PROG_TEST_RUN:
+//! per frame the whole PacketSummary, and over all frames the map counters (classes, flows,
+//! PFC) against the offline engine. Root only (CI runs it).
+
+use analyzer::engine::live::{Clock, LiveAccount};
+use analyzer::engine::{Engine, FlowStats, FrameMeta};
+use analyzer::kernel::load::{LoadOptions, load, program_fd};
+use analyzer::kernel::snapshot::{AyaMaps, MapSource};
+use analyzer::kernel::test_run::{pin_to_cpu, test_run};
+use analyzer_common::maps::{MAP_SCRATCH, PROGRAM};
+use analyzer_common::{PacketSummary, classify};
+use aya::maps::PerCpuArray;
+use tests::fixtures;
+use tests::netns::privileged;
+
+const XDP_PASS: u32 = 2;
+
+/// Flow counters without what differs by nature between kernel and file (time, sources).
+fn comparable(s: &FlowStats) -> FlowStats {
+    let mut s = s.clone();
+    s.first_ns = 0;
+    s.last_ns = 0;
+    s.sources = 0;
+    let sort = |c: &analyzer::engine::flows::Counts| {
+        let mut n = analyzer::engine::flows::Counts::default();
+        for (k, v) in c.sorted() {
+            n.add(k, v);
+        }
+        n
+    };
+    s.opcodes = sort(&s.opcodes);
+    s.dscp = sort(&s.dscp);
+    s.pcp = sort(&s.pcp);
+    s
+}
+
+#[test]
+fn kernel_classifies_every_fixture_frame_like_the_host() {
+    if !privileged("kernel_classifies_every_fixture_frame_like_the_host") {
+        return;
+    }
+    pin_to_cpu(0).expect("pin to CPU 0");
+    let mut ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load the XDP program");
+    let scratch: PerCpuArray<_, PacketSummary> =
+        PerCpuArray::try_from(ebpf.map(MAP_SCRATCH).expect("scratch map")).expect("scratch map type");
+    let fd = program_fd(&ebpf, PROGRAM).unwrap();
+    let mut host = Engine::new();
+    let mut frames = 0;
+    for f in fixtures::all() {
+        if matches!(f.name, "sll.pcap" | "sll2.pcap") {
+            continue; // cooked captures have no Ethernet header: XDP never sees such frames
+        }
+        for (i, frame) in f.frames.iter().enumerate() {
+            let data = &frame.record.data;
+            let mut out = vec![0u8; data.len()];
+            let r = test_run(fd, data, 1, Some(&mut out)).unwrap_or_else(|e| panic!("{} frame {}: {e}", f.name, i + 1));
+            assert_eq!(r.retval, XDP_PASS, "{} frame {}: always XDP_PASS", f.name, i + 1);
+            assert_eq!(&out, data, "{} frame {}: the frame is not modified", f.name, i + 1);
+            let kernel = scratch.get(&0, 0).unwrap()[0];
+            let mut want = PacketSummary::zeroed();
+            classify(&data[..], data.len() as u32, &mut want);
+            assert_eq!(kernel, want, "{} frame {}: kernel and host summaries differ", f.name, i + 1);
+            host.observe(FrameMeta { ts_ns: 0, source: 0 }, &want);
+            frames += 1;
+        }
+    }
+    assert!(frames > 300, "{frames} frames");
+
+    let scratch_fd_dropped = scratch;
+    drop(scratch_fd_dropped);
+    let mut maps = AyaMaps::new(&mut ebpf).unwrap();
+    let snap = maps.snapshot().unwrap();
+    let mut kernel = Engine::new();
+    kernel.add_source("live", "test", "test");
+    LiveAccount::new(0).apply(&mut kernel, &snap, &Clock::now());
+    assert_eq!(kernel.classes, host.classes, "frame classes");
+    assert!(kernel.dropped.values().all(|n| *n == 0), "no loss: {:?}", kernel.dropped);
+    assert_eq!(kernel.visibility, host.visibility, "encapsulated / cut frames");
+    assert_eq!(kernel.flows.len(), host.flows.len(), "flows");
+    for (k, s) in host.flows.iter() {
+        let got = kernel.flows.get(k).unwrap_or_else(|| panic!("flow {k:?} missing in the kernel map"));
+        assert_eq!(comparable(got), comparable(s), "flow {k:?}");
+    }
+    let strip = |t: &analyzer::engine::PfcTable| {
+        let f = |c: &analyzer::engine::pfc::PauseCounters| (c.frames, c.xoff, c.xon, c.quanta);
+        (
+            t.pfc_frames,
+            t.pause_frames,
+            t.pfc.iter().map(|(k, c)| (*k, f(c))).collect::<Vec<_>>(),
+            t.pause.iter().map(|(k, c)| (*k, f(c))).collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(strip(&kernel.pfc), strip(&host.pfc), "PFC / PAUSE per sender and priority");
+}
+
+#[test]
+fn kernel_passes_arbitrary_frames_untouched() {
+    if !privileged("kernel_passes_arbitrary_frames_untouched") {
+        return;
+    }
+    pin_to_cpu(0).expect("pin to CPU 0");
+    let ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
+    let scratch: PerCpuArray<_, PacketSummary> = PerCpuArray::try_from(ebpf.map(MAP_SCRATCH).unwrap()).unwrap();
+    let fd = program_fd(&ebpf, PROGRAM).unwrap();
+    // Deterministic pseudo-random frames, and valid frames with bytes flipped.
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let seeds: Vec<Vec<u8>> = fixtures::all().into_iter().flat_map(|f| f.frames).map(|f| f.record.data).collect();
+    for n in 0..3000 {
+        let mut data = if n % 2 == 0 {
+            (0..(14 + next() % 300)).map(|_| next() as u8).collect::<Vec<u8>>()
+        } else {
+            let mut d = seeds[next() as usize % seeds.len()].clone();
+            for _ in 0..1 + next() % 4 {
+                let at = next() as usize % d.len();
+                d[at] = next() as u8;
+            }
+            d
+        };
+        if data.len() < 14 {
+            data.resize(14, 0);
+        }
+        let mut out = vec![0u8; data.len()];
+        let r = test_run(fd, &data, 1, Some(&mut out)).unwrap();
+        assert_eq!(r.retval, XDP_PASS);
+        assert_eq!(out, data);
+        let mut want = PacketSummary::zeroed();
+        classify(&data[..], data.len() as u32, &mut want);
+        assert_eq!(scratch.get(&0, 0).unwrap()[0], want, "frame {data:02x?}");
+    }
+}

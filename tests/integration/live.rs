@@ -1,0 +1,226 @@
+//! End to end in network namespaces the tests create: `roce-analyzer --iface` on one veth end,
+//! frames replayed into the other (by `roce-analyzer replay`, and once by tcpreplay). Root only.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use analyzer::synth::pcap::{PcapOptions, write_pcap};
+use serde_json::Value;
+use tests::fixtures::{self, Fixture};
+use tests::netns::{Agent, Netns, privileged};
+use tests::tools::{require, run};
+
+/// The frames as they go on the wire: a replayer sends the captured bytes, so a record cut by
+/// the snap length becomes a short frame. The live report is compared with the offline report
+/// of this capture (identical to the fixture when nothing was cut).
+fn as_sent(f: &Fixture, dir: &Path) -> PathBuf {
+    let recs: Vec<_> = f
+        .frames
+        .iter()
+        .map(|fr| {
+            let mut r = fr.record.clone();
+            r.orig_len = r.data.len() as u32;
+            r
+        })
+        .collect();
+    let p = dir.join(format!("{}.sent.pcap", f.name));
+    let bytes = write_pcap(Vec::new(), PcapOptions { nanosecond: true, ..Default::default() }, &recs).unwrap();
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn offline(p: &Path) -> Value {
+    let out = run(&["-q", "-r", p.to_str().unwrap(), "--json", "-"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The parts of a report that must be equal live and offline (timestamps, sources and labels
+/// differ by nature).
+fn comparable(v: &Value) -> Value {
+    let mut flows = v["flows"].clone();
+    for f in flows.as_array_mut().unwrap() {
+        let o = f.as_object_mut().unwrap();
+        for k in ["first_ns", "last_ns", "labels"] {
+            o.remove(k);
+        }
+    }
+    let mut pfc = v["pfc"].clone();
+    for list in ["senders", "pause_senders"] {
+        for s in pfc[list].as_array_mut().unwrap() {
+            let o = s.as_object_mut().unwrap();
+            o.remove("first_ns");
+            o.remove("last_ns");
+        }
+    }
+    serde_json::json!({
+        "frames": v["capture"]["frames"],
+        "classes": v["capture"]["classes"],
+        "dropped": v["capture"]["dropped"],
+        "flows": flows,
+        "pfc": pfc,
+    })
+}
+
+/// Runs the agent on vb, sends `file` into va with `send`, stops the agent, returns its report.
+fn live_report(ns: &Netns, args: &[&str], send: impl FnOnce()) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("live.json");
+    let mut a = vec!["--interval", "200ms", "-q", "--json", json.to_str().unwrap()];
+    a.extend_from_slice(args);
+    let agent = Agent::start(ns, &a);
+    send();
+    // veth hands frames to XDP in NAPI context, a moment after the send returns.
+    std::thread::sleep(Duration::from_millis(400));
+    let (code, _, stderr) = agent.stop();
+    assert_eq!(code, Some(0), "agent: {}", stderr.join("\n"));
+    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+}
+
+fn replayable() -> Vec<Fixture> {
+    // Cooked captures have no Ethernet header to put on a wire.
+    fixtures::all().into_iter().filter(|f| !matches!(f.name, "sll.pcap" | "sll2.pcap")).collect()
+}
+
+#[test]
+fn live_equals_offline_for_every_fixture() {
+    if !privileged("live_equals_offline_for_every_fixture") {
+        return;
+    }
+    let ns = Netns::new("eq");
+    let dir = tempfile::tempdir().unwrap();
+    for f in replayable() {
+        let sent = as_sent(&f, dir.path());
+        let live = live_report(&ns, &["--xdp-mode", "native"], || {
+            let out = ns.replay(&sent);
+            assert!(out.status.success(), "replay {}: {}", f.name, String::from_utf8_lossy(&out.stderr));
+        });
+        assert_eq!(live["kind"], "live");
+        assert_eq!(live["capture"]["sources"][0]["kind"], "live");
+        assert_eq!(comparable(&live), comparable(&offline(&sent)), "{}: live report differs from offline", f.name);
+    }
+}
+
+#[test]
+fn live_equals_offline_with_tcpreplay() {
+    if !privileged("live_equals_offline_with_tcpreplay") {
+        return;
+    }
+    let tcpreplay = require("tcpreplay");
+    let ns = Netns::new("tcpr");
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["example.pcap", "opcodes.pcap", "erspan.pcap", "pfc.pcap", "ipv6.pcap"] {
+        let f = fixtures::all().into_iter().find(|f| f.name == name).unwrap();
+        let sent = as_sent(&f, dir.path());
+        let live = live_report(&ns, &[], || {
+            let out = ns.cmd(&tcpreplay).args(["-q", "-i", "va", "--topspeed"]).arg(&sent).output().unwrap();
+            assert!(out.status.success(), "tcpreplay {name}: {}", String::from_utf8_lossy(&out.stderr));
+        });
+        assert_eq!(comparable(&live), comparable(&offline(&sent)), "{name} via tcpreplay");
+    }
+}
+
+#[test]
+fn ordinary_traffic_crosses_while_attached() {
+    if !privileged("ordinary_traffic_crosses_while_attached") {
+        return;
+    }
+    let ns = Netns::new("ping");
+    // A second namespace for the other end, so that the ping really crosses the veth.
+    let peer = Netns::bare("ping-peer");
+    assert!(ns.ip(&["link", "set", "va", "netns", &peer.name]).status.success());
+    assert!(peer.ip(&["addr", "add", "192.0.2.1/24", "dev", "va"]).status.success());
+    assert!(peer.ip(&["link", "set", "va", "up"]).status.success());
+    assert!(ns.ip(&["addr", "add", "192.0.2.2/24", "dev", "vb"]).status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let agent = Agent::start(&ns, &["--interval", "200ms", "-q", "--json", json.to_str().unwrap()]);
+    assert!(ns.has_xdp("vb"), "program attached");
+    let ping = peer
+        .cmd(tests::tools::require("ping"))
+        .args(["-c", "5", "-i", "0.2", "-W", "2", "192.0.2.2"])
+        .output()
+        .unwrap();
+    assert!(ping.status.success(), "ping through the XDP interface: {}", String::from_utf8_lossy(&ping.stdout));
+    let (code, _, _) = agent.stop();
+    assert_eq!(code, Some(0));
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(v["capture"]["classes"]["non_roce"].as_u64().unwrap() >= 5, "echo requests seen: {v}");
+    assert!(!ns.has_xdp("vb"), "detached after a clean stop");
+}
+
+#[test]
+fn sigkill_leaves_no_program_attached() {
+    if !privileged("sigkill_leaves_no_program_attached") {
+        return;
+    }
+    let ns = Netns::new("kill");
+    let mut agent = Agent::start(&ns, &["-q"]);
+    assert!(ns.has_xdp("vb"), "program attached while running");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(agent.pid() as i32, libc::SIGKILL) };
+    agent.child.wait().unwrap();
+    // The kernel releases the bpf_link with the last fd; give its deferred work a moment.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ns.has_xdp("vb") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!ns.has_xdp("vb"), "an XDP program is still attached after SIGKILL");
+}
+
+#[test]
+fn tiny_flow_map_counts_its_overflow() {
+    if !privileged("tiny_flow_map_counts_its_overflow") {
+        return;
+    }
+    let f = fixtures::all().into_iter().find(|f| f.name == "opcodes.pcap").unwrap();
+    let ns = Netns::new("full");
+    let dir = tempfile::tempdir().unwrap();
+    let sent = as_sent(&f, dir.path());
+    let live = live_report(&ns, &["--max-flows", "4"], || assert!(ns.replay(&sent).status.success()));
+    let off = offline(&sent);
+    // The first four flows (in arrival order) fit; every other RoCE frame is counted lost.
+    let flows = off["flows"].as_array().unwrap();
+    let mut first: Vec<(u64, &Value)> = flows.iter().map(|f| (f["first_ns"].as_u64().unwrap(), f)).collect();
+    first.sort_by_key(|(t, _)| *t);
+    let kept: u64 = first.iter().take(4).map(|(_, f)| f["packets"].as_u64().unwrap()).sum();
+    let roce = off["capture"]["classes"]["roce"].as_u64().unwrap() + off["capture"]["classes"]["cnp"].as_u64().unwrap();
+    assert_eq!(live["flows"].as_array().unwrap().len(), 4);
+    assert_eq!(live["capture"]["dropped"]["flow_map_full"].as_u64().unwrap(), roce - kept);
+    assert_eq!(live["capture"]["classes"], off["capture"]["classes"], "classes are still all counted");
+    let summary = run(&["-r", sent.to_str().unwrap()]);
+    assert!(summary.status.success());
+}
+
+#[test]
+fn attach_errors_are_clear() {
+    if !privileged("attach_errors_are_clear") {
+        return;
+    }
+    let ns = Netns::new("err");
+    let out = ns.cmd(tests::tools::binary()).args(["-i", "nosuch0", "--duration", "1s"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown interface \"nosuch0\""), "{out:?}");
+    // A second agent on the same interface finds it taken.
+    let first = Agent::start(&ns, &["-q"]);
+    let out = ns.cmd(tests::tools::binary()).args(["-i", "vb", "--duration", "1s", "-q"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("already has an XDP program attached"), "{err}");
+    drop(first);
+    // Without privileges: the message names the capabilities.
+    if let Some(setpriv) = tests::tools::which("setpriv") {
+        let out = ns
+            .cmd(setpriv)
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"])
+            .arg(tests::tools::binary())
+            .args(["-i", "vb", "--duration", "1s"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("CAP_BPF") && err.contains("CAP_NET_ADMIN"), "{err}");
+    } else {
+        panic!("setpriv (util-linux) is missing: it is part of every Debian install");
+    }
+}

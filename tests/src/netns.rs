@@ -1,0 +1,178 @@
+//! Network namespaces and veth pairs the privileged tests create, and agents they run in
+//! them. Everything is removed on drop, also when a test panics.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::tools::{binary, is_root};
+
+/// Privileged tests call this first. Not root: a loud failure, unless the developer asked to
+/// skip them explicitly with `ROCE_ANALYZER_SKIP_PRIVILEGED=1` (then a loud notice). CI runs
+/// as root, so there they always run.
+pub fn privileged(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    if std::env::var("ROCE_ANALYZER_SKIP_PRIVILEGED").as_deref() == Ok("1") {
+        eprintln!("\n*** PRIVILEGED TEST NOT RUN: {test} (not root; ROCE_ANALYZER_SKIP_PRIVILEGED=1) ***\n");
+        return false;
+    }
+    panic!(
+        "{test} needs root (CAP_BPF, CAP_NET_ADMIN, network namespaces): run the tests as root as CI \
+         does, or set ROCE_ANALYZER_SKIP_PRIVILEGED=1 to skip the privileged tests explicitly"
+    );
+}
+
+fn ip(args: &[&str]) -> std::process::Output {
+    Command::new("ip").args(args).output().expect("ip (iproute2) runs")
+}
+
+fn must(args: &[&str]) {
+    let o = ip(args);
+    assert!(o.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr));
+}
+
+/// A namespace holding a veth pair `va` ↔ `vb`, both up, IPv6 off (so the kernel sends no
+/// router or neighbour solicitations of its own), MTU 1500 (native XDP on veth needs the MTU
+/// to fit a page).
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    pub fn new(tag: &str) -> Netns {
+        let ns = Netns::bare(tag);
+        must(&["-n", &ns.name, "link", "add", "va", "type", "veth", "peer", "name", "vb"]);
+        for i in ["va", "vb"] {
+            ns.sysctl(&format!("net.ipv6.conf.{i}.disable_ipv6=1"));
+            must(&["-n", &ns.name, "link", "set", i, "up"]);
+        }
+        ns
+    }
+
+    /// An empty namespace (only its loopback).
+    pub fn bare(tag: &str) -> Netns {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!("ra-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let _ = ip(&["netns", "del", &name]);
+        must(&["netns", "add", &name]);
+        Netns { name }
+    }
+
+    pub fn sysctl(&self, kv: &str) {
+        let o = Command::new("ip").args(["netns", "exec", &self.name, "sysctl", "-qw", kv]).output().unwrap();
+        assert!(o.status.success(), "sysctl {kv}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+
+    /// A command run inside the namespace.
+    pub fn cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name]).arg(program);
+        c
+    }
+
+    /// `ip -n NS ...`.
+    pub fn ip(&self, args: &[&str]) -> std::process::Output {
+        let mut a = vec!["-n", &self.name];
+        a.extend_from_slice(args);
+        ip(&a)
+    }
+
+    /// Whether an XDP program is attached to `iface`.
+    pub fn has_xdp(&self, iface: &str) -> bool {
+        let o = self.ip(&["-d", "link", "show", "dev", iface]);
+        let s = String::from_utf8_lossy(&o.stdout);
+        s.contains("prog/xdp") || s.contains(" xdp ") || s.contains("xdpgeneric")
+    }
+
+    /// Runs `roce-analyzer replay FILE -i va` inside the namespace.
+    pub fn replay(&self, file: &Path) -> std::process::Output {
+        self.cmd(binary()).args(["replay"]).arg(file).args(["-i", "va"]).output().unwrap()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.name]);
+    }
+}
+
+/// A running `roce-analyzer --iface` agent; killed on drop.
+pub struct Agent {
+    pub child: Child,
+    stderr_lines: std::sync::mpsc::Receiver<String>,
+    pub stderr: Vec<String>,
+}
+
+impl Agent {
+    /// Starts the agent on `vb` with `args` and waits until it says it is attached.
+    pub fn start(ns: &Netns, args: &[&str]) -> Agent {
+        let mut child = ns
+            .cmd(binary())
+            .args(["-i", "vb"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("agent starts");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = child.stderr.take().expect("piped");
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut agent = Agent { child, stderr_lines: rx, stderr: Vec::new() };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(line) = agent.stderr_lines.recv_timeout(Duration::from_millis(100)) {
+                let attached = line.contains("attached to vb");
+                agent.stderr.push(line);
+                if attached {
+                    return agent;
+                }
+            }
+            if let Ok(Some(status)) = agent.child.try_wait() {
+                agent.collect_stderr();
+                panic!("agent exited ({status}) before attaching: {}", agent.stderr.join("\n"));
+            }
+        }
+        panic!("agent did not attach within 20 s: {}", agent.stderr.join("\n"));
+    }
+
+    fn collect_stderr(&mut self) {
+        while let Ok(l) = self.stderr_lines.recv_timeout(Duration::from_millis(200)) {
+            self.stderr.push(l);
+        }
+    }
+
+    /// Sends SIGTERM and waits for the agent; returns its exit code and stdout.
+    pub fn stop(mut self) -> (Option<i32>, Vec<u8>, Vec<String>) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let mut out = Vec::new();
+        if let Some(mut s) = self.child.stdout.take() {
+            use std::io::Read;
+            let _ = s.read_to_end(&mut out);
+        }
+        let status = self.child.wait().expect("agent waits");
+        self.collect_stderr();
+        (status.code(), out, std::mem::take(&mut self.stderr))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

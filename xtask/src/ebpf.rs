@@ -1,0 +1,96 @@
+//! `cargo xtask ebpf`: builds the XDP object from analyzer-ebpf (as aya-build does) and
+//! refreshes the committed copy with the hash of the sources it came from, so that machines
+//! without nightly + rust-src + bpf-linker can still build roce-analyzer.
+//!
+//! `--check` (run by `cargo xtask test`) fails when the committed object is stale: its
+//! recorded source hash differs from the sources, its bytes differ from its recorded hash, or
+//! a fresh build from source differs from it in any program, map or data section (debug info
+//! and BTF, which carry build paths, are left out of the comparison).
+
+#[path = "../../analyzer/build/ebpf_object.rs"]
+mod ebpf_object;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use object::{Object, ObjectSection};
+
+/// Builds the object from source exactly as aya-build does; returns its path.
+pub fn build() -> anyhow::Result<PathBuf> {
+    if let Some(why) = ebpf_object::toolchain_missing() {
+        bail!("cannot build the XDP object: {why} (run scripts/setup)");
+    }
+    let root = crate::root();
+    let target_dir = root.join("target/ebpf");
+    let flags = ["--cfg=bpf_target_arch=\"x86_64\"", "-Cdebuginfo=2", "-Clink-arg=--btf"].join("\x1f");
+    let status = Command::new("rustup")
+        .current_dir(&root)
+        .args(["run", "nightly", "cargo", "build", "--package", "analyzer-ebpf", "--bins", "--release"])
+        .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core", "--target-dir"])
+        .arg(&target_dir)
+        .env("CARGO_ENCODED_RUSTFLAGS", flags)
+        .env_remove("RUSTC")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .status()
+        .context("running cargo +nightly")?;
+    if !status.success() {
+        bail!("building analyzer-ebpf failed");
+    }
+    Ok(target_dir.join("bpfel-unknown-none/release/roce-analyzer"))
+}
+
+/// The sections that make up the program: code, relocations, maps, read-only data.
+fn program_sections(bytes: &[u8]) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    let file = object::File::parse(bytes)?;
+    let mut v = Vec::new();
+    for s in file.sections() {
+        let name = s.name()?.to_string();
+        let skip = name.is_empty()
+            || name.contains("debug")
+            || name.contains("BTF")
+            || matches!(name.as_str(), ".symtab" | ".strtab");
+        if !skip {
+            v.push((name, s.data()?.to_vec()));
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+pub fn run(check: bool) -> anyhow::Result<()> {
+    let root = crate::root();
+    let committed = root.join(ebpf_object::OBJECT);
+    let sources = ebpf_object::sources_hash(&root)?;
+    if check {
+        let (rec_sources, rec_object) = ebpf_object::read_record(&root)?;
+        if rec_sources != sources {
+            bail!(
+                "{} is stale: recorded sources {rec_sources}, sources now {sources}; run `cargo xtask ebpf` and commit",
+                ebpf_object::OBJECT
+            );
+        }
+        if ebpf_object::file_hash(&committed)? != rec_object {
+            bail!("{} does not match its recorded hash; run `cargo xtask ebpf`", ebpf_object::OBJECT);
+        }
+        let fresh = build()?;
+        let (a, b) = (program_sections(&std::fs::read(&committed)?)?, program_sections(&std::fs::read(&fresh)?)?);
+        if a != b {
+            let names = |v: &[(String, Vec<u8>)]| v.iter().map(|(n, d)| format!("{n}:{}", d.len())).collect::<Vec<_>>();
+            bail!(
+                "a build from source differs from the committed object ({:?} vs {:?}); run `cargo xtask ebpf`",
+                names(&a),
+                names(&b)
+            );
+        }
+        println!("xtask ebpf: committed object matches the sources ({sources})");
+        return Ok(());
+    }
+    let fresh = build()?;
+    std::fs::create_dir_all(committed.parent().expect("has a parent"))?;
+    std::fs::copy(&fresh, &committed)?;
+    let object = ebpf_object::file_hash(&committed)?;
+    std::fs::write(root.join(ebpf_object::RECORD), ebpf_object::record_text(&sources, &object))?;
+    println!("xtask ebpf: wrote {} (sources {sources})", ebpf_object::OBJECT);
+    Ok(())
+}

@@ -66,8 +66,7 @@ fn kernel_classifies_every_fixture_frame_like_the_host() {
     }
     assert!(frames > 300, "{frames} frames");
 
-    let scratch_fd_dropped = scratch;
-    drop(scratch_fd_dropped);
+    // `scratch` borrows `ebpf`; its last use is above, so the maps can now be taken.
     let mut maps = AyaMaps::new(&mut ebpf).unwrap();
     let snap = maps.snapshot().unwrap();
     let mut kernel = Engine::new();

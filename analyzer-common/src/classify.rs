@@ -49,7 +49,7 @@ pub const MAX_VLAN_TAGS: usize = 2;
 /// `out` is overwritten completely; the class is also returned.
 #[inline(always)]
 pub fn classify<B: FrameBytes + ?Sized>(b: &B, wire_len: u32, out: &mut PacketSummary) -> FrameClass {
-    *out = PacketSummary::zeroed();
+    out.clear();
     out.frame_len = wire_len;
     let class = match parse_frame(b, 0, wire_len, out) {
         Step::Done(c) => c,
@@ -57,7 +57,7 @@ pub fn classify<B: FrameBytes + ?Sized>(b: &B, wire_len: u32, out: &mut PacketSu
             // The mirrored frame: its own L2..L4, but no further encapsulation.
             let inner_len = wire_len.saturating_sub(offset as u32);
             let keep_encap = kind;
-            *out = PacketSummary::zeroed();
+            out.clear();
             out.frame_len = inner_len;
             out.encap = keep_encap;
             match parse_frame(b, b.widen(offset), inner_len, out) {

@@ -58,7 +58,8 @@ pub struct FlowCounters {
     pub packets: u64,
     /// Sum of frame lengths.
     pub bytes: u64,
-    /// `bpf_ktime_get_ns` (CLOCK_MONOTONIC) of the first and last packet on this CPU.
+    /// `bpf_ktime_get_coarse_ns` (CLOCK_MONOTONIC_COARSE, the kernel tick's resolution) of
+    /// the first and last packet on this CPU.
     pub first_ns: u64,
     pub last_ns: u64,
     /// Indexed by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE.

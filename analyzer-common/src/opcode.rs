@@ -152,6 +152,7 @@ pub const fn is_response(opcode: u8) -> bool {
 
 /// The extended headers that follow the BTH of `opcode`, as [`ext`] flags, in wire order.
 /// Undefined opcodes have none (only their BTH is decoded).
+#[inline(always)]
 pub const fn headers(opcode: u8) -> u16 {
     if !is_defined(opcode) {
         return 0;

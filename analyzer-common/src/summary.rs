@@ -90,6 +90,21 @@ impl PacketSummary {
         unsafe { core::mem::zeroed() }
     }
 
+    /// Zeroes every field with 24 word stores. (A plain `*self = Self::zeroed()` becomes a
+    /// 192-byte `memset`, which the BPF backend emits as a byte-at-a-time call: about a
+    /// thousand instructions per frame in the XDP program.)
+    #[inline(always)]
+    pub fn clear(&mut self) {
+        const WORDS: usize = core::mem::size_of::<PacketSummary>() / 8;
+        let p = self as *mut PacketSummary as *mut u64;
+        let mut i = 0;
+        while i < WORDS {
+            // SAFETY: PacketSummary is 192 bytes, 8-aligned (it has u64 fields), all integers.
+            unsafe { core::ptr::write_volatile(p.add(i), 0) };
+            i += 1;
+        }
+    }
+
     pub fn class(&self) -> crate::FrameClass {
         crate::FrameClass::from_u8(self.class).unwrap_or(crate::FrameClass::NonRoce)
     }

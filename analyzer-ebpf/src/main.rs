@@ -15,8 +15,9 @@ use analyzer_common::maps::{
 };
 use analyzer_common::wire::ext::{AckType, syndrome_type};
 use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify, opcode};
-use aya_ebpf::bindings::xdp_action;
-use aya_ebpf::helpers::{bpf_ktime_get_ns, generated::bpf_xdp_get_buff_len};
+use aya_ebpf::bindings::{BPF_RB_NO_WAKEUP, xdp_action};
+use aya_ebpf::helpers::bpf_ktime_get_ns;
+use aya_ebpf::helpers::generated::{bpf_ktime_get_coarse_ns, bpf_xdp_get_buff_len};
 use aya_ebpf::macros::{map, xdp};
 use aya_ebpf::maps::{PerCpuArray, PerCpuHashMap, RingBuf};
 use aya_ebpf::programs::XdpContext;
@@ -38,6 +39,9 @@ static SCRATCH: PerCpuArray<PacketSummary> = PerCpuArray::with_max_entries(1, 0)
 /// Slot that `widen` passes offsets through.
 #[map]
 static WIDEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// A zeroed flow value in read-only data: inserting it avoids a 208-byte memset on the stack.
+static ZERO_FLOW: FlowCounters = FlowCounters::zeroed();
 
 /// The frame, read through bounds checks against `data_end`.
 struct Packet {
@@ -103,28 +107,29 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
     if s.encap != 0 {
         count(counter::ENCAPSULATED);
     }
-    // SAFETY: helper without arguments.
-    let now = unsafe { bpf_ktime_get_ns() };
     match class {
         FrameClass::Roce | FrameClass::Cnp => {
             if s.ext_missing != 0 {
                 count(counter::EXT_CUT);
             }
-            account_flow(ctx, s, now);
+            // Flow first/last times use the coarse clock (the kernel tick): the precise one
+            // costs ~25 ns per call here, more than the rest of the frame's accounting.
+            // SAFETY: helper without arguments.
+            account_flow(ctx, s, unsafe { bpf_ktime_get_coarse_ns() });
             let nak = s.ext & opcode::ext::AETH != 0 && !matches!(syndrome_type(s.aeth_syndrome), AckType::Ack);
             if class == FrameClass::Cnp {
-                event(s, now, event_kind::CNP);
+                event(s, event_kind::CNP);
             } else if nak {
-                event(s, now, event_kind::NAK);
+                event(s, event_kind::NAK);
             }
         }
-        FrameClass::Pfc => {
+        FrameClass::Pfc | FrameClass::Pause => {
+            // Rare frames whose timing the analyses need: the precise clock.
+            // SAFETY: helper without arguments.
+            let now = unsafe { bpf_ktime_get_ns() };
             account_pfc(s, now);
-            event(s, now, event_kind::PFC);
-        }
-        FrameClass::Pause => {
-            account_pfc(s, now);
-            event(s, now, event_kind::PAUSE);
+            let kind = if class == FrameClass::Pfc { event_kind::PFC } else { event_kind::PAUSE };
+            event_at(s, now, kind);
         }
         _ => {}
     }
@@ -137,7 +142,7 @@ fn account_flow(ctx: &XdpContext, s: &PacketSummary, now: u64) {
     let c = match FLOWS.get_ptr_mut(&key) {
         Some(c) => c,
         None => {
-            if FLOWS.insert(&key, &FlowCounters::zeroed(), 0).is_err() {
+            if FLOWS.insert(&key, &ZERO_FLOW, 0).is_err() {
                 count(counter::FLOW_MAP_FULL);
                 // Rare path; silent unless the agent runs with --kernel-log.
                 warn!(ctx, "flow map full: a frame to QP {} was not counted in a flow", s.dst_qp);
@@ -247,8 +252,15 @@ fn pfc_one(mac: [u8; 6], priority: u8, quanta: u16, now: u64) {
     c.last_ns = now;
 }
 
+/// An event stamped now with the precise clock.
 #[inline(never)]
-fn event(s: &PacketSummary, now: u64, kind: u8) {
+fn event(s: &PacketSummary, kind: u8) {
+    // SAFETY: helper without arguments.
+    event_at(s, unsafe { bpf_ktime_get_ns() }, kind);
+}
+
+#[inline(always)]
+fn event_at(s: &PacketSummary, now: u64, kind: u8) {
     match EVENTS.reserve::<Event>(0) {
         Some(mut e) => {
             // SAFETY: the reservation is exactly one Event; every field is written.
@@ -257,9 +269,17 @@ fn event(s: &PacketSummary, now: u64, kind: u8) {
                 (*p).ts_ns = now;
                 (*p).kind = kind;
                 (*p)._pad = [0; 7];
-                (*p).summary = *s;
+                // Word by word: a struct assignment becomes a byte-loop memcpy call.
+                let dst = &mut (*p).summary as *mut PacketSummary as *mut u64;
+                let src = s as *const PacketSummary as *const u64;
+                let mut i = 0;
+                while i < core::mem::size_of::<PacketSummary>() / 8 {
+                    core::ptr::write_volatile(dst.add(i), core::ptr::read_volatile(src.add(i)));
+                    i += 1;
+                }
             }
-            e.submit(0);
+            // The agent drains the ring on its poll interval: no wakeup per event.
+            e.submit(BPF_RB_NO_WAKEUP as u64);
             count(counter::EVENTS);
         }
         None => count(counter::RINGBUF_FULL),

@@ -100,6 +100,11 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
         let mut tick = tokio::time::interval(opts.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
+        // The ring buffer is drained far more often than the maps are read: the program does
+        // not wake the agent per event (that would cost every event a wakeup), so the ring
+        // must be emptied before it fills. Reading an empty ring costs no syscall.
+        let mut drain = tokio::time::interval(EVENT_DRAIN);
+        drain.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let until_end = async {
                 match deadline {
@@ -109,6 +114,10 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
             };
             let end = tokio::select! {
                 _ = tick.tick() => false,
+                _ = drain.tick() => {
+                    drain_events(&mut maps, &mut engine, &clock, acc.source);
+                    continue;
+                }
                 _ = sigint.recv() => true,
                 _ = sigterm.recv() => true,
                 _ = until_end => true,
@@ -137,6 +146,13 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
     })
 }
 
+/// How often the event ring buffer is emptied.
+const EVENT_DRAIN: Duration = Duration::from_millis(10);
+
+fn drain_events(maps: &mut AyaMaps, engine: &mut Engine, clock: &Clock, source: u16) {
+    maps.drain_events(&mut |e| engine.observe_event(FrameMeta { ts_ns: clock.wall(e.ts_ns), source }, e));
+}
+
 /// One poll: snapshot, account, evict idle flows, hand events to the engine.
 fn poll(
     maps: &mut AyaMaps,
@@ -148,8 +164,7 @@ fn poll(
 ) -> Result<(), LiveError> {
     let snap = maps.snapshot()?;
     acc.apply(engine, &snap, clock);
-    let source = acc.source;
-    maps.drain_events(&mut |e| engine.observe_event(FrameMeta { ts_ns: clock.wall(e.ts_ns), source }, e));
+    drain_events(maps, engine, clock, acc.source);
     if evict {
         let now = clock_ns(libc::CLOCK_MONOTONIC);
         let gone = LiveAccount::idle(&snap, now.saturating_sub(idle.as_nanos() as u64));

@@ -12,10 +12,14 @@ pub fn root() -> PathBuf {
 
 /// The `roce-analyzer` binary of this build profile, built once per test process so that a
 /// plain `cargo test` on a clean checkout never runs a stale or missing binary.
+/// `ROCE_ANALYZER_BIN` names another one (the benchmarks use the release build).
 pub fn binary() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
+            if let Some(p) = std::env::var_os("ROCE_ANALYZER_BIN") {
+                return PathBuf::from(p);
+            }
             let release = !cfg!(debug_assertions);
             let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
             cmd.current_dir(root()).args(["build", "--quiet", "--package", "analyzer", "--bin", "roce-analyzer"]);

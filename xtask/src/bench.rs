@@ -73,7 +73,8 @@ fn generate(path: &Path, frames: usize) -> anyhow::Result<usize> {
     Ok(String::from_utf8(out.stdout)?.trim().parse()?)
 }
 
-fn analyzer_binary() -> anyhow::Result<PathBuf> {
+/// Builds and returns the release `roce-analyzer`.
+pub fn analyzer_binary() -> anyhow::Result<PathBuf> {
     let status = Command::new("cargo")
         .current_dir(crate::root())
         .args(["build", "--release", "--quiet", "--package", "analyzer", "--bin", "roce-analyzer"])

@@ -6,6 +6,7 @@
 //! * `ebpf` — rebuild the committed XDP object from source (`--check`: verify it is current).
 
 mod bench;
+mod bench_kernel;
 mod ebpf;
 mod fixtures;
 mod test;
@@ -47,6 +48,15 @@ enum Task {
         #[arg(long)]
         check: bool,
     },
+    /// (root) The XDP program per frame against XDP_PASS, replay over veth, agent CPU.
+    BenchKernel {
+        /// BPF_PROG_TEST_RUN repetitions per measurement.
+        #[arg(long, default_value_t = 1_000_000)]
+        repeat: u32,
+        /// Seconds of replay for the veth measurements.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+    },
     /// (Used by `bench`.) Write a generated capture of at least N frames to PATH.
     #[command(hide = true)]
     BenchCapture { path: std::path::PathBuf, frames: usize },
@@ -58,6 +68,7 @@ fn main() -> ExitCode {
         Task::Fixtures => fixtures::run(),
         Task::Test { no_setup } => test::run(no_setup),
         Task::Ebpf { check } => ebpf::run(check),
+        Task::BenchKernel { repeat, seconds } => bench_kernel::run(repeat, seconds),
         Task::Bench { frames, repeat } => bench::run(frames, repeat.max(1)),
         Task::BenchCapture { path, frames } => bench::write_capture(&path, frames).map(|n| println!("{n}")),
     };

@@ -8,6 +8,18 @@ pub const fn is_extension_header(next: u8) -> bool {
     matches!(next, 0 | 43 | 44 | 50 | 51 | 60 | 135 | 139 | 140 | 253 | 254)
 }
 
+/// 16 bytes at `at`, as two 8-byte words: a `copy_from_slice` here becomes a byte-loop
+/// `memcpy` call in the BPF program.
+#[inline(always)]
+fn addr16(b: &[u8], at: usize) -> [u8; 16] {
+    let hi = super::be64(b, at);
+    let lo = super::be64(b, at + 8);
+    let mut a = [0u8; 16];
+    a[..8].copy_from_slice(&hi.to_be_bytes());
+    a[8..].copy_from_slice(&lo.to_be_bytes());
+    a
+}
+
 /// The GRH next-header value for an InfiniBand BTH (RoCE v1).
 pub const NEXT_HEADER_IB_BTH: u8 = 0x1B;
 
@@ -44,14 +56,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.buffer.as_ref()[7]
     }
     pub fn src(&self) -> [u8; 16] {
-        let mut a = [0; 16];
-        a.copy_from_slice(&self.buffer.as_ref()[8..24]);
-        a
+        addr16(self.buffer.as_ref(), 8)
     }
     pub fn dst(&self) -> [u8; 16] {
-        let mut a = [0; 16];
-        a.copy_from_slice(&self.buffer.as_ref()[24..40]);
-        a
+        addr16(self.buffer.as_ref(), 24)
     }
 }
 

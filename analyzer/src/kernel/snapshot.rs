@@ -1,14 +1,16 @@
 //! Reading the kernel maps. [`MapSource`] separates the map reader from the accounting (the
 //! engine's live state) so that tests drive the accounting with a fake source, no kernel.
 
+use std::os::fd::AsFd;
+
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
     Event, ExtraKey, FlowCounters, MAP_COUNTERS, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOWS, MAP_PFC, PfcCounters, PfcKey,
     counter,
 };
-use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
+use aya::maps::{MapData, PerCpuArray, RingBuf};
 
-use super::KernelError;
+use super::{KernelError, batch};
 
 /// One read of every map. Per-CPU values of flows are kept per CPU (their u32 counters wrap
 /// independently); everything else is summed over CPUs.
@@ -35,16 +37,21 @@ pub trait MapSource {
     fn drain_events(&mut self, f: &mut dyn FnMut(&Event)) -> u64;
 }
 
-/// The maps of a loaded program.
+/// The maps of a loaded program. The hash maps are read with batch lookups on their fds.
 pub struct AyaMaps {
-    flows: PerCpuHashMap<MapData, FlowKey, FlowCounters>,
-    extra: PerCpuHashMap<MapData, ExtraKey, u64>,
-    pfc: PerCpuHashMap<MapData, PfcKey, PfcCounters>,
+    flows: MapData,
+    extra: MapData,
+    pfc: MapData,
     counters: PerCpuArray<MapData, u64>,
     events: RingBuf<MapData>,
+    cpus: usize,
 }
 
 fn map_err(map: &'static str) -> impl Fn(aya::maps::MapError) -> KernelError {
+    move |e| KernelError::Map { map, detail: e.to_string() }
+}
+
+fn io_err(map: &'static str) -> impl Fn(std::io::Error) -> KernelError {
     move |e| KernelError::Map { map, detail: e.to_string() }
 }
 
@@ -52,37 +59,78 @@ fn take(ebpf: &mut aya::Ebpf, name: &'static str) -> Result<aya::maps::Map, Kern
     ebpf.take_map(name).ok_or(KernelError::Map { map: name, detail: "not in the object".into() })
 }
 
+fn per_cpu_hash(ebpf: &mut aya::Ebpf, name: &'static str) -> Result<MapData, KernelError> {
+    match take(ebpf, name)? {
+        aya::maps::Map::PerCpuHashMap(d) => Ok(d),
+        _ => Err(KernelError::Map { map: name, detail: "not a per-CPU hash map".into() }),
+    }
+}
+
+/// Reads a `T` from the start of `b` (bytes the kernel copied out of a map).
+fn pod<T: aya::Pod>(b: &[u8]) -> T {
+    assert!(b.len() >= std::mem::size_of::<T>(), "short map element");
+    // SAFETY: T is Pod (any bytes are a valid T) and `b` holds at least size_of::<T>() bytes.
+    unsafe { std::ptr::read_unaligned(b.as_ptr() as *const T) }
+}
+
+/// Distance between two CPUs' values of one element: the size rounded up to 8.
+fn stride<V>() -> usize {
+    std::mem::size_of::<V>().div_ceil(8) * 8
+}
+
+fn per_cpu<V: aya::Pod>(b: &[u8], cpus: usize) -> Vec<V> {
+    (0..cpus).map(|c| pod::<V>(&b[c * stride::<V>()..])).collect()
+}
+
+/// The bytes of a repr(C) key without padding.
+fn key_bytes<K: aya::Pod>(k: &K) -> &[u8] {
+    // SAFETY: K is Pod: plain bytes, no padding.
+    unsafe { std::slice::from_raw_parts(k as *const K as *const u8, std::mem::size_of::<K>()) }
+}
+
 impl AyaMaps {
     pub fn new(ebpf: &mut aya::Ebpf) -> Result<Self, KernelError> {
+        let cpus = aya::util::nr_cpus()
+            .map_err(|(what, e)| KernelError::Map { map: "possible CPUs", detail: format!("{what}: {e}") })?;
         Ok(AyaMaps {
-            flows: PerCpuHashMap::try_from(take(ebpf, MAP_FLOWS)?).map_err(map_err(MAP_FLOWS))?,
-            extra: PerCpuHashMap::try_from(take(ebpf, MAP_FLOW_EXTRA)?).map_err(map_err(MAP_FLOW_EXTRA))?,
-            pfc: PerCpuHashMap::try_from(take(ebpf, MAP_PFC)?).map_err(map_err(MAP_PFC))?,
+            flows: per_cpu_hash(ebpf, MAP_FLOWS)?,
+            extra: per_cpu_hash(ebpf, MAP_FLOW_EXTRA)?,
+            pfc: per_cpu_hash(ebpf, MAP_PFC)?,
             counters: PerCpuArray::try_from(take(ebpf, MAP_COUNTERS)?).map_err(map_err(MAP_COUNTERS))?,
             events: RingBuf::try_from(take(ebpf, MAP_EVENTS)?).map_err(map_err(MAP_EVENTS))?,
+            cpus,
         })
+    }
+
+    fn extra_entries(&self) -> Result<Vec<(ExtraKey, u64)>, KernelError> {
+        let cpus = self.cpus;
+        let mut v = Vec::new();
+        batch::for_each(self.extra.fd().as_fd(), std::mem::size_of::<ExtraKey>(), 8 * cpus, |k, val| {
+            v.push((pod(k), per_cpu::<u64>(val, cpus).iter().sum()))
+        })
+        .map_err(io_err(MAP_FLOW_EXTRA))?;
+        Ok(v)
     }
 }
 
 impl MapSource for AyaMaps {
     fn snapshot(&mut self) -> Result<KernelSnapshot, KernelError> {
+        let cpus = self.cpus;
         let mut s = KernelSnapshot::default();
         for i in 0..counter::COUNT {
             let v = self.counters.get(&i, 0).map_err(map_err(MAP_COUNTERS))?;
             s.counters.push(v.iter().sum());
         }
-        for item in self.flows.iter() {
-            let (k, v) = item.map_err(map_err(MAP_FLOWS))?;
-            s.flows.push((k, v.to_vec()));
-        }
-        for item in self.extra.iter() {
-            let (k, v) = item.map_err(map_err(MAP_FLOW_EXTRA))?;
-            s.extra.push((k, v.iter().sum()));
-        }
-        for item in self.pfc.iter() {
-            let (k, v) = item.map_err(map_err(MAP_PFC))?;
+        let flow_len = stride::<FlowCounters>() * cpus;
+        batch::for_each(self.flows.fd().as_fd(), std::mem::size_of::<FlowKey>(), flow_len, |k, v| {
+            s.flows.push((pod(k), per_cpu(v, cpus)))
+        })
+        .map_err(io_err(MAP_FLOWS))?;
+        s.extra = self.extra_entries()?;
+        let pfc_len = stride::<PfcCounters>() * cpus;
+        batch::for_each(self.pfc.fd().as_fd(), std::mem::size_of::<PfcKey>(), pfc_len, |k, v| {
             let mut sum = PfcCounters::default();
-            for c in v.iter().filter(|c| c.frames > 0) {
+            for c in per_cpu::<PfcCounters>(v, cpus).iter().filter(|c| c.frames > 0) {
                 sum.first_ns = if sum.frames == 0 { c.first_ns } else { sum.first_ns.min(c.first_ns) };
                 sum.frames += c.frames;
                 sum.xoff += c.xoff;
@@ -90,8 +138,9 @@ impl MapSource for AyaMaps {
                 sum.quanta += c.quanta;
                 sum.last_ns = sum.last_ns.max(c.last_ns);
             }
-            s.pfc.push((k, sum));
-        }
+            s.pfc.push((pod(k), sum));
+        })
+        .map_err(io_err(MAP_PFC))?;
         Ok(s)
     }
 
@@ -100,14 +149,11 @@ impl MapSource for AyaMaps {
             return Ok(());
         }
         let gone: std::collections::HashSet<&FlowKey> = keys.iter().collect();
-        let extra: Vec<ExtraKey> =
-            self.extra.keys().filter_map(Result::ok).filter(|k| gone.contains(&k.flow)).collect();
         for k in keys {
-            // A flow that vanished already is not an error.
-            let _ = self.flows.remove(k);
+            batch::delete(self.flows.fd().as_fd(), key_bytes(k)).map_err(io_err(MAP_FLOWS))?;
         }
-        for k in &extra {
-            let _ = self.extra.remove(k);
+        for (k, _) in self.extra_entries()?.iter().filter(|(k, _)| gone.contains(&k.flow)) {
+            batch::delete(self.extra.fd().as_fd(), key_bytes(k)).map_err(io_err(MAP_FLOW_EXTRA))?;
         }
         Ok(())
     }
@@ -116,9 +162,7 @@ impl MapSource for AyaMaps {
         let mut n = 0;
         while let Some(item) = self.events.next() {
             if item.len() >= std::mem::size_of::<Event>() {
-                // SAFETY: the program writes whole `Event`s (repr(C), plain integers).
-                let e: Event = unsafe { std::ptr::read_unaligned(item.as_ptr() as *const Event) };
-                f(&e);
+                f(&pod::<Event>(&item));
             }
             n += 1;
         }

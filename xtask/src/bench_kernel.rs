@@ -1,0 +1,190 @@
+//! `cargo xtask bench-kernel` (root): the XDP program's cost per frame with BPF_PROG_TEST_RUN
+//! against a plain XDP_PASS program in the same run; a replay at maximum rate over veth for
+//! ≥ 10 s with every frame accounted; the agent's CPU with 10 k active flows at 1 s interval.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use analyzer::kernel::load::{LoadOptions, load, program_fd};
+use analyzer::kernel::test_run::{pin_to_cpu, test_run};
+use analyzer::synth::pcap::{PcapOptions, Record, write_pcap};
+use analyzer::synth::{Roce, pfc, udp_ipv4};
+use analyzer_common::maps::{PROGRAM, PROGRAM_BASELINE};
+use analyzer_common::opcode::{CNP, op};
+use analyzer_common::wire::ext::{Aeth, Reth};
+use anyhow::{Context, bail};
+use tests::netns::{Agent, Netns};
+
+/// Frames, and whether the program writes an event for them (CNP, PFC).
+fn frames() -> Vec<(&'static str, Vec<u8>, bool)> {
+    let mut w = Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, op::RDMA_WRITE_FIRST, 0x123, 7).payload(1024);
+    w.ext.reth = Reth { va: 0x1000, rkey: 1, dma_len: 65536 };
+    let mut ack = Roce::v4([10, 0, 0, 2], [10, 0, 0, 1], 49152, op::ACKNOWLEDGE, 0x321, 7);
+    ack.ext.aeth = Aeth::ack(31, 1);
+    vec![
+        ("RoCE RDMA WRITE FIRST", w.build(), false),
+        ("RoCE ACK", ack.build(), false),
+        ("CNP", Roce::v4([10, 0, 0, 2], [10, 0, 0, 1], 49152, CNP, 0x321, 0).build(), true),
+        ("PFC", pfc([2, 0, 0, 0, 7, 1], 1 << 3, [0, 0, 0, 0xFFFF, 0, 0, 0, 0]), true),
+        ("non-RoCE UDP", udp_ipv4([10, 0, 0, 9], [10, 0, 0, 1], 5353, 5353, 64), false),
+    ]
+}
+
+/// Events that fit in the default ring buffer (1 MiB of 208-byte events plus headers).
+const EVENT_RUNS: u32 = 4000;
+
+fn prog_test_run(repeat: u32) -> anyhow::Result<()> {
+    pin_to_cpu(0)?;
+    println!("### BPF_PROG_TEST_RUN (median of 5 measurements)\n");
+    println!("| frame | runs | roce-analyzer ns/frame | XDP_PASS ns/frame | difference ns |");
+    println!("|---|---:|---:|---:|---:|");
+    for (name, f, event) in frames() {
+        // Frames that write an event are run fewer times, so that every run finds room in
+        // the ring buffer (the agent is not draining it here): the real path is measured.
+        let runs = if event { EVENT_RUNS } else { repeat };
+        let median = |prog: &str| -> anyhow::Result<u32> {
+            let mut v = Vec::new();
+            for _ in 0..5 {
+                // A fresh load each time: empty maps and ring buffer.
+                let ebpf = load(LoadOptions::default(), &[PROGRAM, PROGRAM_BASELINE])?;
+                v.push(test_run(program_fd(&ebpf, prog)?, &f, runs, None)?.duration_ns);
+            }
+            v.sort_unstable();
+            Ok(v[2])
+        };
+        let (a, b) = (median(PROGRAM)?, median(PROGRAM_BASELINE)?);
+        println!("| {name} ({} bytes) | {runs} | {a} | {b} | {} |", f.len(), a as i64 - b as i64);
+    }
+    Ok(())
+}
+
+/// A capture of `flows` RoCE flows, one WRITE ONLY frame each.
+fn flows_capture(path: &Path, flows: u32) -> anyhow::Result<()> {
+    let recs: Vec<Record> = (0..flows)
+        .map(|i| {
+            let r = Roce::v4(
+                [10, 1, (i >> 8) as u8, i as u8],
+                [10, 2, 0, 1],
+                0xC000 | (i as u16 & 0x3FFF),
+                op::RDMA_WRITE_ONLY,
+                0x100 + i,
+                i,
+            )
+            .payload(64);
+            Record::new(1_000 * i as u64, r.build())
+        })
+        .collect();
+    std::fs::write(path, write_pcap(Vec::new(), PcapOptions::default(), &recs)?)?;
+    Ok(())
+}
+
+fn report_of(json: &Path) -> anyhow::Result<serde_json::Value> {
+    Ok(serde_json::from_slice(&std::fs::read(json)?)?)
+}
+
+/// CPU seconds (user + system) a process has used, from /proc/PID/stat.
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = &stat[stat.rfind(')').context("stat format")? + 2..];
+    let f: Vec<&str> = after.split(' ').collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok((f[11].parse::<u64>()? + f[12].parse::<u64>()?) as f64 / hz)
+}
+
+/// Replays `file` with `--loop N` and returns (frames sent, seconds).
+fn replay_loops(ns: &Netns, file: &Path, loops: u64) -> anyhow::Result<(u64, Duration)> {
+    let started = Instant::now();
+    let out = ns
+        .cmd(tests::tools::binary())
+        .args(["replay"])
+        .arg(file)
+        .args(["-i", "va", "--loop", &loops.to_string()])
+        .output()?;
+    if !out.status.success() {
+        bail!("replay: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stderr);
+    let sent = text.split("sent ").nth(1).and_then(|s| s.split(' ').next()).context("replay output")?.parse()?;
+    Ok((sent, started.elapsed()))
+}
+
+/// One replay of `file` at maximum rate lasting at least `at_least` (loops calibrated first;
+/// the calibration's frames are counted too).
+fn replay_for(ns: &Netns, file: &Path, at_least: Duration) -> anyhow::Result<(u64, Duration)> {
+    let mut loops_done = 200;
+    let (mut sent, mut took) = replay_loops(ns, file, loops_done)?;
+    while took < at_least {
+        // Process start-up is amortised over many loops; aim a little past what is left.
+        let per_loop = took.as_secs_f64() / loops_done as f64;
+        let loops = ((at_least - took).as_secs_f64() / per_loop * 1.1).ceil().max(1.0) as u64;
+        let (n, t) = replay_loops(ns, file, loops)?;
+        sent += n;
+        took += t;
+        loops_done += loops;
+    }
+    Ok((sent, took))
+}
+
+fn veth(seconds: u64) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let ns = Netns::new("bench");
+    let json = dir.path().join("live.json");
+    let example = tests::fixtures::data_dir().join("example.pcap");
+    let agent = Agent::start(&ns, &["--xdp-mode", "native", "-q", "--json", json.to_str().unwrap()]);
+    let (sent, took) = replay_for(&ns, &example, Duration::from_secs(seconds))?;
+    std::thread::sleep(Duration::from_millis(500));
+    let (code, _, err) = agent.stop();
+    if code != Some(0) {
+        bail!("agent: {}", err.join("\n"));
+    }
+    let v = report_of(&json)?;
+    let frames = v["capture"]["frames"].as_u64().unwrap_or(0);
+    println!("\n### Replay at maximum rate over veth (native XDP), example.pcap in a loop\n");
+    println!("| frames sent | seconds | frames/s | frames in the live report | lost (counted) |");
+    println!("|---:|---:|---:|---:|---|");
+    println!(
+        "| {sent} | {:.1} | {:.0} | {frames} | {} |",
+        took.as_secs_f64(),
+        sent as f64 / took.as_secs_f64(),
+        v["capture"]["dropped"]
+    );
+    if frames != sent {
+        println!("\n**{} frames sent but not in the report**", sent as i64 - frames as i64);
+    }
+
+    let flows = dir.path().join("flows.pcap");
+    flows_capture(&flows, 10_000)?;
+    let json = dir.path().join("flows.json");
+    let agent = Agent::start(&ns, &["--interval", "1s", "-q", "--json", json.to_str().unwrap()]);
+    let pid = agent.pid();
+    let cpu0 = cpu_seconds(pid)?;
+    let (sent, took) = replay_for(&ns, &flows, Duration::from_secs(seconds))?;
+    let cpu = cpu_seconds(pid)? - cpu0;
+    let (code, _, err) = agent.stop();
+    if code != Some(0) {
+        bail!("agent: {}", err.join("\n"));
+    }
+    let v = report_of(&json)?;
+    println!("\n### Agent CPU with 10 000 active flows, 1 s interval\n");
+    println!("| seconds | frames sent | flows in the report | agent CPU seconds | share of one core |");
+    println!("|---:|---:|---:|---:|---:|");
+    println!(
+        "| {:.1} | {sent} | {} | {cpu:.3} | {:.2} % |",
+        took.as_secs_f64(),
+        v["flows"].as_array().map_or(0, |f| f.len()),
+        100.0 * cpu / took.as_secs_f64()
+    );
+    Ok(())
+}
+
+pub fn run(repeat: u32, seconds: u64) -> anyhow::Result<()> {
+    if !tests::tools::is_root() {
+        bail!("bench-kernel needs root (BPF, network namespaces)");
+    }
+    let bin = crate::bench::analyzer_binary()?;
+    // SAFETY: set before any other thread of this process exists.
+    unsafe { std::env::set_var("ROCE_ANALYZER_BIN", &bin) };
+    prog_test_run(repeat)?;
+    veth(seconds)
+}

@@ -68,21 +68,14 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async move {
         let mut ebpf = load(opts.load, &[analyzer_common::maps::PROGRAM])?;
-        if opts.load.kernel_log
-            && let Ok(logger) = aya_log::EbpfLogger::init(&mut ebpf)
-        {
-            // SAFETY: the logger owns its ring-buffer fd, which stays open while the AsyncFd
-            // (which owns the logger) is registered.
-            let mut logger =
-                unsafe { tokio::io::unix::AsyncFd::register_with_interest(logger, tokio::io::Interest::READABLE) }
-                    .map_err(|e| e.into_parts().1)?;
-            tokio::spawn(async move {
-                while let Ok(mut guard) = logger.readable_mut().await {
-                    guard.get_inner_mut().flush();
-                    guard.clear_ready();
-                }
-            });
-        }
+        // The program's log lines (aya-log) go through the `log` crate; they are read on the
+        // event-drain tick and once more at the end.
+        let mut logger = match opts.load.kernel_log {
+            true => {
+                Some(aya_log::EbpfLogger::init(&mut ebpf).map_err(|e| KernelError::Load(format!("kernel log: {e}")))?)
+            }
+            false => None,
+        };
         let (mode, fallback) = attach(&mut ebpf, &opts.iface, opts.mode)?;
         notify(Notice::Attached { mode, fallback: fallback.as_deref() });
         let mut maps = AyaMaps::new(&mut ebpf)?;
@@ -116,6 +109,9 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
                 _ = tick.tick() => false,
                 _ = drain.tick() => {
                     drain_events(&mut maps, &mut engine, &clock, acc.source);
+                    if let Some(l) = &mut logger {
+                        l.flush();
+                    }
                     continue;
                 }
                 _ = sigint.recv() => true,
@@ -133,6 +129,9 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
                 engine.visibility.rdma_devices = devices.clone();
                 notify(Notice::HardwareBypass { devices: &devices });
             }
+        }
+        if let Some(l) = &mut logger {
+            l.flush();
         }
         if roce_frames(&engine) == 0 && !devices.is_empty() {
             engine.visibility.rdma_devices = devices;

@@ -76,6 +76,15 @@ fn offline(args: &AnalyzeArgs) -> anyhow::Result<Engine> {
 }
 
 fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Engine> {
+    if args.kernel_log {
+        // aya-log hands the program's lines to the `log` crate; print them on stderr.
+        // Only the program's own lines (target roce_analyzer), and warnings from the rest.
+        let _ = tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_env_filter(tracing_subscriber::EnvFilter::new("warn,roce_analyzer=trace"))
+            .try_init();
+    }
     let opts = LiveOptions {
         iface: iface.to_string(),
         mode: args.xdp_mode,

@@ -124,15 +124,41 @@ pub struct PfcKey {
 
 pub const PAUSE_PRIORITY: u8 = 8;
 
+/// Pause frames of one sender and priority (or one 802.3x sender): the same counters in the
+/// kernel map and in the host engine, updated by the same [`PfcCounters::record`].
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PfcCounters {
+    /// Frames that carried a quanta for this priority.
     pub frames: u64,
+    /// Quanta > 0: pause.
     pub xoff: u64,
+    /// Quanta = 0: resume.
     pub xon: u64,
+    /// Sum of quanta (512 bit times each).
     pub quanta: u64,
     pub first_ns: u64,
     pub last_ns: u64,
+}
+
+impl PfcCounters {
+    /// Accounts one frame with `quanta` at time `now`.
+    #[inline(always)]
+    pub fn record(&mut self, now: u64, quanta: u16) {
+        if self.frames == 0 || now < self.first_ns {
+            self.first_ns = now;
+        }
+        if now > self.last_ns {
+            self.last_ns = now;
+        }
+        self.frames += 1;
+        if quanta > 0 {
+            self.xoff += 1;
+        } else {
+            self.xon += 1;
+        }
+        self.quanta += quanta as u64;
+    }
 }
 
 pub mod event_kind {

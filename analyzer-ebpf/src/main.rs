@@ -226,8 +226,7 @@ fn pfc_one(mac: [u8; 6], priority: u8, quanta: u16, now: u64) {
     let c = match PFC.get_ptr_mut(&key) {
         Some(c) => c,
         None => {
-            let init = PfcCounters { first_ns: now, ..Default::default() };
-            if PFC.insert(&key, &init, 0).is_err() {
+            if PFC.insert(&key, &PfcCounters::default(), 0).is_err() {
                 count(counter::PFC_MAP_FULL);
                 return;
             }
@@ -238,18 +237,7 @@ fn pfc_one(mac: [u8; 6], priority: u8, quanta: u16, now: u64) {
         }
     };
     // SAFETY: this CPU's value.
-    let c = unsafe { &mut *c };
-    if c.frames == 0 {
-        c.first_ns = now;
-    }
-    c.frames += 1;
-    if quanta > 0 {
-        c.xoff += 1;
-    } else {
-        c.xon += 1;
-    }
-    c.quanta += quanta as u64;
-    c.last_ns = now;
+    unsafe { (*c).record(now, quanta) };
 }
 
 /// An event stamped now with the precise clock.

@@ -1,11 +1,9 @@
 //! The committed captures are what the generator writes, and every frame lands in the class
 //! it was built to be.
 
-use analyzer::capture::pcap::read_file;
 use analyzer::engine::{Engine, FrameMeta};
-use analyzer::frames;
 use analyzer_common::{FrameClass, PacketSummary};
-use tests::fixtures::{self, data_dir};
+use tests::fixtures::{self, data_dir, decode_file};
 
 #[test]
 fn committed_fixtures_match_the_generator() {
@@ -26,23 +24,12 @@ fn committed_fixtures_match_the_generator() {
 #[test]
 fn every_frame_lands_in_its_intended_class() {
     for f in fixtures::all() {
-        let path = data_dir().join(f.name);
-        let mut got = Vec::new();
-        let mut s = PacketSummary::zeroed();
-        read_file(
-            &path,
-            |r| {
-                frames::decode(r.link, r.data, r.orig_len, &mut s);
-                got.push((s.class(), r.ts_ns, r.orig_len));
-            },
-            |_| {},
-        )
-        .unwrap();
+        let got = decode_file(&data_dir().join(f.name));
         assert_eq!(got.len(), f.frames.len(), "{}: record count", f.name);
-        for (i, (frame, (class, ts, orig))) in f.frames.iter().zip(&got).enumerate() {
-            assert_eq!(*class, frame.class, "{} frame {}: class", f.name, i + 1);
-            assert_eq!(*ts, frame.record.ts_ns, "{} frame {}: timestamp", f.name, i + 1);
-            assert_eq!(*orig, frame.record.orig_len, "{} frame {}: original length", f.name, i + 1);
+        for (i, (frame, d)) in f.frames.iter().zip(&got).enumerate() {
+            assert_eq!(d.summary.class(), frame.class, "{} frame {}: class", f.name, i + 1);
+            assert_eq!(d.ts_ns, frame.record.ts_ns, "{} frame {}: timestamp", f.name, i + 1);
+            assert_eq!(d.orig_len, frame.record.orig_len, "{} frame {}: original length", f.name, i + 1);
         }
     }
 }
@@ -52,16 +39,9 @@ fn engine_counts_every_frame_exactly_once() {
     for f in fixtures::all() {
         let mut engine = Engine::new();
         let src = engine.add_source("pcap", f.name, f.name);
-        let mut s = PacketSummary::zeroed();
-        read_file(
-            &data_dir().join(f.name),
-            |r| {
-                frames::decode(r.link, r.data, r.orig_len, &mut s);
-                engine.observe(FrameMeta { ts_ns: r.ts_ns, source: src }, &s);
-            },
-            |_| {},
-        )
-        .unwrap();
+        for d in decode_file(&data_dir().join(f.name)) {
+            engine.observe(FrameMeta { ts_ns: d.ts_ns, source: src }, &d.summary);
+        }
         assert_eq!(engine.classes, f.class_counts(), "{}: classes", f.name);
         assert_eq!(engine.frames, f.frames.len() as u64, "{}", f.name);
         let flow_packets: u64 = engine.flows.stats.iter().map(|s| s.packets).sum();
@@ -73,17 +53,7 @@ fn engine_counts_every_frame_exactly_once() {
 #[test]
 fn snap_length_keeps_headers_that_are_present() {
     let f = fixtures::all().into_iter().find(|f| f.name == "snaplen.pcap").unwrap();
-    let mut sums = Vec::new();
-    read_file(
-        &data_dir().join(f.name),
-        |r| {
-            let mut s = PacketSummary::zeroed();
-            frames::decode(r.link, r.data, r.orig_len, &mut s);
-            sums.push(s);
-        },
-        |_| {},
-    )
-    .unwrap();
+    let sums: Vec<PacketSummary> = decode_file(&data_dir().join(f.name)).iter().map(|d| d.summary).collect();
     // 128-byte cut: the RETH of the WRITE FIRST is decoded; bytes use the original length.
     assert_eq!(sums[0].ext_missing, 0);
     assert_eq!(sums[0].reth_dma_len, fixtures::full(0x06, 0).ext.reth.dma_len);
@@ -98,18 +68,8 @@ fn snap_length_keeps_headers_that_are_present() {
 
 #[test]
 fn mirrored_frames_are_analysed_as_the_inner_frame() {
-    let f = fixtures::all().into_iter().find(|f| f.name == "erspan.pcap").unwrap();
-    let mut sums = Vec::new();
-    read_file(
-        &data_dir().join(f.name),
-        |r| {
-            let mut s = PacketSummary::zeroed();
-            frames::decode(r.link, r.data, r.orig_len, &mut s);
-            sums.push((s, r.orig_len));
-        },
-        |_| {},
-    )
-    .unwrap();
+    let sums: Vec<(PacketSummary, u32)> =
+        decode_file(&data_dir().join("erspan.pcap")).iter().map(|d| (d.summary, d.orig_len)).collect();
     use analyzer_common::summary::encap;
     let kinds: Vec<u8> = sums.iter().map(|(s, _)| s.encap).collect();
     assert_eq!(

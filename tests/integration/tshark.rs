@@ -4,48 +4,12 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use analyzer::capture::pcap::read_file;
-use analyzer::frames;
 use analyzer::report::names::opcode_name;
 use analyzer_common::opcode::ext;
 use analyzer_common::{FrameClass, PacketSummary};
 use serde_json::Value;
 use tests::fixtures::{self, Fixture, data_dir};
-use tests::tools::{require, run};
-
-const FIELDS: &[&str] = &[
-    "frame.len",
-    "eth.src",
-    "ip.src",
-    "ip.dst",
-    "ipv6.src",
-    "ipv6.dst",
-    "infiniband.grh.sgid",
-    "infiniband.grh.dgid",
-    "udp.srcport",
-    "infiniband.bth.opcode",
-    "infiniband.bth.destqp",
-    "infiniband.bth.psn",
-    "infiniband.bth.a",
-    "infiniband.reth.dmalen",
-    "infiniband.aeth.syndrome",
-    "ip.dsfield.ecn",
-    "ip.dsfield.dscp",
-    "ipv6.tclass.ecn",
-    "ipv6.tclass.dscp",
-    "infiniband.grh.tclass",
-    "macc.opcode",
-    "macc.cbfc.enbv",
-    "macc.cbfc.pause_time.c0",
-    "macc.cbfc.pause_time.c1",
-    "macc.cbfc.pause_time.c2",
-    "macc.cbfc.pause_time.c3",
-    "macc.cbfc.pause_time.c4",
-    "macc.cbfc.pause_time.c5",
-    "macc.cbfc.pause_time.c6",
-    "macc.cbfc.pause_time.c7",
-    "macc.pause_time",
-];
+use tests::tools::{TSHARK_FIELDS as FIELDS, require, run};
 
 /// Where Wireshark 4.0 (Debian 12) cannot serve as the oracle for extended headers, so only
 /// the BTH is compared (those headers are covered by byte-array tests in analyzer-common):
@@ -112,18 +76,7 @@ fn cooked_extra(f: &Fixture) -> u64 {
 }
 
 fn summaries(f: &Fixture) -> Vec<PacketSummary> {
-    let mut v = Vec::new();
-    read_file(
-        &data_dir().join(f.name),
-        |r| {
-            let mut s = PacketSummary::zeroed();
-            frames::decode(r.link, r.data, r.orig_len, &mut s);
-            v.push(s);
-        },
-        |_| {},
-    )
-    .unwrap();
-    v
+    fixtures::decode_file(&data_dir().join(f.name)).iter().map(|d| d.summary).collect()
 }
 
 fn addr(s: &PacketSummary, src: bool) -> String {

@@ -53,6 +53,30 @@ impl Fixture {
     }
 }
 
+/// One decoded record of a capture file.
+#[derive(Debug, Clone, Copy)]
+pub struct Decoded {
+    pub summary: analyzer_common::PacketSummary,
+    pub ts_ns: u64,
+    pub orig_len: u32,
+}
+
+/// Reads a capture through the analyzer's reader and frame path, record by record.
+pub fn decode_file(path: &Path) -> Vec<Decoded> {
+    let mut v = Vec::new();
+    analyzer::capture::pcap::read_file(
+        path,
+        |r| {
+            let mut summary = analyzer_common::PacketSummary::zeroed();
+            analyzer::frames::decode(r.link, r.data, r.orig_len, &mut summary);
+            v.push(Decoded { summary, ts_ns: r.ts_ns, orig_len: r.orig_len });
+        },
+        |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    v
+}
+
 /// A malformed input file and the error it must produce.
 #[derive(Debug, Clone)]
 pub struct BadInput {

@@ -58,3 +58,39 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// The tshark fields the differential test compares (and the benchmark extracts): addresses,
+/// UDP source port, BTH, RETH DMA length, AETH syndrome, ECN/DSCP, GRH, MAC control.
+pub const TSHARK_FIELDS: &[&str] = &[
+    "frame.len",
+    "eth.src",
+    "ip.src",
+    "ip.dst",
+    "ipv6.src",
+    "ipv6.dst",
+    "infiniband.grh.sgid",
+    "infiniband.grh.dgid",
+    "udp.srcport",
+    "infiniband.bth.opcode",
+    "infiniband.bth.destqp",
+    "infiniband.bth.psn",
+    "infiniband.bth.a",
+    "infiniband.reth.dmalen",
+    "infiniband.aeth.syndrome",
+    "ip.dsfield.ecn",
+    "ip.dsfield.dscp",
+    "ipv6.tclass.ecn",
+    "ipv6.tclass.dscp",
+    "infiniband.grh.tclass",
+    "macc.opcode",
+    "macc.cbfc.enbv",
+    "macc.cbfc.pause_time.c0",
+    "macc.cbfc.pause_time.c1",
+    "macc.cbfc.pause_time.c2",
+    "macc.cbfc.pause_time.c3",
+    "macc.cbfc.pause_time.c4",
+    "macc.cbfc.pause_time.c5",
+    "macc.cbfc.pause_time.c6",
+    "macc.cbfc.pause_time.c7",
+    "macc.pause_time",
+];

@@ -13,23 +13,6 @@ use analyzer::synth::pcap::{PcapOptions, write_pcap};
 use analyzer::synth::scenario::{ScenarioOptions, cluster};
 use anyhow::{Context, bail};
 
-/// The fields the tshark differential test compares (tests/integration/tshark.rs).
-const TSHARK_FIELDS: &[&str] = &[
-    "frame.len",
-    "ip.src",
-    "ip.dst",
-    "udp.srcport",
-    "infiniband.bth.opcode",
-    "infiniband.bth.destqp",
-    "infiniband.bth.psn",
-    "infiniband.bth.a",
-    "infiniband.reth.dmalen",
-    "infiniband.aeth.syndrome",
-    "ip.dsfield.ecn",
-    "ip.dsfield.dscp",
-    "macc.cbfc.enbv",
-];
-
 struct Run {
     seconds: f64,
     max_rss_kib: i64,
@@ -109,7 +92,7 @@ pub fn run(frames: usize, repeat: usize) -> anyhow::Result<()> {
     let a4 = ours(&small)?;
     let mut t = Command::new("tshark");
     t.args(["-n", "-r"]).arg(&big).args(["-T", "fields"]);
-    for f in TSHARK_FIELDS {
+    for f in tests::tools::TSHARK_FIELDS {
         t.args(["-e", f]);
     }
     let ts = measure(&mut t)?;
@@ -131,7 +114,7 @@ pub fn run(frames: usize, repeat: usize) -> anyhow::Result<()> {
     );
     println!(
         "| tshark -T fields ({} fields) | {n} | {:.3} | {:.3} M | {:.1} |",
-        TSHARK_FIELDS.len(),
+        tests::tools::TSHARK_FIELDS.len(),
         ts.seconds,
         fps(&ts, n) / 1e6,
         ts.max_rss_kib as f64 / 1024.0

@@ -49,9 +49,11 @@ pub enum LiveError {
     Runtime(#[from] std::io::Error),
 }
 
-/// RDMA devices behind a network interface (e.g. mlx5_0 for a ConnectX port).
-pub fn rdma_devices(iface: &str) -> Vec<String> {
-    let dir = std::path::Path::new("/sys/class/net").join(iface).join("device/infiniband");
+/// RDMA devices of a hardware NIC behind a network interface (e.g. mlx5_0 for a ConnectX
+/// port), from `SYSFS/class/net/IFACE/device/infiniband`. Soft-RoCE (rxe) devices have no
+/// such parent device: their RoCE goes through the kernel, and XDP sees it.
+pub fn rdma_devices(sysfs: &std::path::Path, iface: &str) -> Vec<String> {
+    let dir = sysfs.join("class/net").join(iface).join("device/infiniband");
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
@@ -85,7 +87,7 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
         let clock = Clock::now();
         let start_wall = clock.wall(clock_ns(libc::CLOCK_MONOTONIC));
         let started = Instant::now();
-        let devices = rdma_devices(&opts.iface);
+        let devices = rdma_devices(std::path::Path::new("/sys"), &opts.iface);
         let mut bypass_said = false;
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -173,4 +175,31 @@ fn poll(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Report, RunKind};
+
+    #[test]
+    fn hardware_rnic_is_found_and_its_blindness_stated() {
+        let sys = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(sys.path().join("class/net/eth0/device/infiniband/mlx5_0")).unwrap();
+        std::fs::create_dir_all(sys.path().join("class/net/veth0")).unwrap();
+        assert_eq!(rdma_devices(sys.path(), "eth0"), vec!["mlx5_0".to_string()]);
+        assert!(rdma_devices(sys.path(), "veth0").is_empty());
+        assert!(rdma_devices(sys.path(), "missing0").is_empty());
+
+        let mut e = Engine::new();
+        e.add_source("live", "eth0", "eth0");
+        e.visibility.rdma_devices = vec!["mlx5_0".into()];
+        let r = Report::from_engine(&e, RunKind::Live);
+        let note = r.visibility.iter().find(|n| n.code == "hardware_roce_bypass").expect("note");
+        assert!(
+            note.message.contains("mlx5_0") && note.message.contains("bypass")
+                || note.message.contains("without the kernel")
+        );
+        assert!(!r.visibility.iter().any(|n| n.code == "no_roce"), "one note, not two");
+    }
 }

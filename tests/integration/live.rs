@@ -233,3 +233,31 @@ fn attach_errors_are_clear() {
         panic!("setpriv (util-linux) is missing: it is part of every Debian install");
     }
 }
+
+#[test]
+fn replay_keeps_the_capture_pacing_scaled_by_speed() {
+    if !privileged("replay_keeps_the_capture_pacing_scaled_by_speed") {
+        return;
+    }
+    use analyzer::synth::pcap::Record;
+    let ns = Netns::new("pace");
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("paced.pcap");
+    // Three frames 200 ms apart: 400 ms of capture time.
+    let frame = analyzer::synth::udp_ipv4([10, 0, 0, 1], [10, 0, 0, 2], 1000, 2000, 32);
+    let recs: Vec<Record> = (0..3).map(|i| Record::new(fixtures::T0 + i * 200_000_000, frame.clone())).collect();
+    std::fs::write(&p, write_pcap(Vec::new(), PcapOptions::default(), &recs).unwrap()).unwrap();
+    let timed = |speed: &str| {
+        let started = Instant::now();
+        let out =
+            ns.cmd(tests::tools::binary()).arg("replay").arg(&p).args(["-i", "va", "--speed", speed]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("sent 3 frames"), "{out:?}");
+        started.elapsed()
+    };
+    let original = timed("1.0");
+    let faster = timed("4");
+    assert!(original >= Duration::from_millis(400), "--speed 1.0 keeps the 400 ms: {original:?}");
+    assert!(faster >= Duration::from_millis(100), "--speed 4 takes a quarter: {faster:?}");
+    assert!(faster < original, "--speed 4 ({faster:?}) is faster than 1.0 ({original:?})");
+}

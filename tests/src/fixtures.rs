@@ -189,7 +189,13 @@ fn vlans() -> Fixture {
     b.add(FrameClass::Pfc, p);
     r.vlans = vec![Vlan::qinq(1, 1), Vlan::dot1q(2, 2), Vlan::dot1q(3, 3)];
     b.add(FrameClass::TooManyVlanTags, r.build());
-    Fixture { name: "vlan.pcap", format: Format::Pcap(PcapOptions::default()), frames: b.frames }
+    // Microsecond timestamps, big-endian headers (the other byte order and resolutions are in
+    // nanosecond_be.pcap and the little-endian fixtures).
+    Fixture {
+        name: "vlan.pcap",
+        format: Format::Pcap(PcapOptions { big_endian: true, ..Default::default() }),
+        frames: b.frames,
+    }
 }
 
 fn ipv6() -> Fixture {

@@ -5,7 +5,7 @@
 //! * [`wire`]: typed, zero-copy views over header bytes (`Packet<T: AsRef<[u8]>>` with field
 //!   ranges and checked constructors) and `Repr` values that can `emit` headers for tests.
 //! * [`opcode`]: the IBTA opcode table: names and which extended headers follow each opcode.
-//! * [`classify`]: the frame classifier, generic over [`classify::FrameBytes`] so that the kernel
+//! * [`mod@classify`]: the frame classifier, generic over [`classify::FrameBytes`] so that the kernel
 //!   program (bounds-checked packet reads) and the host (byte slices) run the same code.
 //! * [`summary`]: the `#[repr(C)]` per-frame result both sides fill.
 //! * [`flow`]: flow keys and the per-flow counters of the kernel maps.

@@ -1,4 +1,4 @@
-//! The per-frame result of [`crate::classify`], filled identically by the XDP program and the
+//! The per-frame result of [`crate::classify()`], filled identically by the XDP program and the
 //! host. Plain `#[repr(C)]` with explicit padding so it can live in BPF maps and be compared
 //! byte for byte between kernel and host.
 

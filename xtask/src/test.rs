@@ -1,6 +1,7 @@
-//! `cargo xtask test`: the whole test run on a fresh machine. Set-up (scripts/setup), format
-//! and lint checks, the fuzz targets must build, then every test of the workspace; ends with
-//! one line `summary: N passed, M failed` over all test binaries.
+//! `cargo xtask test`: the whole test run on a fresh machine. Set-up (scripts/setup), format,
+//! lint and doc checks, the committed XDP object must match its sources, the fuzz targets must
+//! build, then every test of the workspace; ends with one line `summary: N passed, M failed`
+//! over all test binaries.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -61,6 +62,24 @@ pub fn run(no_setup: bool) -> anyhow::Result<()> {
             "-D",
             "warnings",
         ]),
+    )?;
+    step(
+        "docs",
+        Command::new("cargo")
+            .args([
+                "doc",
+                "--quiet",
+                "--no-deps",
+                "-p",
+                "analyzer-common",
+                "-p",
+                "analyzer",
+                "-p",
+                "tests",
+                "-p",
+                "xtask",
+            ])
+            .env("RUSTDOCFLAGS", "-D warnings"),
     )?;
     step("committed XDP object matches the sources", Command::new("cargo").args(["xtask", "ebpf", "--check"]))?;
     step("fuzz targets build", Command::new("cargo").args(["build", "--quiet", "--manifest-path", "fuzz/Cargo.toml"]))?;

@@ -69,6 +69,9 @@ fn roce_frames(e: &Engine) -> u64 {
 pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Engine, LiveError> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async move {
+        // Before anything is attached: a SIGINT/SIGTERM from now on ends the run with a report.
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut ebpf = load(opts.load, &[analyzer_common::maps::PROGRAM])?;
         // The program's log lines (aya-log) go through the `log` crate; they are read on the
         // event-drain tick and once more at the end.
@@ -89,8 +92,6 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
         let started = Instant::now();
         let devices = rdma_devices(std::path::Path::new("/sys"), &opts.iface);
         let mut bypass_said = false;
-        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
         let mut tick = tokio::time::interval(opts.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -128,7 +129,6 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
             if !bypass_said && !devices.is_empty() && started.elapsed() >= opts.rdma_grace && roce_frames(&engine) == 0
             {
                 bypass_said = true;
-                engine.visibility.rdma_devices = devices.clone();
                 notify(Notice::HardwareBypass { devices: &devices });
             }
         }

@@ -13,7 +13,8 @@ Exit codes:
   0  the analysis ran and the report is complete
   1  error (unreadable or malformed input, I/O, privileges); the message names file and offset
   2  usage error
-  3  report written, but partial: an input ended inside a record";
+  3  report written, but partial: an input ended inside a record
+  4  a --fail-on gate tripped (each is printed with its value)";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -104,6 +105,12 @@ pub struct AnalyzeArgs {
     /// (the human summary is then not printed).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
+
+    /// CI gate: fail (exit 4) when `PATH OP NUMBER` holds over the JSON report, e.g.
+    /// `capture.classes.cnp>0` or `flows>=100` (a list compares by its length). Repeatable.
+    /// A path the report does not have is a usage error.
+    #[arg(long = "fail-on", value_name = "EXPR", value_parser = crate::report::gates::Gate::parse)]
+    pub fail_on: Vec<crate::report::gates::Gate>,
 
     /// Flows listed in the human summary and the live view.
     #[arg(long, default_value_t = 10, value_name = "N")]

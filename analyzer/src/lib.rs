@@ -26,4 +26,6 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The report was written but is partial: an input ended inside a record.
     pub const PARTIAL: u8 = 3;
+    /// A `--fail-on` gate tripped (takes precedence over PARTIAL).
+    pub const GATE: u8 = 4;
 }

@@ -54,6 +54,26 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
     if !args.quiet && !to_stdout {
         print!("{}", human::render(&report, args.top));
     }
+    if !args.fail_on.is_empty() {
+        let value = serde_json::to_value(&report).context("the report as JSON")?;
+        let mut tripped = false;
+        for gate in &args.fail_on {
+            match gate.check(&value) {
+                Ok(Some(v)) => {
+                    tripped = true;
+                    eprintln!("roce-analyzer: gate tripped: {gate} (value {v})");
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    eprintln!("roce-analyzer: error: {e}");
+                    return Ok(exit::USAGE);
+                }
+            }
+        }
+        if tripped {
+            return Ok(exit::GATE);
+        }
+    }
     Ok(if report.capture.partial { exit::PARTIAL } else { exit::OK })
 }
 

@@ -193,3 +193,43 @@ fn vantage_point_blind_spots_are_stated() {
             || String::from_utf8_lossy(&out.stdout).contains("Hardware RNICs")
     );
 }
+
+#[test]
+fn fail_on_gates_trip_with_their_values_and_exit_4() {
+    let example = path("example.pcap");
+    let cnp = fixtures::example().frames.iter().filter(|f| f.class == analyzer_common::FrameClass::Cnp).count();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = run(&[
+        "-q",
+        "-r",
+        &example,
+        "--json",
+        json.to_str().unwrap(),
+        "--fail-on",
+        "capture.classes.cnp>0",
+        "--fail-on",
+        "flows>=100",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(analyzer::exit::GATE as i32), "{err}");
+    assert!(err.contains(&format!("gate tripped: capture.classes.cnp>0 (value {cnp})")), "{err}");
+    assert!(!err.contains("flows>=100"), "a gate that holds not is not printed: {err}");
+    assert!(json.is_file(), "the report is written even when a gate trips");
+
+    let out = run(&["-q", "-r", &example, "--fail-on", "capture.classes.cnp>1000", "--fail-on", "flows<1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&["-q", "-r", &example, "--fail-on", "flows>=8"]);
+    assert_eq!(out.status.code(), Some(4), "8 flows: a list compares by its length");
+
+    let out = run(&["-q", "-r", &example, "--fail-on", "capture.classes.nosuch>0"]);
+    assert_eq!(out.status.code(), Some(2), "unknown path is a usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no `nosuch`"));
+    let out = run(&["-q", "-r", &example, "--fail-on", "capture.frames is big"]);
+    assert_eq!(out.status.code(), Some(2), "bad expression is a usage error");
+
+    let truncated = data_dir().join("bad").join("truncated_tail.pcap");
+    let t = truncated.to_str().unwrap();
+    assert_eq!(run(&["-q", "-r", t, "--fail-on", "capture.frames>0"]).status.code(), Some(4), "gate over partial");
+    assert_eq!(run(&["-q", "-r", t, "--fail-on", "capture.frames<0"]).status.code(), Some(3), "partial, no gate");
+}

@@ -4,6 +4,7 @@
 //! v1 is a contract: later versions add sections, never rename fields. Numbers are integers,
 //! timestamps Unix ns, flows sorted by key so that two runs give byte-identical JSON.
 
+pub mod gates;
 pub mod human;
 pub mod live_view;
 pub mod model;

@@ -1,0 +1,153 @@
+//! CI gates: `--fail-on PATH OP NUMBER` over the JSON report. A gate trips when its expression
+//! is true. A path names object keys (and array indices) with dots; a path that ends at a list
+//! compares the list's length. A path that does not exist is a usage error, never a silent pass.
+
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Gt,
+    Ge,
+    Lt,
+    Le,
+    Eq,
+    Ne,
+}
+
+impl Op {
+    fn symbol(self) -> &'static str {
+        match self {
+            Op::Gt => ">",
+            Op::Ge => ">=",
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Eq => "==",
+            Op::Ne => "!=",
+        }
+    }
+    fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            Op::Gt => a > b,
+            Op::Ge => a >= b,
+            Op::Lt => a < b,
+            Op::Le => a <= b,
+            Op::Eq => a == b,
+            Op::Ne => a != b,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gate {
+    pub path: Vec<String>,
+    pub op: Op,
+    pub number: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GateError {
+    #[error("--fail-on {gate}: the report has no `{missing}` (at `{at}`)")]
+    UnknownPath { gate: String, missing: String, at: String },
+    #[error("--fail-on {gate}: `{path}` is {what}, not a number or a list")]
+    NotANumber { gate: String, path: String, what: &'static str },
+}
+
+impl std::fmt::Display for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}{}", self.path.join("."), self.op.symbol(), self.number)
+    }
+}
+
+impl Gate {
+    /// Parses `PATH OP NUMBER`, e.g. `capture.classes.cnp>0`, `rtt_ns.p999 > 50000`.
+    pub fn parse(s: &str) -> Result<Gate, String> {
+        const OPS: [(&str, Op); 6] =
+            [(">=", Op::Ge), ("<=", Op::Le), ("==", Op::Eq), ("!=", Op::Ne), (">", Op::Gt), ("<", Op::Lt)];
+        let (at, sym, op) = OPS
+            .iter()
+            .filter_map(|(sym, op)| s.find(sym).map(|at| (at, *sym, *op)))
+            .min_by_key(|(at, sym, _)| (*at, std::cmp::Reverse(sym.len())))
+            .ok_or_else(|| format!("{s:?}: expected PATH OP NUMBER with OP one of > >= < <= == !="))?;
+        let path = s[..at].trim();
+        let number = s[at + sym.len()..].trim();
+        if path.is_empty() || path.split('.').any(str::is_empty) {
+            return Err(format!("{s:?}: empty path or path segment"));
+        }
+        let number: f64 = number.parse().map_err(|_| format!("{s:?}: {number:?} is not a number"))?;
+        Ok(Gate { path: path.split('.').map(str::to_string).collect(), op, number })
+    }
+
+    /// The value the gate compares: a number, or a list's length.
+    pub fn value(&self, report: &Value) -> Result<f64, GateError> {
+        let mut v = report;
+        for (i, seg) in self.path.iter().enumerate() {
+            let next = match v {
+                Value::Object(o) => o.get(seg),
+                Value::Array(a) => seg.parse::<usize>().ok().and_then(|n| a.get(n)),
+                _ => None,
+            };
+            v = next.ok_or_else(|| GateError::UnknownPath {
+                gate: self.to_string(),
+                missing: seg.clone(),
+                at: if i == 0 { "the top".into() } else { self.path[..i].join(".") },
+            })?;
+        }
+        match v {
+            Value::Number(n) => Ok(n.as_f64().unwrap_or(f64::NAN)),
+            Value::Array(a) => Ok(a.len() as f64),
+            Value::Bool(b) => Ok(*b as u8 as f64),
+            other => Err(GateError::NotANumber {
+                gate: self.to_string(),
+                path: self.path.join("."),
+                what: match other {
+                    Value::Object(_) => "an object",
+                    Value::String(_) => "a string",
+                    _ => "null",
+                },
+            }),
+        }
+    }
+
+    /// `Some(value)` when the gate trips.
+    pub fn check(&self, report: &Value) -> Result<Option<f64>, GateError> {
+        let v = self.value(report)?;
+        Ok(self.op.holds(v, self.number).then_some(v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse() {
+        let g = Gate::parse("capture.classes.cnp>0").unwrap();
+        assert_eq!((g.path.join("."), g.op, g.number), ("capture.classes.cnp".into(), Op::Gt, 0.0));
+        assert_eq!(Gate::parse("ecmp.observed.imbalance >= 1.5").unwrap().op, Op::Ge);
+        assert_eq!(Gate::parse("a<=2").unwrap().op, Op::Le);
+        assert_eq!(Gate::parse("a!=2").unwrap().op, Op::Ne);
+        assert_eq!(Gate::parse("a==-1").unwrap().number, -1.0);
+        assert!(Gate::parse("a>b").is_err());
+        assert!(Gate::parse("a..b>1").is_err());
+        assert!(Gate::parse(">1").is_err());
+        assert!(Gate::parse("a 1").is_err());
+    }
+
+    #[test]
+    fn check() {
+        let r: Value = serde_json::json!({"capture": {"classes": {"cnp": 6}, "partial": false},
+                                          "flows": [{"bytes": 10}, {"bytes": 20}], "kind": "offline"});
+        assert_eq!(Gate::parse("capture.classes.cnp>0").unwrap().check(&r), Ok(Some(6.0)));
+        assert_eq!(Gate::parse("capture.classes.cnp>6").unwrap().check(&r), Ok(None));
+        assert_eq!(Gate::parse("flows>=2").unwrap().check(&r), Ok(Some(2.0)), "a list compares by its length");
+        assert_eq!(Gate::parse("flows.1.bytes==20").unwrap().check(&r), Ok(Some(20.0)));
+        assert_eq!(Gate::parse("capture.partial==0").unwrap().check(&r), Ok(Some(0.0)));
+        assert!(matches!(
+            Gate::parse("capture.classes.nosuch>0").unwrap().check(&r),
+            Err(GateError::UnknownPath { missing, at, .. }) if missing == "nosuch" && at == "capture.classes"
+        ));
+        assert!(matches!(Gate::parse("flows.7.bytes>0").unwrap().check(&r), Err(GateError::UnknownPath { .. })));
+        assert!(matches!(Gate::parse("capture.classes>0").unwrap().check(&r), Err(GateError::NotANumber { .. })));
+        assert!(matches!(Gate::parse("kind>0").unwrap().check(&r), Err(GateError::NotANumber { .. })));
+    }
+}

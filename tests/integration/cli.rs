@@ -65,6 +65,7 @@ fn json_is_byte_identical_across_runs_and_written_atomically() {
         assert!(out.stdout.is_empty(), "--quiet prints nothing");
     }
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    tests::tools::read_report(&a);
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .filter_map(|e| e.ok())
@@ -232,4 +233,22 @@ fn fail_on_gates_trip_with_their_values_and_exit_4() {
     let t = truncated.to_str().unwrap();
     assert_eq!(run(&["-q", "-r", t, "--fail-on", "capture.frames>0"]).status.code(), Some(4), "gate over partial");
     assert_eq!(run(&["-q", "-r", t, "--fail-on", "capture.frames<0"]).status.code(), Some(3), "partial, no gate");
+}
+
+#[test]
+fn the_shipped_schema_accepts_reports_and_rejects_renames() {
+    let (v, _) = json_of(&["-r", &path("example.pcap")]);
+    assert!(tests::tools::schema_errors(&v).is_empty());
+    let mut renamed = v.clone();
+    let frames = renamed["capture"].as_object_mut().unwrap().remove("frames").unwrap();
+    renamed["capture"]["frame_count"] = frames;
+    let errors = tests::tools::schema_errors(&renamed);
+    assert!(errors.iter().any(|e| e.contains("frames")), "a missing field is caught: {errors:?}");
+    assert!(errors.iter().any(|e| e.contains("frame_count")), "an unknown field is caught: {errors:?}");
+    let mut float = v.clone();
+    float["flows"][0]["bytes"] = serde_json::json!(1.5);
+    assert!(!tests::tools::schema_errors(&float).is_empty(), "numbers are integers");
+    let mut kind = v;
+    kind["kind"] = serde_json::json!("batch");
+    assert!(!tests::tools::schema_errors(&kind).is_empty());
 }

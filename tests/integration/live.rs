@@ -79,7 +79,7 @@ fn live_report_and_log(ns: &Netns, args: &[&str], send: impl FnOnce()) -> (Value
     std::thread::sleep(Duration::from_millis(400));
     let (code, _, stderr) = agent.stop();
     assert_eq!(code, Some(0), "agent: {}", stderr.join("\n"));
-    (serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap(), stderr)
+    (tests::tools::read_report(&json), stderr)
 }
 
 fn replayable() -> Vec<Fixture> {
@@ -149,7 +149,7 @@ fn ordinary_traffic_crosses_while_attached() {
     assert!(ping.status.success(), "ping through the XDP interface: {}", String::from_utf8_lossy(&ping.stdout));
     let (code, _, _) = agent.stop();
     assert_eq!(code, Some(0));
-    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let v: Value = tests::tools::read_report(&json);
     assert!(v["capture"]["classes"]["non_roce"].as_u64().unwrap() >= 5, "echo requests seen: {v}");
     assert!(!ns.has_xdp("vb"), "detached after a clean stop");
 }

@@ -37,9 +37,42 @@ pub fn binary() -> PathBuf {
         .clone()
 }
 
-/// Runs `roce-analyzer` with `args`.
+/// Runs `roce-analyzer` with `args`. A report it writes to stdout (`--json -`) is checked
+/// against the shipped JSON Schema.
 pub fn run(args: &[&str]) -> Output {
-    Command::new(binary()).args(args).output().expect("roce-analyzer runs")
+    let out = Command::new(binary()).args(args).output().expect("roce-analyzer runs");
+    let json_to_stdout = args.windows(2).any(|w| w == ["--json", "-"]);
+    if json_to_stdout && matches!(out.status.code(), Some(0 | 3 | 4)) {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the report is JSON");
+        check_report(&v);
+    }
+    out
+}
+
+/// The report JSON Schema shipped in the repository (schema/report-v1.schema.json).
+pub fn schema() -> serde_json::Value {
+    let p = root().join("schema/report-v1.schema.json");
+    serde_json::from_slice(&std::fs::read(&p).expect("schema file")).expect("schema is JSON")
+}
+
+/// Schema violations of a report, as messages (empty when it conforms).
+pub fn schema_errors(report: &serde_json::Value) -> Vec<String> {
+    static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    let v = VALIDATOR.get_or_init(|| jsonschema::validator_for(&schema()).expect("a valid JSON Schema"));
+    v.iter_errors(report).map(|e| format!("{e} (at {})", e.instance_path())).collect()
+}
+
+/// Every report the tests produce goes through this.
+pub fn check_report(report: &serde_json::Value) {
+    let errors = schema_errors(report);
+    assert!(errors.is_empty(), "the report does not match schema/report-v1.schema.json: {errors:#?}");
+}
+
+/// Reads a report file and checks it against the schema.
+pub fn read_report(path: &Path) -> serde_json::Value {
+    let v = serde_json::from_slice(&std::fs::read(path).expect("report file")).expect("the report is JSON");
+    check_report(&v);
+    v
 }
 
 /// Finds a tool on PATH; `None` when absent.

@@ -35,6 +35,40 @@ pub struct Cli {
 pub enum Command {
     /// Write every frame of a pcap/pcapng onto an interface (for testing the live path).
     Replay(ReplayArgs),
+    /// Combine reports of several hosts or mirror ports into one fabric report.
+    Merge(MergeArgs),
+}
+
+/// Where and how a report is written: shared by the analysis and `merge`.
+#[derive(Debug, clap::Args)]
+pub struct OutputArgs {
+    /// Write the JSON report (schema roce-analyzer/report/v1) to PATH, or to stdout for `-`
+    /// (the human summary is then not printed).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// CI gate: fail (exit 4) when `PATH OP NUMBER` holds over the JSON report, e.g.
+    /// `capture.classes.cnp>0` or `flows>=100` (a list compares by its length). Repeatable.
+    /// A path the report does not have is a usage error.
+    #[arg(long = "fail-on", value_name = "EXPR", value_parser = crate::report::gates::Gate::parse)]
+    pub fail_on: Vec<crate::report::gates::Gate>,
+
+    /// Flows listed in the human summary and the live view.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+
+    /// Do not print the human summary (nor the live view).
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// Reports (JSON, schema roce-analyzer/report/v1) to combine.
+    #[arg(required = true, value_name = "REPORT.json")]
+    pub reports: Vec<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -101,24 +135,8 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value = "5s", value_parser = duration)]
     pub rdma_grace: Duration,
 
-    /// Write the JSON report (schema roce-analyzer/report/v1) to PATH, or to stdout for `-`
-    /// (the human summary is then not printed).
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
-
-    /// CI gate: fail (exit 4) when `PATH OP NUMBER` holds over the JSON report, e.g.
-    /// `capture.classes.cnp>0` or `flows>=100` (a list compares by its length). Repeatable.
-    /// A path the report does not have is a usage error.
-    #[arg(long = "fail-on", value_name = "EXPR", value_parser = crate::report::gates::Gate::parse)]
-    pub fail_on: Vec<crate::report::gates::Gate>,
-
-    /// Flows listed in the human summary and the live view.
-    #[arg(long, default_value_t = 10, value_name = "N")]
-    pub top: usize,
-
-    /// Do not print the human summary (nor the live view).
-    #[arg(short, long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 
     /// Progress bar on stderr (offline).
     #[arg(long, value_enum, default_value_t = Progress::Auto)]

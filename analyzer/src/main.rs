@@ -4,7 +4,7 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use analyzer::cli::{AnalyzeArgs, Cli, Command, Progress, ReplayArgs};
+use analyzer::cli::{AnalyzeArgs, Cli, Command, MergeArgs, OutputArgs, Progress, ReplayArgs};
 use analyzer::engine::Engine;
 use analyzer::exit;
 use analyzer::kernel::load::LoadOptions;
@@ -25,6 +25,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Some(Command::Replay(r)) => replay(r),
+        Some(Command::Merge(m)) => merge(m),
         None => analyze(cli.analyze),
     };
     match result {
@@ -45,19 +46,31 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    let report = Report::from_engine(&engine, kind);
-    let to_stdout = args.json.as_deref() == Some(Path::new("-"));
-    if let Some(path) = &args.json {
-        let text = write::to_json(&report)?;
+    emit(&Report::from_engine(&engine, kind), &args.output)
+}
+
+fn merge(m: MergeArgs) -> anyhow::Result<u8> {
+    let mut reports = Vec::new();
+    for p in &m.reports {
+        reports.push((p.clone(), analyzer::report::merge::read(p)?));
+    }
+    emit(&analyzer::report::merge::merge(reports)?, &m.output)
+}
+
+/// Writes the report (JSON, human summary) and applies the gates; returns the exit code.
+fn emit(report: &Report, out: &OutputArgs) -> anyhow::Result<u8> {
+    let to_stdout = out.json.as_deref() == Some(Path::new("-"));
+    if let Some(path) = &out.json {
+        let text = write::to_json(report)?;
         write::write_atomic(path, &text).context("writing the JSON report")?;
     }
-    if !args.quiet && !to_stdout {
-        print!("{}", human::render(&report, args.top));
+    if !out.quiet && !to_stdout {
+        print!("{}", human::render(report, out.top));
     }
-    if !args.fail_on.is_empty() {
-        let value = serde_json::to_value(&report).context("the report as JSON")?;
+    if !out.fail_on.is_empty() {
+        let value = serde_json::to_value(report).context("the report as JSON")?;
         let mut tripped = false;
-        for gate in &args.fail_on {
+        for gate in &out.fail_on {
             match gate.check(&value) {
                 Ok(Some(v)) => {
                     tripped = true;
@@ -114,7 +127,8 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Engine> {
         load: LoadOptions { max_flows: args.max_flows, ringbuf_bytes: args.ringbuf_bytes, kernel_log: args.kernel_log },
         rdma_grace: args.rdma_grace,
     };
-    let show = !args.quiet && args.json.as_deref() != Some(Path::new("-")) && std::io::stdout().is_terminal();
+    let show =
+        !args.output.quiet && args.output.json.as_deref() != Some(Path::new("-")) && std::io::stdout().is_terminal();
     let mut view = LiveView::default();
     let mut mode_used = "";
     let engine = analyzer::live::run(&opts, |n| match n {
@@ -128,7 +142,7 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Engine> {
         Notice::Tick { engine, elapsed } => {
             if show {
                 let mut out = std::io::stdout().lock();
-                let _ = write!(out, "\x1b[H\x1b[2J{}", view.render(engine, iface, mode_used, elapsed, args.top));
+                let _ = write!(out, "\x1b[H\x1b[2J{}", view.render(engine, iface, mode_used, elapsed, args.output.top));
                 let _ = out.flush();
             }
         }

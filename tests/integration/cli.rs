@@ -252,3 +252,65 @@ fn the_shipped_schema_accepts_reports_and_rejects_renames() {
     kind["kind"] = serde_json::json!("batch");
     assert!(!tests::tools::schema_errors(&kind).is_empty());
 }
+
+#[test]
+fn merge_of_reports_equals_one_analysis_of_all_captures() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    for (out, file) in [(&a, "example.pcap"), (&b, "erspan.pcap")] {
+        assert_eq!(run(&["-q", "-r", &path(file), "--json", out.to_str().unwrap()]).status.code(), Some(0));
+    }
+    let out = run(&["merge", a.to_str().unwrap(), b.to_str().unwrap(), "--json", "-"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (together, _) = json_of(&["-r", &path("example.pcap"), "-r", &path("erspan.pcap")]);
+    assert_eq!(merged["kind"], "merged");
+    for part in ["sources", "start_ns", "end_ns", "partial", "frames", "classes", "dropped"] {
+        assert_eq!(merged["capture"][part], together["capture"][part], "capture.{part}");
+    }
+    assert_eq!(merged["flows"], together["flows"], "flows summed per key, labels kept, same order");
+    assert_eq!(merged["pfc"], together["pfc"]);
+    let codes = |v: &Value| -> Vec<String> {
+        v["visibility"].as_array().unwrap().iter().map(|n| n["code"].as_str().unwrap().to_string()).collect()
+    };
+    for c in codes(&together) {
+        assert!(codes(&merged).contains(&c), "visibility note {c} kept or recomputed");
+    }
+}
+
+#[test]
+fn merge_qualifies_colliding_labels_and_refuses_other_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("hostA.json"), dir.path().join("hostB.json"));
+    for out in [&a, &b] {
+        assert_eq!(
+            run(&["-q", "-r", &path("pfc.pcap"), "-r", &path("vlan.pcap"), "--json", out.to_str().unwrap()])
+                .status
+                .code(),
+            Some(0)
+        );
+    }
+    let out = run(&["merge", a.to_str().unwrap(), b.to_str().unwrap(), "--json", "-"]);
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let labels: Vec<&str> =
+        merged["capture"]["sources"].as_array().unwrap().iter().map(|s| s["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["hostA:pfc.pcap", "hostA:vlan.pcap", "hostB:pfc.pcap", "hostB:vlan.pcap"]);
+    let (single, _) = json_of(&["-r", &path("pfc.pcap"), "-r", &path("vlan.pcap")]);
+    assert_eq!(merged["capture"]["frames"], 2 * single["capture"]["frames"].as_u64().unwrap());
+    for f in merged["flows"].as_array().unwrap() {
+        let labels: Vec<&str> = f["labels"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+        assert_eq!(labels, ["hostA:vlan.pcap", "hostB:vlan.pcap"], "{f}");
+    }
+
+    let mut old: Value = tests::tools::read_report(&a);
+    old["schema"] = serde_json::json!("roce-analyzer/report/v0");
+    let c = dir.path().join("old.json");
+    std::fs::write(&c, serde_json::to_vec(&old).unwrap()).unwrap();
+    let out = run(&["merge", a.to_str().unwrap(), c.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("old.json") && err.contains("roce-analyzer/report/v0"), "{err}");
+    let out = run(&["merge", dir.path().join("missing.json").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(run(&["merge"]).status.code(), Some(2), "no report is a usage error");
+}

@@ -7,6 +7,7 @@
 pub mod gates;
 pub mod human;
 pub mod live_view;
+pub mod merge;
 pub mod model;
 pub mod names;
 pub mod visibility;
@@ -74,6 +75,20 @@ impl Report {
 /// Flows sort by (IP version, source, destination, UDP source port, destination QP).
 fn flow_order(k: &FlowKey) -> (u8, [u8; 16], [u8; 16], u16, u32) {
     (k.ip_version, k.src, k.dst, k.udp_sport, k.dst_qp)
+}
+
+/// The same order for a report's flow (addresses parsed back into key bytes).
+pub fn flow_sort_key(f: &Flow) -> (u8, [u8; 16], [u8; 16], u16, u32) {
+    let bytes = |s: &str| -> [u8; 16] {
+        let mut b = [0u8; 16];
+        match s.parse::<IpAddr>() {
+            Ok(IpAddr::V4(a)) => b[..4].copy_from_slice(&a.octets()),
+            Ok(IpAddr::V6(a)) => b = a.octets(),
+            Err(_) => {}
+        }
+        b
+    };
+    (f.ip_version, bytes(&f.src), bytes(&f.dst), f.udp_sport, f.dst_qp)
 }
 
 pub fn addr_string(version: u8, bytes: &[u8; 16]) -> String {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 pub struct Report {
     pub schema: String,
     pub tool: Tool,
-    /// "offline" or "live".
+    /// "offline", "live", or "merged" (several reports combined by `roce-analyzer merge`).
     pub kind: String,
     pub capture: Capture,
     pub flows: Vec<Flow>,

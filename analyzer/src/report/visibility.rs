@@ -15,15 +15,49 @@ pub fn notes(engine: &Engine, report: &Report) -> Vec<Note> {
     let mut out = Vec::new();
     let c = &report.capture.classes;
     let roce = c["roce"] + c["cnp"];
-    if roce == 0 && !engine.visibility.rdma_devices.is_empty() {
+    let bypass = roce == 0 && !engine.visibility.rdma_devices.is_empty();
+    if bypass {
         out.push(note(
             "hardware_roce_bypass",
             format!(
-                "no RoCE frame reached XDP on this interface, whose NIC has RDMA device(s) {}: the                  hardware RNIC moves RoCE without the kernel (and consumes PFC). Zeros here say                  nothing about the fabric: capture on a switch mirror/ERSPAN port, or use the NIC's                  offloaded sniffer and analyse its capture with --pcap.",
+                "no RoCE frame reached XDP on this interface, whose NIC has RDMA device(s) {}: the \
+                 hardware RNIC moves RoCE without the kernel (and consumes PFC). Zeros here say \
+                 nothing about the fabric: capture on a switch mirror/ERSPAN port, or use the NIC's \
+                 offloaded sniffer and analyse its capture with --pcap.",
                 engine.visibility.rdma_devices.join(", ")
             ),
         ));
-    } else if roce == 0 {
+    }
+    out.extend(report_notes(report).into_iter().filter(|n| !(bypass && n.code == "no_roce")));
+    if engine.visibility.ext_cut > 0 {
+        out.push(note(
+            "snap_cut",
+            format!(
+                "{} RoCE frames were cut by the snap length before their extended headers \
+                 (RETH/AETH/… fields unavailable for them); bytes use original lengths.",
+                engine.visibility.ext_cut
+            ),
+        ));
+    }
+    if engine.visibility.encapsulated > 0 {
+        out.push(note(
+            "mirrored",
+            format!(
+                "{} frames were mirrored copies (GRE/ERSPAN), analysed as the inner frame; their \
+                 lengths come from the inner IP header.",
+                engine.visibility.encapsulated
+            ),
+        ));
+    }
+    out
+}
+
+/// The notes that follow from the report alone (so a merged report can recompute them).
+pub fn report_notes(report: &Report) -> Vec<Note> {
+    let mut out = Vec::new();
+    let c = &report.capture.classes;
+    let count = |k: &str| c.get(k).copied().unwrap_or(0);
+    if count("roce") + count("cnp") == 0 {
         out.push(note(
             "no_roce",
             "no RoCE frames seen. Hardware RNICs (ConnectX and others) move RoCE without the \
@@ -53,28 +87,8 @@ pub fn notes(engine: &Engine, report: &Report) -> Vec<Note> {
             ),
         ));
     }
-    if engine.visibility.ext_cut > 0 {
-        out.push(note(
-            "snap_cut",
-            format!(
-                "{} RoCE frames were cut by the snap length before their extended headers \
-                 (RETH/AETH/… fields unavailable for them); bytes use original lengths.",
-                engine.visibility.ext_cut
-            ),
-        ));
-    }
-    if engine.visibility.encapsulated > 0 {
-        out.push(note(
-            "mirrored",
-            format!(
-                "{} frames were mirrored copies (GRE/ERSPAN), analysed as the inner frame; their \
-                 lengths come from the inner IP header.",
-                engine.visibility.encapsulated
-            ),
-        ));
-    }
     let malformed: u64 =
-        analyzer_common::FrameClass::ALL.iter().filter(|k| k.is_malformed()).map(|k| c[k.name()]).sum();
+        analyzer_common::FrameClass::ALL.iter().filter(|k| k.is_malformed()).map(|k| count(k.name())).sum();
     if malformed > 0 {
         out.push(note(
             "malformed",

@@ -1,0 +1,195 @@
+//! `merge`: one fabric report from the reports of several hosts or mirror ports. Flows are
+//! summed per key with their labels kept (a flow seen at two vantage points counts at both:
+//! the labels say so), PFC senders summed per sender and priority, capture totals summed.
+//! Visibility notes that depend on the whole are recomputed over the union; the others are
+//! carried over with the report they came from.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::{Capture, Ecn, Flow, Note, PauseSender, Pfc, PfcSender, Report, SCHEMA, SourceJson, Tool};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("{path}: cannot read: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: not a roce-analyzer report: {source}")]
+    Parse { path: PathBuf, source: serde_json::Error },
+    #[error("{path}: report schema {found:?}, this roce-analyzer merges {SCHEMA:?} only")]
+    Schema { path: PathBuf, found: String },
+    #[error("nothing to merge")]
+    Empty,
+}
+
+/// Reads a report, refusing other schema versions before anything else is parsed.
+pub fn read(path: &Path) -> Result<Report, MergeError> {
+    let bytes = std::fs::read(path).map_err(|source| MergeError::Read { path: path.into(), source })?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|source| MergeError::Parse { path: path.into(), source })?;
+    let found = v.get("schema").and_then(|s| s.as_str()).unwrap_or("(none)");
+    if found != SCHEMA {
+        return Err(MergeError::Schema { path: path.into(), found: found.into() });
+    }
+    serde_json::from_value(v).map_err(|source| MergeError::Parse { path: path.into(), source })
+}
+
+fn add_counts(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (k, v) in from {
+        *into.entry(k.clone()).or_default() += v;
+    }
+}
+
+fn span(first: &mut u64, last: &mut u64, f: u64, l: u64) {
+    *first = (*first).min(f);
+    *last = (*last).max(l);
+}
+
+/// Merges `reports` (each with the file it came from) into one report.
+pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
+    if reports.is_empty() {
+        return Err(MergeError::Empty);
+    }
+    // A label used by more than one report (two hosts' eth0) is qualified with its file name.
+    let mut label_reports: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, r) in &reports {
+        let labels: std::collections::BTreeSet<&String> = r.capture.sources.iter().map(|s| &s.label).collect();
+        for l in labels {
+            *label_reports.entry(l.clone()).or_default() += 1;
+        }
+    }
+    let qualify = |path: &Path, label: &str| -> String {
+        if label_reports.get(label).copied().unwrap_or(0) > 1 {
+            format!(
+                "{}:{label}",
+                path.file_stem().map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into())
+            )
+        } else {
+            label.to_string()
+        }
+    };
+
+    let mut sources: Vec<SourceJson> = Vec::new();
+    let mut capture = Capture {
+        sources: Vec::new(),
+        start_ns: u64::MAX,
+        end_ns: 0,
+        partial: false,
+        frames: 0,
+        classes: BTreeMap::new(),
+        dropped: BTreeMap::new(),
+    };
+    let mut flows: BTreeMap<(u8, String, String, u16, u32), Flow> = BTreeMap::new();
+    let mut senders: BTreeMap<(String, u8), PfcSender> = BTreeMap::new();
+    let mut pause: BTreeMap<String, PauseSender> = BTreeMap::new();
+    let (mut pfc_frames, mut pause_frames) = (0, 0);
+    let mut carried: Vec<Note> = Vec::new();
+    for (path, r) in &reports {
+        for s in &r.capture.sources {
+            let label = qualify(path, &s.label);
+            if !sources.iter().any(|x| x.kind == s.kind && x.name == s.name && x.label == label) {
+                sources.push(SourceJson { kind: s.kind.clone(), name: s.name.clone(), label });
+            }
+        }
+        let c = &r.capture;
+        if c.frames > 0 {
+            span(&mut capture.start_ns, &mut capture.end_ns, c.start_ns, c.end_ns);
+        }
+        capture.partial |= c.partial;
+        capture.frames += c.frames;
+        add_counts(&mut capture.classes, &c.classes);
+        add_counts(&mut capture.dropped, &c.dropped);
+        for f in &r.flows {
+            let key = (f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp);
+            let labels: Vec<String> = f.labels.iter().map(|l| qualify(path, l)).collect();
+            match flows.get_mut(&key) {
+                None => {
+                    flows.insert(key, Flow { labels, ..f.clone() });
+                }
+                Some(m) => {
+                    m.packets += f.packets;
+                    m.bytes += f.bytes;
+                    span(&mut m.first_ns, &mut m.last_ns, f.first_ns, f.last_ns);
+                    add_counts(&mut m.opcodes, &f.opcodes);
+                    add_counts(&mut m.dscp, &f.dscp);
+                    add_counts(&mut m.pcp, &f.pcp);
+                    m.ecn = Ecn {
+                        not_ect: m.ecn.not_ect + f.ecn.not_ect,
+                        ect0: m.ecn.ect0 + f.ecn.ect0,
+                        ect1: m.ecn.ect1 + f.ecn.ect1,
+                        ce: m.ecn.ce + f.ecn.ce,
+                    };
+                    m.fecn += f.fecn;
+                    m.becn += f.becn;
+                    m.ack_req += f.ack_req;
+                    for l in labels {
+                        if !m.labels.contains(&l) {
+                            m.labels.push(l);
+                        }
+                    }
+                }
+            }
+        }
+        pfc_frames += r.pfc.frames;
+        pause_frames += r.pfc.pause_8023x_frames;
+        for s in &r.pfc.senders {
+            let e = senders.entry((s.mac.clone(), s.priority)).or_insert_with(|| PfcSender {
+                frames: 0,
+                xoff: 0,
+                xon: 0,
+                quanta: 0,
+                first_ns: u64::MAX,
+                last_ns: 0,
+                ..s.clone()
+            });
+            e.frames += s.frames;
+            e.xoff += s.xoff;
+            e.xon += s.xon;
+            e.quanta += s.quanta;
+            span(&mut e.first_ns, &mut e.last_ns, s.first_ns, s.last_ns);
+        }
+        for s in &r.pfc.pause_senders {
+            let e = pause.entry(s.mac.clone()).or_insert_with(|| PauseSender {
+                frames: 0,
+                xoff: 0,
+                xon: 0,
+                quanta: 0,
+                first_ns: u64::MAX,
+                last_ns: 0,
+                ..s.clone()
+            });
+            e.frames += s.frames;
+            e.xoff += s.xoff;
+            e.xon += s.xon;
+            e.quanta += s.quanta;
+            span(&mut e.first_ns, &mut e.last_ns, s.first_ns, s.last_ns);
+        }
+        for n in r.visibility.iter().filter(|n| !RECOMPUTED.contains(&n.code.as_str())) {
+            carried.push(Note { code: n.code.clone(), message: format!("{}: {}", path.display(), n.message) });
+        }
+    }
+    if capture.start_ns == u64::MAX {
+        capture.start_ns = 0;
+    }
+    capture.sources = sources;
+    let mut report = Report {
+        schema: SCHEMA.into(),
+        tool: Tool { name: "roce-analyzer".into(), version: env!("CARGO_PKG_VERSION").into() },
+        kind: "merged".into(),
+        capture,
+        flows: flows.into_values().collect(),
+        pfc: Pfc {
+            frames: pfc_frames,
+            pause_8023x_frames: pause_frames,
+            senders: senders.into_values().collect(),
+            pause_senders: pause.into_values().collect(),
+        },
+        visibility: Vec::new(),
+    };
+    report.flows.sort_by_key(super::flow_sort_key);
+    report.visibility = super::visibility::report_notes(&report);
+    report.visibility.extend(carried);
+    Ok(report)
+}
+
+/// Notes recomputed over the merged report rather than carried over.
+const RECOMPUTED: &[&str] = &["no_roce", "no_pfc", "one_direction", "malformed", "partial"];

@@ -130,6 +130,15 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub kernel_log: bool,
 
+    /// Live: serve Prometheus metrics on http://ADDR:PORT/metrics (frames by class, top flows
+    /// bytes and packets plus an "other" bucket, CE, CNP, PFC per sender and priority, losses).
+    #[arg(long, value_name = "ADDR:PORT", requires = "iface")]
+    pub metrics: Option<String>,
+
+    /// Live: flows with their own metrics series (the rest are summed in one bucket).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub metrics_top_flows: usize,
+
     /// Live: after this long without RoCE on an interface whose NIC has an RDMA device, say
     /// that hardware RoCE bypasses the kernel.
     #[arg(long, default_value = "5s", value_parser = duration)]

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod frames;
 pub mod kernel;
 pub mod live;
+pub mod metrics_server;
 pub mod offline;
 pub mod replay;
 pub mod report;

@@ -22,6 +22,8 @@ pub struct LiveOptions {
     /// After this long without a RoCE frame on an interface backed by an RDMA device, say
     /// that hardware RoCE bypasses the kernel.
     pub rdma_grace: Duration,
+    /// Serve Prometheus metrics on this address, with this many flow series.
+    pub metrics: Option<(String, usize)>,
 }
 
 /// What the live run tells its caller while it runs.
@@ -45,6 +47,8 @@ pub enum Notice<'a> {
 pub enum LiveError {
     #[error(transparent)]
     Kernel(#[from] KernelError),
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics_server::MetricsError),
     #[error("runtime: {0}")]
     Runtime(#[from] std::io::Error),
 }
@@ -72,6 +76,10 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
         // Before anything is attached: a SIGINT/SIGTERM from now on ends the run with a report.
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let metrics = match &opts.metrics {
+            Some((addr, top)) => Some((crate::metrics_server::MetricsServer::start(addr)?, *top)),
+            None => None,
+        };
         let mut ebpf = load(opts.load, &[analyzer_common::maps::PROGRAM])?;
         // The program's log lines (aya-log) go through the `log` crate; they are read on the
         // event-drain tick and once more at the end.
@@ -124,6 +132,10 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
             poll(&mut maps, &mut engine, &mut acc, &clock, opts.idle_timeout, !end)?;
             if end {
                 break;
+            }
+            if let Some((server, top)) = &metrics {
+                let report = crate::report::Report::from_engine(&engine, crate::report::RunKind::Live);
+                server.publish(crate::report::metrics::render(&report, *top));
             }
             notify(Notice::Tick { engine: &engine, elapsed: started.elapsed() });
             if !bypass_said && !devices.is_empty() && started.elapsed() >= opts.rdma_grace && roce_frames(&engine) == 0

@@ -261,3 +261,65 @@ fn replay_keeps_the_capture_pacing_scaled_by_speed() {
     assert!(faster >= Duration::from_millis(100), "--speed 4 takes a quarter: {faster:?}");
     assert!(faster < original, "--speed 4 ({faster:?}) is faster than 1.0 ({original:?})");
 }
+
+/// Scrapes http://127.0.0.1:PORT/metrics from inside the namespace (loopback only).
+fn scrape(ns: &Netns, port: u16) -> String {
+    let code = format!(
+        "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{port}/metrics').read().decode(),end='')"
+    );
+    let out = ns.cmd(require("python3")).args(["-c", &code]).output().unwrap();
+    assert!(out.status.success(), "scrape: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn metric(text: &str, series: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn metrics_scraped_over_loopback_equal_the_report() {
+    if !privileged("metrics_scraped_over_loopback_equal_the_report") {
+        return;
+    }
+    let ns = Netns::new("metrics");
+    assert!(ns.ip(&["link", "set", "lo", "up"]).status.success());
+    let f = fixtures::example();
+    let dir = tempfile::tempdir().unwrap();
+    let sent = as_sent(&f, dir.path());
+    let json = dir.path().join("live.json");
+    let port = 19000 + (std::process::id() % 1000) as u16;
+    let addr = format!("127.0.0.1:{port}");
+    let agent = Agent::start(&ns, &["--interval", "200ms", "-q", "--json", json.to_str().unwrap(), "--metrics", &addr]);
+    assert!(ns.replay(&sent).status.success());
+    std::thread::sleep(Duration::from_millis(900));
+    let text = scrape(&ns, port);
+    let (code, _, err) = agent.stop();
+    assert_eq!(code, Some(0), "{err:?}");
+    let v = tests::tools::read_report(&json);
+    for (class, n) in v["capture"]["classes"].as_object().unwrap() {
+        let series = format!(r#"roce_analyzer_frames_total{{class="{class}"}}"#);
+        assert_eq!(metric(&text, &series), n.as_u64(), "{series}\n{text}");
+    }
+    for flow in v["flows"].as_array().unwrap() {
+        let series = format!(
+            r#"roce_analyzer_flow_bytes_total{{src="{}",dst="{}",udp_sport="{}",dst_qp="{}"}}"#,
+            flow["src"].as_str().unwrap(),
+            flow["dst"].as_str().unwrap(),
+            flow["udp_sport"],
+            flow["dst_qp"]
+        );
+        assert_eq!(metric(&text, &series), flow["bytes"].as_u64(), "{series}");
+    }
+    for s in v["pfc"]["senders"].as_array().unwrap() {
+        let series = format!(
+            r#"roce_analyzer_pfc_frames_total{{mac="{}",priority="{}"}}"#,
+            s["mac"].as_str().unwrap(),
+            s["priority"]
+        );
+        assert_eq!(metric(&text, &series), s["frames"].as_u64(), "{series}");
+    }
+    let ce: u64 = v["flows"].as_array().unwrap().iter().map(|f| f["ecn"]["ce"].as_u64().unwrap()).sum();
+    assert_eq!(metric(&text, "roce_analyzer_ce_packets_total"), Some(ce));
+    assert_eq!(metric(&text, "roce_analyzer_cnp_total"), v["capture"]["classes"]["cnp"].as_u64());
+    assert_eq!(metric(&text, r#"roce_analyzer_dropped_total{reason="flow_map_full"}"#), Some(0));
+}

@@ -8,6 +8,7 @@ pub mod gates;
 pub mod human;
 pub mod live_view;
 pub mod merge;
+pub mod metrics;
 pub mod model;
 pub mod names;
 pub mod visibility;

@@ -1,0 +1,161 @@
+//! Prometheus text exposition of a report (live mode serves it on `--metrics`). Cardinality
+//! is bounded: the top flows by bytes get their own series, the rest one "other" bucket.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::Report;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabel {
+    class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FlowLabels {
+    src: String,
+    dst: String,
+    udp_sport: u16,
+    dst_qp: u32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SenderLabels {
+    mac: String,
+    /// 0..7, or "all" for 802.3x PAUSE.
+    priority: String,
+}
+
+fn counter_family<L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+) -> Family<L, Counter> {
+    let f = Family::<L, Counter>::default();
+    registry.register(name, help, f.clone());
+    f
+}
+
+fn gauge(registry: &mut Registry, name: &str, help: &str, value: u64) {
+    let g = Gauge::<i64>::default();
+    g.set(value.min(i64::MAX as u64) as i64);
+    registry.register(name, help, g);
+}
+
+fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
+    let c = Counter::<u64>::default();
+    c.inc_by(value);
+    registry.register(name, help, c);
+}
+
+/// The report's totals as Prometheus text; `top` flows get their own series.
+pub fn render(r: &Report, top: usize) -> String {
+    let mut reg = Registry::with_prefix("roce_analyzer");
+    let frames = counter_family::<ClassLabel>(
+        &mut reg,
+        "frames",
+        "Frames by class (roce, cnp, pfc, pause, non_roce, malformed kinds)",
+    );
+    for (class, n) in &r.capture.classes {
+        frames.get_or_create(&ClassLabel { class: class.clone() }).inc_by(*n);
+    }
+    let dropped =
+        counter_family::<ReasonLabel>(&mut reg, "dropped", "Frames or events lost before analysis, by reason");
+    for (reason, n) in &r.capture.dropped {
+        dropped.get_or_create(&ReasonLabel { reason: reason.clone() }).inc_by(*n);
+    }
+    let mut flows: Vec<_> = r.flows.iter().collect();
+    flows.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| super::flow_sort_key(a).cmp(&super::flow_sort_key(b))));
+    let bytes = counter_family::<FlowLabels>(&mut reg, "flow_bytes", "RoCE bytes of the top flows by bytes");
+    let packets = counter_family::<FlowLabels>(&mut reg, "flow_packets", "RoCE packets of the top flows by bytes");
+    for f in flows.iter().take(top) {
+        let l = FlowLabels { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp };
+        bytes.get_or_create(&l).inc_by(f.bytes);
+        packets.get_or_create(&l).inc_by(f.packets);
+    }
+    let rest = flows.iter().skip(top);
+    let (other_bytes, other_packets) = rest.fold((0, 0), |(b, p), f| (b + f.bytes, p + f.packets));
+    gauge(
+        &mut reg,
+        "other_flows_bytes",
+        "RoCE bytes of the flows beyond the top ones (their set changes)",
+        other_bytes,
+    );
+    gauge(&mut reg, "other_flows_packets", "RoCE packets of the flows beyond the top ones", other_packets);
+    gauge(&mut reg, "flows", "Flows seen", r.flows.len() as u64);
+    counter(&mut reg, "ce_packets", "RoCE packets marked CE", r.flows.iter().map(|f| f.ecn.ce).sum());
+    counter(&mut reg, "cnp", "CNPs", r.capture.classes.get("cnp").copied().unwrap_or(0));
+    let pfc = counter_family::<SenderLabels>(&mut reg, "pfc_frames", "PFC/PAUSE frames per sender and priority");
+    let quanta =
+        counter_family::<SenderLabels>(&mut reg, "pfc_quanta", "Pause quanta (512 bit times) per sender and priority");
+    for s in &r.pfc.senders {
+        let l = SenderLabels { mac: s.mac.clone(), priority: s.priority.to_string() };
+        pfc.get_or_create(&l).inc_by(s.frames);
+        quanta.get_or_create(&l).inc_by(s.quanta);
+    }
+    for s in &r.pfc.pause_senders {
+        let l = SenderLabels { mac: s.mac.clone(), priority: "all".into() };
+        pfc.get_or_create(&l).inc_by(s.frames);
+        quanta.get_or_create(&l).inc_by(s.quanta);
+    }
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Engine, FrameMeta};
+    use crate::report::RunKind;
+    use crate::synth::{Roce, pfc};
+    use analyzer_common::{PacketSummary, classify};
+
+    fn value(text: &str, series: &str) -> Option<f64> {
+        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn series_match_the_report_and_cardinality_is_bounded() {
+        let mut e = Engine::new();
+        e.add_source("live", "eth0", "eth0");
+        let mut s = PacketSummary::zeroed();
+        for i in 0..5u32 {
+            let f = Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, 0x0A, 0x100 + i, 0)
+                .payload(100 * (i as usize + 1))
+                .build();
+            for _ in 0..=i {
+                classify(&f[..], f.len() as u32, &mut s);
+                e.observe(FrameMeta { ts_ns: 1, source: 0 }, &s);
+            }
+        }
+        let p = pfc([2, 0, 0, 0, 7, 1], 1 << 3, [0, 0, 0, 7, 0, 0, 0, 0]);
+        classify(&p[..], p.len() as u32, &mut s);
+        e.observe(FrameMeta { ts_ns: 1, source: 0 }, &s);
+        let r = Report::from_engine(&e, RunKind::Live);
+        let text = render(&r, 2);
+        assert_eq!(value(&text, r#"roce_analyzer_frames_total{class="roce"}"#), Some(15.0));
+        assert_eq!(value(&text, r#"roce_analyzer_frames_total{class="pfc"}"#), Some(1.0));
+        assert_eq!(value(&text, r#"roce_analyzer_pfc_frames_total{mac="02:00:00:00:07:01",priority="3"}"#), Some(1.0));
+        assert_eq!(value(&text, r#"roce_analyzer_pfc_quanta_total{mac="02:00:00:00:07:01",priority="3"}"#), Some(7.0));
+        // Two flow series (the biggest), the other three in the bucket.
+        assert_eq!(text.lines().filter(|l| l.starts_with("roce_analyzer_flow_bytes_total{")).count(), 2);
+        let big = r.flows.iter().find(|f| f.dst_qp == 0x104).unwrap();
+        let series = format!(
+            r#"roce_analyzer_flow_bytes_total{{src="10.0.0.1",dst="10.0.0.2",udp_sport="49152",dst_qp="260"}}"#
+        );
+        assert_eq!(value(&text, &series), Some(big.bytes as f64));
+        let small: u64 = r.flows.iter().filter(|f| f.dst_qp < 0x103).map(|f| f.bytes).sum();
+        assert_eq!(value(&text, "roce_analyzer_other_flows_bytes"), Some(small as f64));
+        assert_eq!(value(&text, "roce_analyzer_flows"), Some(5.0));
+        assert!(text.ends_with("# EOF\n"));
+    }
+}

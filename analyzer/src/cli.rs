@@ -135,6 +135,13 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "ADDR:PORT", requires = "iface")]
     pub metrics: Option<String>,
 
+    /// Live: add the NIC's own counters to the report and the metrics (RDMA port
+    /// hw_counters from sysfs — CNPs sent/handled, ECN-marked RoCE, out-of-sequence, duplicate
+    /// requests, sequence-error NAKs, local ACK timeouts — and the driver's ethtool statistics,
+    /// e.g. per-priority pause frames and durations). For hosts whose RNIC bypasses XDP.
+    #[arg(long, requires = "iface")]
+    pub nic_counters: bool,
+
     /// Live: flows with their own metrics series (the rest are summed in one bucket).
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub metrics_top_flows: usize,

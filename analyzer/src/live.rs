@@ -24,6 +24,8 @@ pub struct LiveOptions {
     pub rdma_grace: Duration,
     /// Serve Prometheus metrics on this address, with this many flow series.
     pub metrics: Option<(String, usize)>,
+    /// Read the NIC's own counters (RDMA hw_counters, ethtool statistics).
+    pub nic_counters: bool,
 }
 
 /// What the live run tells its caller while it runs.
@@ -95,6 +97,9 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
         let mut engine = Engine::new();
         let source = engine.add_source("live", &opts.iface, &opts.iface);
         let mut acc = LiveAccount::new(source);
+        let nic = opts
+            .nic_counters
+            .then(|| crate::capture::nic::NicBaseline::read(std::path::Path::new("/sys"), &opts.iface));
         let clock = Clock::now();
         let start_wall = clock.wall(clock_ns(libc::CLOCK_MONOTONIC));
         let started = Instant::now();
@@ -130,6 +135,9 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
                 _ = until_end => true,
             };
             poll(&mut maps, &mut engine, &mut acc, &clock, opts.idle_timeout, !end)?;
+            if let Some(n) = &nic {
+                engine.nic = Some(n.since());
+            }
             if end {
                 break;
             }

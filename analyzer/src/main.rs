@@ -127,6 +127,7 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Engine> {
         load: LoadOptions { max_flows: args.max_flows, ringbuf_bytes: args.ringbuf_bytes, kernel_log: args.kernel_log },
         rdma_grace: args.rdma_grace,
         metrics: args.metrics.clone().map(|a| (a, args.metrics_top_flows)),
+        nic_counters: args.nic_counters,
     };
     let show =
         !args.output.quiet && args.output.json.as_deref() != Some(Path::new("-")) && std::io::stdout().is_terminal();

@@ -323,3 +323,41 @@ fn metrics_scraped_over_loopback_equal_the_report() {
     assert_eq!(metric(&text, "roce_analyzer_cnp_total"), v["capture"]["classes"]["cnp"].as_u64());
     assert_eq!(metric(&text, r#"roce_analyzer_dropped_total{reason="flow_map_full"}"#), Some(0));
 }
+
+#[test]
+fn nic_counters_come_from_the_driver() {
+    if !privileged("nic_counters_come_from_the_driver") {
+        return;
+    }
+    let ns = Netns::new("nic");
+    let f = fixtures::all().into_iter().find(|f| f.name == "opcodes.pcap").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sent = as_sent(&f, dir.path());
+    let (v, _) = live_report_and_log(&ns, &["--xdp-mode", "native", "--nic-counters"], || {
+        assert!(ns.replay(&sent).status.success())
+    });
+    let nic = &v["nic"];
+    assert_eq!(nic["rdma"].as_array().unwrap().len(), 0, "a veth has no RDMA device");
+    assert_eq!(nic["netdev"]["name"], "vb");
+    assert!(nic["netdev"].get("error").is_none(), "{nic}");
+    let counters = nic["netdev"]["counters"].as_object().unwrap();
+    // veth counts the frames its native XDP program saw: exactly those replayed.
+    assert_eq!(counters["rx_queue_0_xdp_packets"].as_u64(), Some(f.frames.len() as u64), "{counters:?}");
+    // The same statistics as ethtool -S (an independent reader); the veth was new, so the
+    // increments over the run are the absolute values.
+    let out = ns.cmd(require("ethtool")).args(["-S", "vb"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let oracle: std::collections::BTreeMap<String, u64> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.trim().split_once(": ").and_then(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?))))
+        .collect();
+    assert!(!oracle.is_empty(), "{text}");
+    for (k, want) in &oracle {
+        if k == "peer_ifindex" {
+            continue; // an index, not a count: its "increment" over the run is 0
+        }
+        assert_eq!(counters.get(k).and_then(|c| c.as_u64()), Some(*want), "{k}");
+    }
+    assert_eq!(counters.len(), oracle.len(), "the same set of statistics");
+}

@@ -2,6 +2,7 @@
 //! live it is the XDP program's maps and ring buffer (the `live` module).
 
 pub mod input;
+pub mod nic;
 pub mod pcap;
 
 use std::path::PathBuf;

@@ -88,6 +88,8 @@ pub struct Engine {
     pub partial: bool,
     /// Live: events received from the kernel ring buffer.
     pub events: u64,
+    /// Live with `--nic-counters`: the NIC's counters over the run so far.
+    pub nic: Option<crate::report::Nic>,
 }
 
 impl Engine {

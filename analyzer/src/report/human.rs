@@ -82,6 +82,45 @@ pub fn render(r: &Report, top: usize) -> String {
     for s in &p.pause_senders {
         let _ = writeln!(o, "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}", s.mac, "all", s.frames, s.xoff, s.xon, s.quanta);
     }
+    if let Some(nic) = &r.nic {
+        /// The counters that tell a RoCE story, as mlx5 names them.
+        const KEY: [&str; 8] = [
+            "np_cnp_sent",
+            "rp_cnp_handled",
+            "np_ecn_marked_roce_packets",
+            "out_of_sequence",
+            "duplicate_request",
+            "packet_seq_err",
+            "local_ack_timeout_err",
+            "rnr_nak_retry_err",
+        ];
+        let _ = writeln!(o, "\nNIC counters over the run:");
+        if nic.rdma.is_empty() {
+            let _ = writeln!(o, "  no RDMA device on {}", nic.netdev.name);
+        }
+        for p in &nic.rdma {
+            let kv: Vec<String> = KEY.iter().filter_map(|k| p.counters.get(*k).map(|v| format!("{k} {v}"))).collect();
+            let _ = writeln!(o, "  {} port {}: {}", p.device, p.port, kv.join(" · "));
+        }
+        let pause: Vec<String> = nic
+            .netdev
+            .counters
+            .iter()
+            .filter(|(k, v)| k.contains("pause") && **v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        match &nic.netdev.error {
+            Some(e) => {
+                let _ = writeln!(o, "  {}: driver statistics unavailable ({e})", nic.netdev.name);
+            }
+            None if pause.is_empty() => {
+                let _ = writeln!(o, "  {}: no pause frames counted by the driver", nic.netdev.name);
+            }
+            None => {
+                let _ = writeln!(o, "  {}: {}", nic.netdev.name, pause.join(" · "));
+            }
+        }
+    }
     if !r.visibility.is_empty() {
         let _ = writeln!(o, "\nwhat this vantage point could not see:");
         for n in &r.visibility {

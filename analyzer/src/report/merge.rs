@@ -2,7 +2,7 @@
 //! summed per key with their labels kept (a flow seen at two vantage points counts at both:
 //! the labels say so), PFC senders summed per sender and priority, capture totals summed.
 //! Visibility notes that depend on the whole are recomputed over the union; the others are
-//! carried over with the report they came from.
+//! carried over with the report they came from. NIC counters are per host and not merged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -184,6 +184,7 @@ pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
             pause_senders: pause.into_values().collect(),
         },
         visibility: Vec::new(),
+        nic: None,
     };
     report.flows.sort_by_key(super::flow_sort_key);
     report.visibility = super::visibility::report_notes(&report);

@@ -34,6 +34,19 @@ struct SenderLabels {
     priority: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NicPortLabels {
+    device: String,
+    port: String,
+    counter: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NetdevLabels {
+    iface: String,
+    counter: String,
+}
+
 fn counter_family<L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static>(
     registry: &mut Registry,
     name: &str,
@@ -105,6 +118,27 @@ pub fn render(r: &Report, top: usize) -> String {
         let l = SenderLabels { mac: s.mac.clone(), priority: "all".into() };
         pfc.get_or_create(&l).inc_by(s.frames);
         quanta.get_or_create(&l).inc_by(s.quanta);
+    }
+    if let Some(nic) = &r.nic {
+        let rdma = counter_family::<NicPortLabels>(
+            &mut reg,
+            "nic_rdma",
+            "RDMA port counters (sysfs), since the agent started",
+        );
+        for p in &nic.rdma {
+            for (name, v) in &p.counters {
+                let l = NicPortLabels { device: p.device.clone(), port: p.port.clone(), counter: name.clone() };
+                rdma.get_or_create(&l).inc_by(*v);
+            }
+        }
+        let netdev = counter_family::<NetdevLabels>(
+            &mut reg,
+            "nic_netdev",
+            "Driver statistics (ethtool), since the agent started",
+        );
+        for (name, v) in &nic.netdev.counters {
+            netdev.get_or_create(&NetdevLabels { iface: nic.netdev.name.clone(), counter: name.clone() }).inc_by(*v);
+        }
     }
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");

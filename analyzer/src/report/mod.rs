@@ -67,6 +67,7 @@ impl Report {
             flows,
             pfc: pfc_json(engine),
             visibility: Vec::new(),
+            nic: engine.nic.clone(),
         };
         report.visibility = visibility::notes(engine, &report);
         report

@@ -75,12 +75,16 @@ pub fn render(r: &Report, top: usize) -> String {
             let _ = writeln!(
                 o,
                 "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}",
-                s.mac, s.priority, s.frames, s.xoff, s.xon, s.quanta
+                s.mac, s.priority, s.counts.frames, s.counts.xoff, s.counts.xon, s.counts.quanta
             );
         }
     }
     for s in &p.pause_senders {
-        let _ = writeln!(o, "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}", s.mac, "all", s.frames, s.xoff, s.xon, s.quanta);
+        let _ = writeln!(
+            o,
+            "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}",
+            s.mac, "all", s.counts.frames, s.counts.xoff, s.counts.xon, s.counts.quanta
+        );
     }
     if let Some(nic) = &r.nic {
         /// The counters that tell a RoCE story, as mlx5 names them.

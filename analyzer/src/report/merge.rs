@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{Capture, Ecn, Flow, Note, PauseSender, Pfc, PfcSender, Report, SCHEMA, SourceJson, Tool};
+use super::{Capture, Ecn, Flow, Note, PauseCounts, PauseSender, Pfc, PfcSender, Report, SCHEMA, SourceJson, Tool};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
@@ -132,36 +132,18 @@ pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
         pfc_frames += r.pfc.frames;
         pause_frames += r.pfc.pause_8023x_frames;
         for s in &r.pfc.senders {
-            let e = senders.entry((s.mac.clone(), s.priority)).or_insert_with(|| PfcSender {
-                frames: 0,
-                xoff: 0,
-                xon: 0,
-                quanta: 0,
-                first_ns: u64::MAX,
-                last_ns: 0,
-                ..s.clone()
-            });
-            e.frames += s.frames;
-            e.xoff += s.xoff;
-            e.xon += s.xon;
-            e.quanta += s.quanta;
-            span(&mut e.first_ns, &mut e.last_ns, s.first_ns, s.last_ns);
+            senders
+                .entry((s.mac.clone(), s.priority))
+                .or_insert_with(|| PfcSender { counts: ZERO, ..s.clone() })
+                .counts
+                .add(&s.counts);
         }
         for s in &r.pfc.pause_senders {
-            let e = pause.entry(s.mac.clone()).or_insert_with(|| PauseSender {
-                frames: 0,
-                xoff: 0,
-                xon: 0,
-                quanta: 0,
-                first_ns: u64::MAX,
-                last_ns: 0,
-                ..s.clone()
-            });
-            e.frames += s.frames;
-            e.xoff += s.xoff;
-            e.xon += s.xon;
-            e.quanta += s.quanta;
-            span(&mut e.first_ns, &mut e.last_ns, s.first_ns, s.last_ns);
+            pause
+                .entry(s.mac.clone())
+                .or_insert_with(|| PauseSender { counts: ZERO, ..s.clone() })
+                .counts
+                .add(&s.counts);
         }
         for n in r.visibility.iter().filter(|n| !RECOMPUTED.contains(&n.code.as_str())) {
             carried.push(Note { code: n.code.clone(), message: format!("{}: {}", path.display(), n.message) });
@@ -191,6 +173,8 @@ pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
     report.visibility.extend(carried);
     Ok(report)
 }
+
+const ZERO: PauseCounts = PauseCounts { frames: 0, xoff: 0, xon: 0, quanta: 0, first_ns: 0, last_ns: 0 };
 
 /// Notes recomputed over the merged report rather than carried over.
 const RECOMPUTED: &[&str] = &["no_roce", "no_pfc", "one_direction", "malformed", "partial"];

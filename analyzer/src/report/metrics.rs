@@ -111,13 +111,13 @@ pub fn render(r: &Report, top: usize) -> String {
         counter_family::<SenderLabels>(&mut reg, "pfc_quanta", "Pause quanta (512 bit times) per sender and priority");
     for s in &r.pfc.senders {
         let l = SenderLabels { mac: s.mac.clone(), priority: s.priority.to_string() };
-        pfc.get_or_create(&l).inc_by(s.frames);
-        quanta.get_or_create(&l).inc_by(s.quanta);
+        pfc.get_or_create(&l).inc_by(s.counts.frames);
+        quanta.get_or_create(&l).inc_by(s.counts.quanta);
     }
     for s in &r.pfc.pause_senders {
         let l = SenderLabels { mac: s.mac.clone(), priority: "all".into() };
-        pfc.get_or_create(&l).inc_by(s.frames);
-        quanta.get_or_create(&l).inc_by(s.quanta);
+        pfc.get_or_create(&l).inc_by(s.counts.frames);
+        quanta.get_or_create(&l).inc_by(s.counts.quanta);
     }
     if let Some(nic) = &r.nic {
         let rdma = counter_family::<NicPortLabels>(

@@ -144,29 +144,8 @@ fn pfc_json(engine: &Engine) -> Pfc {
         senders: t
             .pfc
             .iter()
-            .map(|((mac, prio), c)| PfcSender {
-                mac: mac_string(mac),
-                priority: *prio,
-                frames: c.frames,
-                xoff: c.xoff,
-                xon: c.xon,
-                quanta: c.quanta,
-                first_ns: c.first_ns,
-                last_ns: c.last_ns,
-            })
+            .map(|((mac, prio), c)| PfcSender { mac: mac_string(mac), priority: *prio, counts: c.into() })
             .collect(),
-        pause_senders: t
-            .pause
-            .iter()
-            .map(|(mac, c)| PauseSender {
-                mac: mac_string(mac),
-                frames: c.frames,
-                xoff: c.xoff,
-                xon: c.xon,
-                quanta: c.quanta,
-                first_ns: c.first_ns,
-                last_ns: c.last_ns,
-            })
-            .collect(),
+        pause_senders: t.pause.iter().map(|(mac, c)| PauseSender { mac: mac_string(mac), counts: c.into() }).collect(),
     }
 }

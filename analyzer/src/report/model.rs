@@ -116,6 +116,20 @@ pub struct Pfc {
 pub struct PfcSender {
     pub mac: String,
     pub priority: u8,
+    #[serde(flatten)]
+    pub counts: PauseCounts,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseSender {
+    pub mac: String,
+    #[serde(flatten)]
+    pub counts: PauseCounts,
+}
+
+/// Pause frames of one sender (and priority), as the report shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseCounts {
     pub frames: u64,
     pub xoff: u64,
     pub xon: u64,
@@ -125,15 +139,29 @@ pub struct PfcSender {
     pub last_ns: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PauseSender {
-    pub mac: String,
-    pub frames: u64,
-    pub xoff: u64,
-    pub xon: u64,
-    pub quanta: u64,
-    pub first_ns: u64,
-    pub last_ns: u64,
+impl From<&analyzer_common::maps::PfcCounters> for PauseCounts {
+    fn from(c: &analyzer_common::maps::PfcCounters) -> Self {
+        PauseCounts {
+            frames: c.frames,
+            xoff: c.xoff,
+            xon: c.xon,
+            quanta: c.quanta,
+            first_ns: c.first_ns,
+            last_ns: c.last_ns,
+        }
+    }
+}
+
+impl PauseCounts {
+    /// Adds another vantage point's counts of the same sender (merge).
+    pub fn add(&mut self, o: &PauseCounts) {
+        self.first_ns = if self.frames == 0 { o.first_ns } else { self.first_ns.min(o.first_ns) };
+        self.last_ns = self.last_ns.max(o.last_ns);
+        self.frames += o.frames;
+        self.xoff += o.xoff;
+        self.xon += o.xon;
+        self.quanta += o.quanta;
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

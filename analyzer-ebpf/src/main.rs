@@ -72,14 +72,18 @@ impl FrameBytes for Packet {
     }
 }
 
-#[xdp]
+/// Multi-buffer aware (`xdp.frags`): mirror ports run jumbo MTUs for 4096-byte RoCE payloads,
+/// and drivers refuse native XDP above one page per frame otherwise. The headers are in the
+/// first buffer, which is all `data..data_end` covers; the length is the whole frame's
+/// (`bpf_xdp_get_buff_len`).
+#[xdp(frags)]
 pub fn roce_analyzer(ctx: XdpContext) -> u32 {
     let _ = try_roce_analyzer(&ctx);
     xdp_action::XDP_PASS
 }
 
 /// The benchmark baseline: the cheapest possible XDP program.
-#[xdp]
+#[xdp(frags)]
 pub fn xdp_pass_baseline(_ctx: XdpContext) -> u32 {
     xdp_action::XDP_PASS
 }

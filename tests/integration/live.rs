@@ -361,3 +361,29 @@ fn nic_counters_come_from_the_driver() {
     }
     assert_eq!(counters.len(), oracle.len(), "the same set of statistics");
 }
+
+#[test]
+fn jumbo_frames_are_counted_whole_in_native_mode() {
+    if !privileged("jumbo_frames_are_counted_whole_in_native_mode") {
+        return;
+    }
+    use analyzer::synth::scenario::{ScenarioOptions, cluster};
+    let ns = Netns::new("jumbo");
+    // 4096-byte RoCE payloads need a jumbo MTU; native XDP takes it only with a multi-buffer
+    // (xdp.frags) program.
+    ns.mtu(9000);
+    let recs = cluster(&ScenarioOptions { snaplen: None, messages: 2, ..Default::default() });
+    assert!(recs.iter().any(|r| r.data.len() > 4096), "full-size frames");
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("jumbo.pcap");
+    std::fs::write(&p, write_pcap(Vec::new(), PcapOptions { nanosecond: true, ..Default::default() }, &recs).unwrap())
+        .unwrap();
+    let live = live_report(&ns, &["--xdp-mode", "native"], || {
+        let out = ns.replay(&p);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    });
+    let off = offline(&p);
+    let avg = |f: &Value| f["bytes"].as_u64().unwrap() / f["packets"].as_u64().unwrap();
+    assert!(off["flows"].as_array().unwrap().iter().any(|f| avg(f) > 4096), "flows of 4 KB frames");
+    assert_eq!(comparable(&live), comparable(&off), "jumbo frames: live report differs from offline");
+}

@@ -62,6 +62,13 @@ impl Netns {
         Netns { name }
     }
 
+    /// Sets the MTU of both veth ends.
+    pub fn mtu(&self, mtu: u32) {
+        for i in ["va", "vb"] {
+            must(&["-n", &self.name, "link", "set", i, "mtu", &mtu.to_string()]);
+        }
+    }
+
     pub fn sysctl(&self, kv: &str) {
         let o = Command::new("ip").args(["netns", "exec", &self.name, "sysctl", "-qw", kv]).output().unwrap();
         assert!(o.status.success(), "sysctl {kv}: {}", String::from_utf8_lossy(&o.stderr));

@@ -40,10 +40,8 @@ fn main() {
         if let Err(e) = aya_build::build_ebpf([pkg], aya_build::Toolchain::Nightly) {
             panic!("building the XDP program from analyzer-ebpf failed: {e:#}");
         }
-        println!("cargo:rustc-env=ROCE_ANALYZER_EBPF_ORIGIN=built from source");
     } else {
         use_prebuilt(&root, &out);
-        println!("cargo:rustc-env=ROCE_ANALYZER_EBPF_ORIGIN=committed object");
     }
 }
 

@@ -60,7 +60,7 @@ pub fn read_stream(
     let mut out = ReadOutcome::default();
     let mut offset: u64 = 0;
     // Legacy pcap state.
-    let mut legacy: Option<(LinkType, bool, bool, u32)> = None; // link, nanosecond, big-endian, snaplen
+    let mut legacy: Option<Legacy> = None;
     // pcapng state: interfaces of the current section.
     let mut interfaces: Vec<Interface> = Vec::new();
 
@@ -75,10 +75,14 @@ pub fn read_stream(
                             offset: 20,
                             linktype: lt,
                         })?;
-                        legacy = Some((link, h.is_nanosecond_precision(), h.is_bigendian(), h.snaplen));
+                        legacy = Some(Legacy {
+                            link,
+                            nanosecond: h.is_nanosecond_precision(),
+                            big_endian: h.is_bigendian(),
+                        });
                     }
                     PcapBlockOwned::Legacy(b) => {
-                        let (link, ns, _, _) = legacy.expect("legacy header precedes records");
+                        let Legacy { link, nanosecond: ns, .. } = legacy.expect("legacy header precedes records");
                         check_lengths(path, offset, b.caplen, b.origlen)?;
                         let ts_ns = b.ts_sec as u64 * 1_000_000_000 + b.ts_usec as u64 * if ns { 1 } else { 1000 };
                         on_record(&Record { ts_ns, orig_len: b.origlen, data: b.data, link, offset });
@@ -192,9 +196,17 @@ fn check_lengths(path: &Path, offset: u64, caplen: u32, origlen: u32) -> Result<
     }
 }
 
+/// What a classic pcap's file header says about its records.
+#[derive(Debug, Clone, Copy)]
+struct Legacy {
+    link: LinkType,
+    nanosecond: bool,
+    big_endian: bool,
+}
+
 /// The captured length a legacy record header at the start of `data` declares.
-fn declared_len(data: &[u8], legacy: Option<(LinkType, bool, bool, u32)>) -> Option<u32> {
-    let (_, _, big_endian, _) = legacy?;
+fn declared_len(data: &[u8], legacy: Option<Legacy>) -> Option<u32> {
+    let big_endian = legacy?.big_endian;
     let b: [u8; 4] = data.get(8..12)?.try_into().ok()?;
     Some(if big_endian { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) })
 }

@@ -86,8 +86,6 @@ pub struct Engine {
     pub visibility: Visibility,
     /// Set when some input ended early (truncated file); the report is partial.
     pub partial: bool,
-    /// Live: events received from the kernel ring buffer.
-    pub events: u64,
     /// Live with `--nic-counters`: the NIC's counters over the run so far.
     pub nic: Option<crate::report::Nic>,
 }
@@ -127,10 +125,10 @@ impl Engine {
     }
 
     /// Live: a frame the kernel sent at packet resolution (PFC, PAUSE, CNP, NAK). Its
-    /// counters are already in the kernel maps; the event is kept for the timing analyses.
-    pub fn observe_event(&mut self, _meta: FrameMeta, _event: &analyzer_common::maps::Event) {
-        self.events += 1;
-    }
+    /// counters are already in the kernel maps; this is where the timing analyses (PFC pause
+    /// time, CNP pacing, NAKs) will take the events. None uses them yet, but the ring buffer
+    /// must still be drained so that it never fills.
+    pub fn observe_event(&mut self, _meta: FrameMeta, _event: &analyzer_common::maps::Event) {}
 
     pub fn count_drop(&mut self, reason: DropReason, n: u64) {
         *self.dropped.entry(reason).or_default() += n;

@@ -9,9 +9,6 @@ pub mod test_run;
 /// The XDP object, built by build.rs (from source, or the committed object).
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/roce-analyzer"));
 
-/// Where the embedded object came from ("built from source" or "committed object").
-pub const OBJECT_ORIGIN: &str = env!("ROCE_ANALYZER_EBPF_ORIGIN");
-
 /// Errors of loading, attaching and reading the kernel program.
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {

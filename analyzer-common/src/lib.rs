@@ -17,6 +17,8 @@ pub mod classify;
 pub mod flow;
 pub mod maps;
 pub mod opcode;
+pub mod psn;
+pub mod record;
 pub mod summary;
 pub mod wire;
 

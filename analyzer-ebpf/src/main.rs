@@ -10,16 +10,17 @@
 use analyzer_common::classify::MAX_HEADER_OFFSET;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
-    self, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS, DEFAULT_MAX_PFC, DEFAULT_RINGBUF_BYTES, Event, ExtraKey, FlowCounters,
-    PfcCounters, PfcKey, counter, event_kind, extra_kind,
+    self, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS, DEFAULT_MAX_PATHS, DEFAULT_MAX_PFC, DEFAULT_RINGBUF_BYTES,
+    DEFAULT_TIMELINE_BYTES, Event, ExtraKey, FlowCounters, PfcCounters, PfcKey, counter, event_kind, extra_kind,
 };
-use analyzer_common::wire::ext::{AckType, syndrome_type};
-use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify, opcode};
+use analyzer_common::psn::{self, PathKey, PsnState};
+use analyzer_common::record::Record;
+use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
 use aya_ebpf::bindings::{BPF_RB_NO_WAKEUP, xdp_action};
 use aya_ebpf::helpers::bpf_ktime_get_ns;
 use aya_ebpf::helpers::generated::{bpf_ktime_get_coarse_ns, bpf_xdp_get_buff_len};
 use aya_ebpf::macros::{map, xdp};
-use aya_ebpf::maps::{PerCpuArray, PerCpuHashMap, RingBuf};
+use aya_ebpf::maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya_ebpf::programs::XdpContext;
 use aya_log_ebpf::warn;
 
@@ -33,6 +34,21 @@ static PFC: PerCpuHashMap<PfcKey, PfcCounters> = PerCpuHashMap::with_max_entries
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RINGBUF_BYTES, 0);
+/// PSN state per flow: shared by all CPUs, because the sequence belongs to the flow. Two CPUs
+/// updating one flow at the same instant can lose an update (no lock); NICs and RSS keep a
+/// flow on one queue, so in practice one CPU updates each flow.
+#[map]
+static PSN: HashMap<FlowKey, PsnState> = HashMap::with_max_entries(DEFAULT_MAX_FLOWS, 0);
+#[map]
+static PMTU: HashMap<PathKey, u32> = HashMap::with_max_entries(DEFAULT_MAX_PATHS, 0);
+#[map]
+static TIMELINE: RingBuf = RingBuf::with_byte_size(DEFAULT_TIMELINE_BYTES, 0);
+/// Whether to write timeline records (set by the loader; the verifier prunes the dead branch).
+#[unsafe(no_mangle)]
+static TIMELINE_ON: u8 = 1;
+/// PMTU assumed for READ REQUESTs on paths whose PMTU no packet has shown yet (`--pmtu`).
+#[unsafe(no_mangle)]
+static PMTU_DEFAULT: u32 = psn::DEFAULT_PMTU;
 /// The summary of the frame being classified (192 bytes: too large for the stack budget).
 #[map]
 static SCRATCH: PerCpuArray<PacketSummary> = PerCpuArray::with_max_entries(1, 0);
@@ -42,6 +58,7 @@ static WIDEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
 /// A zeroed flow value in read-only data: inserting it avoids a 208-byte memset on the stack.
 static ZERO_FLOW: FlowCounters = FlowCounters::zeroed();
+static ZERO_PSN: PsnState = PsnState::zeroed();
 
 /// The frame, read through bounds checks against `data_end`.
 struct Packet {
@@ -119,12 +136,15 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
             // Flow first/last times use the coarse clock (the kernel tick): the precise one
             // costs ~25 ns per call here, more than the rest of the frame's accounting.
             // SAFETY: helper without arguments.
-            account_flow(ctx, s, unsafe { bpf_ktime_get_coarse_ns() });
-            let nak = s.ext & opcode::ext::AETH != 0 && !matches!(syndrome_type(s.aeth_syndrome), AckType::Ack);
-            if class == FrameClass::Cnp {
-                event(s, event_kind::CNP);
-            } else if nak {
-                event(s, event_kind::NAK);
+            let key = FlowKey::from_summary(s);
+            // SAFETY: helper without arguments.
+            account_flow(ctx, &key, s, unsafe { bpf_ktime_get_coarse_ns() });
+            if class == FrameClass::Roce {
+                account_psn(&key, s);
+            }
+            // SAFETY: a read-only global of this program.
+            if unsafe { core::ptr::read_volatile(&TIMELINE_ON) } != 0 {
+                record(s);
             }
         }
         FrameClass::Pfc | FrameClass::Pause => {
@@ -141,18 +161,17 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
 }
 
 #[inline(always)]
-fn account_flow(ctx: &XdpContext, s: &PacketSummary, now: u64) {
-    let key = FlowKey::from_summary(s);
-    let c = match FLOWS.get_ptr_mut(&key) {
+fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) {
+    let c = match FLOWS.get_ptr_mut(key) {
         Some(c) => c,
         None => {
-            if FLOWS.insert(&key, &ZERO_FLOW, 0).is_err() {
+            if FLOWS.insert(key, &ZERO_FLOW, 0).is_err() {
                 count(counter::FLOW_MAP_FULL);
                 // Rare path; silent unless the agent runs with --kernel-log.
                 warn!(ctx, "flow map full: a frame to QP {} was not counted in a flow", s.dst_qp);
                 return;
             }
-            match FLOWS.get_ptr_mut(&key) {
+            match FLOWS.get_ptr_mut(key) {
                 Some(c) => c,
                 None => return,
             }
@@ -180,17 +199,17 @@ fn account_flow(ctx: &XdpContext, s: &PacketSummary, now: u64) {
         let i = (s.opcode & 0x1F) as usize;
         c.ops[i] = c.ops[i].wrapping_add(1);
     } else {
-        extra(key, extra_kind::OPCODE, s.opcode);
+        extra(*key, extra_kind::OPCODE, s.opcode);
     }
     if s.dscp == c.dscp {
         c.dscp_packets = c.dscp_packets.wrapping_add(1);
     } else {
-        extra(key, extra_kind::DSCP, s.dscp);
+        extra(*key, extra_kind::DSCP, s.dscp);
     }
     if pcp == c.pcp {
         c.pcp_packets = c.pcp_packets.wrapping_add(1);
     } else {
-        extra(key, extra_kind::PCP, pcp);
+        extra(*key, extra_kind::PCP, pcp);
     }
 }
 
@@ -244,11 +263,69 @@ fn pfc_one(mac: [u8; 6], priority: u8, quanta: u16, now: u64) {
     unsafe { (*c).record(now, quanta) };
 }
 
-/// An event stamped now with the precise clock.
+/// The PMTU of the frame's path as known before it (`PMTU_DEFAULT` when unknown), raised by a
+/// FIRST/MIDDLE payload. Only READ REQUESTs use it, so other frames skip the lookup.
 #[inline(never)]
-fn event(s: &PacketSummary, kind: u8) {
+fn path_pmtu(s: &PacketSummary) -> u32 {
+    // SAFETY: a read-only global of this program.
+    let default = unsafe { core::ptr::read_volatile(&PMTU_DEFAULT) };
+    if !psn::uses_path_pmtu(s.opcode) {
+        return default;
+    }
+    let reveals = psn::reveals_pmtu(s.opcode);
+    let key = PathKey::of(s);
+    match PMTU.get_ptr_mut(&key) {
+        Some(p) => {
+            // SAFETY: the map value (shared; a racing writer can only store another maximum).
+            let known = unsafe { *p };
+            if reveals && s.payload_len > known {
+                unsafe { *p = s.payload_len };
+            }
+            known
+        }
+        None => {
+            if reveals && PMTU.insert(&key, &s.payload_len, 0).is_err() {
+                count(counter::PMTU_MAP_FULL);
+            }
+            default
+        }
+    }
+}
+
+#[inline(never)]
+fn account_psn(key: &FlowKey, s: &PacketSummary) {
+    let pmtu = path_pmtu(s);
+    let st = match PSN.get_ptr_mut(key) {
+        Some(p) => p,
+        None => {
+            if PSN.insert(key, &ZERO_PSN, 0).is_err() {
+                count(counter::PSN_MAP_FULL);
+                return;
+            }
+            match PSN.get_ptr_mut(key) {
+                Some(p) => p,
+                None => return,
+            }
+        }
+    };
+    // SAFETY: the flow's map value.
+    unsafe { (*st).observe(s, pmtu) };
+}
+
+/// One timeline record, stamped with the precise clock (RTT and incast need nanoseconds).
+#[inline(never)]
+fn record(s: &PacketSummary) {
     // SAFETY: helper without arguments.
-    event_at(s, unsafe { bpf_ktime_get_ns() }, kind);
+    let now = unsafe { bpf_ktime_get_ns() };
+    match TIMELINE.reserve::<Record>(0) {
+        Some(mut r) => {
+            // SAFETY: the reservation is exactly one Record; `fill` writes every field.
+            unsafe { Record::fill(r.as_mut_ptr(), now, s) };
+            r.submit(BPF_RB_NO_WAKEUP as u64);
+            count(counter::RECORDS);
+        }
+        None => count(counter::TIMELINE_FULL),
+    }
 }
 
 #[inline(always)]

@@ -151,12 +151,59 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value = "5s", value_parser = duration)]
     pub rdma_grace: Duration,
 
+    /// Live: do not write a timeline record per RoCE/CNP frame. Saves the XDP program a ring
+    /// buffer write per frame (see BENCHMARKS.md); RTT, CE → CNP timing, CNP pacing and incast
+    /// then have no input and the report says so.
+    #[arg(long)]
+    pub no_timeline: bool,
+
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+
     #[command(flatten)]
     pub output: OutputArgs,
 
     /// Progress bar on stderr (offline).
     #[arg(long, value_enum, default_value_t = Progress::Auto)]
     pub progress: Progress,
+}
+
+/// Parameters of the analyses, offline and live.
+#[derive(Debug, clap::Args)]
+pub struct AnalysisArgs {
+    /// PMTU (bytes) a READ REQUEST is assumed to be cut to until a FIRST/MIDDLE payload between
+    /// the same two hosts shows the path's own.
+    #[arg(long, default_value_t = analyzer_common::psn::DEFAULT_PMTU, value_parser = clap::value_parser!(u32).range(256..=65536))]
+    pub pmtu: u32,
+
+    /// A request with AckReq not acknowledged within this is counted as an RTT timeout.
+    #[arg(long, default_value = "1s", value_parser = positive_duration)]
+    pub rtt_timeout: Duration,
+
+    /// DSCP expected on RoCE data packets (the lossless class).
+    #[arg(long, default_value_t = 26, value_parser = clap::value_parser!(u8).range(0..64))]
+    pub roce_dscp: u8,
+
+    /// DSCP expected on CNPs.
+    #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u8).range(0..64))]
+    pub cnp_dscp: u8,
+
+    /// A CE-marked packet with no CNP back within this is "unanswered" (audit).
+    #[arg(long, default_value = "1ms", value_parser = positive_duration)]
+    pub cnp_timeout: Duration,
+}
+
+impl AnalysisArgs {
+    pub fn config(&self) -> crate::analyses::Config {
+        crate::analyses::Config {
+            pmtu: self.pmtu,
+            rtt_timeout_ns: self.rtt_timeout.as_nanos() as u64,
+            roce_dscp: self.roce_dscp,
+            cnp_dscp: self.cnp_dscp,
+            cnp_timeout_ns: self.cnp_timeout.as_nanos() as u64,
+            ..Default::default()
+        }
+    }
 }
 
 fn ringbuf_bytes(s: &str) -> Result<u32, String> {

@@ -1,10 +1,12 @@
 //! roce-analyzer as a library: the binary is a thin layer over these modules.
 //!
 //! Data flow: [`capture`] sources (pcap files; the XDP program live) → [`frames`] (link layer
-//! onto the shared classifier of `analyzer_common`) → [`engine`] (flows, classes, PFC, drops) →
-//! [`report`] (JSON v1 and the human summary). [`synth`] builds frames and captures for tests,
+//! onto the shared classifier of `analyzer_common`) → [`engine`] (flows, classes, PFC, drops,
+//! PSN state) → [`analyses`] (packet-resolution timing: RTT, CE/CNP, pause time, incast) →
+//! [`report`] (JSON v1, audit, the human summary). [`synth`] builds frames and captures for tests,
 //! fixtures and benchmarks.
 
+pub mod analyses;
 pub mod capture;
 pub mod cli;
 pub mod engine;

@@ -26,6 +26,8 @@ pub struct LiveOptions {
     pub metrics: Option<(String, usize)>,
     /// Read the NIC's own counters (RDMA hw_counters, ethtool statistics).
     pub nic_counters: bool,
+    /// Parameters of the analyses.
+    pub config: crate::analyses::Config,
 }
 
 /// What the live run tells its caller while it runs.
@@ -94,7 +96,8 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
         let (mode, fallback) = attach(&mut ebpf, &opts.iface, opts.mode)?;
         notify(Notice::Attached { mode, fallback: fallback.as_deref() });
         let mut maps = AyaMaps::new(&mut ebpf)?;
-        let mut engine = Engine::new();
+        let mut engine = Engine::with_config(opts.config.clone());
+        engine.timeline = opts.load.timeline;
         let source = engine.add_source("live", &opts.iface, &opts.iface);
         let mut acc = LiveAccount::new(source);
         let nic = opts
@@ -172,6 +175,11 @@ const EVENT_DRAIN: Duration = Duration::from_millis(10);
 
 fn drain_events(maps: &mut AyaMaps, engine: &mut Engine, clock: &Clock, source: u16) {
     maps.drain_events(&mut |e| engine.observe_event(FrameMeta { ts_ns: clock.wall(e.ts_ns), source }, e));
+    maps.drain_records(&mut |r| {
+        let mut r = *r;
+        r.ts_ns = clock.wall(r.ts_ns);
+        engine.observe_record(&r);
+    });
 }
 
 /// One poll: snapshot, account, evict idle flows, hand events to the engine.

@@ -91,7 +91,7 @@ fn emit(report: &Report, out: &OutputArgs) -> anyhow::Result<u8> {
 }
 
 fn offline(args: &AnalyzeArgs) -> anyhow::Result<Engine> {
-    let mut engine = Engine::new();
+    let mut engine = Engine::with_config(args.analysis.config());
     let bar = progress_bar(args);
     let truncations = analyzer::offline::analyze_files(&mut engine, &args.pcap, |path, bytes| {
         if let Some(b) = &bar {
@@ -124,7 +124,14 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Engine> {
         interval: args.interval,
         duration: args.duration,
         idle_timeout: args.idle_timeout,
-        load: LoadOptions { max_flows: args.max_flows, ringbuf_bytes: args.ringbuf_bytes, kernel_log: args.kernel_log },
+        load: LoadOptions {
+            max_flows: args.max_flows,
+            ringbuf_bytes: args.ringbuf_bytes,
+            kernel_log: args.kernel_log,
+            timeline: !args.no_timeline,
+            pmtu: args.analysis.pmtu,
+        },
+        config: args.analysis.config(),
         rdma_grace: args.rdma_grace,
         metrics: args.metrics.clone().map(|a| (a, args.metrics_top_flows)),
         nic_counters: args.nic_counters,

@@ -2,6 +2,7 @@
 
 use analyzer_common::PacketSummary;
 use analyzer_common::flow::FlowKey;
+use analyzer_common::psn::PsnState;
 use rustc_hash::FxHashMap;
 
 use super::FrameMeta;
@@ -50,11 +51,19 @@ pub struct FlowStats {
     pub ack_req: u64,
     /// Bit i set: the flow was seen in source i (sources beyond 64 fold into bit 63).
     pub sources: u64,
+    /// PSN sequence and AETH counters (offline: the state machine itself; live: the counters
+    /// accumulated from the kernel's PSN map).
+    pub psn: PsnState,
 }
 
 impl FlowStats {
+    /// Accounts one frame; `pmtu` is its path's PMTU for a READ REQUEST (see
+    /// [`PsnState::observe`]).
     #[inline]
-    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) {
+    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary, pmtu: u32) {
+        if s.opcode != analyzer_common::opcode::CNP {
+            self.psn.observe(s, pmtu);
+        }
         if self.packets == 0 {
             self.first_ns = meta.ts_ns;
             self.last_ns = meta.ts_ns;
@@ -89,9 +98,9 @@ pub struct FlowTable {
 
 impl FlowTable {
     #[inline]
-    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) {
+    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary, pmtu: u32) {
         let key = FlowKey::from_summary(s);
-        self.get_or_insert(key).observe(meta, s);
+        self.get_or_insert(key).observe(meta, s, pmtu);
     }
 
     pub fn get_or_insert(&mut self, key: FlowKey) -> &mut FlowStats {

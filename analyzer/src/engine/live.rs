@@ -9,6 +9,7 @@
 use analyzer_common::FrameClass;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{ExtraKey, FlowCounters, UNTAGGED, counter, extra_kind};
+use analyzer_common::psn::PsnState;
 use rustc_hash::FxHashMap;
 
 use super::pfc::PauseCounters;
@@ -45,7 +46,26 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
 pub struct LiveAccount {
     prev: FxHashMap<FlowKey, Vec<FlowCounters>>,
     prev_extra: FxHashMap<ExtraKey, u64>,
+    prev_psn: FxHashMap<FlowKey, PsnState>,
     pub source: u16,
+}
+
+/// Adds the counters of a PSN map value's progress since the previous read (its u64 counters
+/// do not wrap; an entry deleted on eviction is forgotten and starts from zero).
+fn add_psn(s: &mut PsnState, new: &PsnState, old: &PsnState) {
+    s.requests += new.requests - old.requests.min(new.requests);
+    s.out_of_sequence += new.out_of_sequence.saturating_sub(old.out_of_sequence);
+    s.psn_skipped += new.psn_skipped.saturating_sub(old.psn_skipped);
+    s.duplicates += new.duplicates.saturating_sub(old.duplicates);
+    s.response_out_of_sequence += new.response_out_of_sequence.saturating_sub(old.response_out_of_sequence);
+    for i in 0..s.aeth.len() {
+        s.aeth[i] += new.aeth[i].saturating_sub(old.aeth[i]);
+    }
+    // The sequence state is the kernel's as of this read.
+    s.expected = new.expected;
+    s.response_psn = new.response_psn;
+    s.started = new.started;
+    s.in_response = new.in_response;
 }
 
 fn add_slot(s: &mut FlowStats, new: &FlowCounters, old: &FlowCounters, clock: &Clock) {
@@ -109,6 +129,9 @@ impl LiveAccount {
             (DropReason::ExtraMapFull, counter::EXTRA_MAP_FULL),
             (DropReason::PfcMapFull, counter::PFC_MAP_FULL),
             (DropReason::RingbufFull, counter::RINGBUF_FULL),
+            (DropReason::PsnMapFull, counter::PSN_MAP_FULL),
+            (DropReason::PmtuMapFull, counter::PMTU_MAP_FULL),
+            (DropReason::TimelineFull, counter::TIMELINE_FULL),
         ] {
             engine.dropped.insert(reason, snap.counter(index));
         }
@@ -127,6 +150,10 @@ impl LiveAccount {
                 stats.sources |= bit;
             }
             prev.copy_from_slice(slots);
+        }
+        for (key, st) in &snap.psn {
+            let old = self.prev_psn.insert(*key, *st).unwrap_or_default();
+            add_psn(&mut engine.flows.get_or_insert(*key).psn, st, &old);
         }
         for (key, total) in &snap.extra {
             let old = self.prev_extra.insert(*key, *total).unwrap_or(0);
@@ -185,6 +212,7 @@ impl LiveAccount {
     pub fn forget(&mut self, keys: &[FlowKey]) {
         for k in keys {
             self.prev.remove(k);
+            self.prev_psn.remove(k);
         }
         self.prev_extra.retain(|e, _| !keys.contains(&e.flow));
     }

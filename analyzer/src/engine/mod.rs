@@ -8,7 +8,12 @@ pub mod pfc;
 
 use std::collections::BTreeMap;
 
+use analyzer_common::psn::{self, PathKey};
+use analyzer_common::record::Record;
 use analyzer_common::{FrameClass, PacketSummary};
+use rustc_hash::FxHashMap;
+
+use crate::analyses::{Analyses, Config};
 
 pub use flows::{FlowStats, FlowTable};
 pub use pfc::PfcTable;
@@ -26,15 +31,25 @@ pub enum DropReason {
     ExtraMapFull,
     /// Live: a PFC/PAUSE sender and priority found the PFC map full.
     PfcMapFull,
+    /// Live: a RoCE frame's flow found the PSN map full (its PSN/AETH not accounted).
+    PsnMapFull,
+    /// Live: a path's PMTU found the PMTU map full (READ REQUESTs there assume `--pmtu`).
+    PmtuMapFull,
+    /// Live: a timeline record found the timeline ring buffer full (RTT, CE/CNP timing and
+    /// incast miss that frame).
+    TimelineFull,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 5] = [
+    pub const ALL: [DropReason; 8] = [
         DropReason::TruncatedRecord,
         DropReason::FlowMapFull,
         DropReason::RingbufFull,
         DropReason::ExtraMapFull,
         DropReason::PfcMapFull,
+        DropReason::PsnMapFull,
+        DropReason::PmtuMapFull,
+        DropReason::TimelineFull,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -43,6 +58,9 @@ impl DropReason {
             DropReason::RingbufFull => "ringbuf_full",
             DropReason::ExtraMapFull => "extra_map_full",
             DropReason::PfcMapFull => "pfc_map_full",
+            DropReason::PsnMapFull => "psn_map_full",
+            DropReason::PmtuMapFull => "pmtu_map_full",
+            DropReason::TimelineFull => "timeline_full",
         }
     }
 }
@@ -73,7 +91,7 @@ pub struct Visibility {
     pub rdma_devices: Vec<String>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Engine {
     pub sources: Vec<Source>,
     pub classes: [u64; FrameClass::COUNT],
@@ -88,11 +106,42 @@ pub struct Engine {
     pub partial: bool,
     /// Live with `--nic-counters`: the NIC's counters over the run so far.
     pub nic: Option<crate::report::Nic>,
+    /// Largest FIRST/MIDDLE payload per path (the kernel's PMTU map, offline).
+    pmtu: FxHashMap<PathKey, u32>,
+    pub analyses: Analyses,
+    /// False when live timeline records are off (`--no-timeline`): the packet-resolution
+    /// analyses then have no input, and the report says so.
+    pub timeline: bool,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::with_config(Config::default())
+    }
 }
 
 impl Engine {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    pub fn with_config(config: Config) -> Self {
+        Engine {
+            sources: Vec::new(),
+            classes: [0; FrameClass::COUNT],
+            frames: 0,
+            first_ns: None,
+            last_ns: None,
+            flows: FlowTable::default(),
+            pfc: PfcTable::default(),
+            dropped: BTreeMap::new(),
+            visibility: Visibility::default(),
+            partial: false,
+            nic: None,
+            pmtu: FxHashMap::default(),
+            analyses: Analyses::new(config),
+            timeline: true,
+        }
     }
 
     /// Registers an input and returns its index for [`FrameMeta::source`].
@@ -117,17 +166,38 @@ impl Engine {
                 if s.ext_missing != 0 {
                     self.visibility.ext_cut += 1;
                 }
-                self.flows.observe(meta, s);
+                let pmtu = if class == FrameClass::Roce { self.path_pmtu(s) } else { 0 };
+                self.flows.observe(meta, s, pmtu);
+                self.analyses.observe(&Record::from_summary(meta.ts_ns, s));
             }
             FrameClass::Pfc | FrameClass::Pause => self.pfc.observe(meta, s),
             _ => {}
         }
     }
 
-    /// Live: a frame the kernel sent at packet resolution (PFC, PAUSE, CNP, NAK). Its
-    /// counters are already in the kernel maps; this is where the timing analyses (PFC pause
-    /// time, CNP pacing, NAKs) will take the events. None uses them yet, but the ring buffer
-    /// must still be drained so that it never fills.
+    /// The PMTU a READ REQUEST of this frame's path is cut to (as the XDP program's
+    /// `path_pmtu`): the largest FIRST/MIDDLE payload seen on the path before it, else `--pmtu`.
+    fn path_pmtu(&mut self, s: &PacketSummary) -> u32 {
+        let default = self.analyses.config.pmtu;
+        if !psn::uses_path_pmtu(s.opcode) {
+            return default;
+        }
+        let key = PathKey::of(s);
+        let known = self.pmtu.get(&key).copied();
+        if psn::reveals_pmtu(s.opcode) && known.is_none_or(|k| s.payload_len > k) {
+            self.pmtu.insert(key, s.payload_len);
+        }
+        known.unwrap_or(default)
+    }
+
+    /// Live: a timeline record from the kernel (its timestamp already wall-clock). The frame's
+    /// counters are in the kernel maps; the record feeds the packet-resolution analyses.
+    pub fn observe_record(&mut self, r: &Record) {
+        self.analyses.observe(r);
+    }
+
+    /// Live: a PFC or PAUSE frame the kernel sent with its precise timestamp. Its counters are
+    /// in the kernel maps already.
     pub fn observe_event(&mut self, _meta: FrameMeta, _event: &analyzer_common::maps::Event) {}
 
     pub fn count_drop(&mut self, reason: DropReason, n: u64) {

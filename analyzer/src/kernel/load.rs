@@ -15,6 +15,10 @@ pub struct LoadOptions {
     pub ringbuf_bytes: u32,
     /// Let the program log (aya-log) on its rare paths (maps full, ring buffer full).
     pub kernel_log: bool,
+    /// Write a timeline record per RoCE/CNP frame (RTT, CE/CNP timing, incast).
+    pub timeline: bool,
+    /// PMTU assumed for READ REQUESTs before a path shows its own.
+    pub pmtu: u32,
 }
 
 impl Default for LoadOptions {
@@ -23,6 +27,8 @@ impl Default for LoadOptions {
             max_flows: maps::DEFAULT_MAX_FLOWS,
             ringbuf_bytes: maps::DEFAULT_RINGBUF_BYTES,
             kernel_log: false,
+            timeline: true,
+            pmtu: analyzer_common::psn::DEFAULT_PMTU,
         }
     }
 }
@@ -51,7 +57,10 @@ pub fn load(opts: LoadOptions, programs: &[&str]) -> Result<aya::Ebpf, KernelErr
     let level: u8 = if opts.kernel_log { aya_log::Level::Trace as u8 } else { 0 };
     let mut ebpf = aya::EbpfLoader::new()
         .override_global(aya_log::LEVEL, &level, false)
+        .override_global(maps::GLOBAL_TIMELINE_ON, &(opts.timeline as u8), true)
+        .override_global(maps::GLOBAL_PMTU_DEFAULT, &opts.pmtu, true)
         .map_max_entries(MAP_FLOWS, opts.max_flows)
+        .map_max_entries(maps::MAP_PSN, opts.max_flows)
         .map_max_entries(MAP_EVENTS, opts.ringbuf_bytes)
         .load(OBJECT)
         .map_err(|e| {

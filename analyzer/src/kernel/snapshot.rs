@@ -5,9 +5,11 @@ use std::os::fd::AsFd;
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
-    Event, ExtraKey, FlowCounters, MAP_COUNTERS, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOWS, MAP_PFC, PfcCounters, PfcKey,
-    counter,
+    Event, ExtraKey, FlowCounters, MAP_COUNTERS, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOWS, MAP_PFC, MAP_PSN, MAP_TIMELINE,
+    PfcCounters, PfcKey, counter,
 };
+use analyzer_common::psn::PsnState;
+use analyzer_common::record::Record;
 use aya::maps::{MapData, PerCpuArray, RingBuf};
 
 use super::{KernelError, batch};
@@ -20,6 +22,8 @@ pub struct KernelSnapshot {
     pub flows: Vec<(FlowKey, Vec<FlowCounters>)>,
     pub extra: Vec<(ExtraKey, u64)>,
     pub pfc: Vec<(PfcKey, PfcCounters)>,
+    /// PSN state per flow (one shared value, not per CPU).
+    pub psn: Vec<(FlowKey, PsnState)>,
 }
 
 impl KernelSnapshot {
@@ -35,6 +39,8 @@ pub trait MapSource {
     fn remove_flows(&mut self, keys: &[FlowKey]) -> Result<(), KernelError>;
     /// Hands every pending ring-buffer event to `f`; returns how many there were.
     fn drain_events(&mut self, f: &mut dyn FnMut(&Event)) -> u64;
+    /// Hands every pending timeline record to `f`; returns how many there were.
+    fn drain_records(&mut self, f: &mut dyn FnMut(&Record)) -> u64;
 }
 
 /// The maps of a loaded program. The hash maps are read with batch lookups on their fds.
@@ -44,6 +50,8 @@ pub struct AyaMaps {
     pfc: MapData,
     counters: PerCpuArray<MapData, u64>,
     events: RingBuf<MapData>,
+    psn: MapData,
+    timeline: RingBuf<MapData>,
     cpus: usize,
 }
 
@@ -98,6 +106,11 @@ impl AyaMaps {
             pfc: per_cpu_hash(ebpf, MAP_PFC)?,
             counters: PerCpuArray::try_from(take(ebpf, MAP_COUNTERS)?).map_err(map_err(MAP_COUNTERS))?,
             events: RingBuf::try_from(take(ebpf, MAP_EVENTS)?).map_err(map_err(MAP_EVENTS))?,
+            psn: match take(ebpf, MAP_PSN)? {
+                aya::maps::Map::HashMap(d) => d,
+                _ => return Err(KernelError::Map { map: MAP_PSN, detail: "not a hash map".into() }),
+            },
+            timeline: RingBuf::try_from(take(ebpf, MAP_TIMELINE)?).map_err(map_err(MAP_TIMELINE))?,
             cpus,
         })
     }
@@ -141,6 +154,13 @@ impl MapSource for AyaMaps {
             s.pfc.push((pod(k), sum));
         })
         .map_err(io_err(MAP_PFC))?;
+        batch::for_each(
+            self.psn.fd().as_fd(),
+            std::mem::size_of::<FlowKey>(),
+            std::mem::size_of::<PsnState>(),
+            |k, v| s.psn.push((pod(k), pod(v))),
+        )
+        .map_err(io_err(MAP_PSN))?;
         Ok(s)
     }
 
@@ -151,6 +171,7 @@ impl MapSource for AyaMaps {
         let gone: std::collections::HashSet<&FlowKey> = keys.iter().collect();
         for k in keys {
             batch::delete(self.flows.fd().as_fd(), key_bytes(k)).map_err(io_err(MAP_FLOWS))?;
+            batch::delete(self.psn.fd().as_fd(), key_bytes(k)).map_err(io_err(MAP_PSN))?;
         }
         for (k, _) in self.extra_entries()?.iter().filter(|(k, _)| gone.contains(&k.flow)) {
             batch::delete(self.extra.fd().as_fd(), key_bytes(k)).map_err(io_err(MAP_FLOW_EXTRA))?;
@@ -163,6 +184,17 @@ impl MapSource for AyaMaps {
         while let Some(item) = self.events.next() {
             if item.len() >= std::mem::size_of::<Event>() {
                 f(&pod::<Event>(&item));
+            }
+            n += 1;
+        }
+        n
+    }
+
+    fn drain_records(&mut self, f: &mut dyn FnMut(&Record)) -> u64 {
+        let mut n = 0;
+        while let Some(item) = self.timeline.next() {
+            if item.len() >= std::mem::size_of::<Record>() {
+                f(&pod::<Record>(&item));
             }
             n += 1;
         }

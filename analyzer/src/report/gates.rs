@@ -1,8 +1,13 @@
 //! CI gates: `--fail-on PATH OP NUMBER` over the JSON report. A gate trips when its expression
 //! is true. A path names object keys (and array indices) with dots; a path that ends at a list
-//! compares the list's length. A path that does not exist is a usage error, never a silent pass.
+//! compares the list's length; a list of findings followed by a severity (`audit.error`) counts
+//! the findings of that severity. A path that does not exist is a usage error, never a silent
+//! pass.
 
 use serde_json::Value;
+
+/// Severities of audit findings, usable as the last step of a path over a list of findings.
+const SEVERITIES: [&str; 3] = ["error", "warning", "info"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -81,6 +86,14 @@ impl Gate {
     pub fn value(&self, report: &Value) -> Result<f64, GateError> {
         let mut v = report;
         for (i, seg) in self.path.iter().enumerate() {
+            // `audit.error`: the findings of that severity (a list of findings, then a severity).
+            if let Value::Array(a) = v
+                && i + 1 == self.path.len()
+                && SEVERITIES.contains(&seg.as_str())
+                && a.iter().all(|x| x.get("severity").is_some())
+            {
+                return Ok(a.iter().filter(|x| x["severity"] == seg.as_str()).count() as f64);
+            }
             let next = match v {
                 Value::Object(o) => o.get(seg),
                 Value::Array(a) => seg.parse::<usize>().ok().and_then(|n| a.get(n)),
@@ -149,5 +162,11 @@ mod tests {
         assert!(matches!(Gate::parse("flows.7.bytes>0").unwrap().check(&r), Err(GateError::UnknownPath { .. })));
         assert!(matches!(Gate::parse("capture.classes>0").unwrap().check(&r), Err(GateError::NotANumber { .. })));
         assert!(matches!(Gate::parse("kind>0").unwrap().check(&r), Err(GateError::NotANumber { .. })));
+        let r = serde_json::json!({"audit": [{"severity": "error"}, {"severity": "info"}, {"severity": "error"}]});
+        assert_eq!(Gate::parse("audit.error>0").unwrap().check(&r), Ok(Some(2.0)));
+        assert_eq!(Gate::parse("audit.warning>0").unwrap().check(&r), Ok(None));
+        assert!(Gate::parse("audit.fatal>0").unwrap().check(&r).is_err());
+        let r = serde_json::json!({"audit": []});
+        assert_eq!(Gate::parse("audit.error>0").unwrap().check(&r), Ok(None), "no findings: zero errors");
     }
 }

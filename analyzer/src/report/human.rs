@@ -1,4 +1,5 @@
-//! The human summary: totals, classes, top flows by bytes, PFC senders, visibility notes.
+//! The human summary: totals, classes, top flows by bytes, transport health (PSN, NAKs, RTT,
+//! ECN/CNP, audit findings), PFC senders, visibility notes.
 
 use std::fmt::Write as _;
 
@@ -66,6 +67,8 @@ pub fn render(r: &Report, top: usize) -> String {
         }
     }
 
+    health(&mut o, r, top);
+
     let p = &r.pfc;
     let _ = writeln!(o, "\nPFC: {} frames · 802.3x PAUSE: {} frames", p.frames, p.pause_8023x_frames);
     if !p.senders.is_empty() {
@@ -132,4 +135,107 @@ pub fn render(r: &Report, top: usize) -> String {
         }
     }
     o
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1000.0)
+}
+
+/// The "health" table: flows with PSN anomalies or NAKs first, then RTT, CE/CNP and findings.
+fn health(o: &mut String, r: &Report, top: usize) {
+    let naks = |f: &super::Flow| {
+        let n = &f.naks;
+        n.psn_sequence_error
+            + n.rnr
+            + n.invalid_request
+            + n.remote_access
+            + n.remote_operational
+            + n.invalid_rd_request
+            + n.reserved
+    };
+    let trouble = |f: &super::Flow| f.psn.out_of_sequence + f.psn.duplicates + f.psn.response_out_of_sequence + naks(f);
+    let mut flows: Vec<&super::Flow> =
+        r.flows.iter().filter(|f| f.psn.requests + f.naks.acks + naks(f) > 0 || f.rtt_ns.is_some()).collect();
+    flows.sort_by(|a, b| trouble(b).cmp(&trouble(a)).then(b.bytes.cmp(&a.bytes)));
+    let _ = writeln!(
+        o,
+        "\nhealth: {} flows with requests or ACKs (top {} by anomalies)",
+        flows.len(),
+        top.min(flows.len())
+    );
+    if !flows.is_empty() {
+        let _ = writeln!(
+            o,
+            "  {:<18} {:<18} {:>8} {:>9} {:>6} {:>7} {:>6} {:>6} {:>5} {:>5} {:>7} {:>9} {:>9}",
+            "src",
+            "dst",
+            "dst_qp",
+            "requests",
+            "oos",
+            "skipped",
+            "dup",
+            "seqNAK",
+            "RNR",
+            "NAK*",
+            "ACKs",
+            "rtt p50us",
+            "p99us"
+        );
+        for f in flows.iter().take(top) {
+            let n = &f.naks;
+            let other = naks(f) - n.psn_sequence_error - n.rnr;
+            let (p50, p99) = match &f.rtt_ns {
+                Some(r) if r.percentiles.samples > 0 => (us(r.percentiles.p50), us(r.percentiles.p99)),
+                _ => ("-".into(), "-".into()),
+            };
+            let _ = writeln!(
+                o,
+                "  {:<18} {:<18} {:>#8x} {:>9} {:>6} {:>7} {:>6} {:>6} {:>5} {:>5} {:>7} {:>9} {:>9}",
+                f.src,
+                f.dst,
+                f.dst_qp,
+                f.psn.requests,
+                f.psn.out_of_sequence,
+                f.psn.psn_skipped,
+                f.psn.duplicates,
+                n.psn_sequence_error,
+                n.rnr,
+                other,
+                n.acks,
+                p50,
+                p99
+            );
+        }
+    }
+    let t = &r.rtt_ns;
+    if t.percentiles.samples > 0 || t.timeouts > 0 {
+        let p = &t.percentiles;
+        let _ = writeln!(
+            o,
+            "RTT: {} samples{} · min {} · p50 {} · p90 {} · p99 {} · p99.9 {} · max {} us · {} timeouts · {} pending",
+            p.samples,
+            if p.exact { "" } else { " (1% histogram)" },
+            us(p.min),
+            us(p.p50),
+            us(p.p90),
+            us(p.p99),
+            us(p.p999),
+            us(p.max),
+            t.timeouts,
+            t.pending
+        );
+    }
+    for p in r.pairs.iter().filter(|p| p.ce > 0 || p.cnp_back > 0) {
+        let _ = writeln!(
+            o,
+            "ECN: {} → {}: {} data packets, {} CE · {} CNPs back · {} CE unanswered",
+            p.a, p.b, p.data_packets, p.ce, p.cnp_back, p.ce_unanswered
+        );
+    }
+    if !r.audit.is_empty() {
+        let _ = writeln!(o, "audit:");
+        for f in &r.audit {
+            let _ = writeln!(o, "  {:<7} [{}] {} ({} flows)", f.severity, f.code, f.message, f.flows.len());
+        }
+    }
 }

@@ -7,7 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{Capture, Ecn, Flow, Note, PauseCounts, PauseSender, Pfc, PfcSender, Report, SCHEMA, SourceJson, Tool};
+use super::{
+    Capture, CnpPacing, Ecn, Finding, Flow, Note, Pair, PauseCounts, PauseSender, Pfc, PfcSender, Report, RttSummary,
+    SCHEMA, SourceJson, Tool,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
@@ -83,6 +86,11 @@ pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
     let mut pause: BTreeMap<String, PauseSender> = BTreeMap::new();
     let (mut pfc_frames, mut pause_frames) = (0, 0);
     let mut carried: Vec<Note> = Vec::new();
+    let mut pairs: BTreeMap<(String, String), Pair> = BTreeMap::new();
+    let mut pacing: BTreeMap<(String, u32), CnpPacing> = BTreeMap::new();
+    let mut audit: Vec<Finding> = Vec::new();
+    let mut rtt_reports: Vec<RttSummary> = Vec::new();
+    let mut rtt_lost = false;
     for (path, r) in &reports {
         for s in &r.capture.sources {
             let label = qualify(path, &s.label);
@@ -121,6 +129,10 @@ pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
                     m.fecn += f.fecn;
                     m.becn += f.becn;
                     m.ack_req += f.ack_req;
+                    add_psn(m, f);
+                    // Percentiles of two vantage points cannot be combined without samples.
+                    m.rtt_ns = None;
+                    rtt_lost = true;
                     for l in labels {
                         if !m.labels.contains(&l) {
                             m.labels.push(l);
@@ -145,6 +157,31 @@ pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
                 .counts
                 .add(&s.counts);
         }
+        for p in &r.pairs {
+            let m = pairs.entry((p.a.clone(), p.b.clone())).or_insert_with(|| Pair {
+                data_packets: 0,
+                ce: 0,
+                cnp_back: 0,
+                ce_unanswered: 0,
+                ..p.clone()
+            });
+            m.data_packets += p.data_packets;
+            m.ce += p.ce;
+            m.cnp_back += p.cnp_back;
+            m.ce_unanswered += p.ce_unanswered;
+        }
+        for c in &r.cnp_pacing {
+            let slot = pacing.entry((c.dst.clone(), c.dst_qp)).or_insert_with(|| c.clone());
+            if c.cnps > slot.cnps {
+                *slot = c.clone();
+            }
+        }
+        for f in &r.audit {
+            audit.push(Finding { message: format!("{}: {}", path.display(), f.message), ..f.clone() });
+        }
+        if r.rtt_ns.percentiles.samples > 0 {
+            rtt_reports.push(r.rtt_ns);
+        }
         for n in r.visibility.iter().filter(|n| !RECOMPUTED.contains(&n.code.as_str())) {
             carried.push(Note { code: n.code.clone(), message: format!("{}: {}", path.display(), n.message) });
         }
@@ -167,11 +204,44 @@ pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
         },
         visibility: Vec::new(),
         nic: None,
+        rtt_ns: match rtt_reports.as_slice() {
+            [one] => *one,
+            _ => RttSummary::default(),
+        },
+        pairs: pairs.into_values().collect(),
+        cnp_pacing: pacing.into_values().collect(),
+        audit,
     };
     report.flows.sort_by_key(super::flow_sort_key);
     report.visibility = super::visibility::report_notes(&report);
     report.visibility.extend(carried);
+    if rtt_reports.len() > 1 || rtt_lost {
+        report.visibility.push(Note {
+            code: "rtt_not_merged".into(),
+            message: "RTT percentiles of several reports cannot be combined without their samples: the merged \
+                      report has RTT only for flows and totals seen in a single report"
+                .into(),
+        });
+    }
     Ok(report)
+}
+
+fn add_psn(m: &mut Flow, f: &Flow) {
+    let (a, b) = (&mut m.psn, &f.psn);
+    a.requests += b.requests;
+    a.out_of_sequence += b.out_of_sequence;
+    a.psn_skipped += b.psn_skipped;
+    a.duplicates += b.duplicates;
+    a.response_out_of_sequence += b.response_out_of_sequence;
+    let (a, b) = (&mut m.naks, &f.naks);
+    a.acks += b.acks;
+    a.psn_sequence_error += b.psn_sequence_error;
+    a.rnr += b.rnr;
+    a.invalid_request += b.invalid_request;
+    a.remote_access += b.remote_access;
+    a.remote_operational += b.remote_operational;
+    a.invalid_rd_request += b.invalid_rd_request;
+    a.reserved += b.reserved;
 }
 
 const ZERO: PauseCounts = PauseCounts { frames: 0, xoff: 0, xon: 0, quanta: 0, first_ns: 0, last_ns: 0 };

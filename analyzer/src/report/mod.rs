@@ -21,6 +21,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use analyzer_common::FrameClass;
 use analyzer_common::flow::FlowKey;
+use analyzer_common::psn::PsnState;
 
 use crate::engine::{DropReason, Engine, FlowStats};
 
@@ -68,6 +69,10 @@ impl Report {
             pfc: pfc_json(engine),
             visibility: Vec::new(),
             nic: engine.nic.clone(),
+            rtt_ns: rtt_summary(engine),
+            pairs: pairs_json(engine),
+            cnp_pacing: pacing_json(engine),
+            audit: crate::analyses::audit::findings(engine),
         };
         report.visibility = visibility::notes(engine, &report);
         report
@@ -105,6 +110,111 @@ pub fn mac_string(m: &[u8; 6]) -> String {
     format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
 }
 
+pub fn flow_ref(k: &FlowKey) -> FlowRef {
+    FlowRef {
+        src: addr_string(k.ip_version, &k.src),
+        dst: addr_string(k.ip_version, &k.dst),
+        udp_sport: k.udp_sport,
+        dst_qp: k.dst_qp,
+    }
+}
+
+fn psn_json(p: &PsnState) -> (PsnJson, Naks) {
+    use analyzer_common::psn::aeth;
+    (
+        PsnJson {
+            requests: p.requests,
+            out_of_sequence: p.out_of_sequence,
+            psn_skipped: p.psn_skipped,
+            duplicates: p.duplicates,
+            response_out_of_sequence: p.response_out_of_sequence,
+        },
+        Naks {
+            acks: p.aeth[aeth::ACK],
+            psn_sequence_error: p.aeth[aeth::PSN_SEQUENCE_ERROR],
+            rnr: p.aeth[aeth::RNR],
+            invalid_request: p.aeth[aeth::INVALID_REQUEST],
+            remote_access: p.aeth[aeth::REMOTE_ACCESS],
+            remote_operational: p.aeth[aeth::REMOTE_OPERATIONAL],
+            invalid_rd_request: p.aeth[aeth::INVALID_RD_REQUEST],
+            reserved: p.aeth[aeth::RESERVED],
+        },
+    )
+}
+
+fn end_ns(engine: &Engine) -> u64 {
+    engine.last_ns.unwrap_or(0)
+}
+
+fn flow_rtt(engine: &Engine, k: &FlowKey) -> Option<FlowRtt> {
+    let r = engine.analyses.rtt.flows.get(k)?;
+    let (late, pending) = engine.analyses.rtt.waiting(k, end_ns(engine));
+    let timeouts = r.timeouts + late;
+    if r.samples.is_empty() && timeouts == 0 && pending == 0 {
+        return None;
+    }
+    Some(FlowRtt { percentiles: r.samples.percentiles().unwrap_or_default(), timeouts, pending })
+}
+
+fn rtt_summary(engine: &Engine) -> RttSummary {
+    let rtt = &engine.analyses.rtt;
+    let mut all = crate::analyses::stats::Samples::default();
+    let (mut timeouts, mut pending) = (0, 0);
+    let mut keys: Vec<&FlowKey> = rtt.flows.keys().collect();
+    keys.sort_unstable_by_key(|k| flow_order(k));
+    for k in keys {
+        let f = &rtt.flows[k];
+        all.extend(&f.samples);
+        let (late, p) = rtt.waiting(k, end_ns(engine));
+        timeouts += f.timeouts + late;
+        pending += p;
+    }
+    RttSummary {
+        percentiles: all
+            .percentiles()
+            .unwrap_or(crate::analyses::stats::Percentiles { exact: true, ..Default::default() }),
+        timeouts,
+        pending,
+        ambiguous_acks: rtt.ambiguous_acks,
+        unpaired_acks: rtt.unpaired_acks,
+        timeout_ns: engine.analyses.config.rtt_timeout_ns,
+    }
+}
+
+fn pairs_json(engine: &Engine) -> Vec<Pair> {
+    let e = &engine.analyses.ecn;
+    e.pairs
+        .iter()
+        .map(|(((a, v), (b, _)), p)| Pair {
+            a: addr_string(*v, a),
+            b: addr_string(*v, b),
+            data_packets: p.data_packets,
+            ce: p.ce,
+            cnp_back: p.cnp_back,
+            ce_unanswered: p.unanswered_at(end_ns(engine), e.timeout_ns),
+        })
+        .collect()
+}
+
+fn pacing_json(engine: &Engine) -> Vec<CnpPacing> {
+    engine
+        .analyses
+        .ecn
+        .pacing
+        .iter()
+        .map(|(((addr, v), qp), p)| {
+            let mut gaps = p.gaps.clone();
+            CnpPacing {
+                dst: addr_string(*v, addr),
+                dst_qp: *qp,
+                cnps: p.cnps,
+                min_gap_ns: gaps.iter().copied().min().unwrap_or(0),
+                median_gap_ns: crate::analyses::stats::median(&mut gaps),
+            }
+        })
+        .collect()
+}
+
 fn flow_json(engine: &Engine, k: &FlowKey, s: &FlowStats) -> Flow {
     let mut pcp: BTreeMap<String, u64> = s.pcp.sorted().into_iter().map(|(p, n)| (p.to_string(), n)).collect();
     if s.untagged > 0 {
@@ -133,6 +243,9 @@ fn flow_json(engine: &Engine, k: &FlowKey, s: &FlowStats) -> Flow {
         becn: s.becn,
         ack_req: s.ack_req,
         labels,
+        psn: psn_json(&s.psn).0,
+        naks: psn_json(&s.psn).1,
+        rtt_ns: flow_rtt(engine, k),
     }
 }
 

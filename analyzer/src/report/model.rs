@@ -18,6 +18,112 @@ pub struct Report {
     /// Live with `--nic-counters`: the NIC's own counters over the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic: Option<Nic>,
+    /// RTT over all flows.
+    #[serde(default)]
+    pub rtt_ns: RttSummary,
+    /// Per direction of an IP pair: data and CE marks one way, CNPs the other.
+    #[serde(default)]
+    pub pairs: Vec<Pair>,
+    /// CNPs per notified QP and their spacing.
+    #[serde(default)]
+    pub cnp_pacing: Vec<CnpPacing>,
+    /// Findings of the transport audit (ECN, DSCP, CNP, PSN/NAK patterns).
+    #[serde(default)]
+    pub audit: Vec<Finding>,
+}
+
+/// A flow named in a finding or an analysis.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FlowRef {
+    pub src: String,
+    pub dst: String,
+    pub udp_sport: u16,
+    pub dst_qp: u32,
+}
+
+/// PSN sequence of a flow's request stream and its READ RESPONSEs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PsnJson {
+    /// Request-stream packets (SEND, WRITE, READ REQUEST, atomics).
+    pub requests: u64,
+    pub out_of_sequence: u64,
+    pub psn_skipped: u64,
+    pub duplicates: u64,
+    /// READ RESPONSE packets out of sequence within one response.
+    pub response_out_of_sequence: u64,
+}
+
+/// AETHs carried by a flow, by syndrome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Naks {
+    pub acks: u64,
+    pub psn_sequence_error: u64,
+    pub rnr: u64,
+    pub invalid_request: u64,
+    pub remote_access: u64,
+    pub remote_operational: u64,
+    pub invalid_rd_request: u64,
+    /// Reserved syndrome type or NAK codes.
+    pub reserved: u64,
+}
+
+/// RTT of one request flow (ns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowRtt {
+    #[serde(flatten)]
+    pub percentiles: crate::analyses::stats::Percentiles,
+    /// Requests with AckReq not acknowledged within `--rtt-timeout`.
+    pub timeouts: u64,
+    /// Requests still waiting at the end, less than the timeout before it.
+    pub pending: u64,
+}
+
+/// RTT over all flows (ns), with the pairing's bookkeeping.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RttSummary {
+    #[serde(flatten)]
+    pub percentiles: crate::analyses::stats::Percentiles,
+    pub timeouts: u64,
+    pub pending: u64,
+    /// ACKs whose request flow could not be told apart from another (see the docs on pairing).
+    pub ambiguous_acks: u64,
+    /// ACKs of requests this vantage point did not see.
+    pub unpaired_acks: u64,
+    pub timeout_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pair {
+    /// Sender of the data, receiver of the CNPs.
+    pub a: String,
+    pub b: String,
+    pub data_packets: u64,
+    /// CE-marked data packets a → b.
+    pub ce: u64,
+    /// CNPs b → a.
+    pub cnp_back: u64,
+    /// CE marks with no CNP back within `--cnp-timeout`.
+    pub ce_unanswered: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CnpPacing {
+    /// The notified (data-sending) address and QP.
+    pub dst: String,
+    pub dst_qp: u32,
+    pub cnps: u64,
+    pub min_gap_ns: u64,
+    pub median_gap_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// "error", "warning" or "info".
+    pub severity: String,
+    /// Stable identifier.
+    pub code: String,
+    pub message: String,
+    pub flows: Vec<FlowRef>,
 }
 
 /// NIC counters, as increments over the run (end − start).
@@ -92,6 +198,13 @@ pub struct Flow {
     pub becn: u64,
     pub ack_req: u64,
     pub labels: Vec<String>,
+    #[serde(default)]
+    pub psn: PsnJson,
+    #[serde(default)]
+    pub naks: Naks,
+    /// Present on flows that sent requests with AckReq.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_ns: Option<FlowRtt>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,0 +1,257 @@
+//! The transport audit: findings about ECN marking, DSCP classes, CE → CNP feedback and the
+//! PSN/NAK patterns of each flow, each with a severity, a stable code, a one-line message and
+//! the flows concerned. Built from the engine's state whenever a report is.
+
+use analyzer_common::flow::FlowKey;
+use analyzer_common::psn::aeth;
+
+use crate::engine::Engine;
+use crate::report::{Finding, FlowRef, addr_string, flow_ref};
+
+fn finding(severity: &str, code: &str, message: String, mut flows: Vec<FlowRef>) -> Finding {
+    flows.sort();
+    flows.dedup();
+    Finding { severity: severity.into(), code: code.into(), message, flows }
+}
+
+fn severity_rank(s: &str) -> u8 {
+    match s {
+        "error" => 0,
+        "warning" => 1,
+        _ => 2,
+    }
+}
+
+fn ns_text(ns: u64) -> String {
+    humantime::format_duration(std::time::Duration::from_nanos(ns)).to_string()
+}
+
+fn dscps(v: impl Iterator<Item = u8>) -> String {
+    let mut v: Vec<u8> = v.collect();
+    v.sort_unstable();
+    v.dedup();
+    v.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// Every finding, errors first, then by code and flows.
+pub fn findings(engine: &Engine) -> Vec<Finding> {
+    let mut out = marking(engine);
+    out.extend(feedback(engine));
+    out.extend(transport(engine));
+    out.sort_by(|a, b| {
+        (severity_rank(&a.severity), &a.code, &a.flows, &a.message).cmp(&(
+            severity_rank(&b.severity),
+            &b.code,
+            &b.flows,
+            &b.message,
+        ))
+    });
+    out
+}
+
+/// ECN capability and DSCP of data and CNPs.
+fn marking(engine: &Engine) -> Vec<Finding> {
+    let cfg = &engine.analyses.config;
+    let flows = &engine.analyses.ecn.flows;
+    let mut out = Vec::new();
+    let not_ect: Vec<(&FlowKey, u64)> =
+        flows.iter().filter(|(_, m)| m.data_not_ect > 0).map(|(k, m)| (k, m.data_not_ect)).collect();
+    if !not_ect.is_empty() {
+        let n: u64 = not_ect.iter().map(|(_, n)| n).sum();
+        out.push(finding(
+            "error",
+            "not_ect",
+            format!(
+                "{n} RoCE data packets in {} flows are Not-ECT: switches cannot CE-mark them, so DCQCN cannot react to congestion",
+                not_ect.len()
+            ),
+            not_ect.iter().map(|(k, _)| flow_ref(k)).collect(),
+        ));
+    }
+    let bad: Vec<_> = flows.iter().filter(|(_, m)| m.data_other_dscp > 0).collect();
+    if !bad.is_empty() {
+        let n: u64 = bad.iter().map(|(_, m)| m.data_other_dscp).sum();
+        out.push(finding(
+            "warning",
+            "roce_dscp",
+            format!(
+                "{n} RoCE data packets in {} flows carry DSCP {} instead of {}: they may miss the lossless (PFC) queue",
+                bad.len(),
+                dscps(bad.iter().filter_map(|(_, m)| m.seen_data_dscp)),
+                cfg.roce_dscp
+            ),
+            bad.iter().map(|(k, _)| flow_ref(k)).collect(),
+        ));
+    }
+    let bad: Vec<_> = flows.iter().filter(|(_, m)| m.cnp_other_dscp > 0).collect();
+    if !bad.is_empty() {
+        let n: u64 = bad.iter().map(|(_, m)| m.cnp_other_dscp).sum();
+        out.push(finding(
+            "warning",
+            "cnp_dscp",
+            format!(
+                "{n} CNPs in {} flows carry DSCP {} instead of {}: CNPs should ride a high-priority class so they are not delayed behind the congestion they report",
+                bad.len(),
+                dscps(bad.iter().filter_map(|(_, m)| m.seen_cnp_dscp)),
+                cfg.cnp_dscp
+            ),
+            bad.iter().map(|(k, _)| flow_ref(k)).collect(),
+        ));
+    }
+    out
+}
+
+/// CE marks and the CNPs that answer them, per direction of an IP pair.
+fn feedback(engine: &Engine) -> Vec<Finding> {
+    let e = &engine.analyses.ecn;
+    let end = engine.last_ns.unwrap_or(0);
+    let mut out = Vec::new();
+    for (((a, v), (b, _)), p) in &e.pairs {
+        let (sa, sb) = (addr_string(*v, a), addr_string(*v, b));
+        let unanswered = p.unanswered_at(end, e.timeout_ns);
+        if unanswered > 0 {
+            let flows =
+                e.flows.iter().filter(|(k, m)| k.src == *a && k.dst == *b && m.data > 0).map(|(k, _)| flow_ref(k));
+            out.push(finding(
+                "error",
+                "ce_without_cnp",
+                format!(
+                    "{sa} → {sb}: {unanswered} of {} CE-marked packets got no CNP back within {}: the notification point (the receiving NIC) does not send CNPs, or they are lost",
+                    p.ce,
+                    ns_text(e.timeout_ns)
+                ),
+                flows.collect(),
+            ));
+        }
+        if p.cnp_back > 0 && p.ce == 0 {
+            let flows =
+                e.flows.iter().filter(|(k, m)| k.src == *b && k.dst == *a && m.cnps > 0).map(|(k, _)| flow_ref(k));
+            out.push(finding(
+                "info",
+                "cnp_without_ce",
+                format!(
+                    "{sb} → {sa}: {} CNPs with no CE mark seen from {sa} to {sb}: some NICs send CNPs on NAKs, or the marks were on packets this vantage point did not see; not an error by itself",
+                    p.cnp_back
+                ),
+                flows.collect(),
+            ));
+        }
+    }
+    out
+}
+
+/// PSN-sequence NAKs travelling back to the sender of `k`: on the paired ACK flow when the
+/// pairing is known, else on every flow from `k`'s destination to its source.
+fn reverse_seq_naks(engine: &Engine, k: &FlowKey) -> u64 {
+    match engine.analyses.rtt.peer(k) {
+        Some(peer) => engine.flows.get(&peer).map_or(0, |s| s.psn.aeth[aeth::PSN_SEQUENCE_ERROR]),
+        None => engine
+            .flows
+            .iter()
+            .filter(|(r, _)| r.src == k.dst && r.dst == k.src)
+            .map(|(_, s)| s.psn.aeth[aeth::PSN_SEQUENCE_ERROR])
+            .sum(),
+    }
+}
+
+/// PSN and NAK patterns per flow.
+fn transport(engine: &Engine) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (k, s) in engine.flows.iter() {
+        let p = &s.psn;
+        let one = || vec![flow_ref(k)];
+        let naks = reverse_seq_naks(engine, k);
+        if p.duplicates > 0 && naks > 0 {
+            out.push(finding(
+                "warning",
+                "go_back_n",
+                format!(
+                    "{} duplicate PSNs after {naks} PSN-sequence-error NAKs from the receiver: go-back-N retransmission after loss ({} out-of-sequence arrivals skipping {} PSNs)",
+                    p.duplicates, p.out_of_sequence, p.psn_skipped
+                ),
+                one(),
+            ));
+        } else if p.out_of_sequence > 0 && p.duplicates > 0 {
+            out.push(finding(
+                "warning",
+                "reordering",
+                format!(
+                    "{} out-of-sequence and {} duplicate PSNs with no PSN-sequence NAK: packets are reordered in the fabric (adaptive routing or packet spraying)",
+                    p.out_of_sequence, p.duplicates
+                ),
+                one(),
+            ));
+        } else if p.out_of_sequence > 0 {
+            out.push(finding(
+                "warning",
+                "psn_gap",
+                format!(
+                    "{} out-of-sequence arrivals skipping {} PSNs, no retransmission seen: loss before this vantage point, or the capture dropped packets",
+                    p.out_of_sequence, p.psn_skipped
+                ),
+                one(),
+            ));
+        } else if p.duplicates > 0 {
+            out.push(finding(
+                "warning",
+                "retransmission",
+                format!(
+                    "{} duplicate PSNs with no gap seen here: retransmissions after a loss past this vantage point or an ACK timeout",
+                    p.duplicates
+                ),
+                one(),
+            ));
+        }
+        if p.response_out_of_sequence > 0 {
+            out.push(finding(
+                "warning",
+                "read_response_gap",
+                format!("{} READ RESPONSE packets out of sequence within a response", p.response_out_of_sequence),
+                one(),
+            ));
+        }
+        if p.aeth[aeth::RNR] > 0 {
+            out.push(finding(
+                "warning",
+                "rnr_nak",
+                format!(
+                    "{} RNR NAKs: the receiver had no receive WQE posted (receiver not ready); the sender backs off by the RNR timer",
+                    p.aeth[aeth::RNR]
+                ),
+                one(),
+            ));
+        }
+        let fatal = [
+            (aeth::INVALID_REQUEST, "invalid request"),
+            (aeth::REMOTE_ACCESS, "remote access error"),
+            (aeth::REMOTE_OPERATIONAL, "remote operational error"),
+            (aeth::INVALID_RD_REQUEST, "invalid RD request"),
+        ];
+        let parts: Vec<String> =
+            fatal.iter().filter(|(i, _)| p.aeth[*i] > 0).map(|(i, name)| format!("{} {name}", p.aeth[*i])).collect();
+        if !parts.is_empty() {
+            out.push(finding(
+                "error",
+                "nak_error",
+                format!("NAKs that move the QP to the error state: {}", parts.join(", ")),
+                one(),
+            ));
+        }
+        if let Some(r) = engine.analyses.rtt.flows.get(k) {
+            let (late, _) = engine.analyses.rtt.waiting(k, engine.last_ns.unwrap_or(0));
+            let t = r.timeouts + late;
+            if t > 0 {
+                out.push(finding(
+                    "warning",
+                    "rtt_timeout",
+                    format!(
+                        "{t} requests with AckReq not acknowledged within {}",
+                        ns_text(engine.analyses.config.rtt_timeout_ns)
+                    ),
+                    one(),
+                ));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,232 @@
+//! Round-trip times: from a request with AckReq to the first later ACK of the reverse
+//! direction whose PSN covers it.
+//!
+//! **QP pairing.** An ACK travels on another flow than the requests it acknowledges (the
+//! reverse addresses, the requester's QP as destination). The two directions are paired by PSN
+//! continuity: an ACK from B to A with PSN p belongs to the request flow from A to B whose
+//! PSNs sent so far span p (from its first PSN to its latest, plus [`READ_SLACK`] for READ
+//! RESPONSEs, whose PSNs run ahead of the READ REQUEST's). When exactly one request flow
+//! qualifies the pair is fixed for the rest of the run; when several do (two QPs between the
+//! same hosts with overlapping PSN ranges) the ACK is counted `ambiguous_acks` and pairing waits
+//! for a later ACK that tells them apart. Initial PSNs are random 24-bit numbers, so overlaps
+//! are rare.
+//!
+//! A retransmitted request (a PSN already waiting) does not restart its clock (Karn). Requests
+//! not acknowledged within the timeout count as `timeouts`; those still waiting at the end of
+//! the capture, less than a timeout before it, as `pending` ([`Rtt::waiting`]).
+
+use std::collections::VecDeque;
+
+use analyzer_common::flow::FlowKey;
+use analyzer_common::opcode;
+use analyzer_common::psn::{PSN_HALF, psn_diff};
+use analyzer_common::record::Record;
+use analyzer_common::wire::ext::{AckType, syndrome_type};
+use rustc_hash::FxHashMap;
+
+use super::stats::Samples;
+
+/// PSNs an ACK may run ahead of the latest request PSN (a READ of up to 1024 PMTUs).
+pub const READ_SLACK: u32 = 1024;
+
+#[derive(Debug, Default)]
+struct RequestFlow {
+    first_psn: u32,
+    last_psn: u32,
+    /// (PSN, time) of AckReq requests not yet acknowledged, oldest first.
+    waiting: VecDeque<(u32, u64)>,
+}
+
+/// RTT results of one request flow.
+#[derive(Debug, Clone, Default)]
+pub struct FlowRtt {
+    pub samples: Samples,
+    /// Requests not acknowledged within the timeout (decided so far; see [`Rtt::waiting`]).
+    pub timeouts: u64,
+    /// The flow carrying this flow's ACKs, once paired.
+    pub ack_flow: Option<FlowKey>,
+}
+
+#[derive(Debug, Default)]
+pub struct Rtt {
+    timeout_ns: u64,
+    requests: FxHashMap<FlowKey, RequestFlow>,
+    /// (source, destination) of request flows → their keys, in order of appearance.
+    by_hosts: FxHashMap<([u8; 16], [u8; 16]), Vec<FlowKey>>,
+    /// ACK flow → request flow.
+    paired: FxHashMap<FlowKey, FlowKey>,
+    pub flows: FxHashMap<FlowKey, FlowRtt>,
+    pub ambiguous_acks: u64,
+    /// ACKs no request flow's PSNs could account for (their requests were not captured).
+    pub unpaired_acks: u64,
+}
+
+impl Rtt {
+    pub fn new(timeout_ns: u64) -> Self {
+        Rtt { timeout_ns, ..Default::default() }
+    }
+
+    pub fn observe(&mut self, r: &Record) {
+        if opcode::is_request(r.opcode) {
+            self.request(r);
+        }
+        if let Some(syn) = r.aeth()
+            && syndrome_type(syn) == AckType::Ack
+        {
+            self.ack(r);
+        }
+    }
+
+    fn request(&mut self, r: &Record) {
+        let key = r.flow();
+        let f = self.requests.entry(key).or_insert_with(|| {
+            self.by_hosts.entry((key.src, key.dst)).or_default().push(key);
+            RequestFlow { first_psn: r.psn, last_psn: r.psn, waiting: VecDeque::new() }
+        });
+        if psn_diff(f.last_psn, r.psn) < PSN_HALF {
+            f.last_psn = r.psn;
+        }
+        let stats = self.flows.entry(key).or_default();
+        while let Some(&(_, t)) = f.waiting.front() {
+            if r.ts_ns.saturating_sub(t) <= self.timeout_ns {
+                break;
+            }
+            f.waiting.pop_front();
+            stats.timeouts += 1;
+        }
+        if r.ack_req() && !f.waiting.iter().any(|&(p, _)| p == r.psn) {
+            f.waiting.push_back((r.psn, r.ts_ns));
+        }
+    }
+
+    fn covers(f: &RequestFlow, psn: u32) -> bool {
+        psn_diff(f.first_psn, psn) <= psn_diff(f.first_psn, f.last_psn).saturating_add(READ_SLACK)
+    }
+
+    fn ack(&mut self, r: &Record) {
+        let ack_key = r.flow();
+        let req_key = match self.paired.get(&ack_key) {
+            Some(k) => *k,
+            None => {
+                let candidates: Vec<FlowKey> = self
+                    .by_hosts
+                    .get(&(ack_key.dst, ack_key.src))
+                    .map(|v| v.iter().filter(|k| Self::covers(&self.requests[*k], r.psn)).copied().collect())
+                    .unwrap_or_default();
+                match candidates.as_slice() {
+                    [one] => {
+                        self.paired.insert(ack_key, *one);
+                        self.flows.entry(*one).or_default().ack_flow = Some(ack_key);
+                        *one
+                    }
+                    [] => {
+                        self.unpaired_acks += 1;
+                        return;
+                    }
+                    _ => {
+                        self.ambiguous_acks += 1;
+                        return;
+                    }
+                }
+            }
+        };
+        let f = self.requests.get_mut(&req_key).expect("paired flows are request flows");
+        let stats = self.flows.entry(req_key).or_default();
+        while let Some(&(psn, t)) = f.waiting.front() {
+            if psn_diff(psn, r.psn) >= PSN_HALF {
+                break;
+            }
+            f.waiting.pop_front();
+            let rtt = r.ts_ns.saturating_sub(t);
+            if rtt <= self.timeout_ns {
+                stats.samples.push(rtt);
+            } else {
+                stats.timeouts += 1;
+            }
+        }
+    }
+
+    /// Requests still waiting at `end_ns`: (older than the timeout, younger). Read-only, so
+    /// live reports can be built at every interval.
+    pub fn waiting(&self, key: &FlowKey, end_ns: u64) -> (u64, u64) {
+        let Some(f) = self.requests.get(key) else { return (0, 0) };
+        let old = f.waiting.iter().filter(|(_, t)| end_ns.saturating_sub(*t) > self.timeout_ns).count() as u64;
+        (old, f.waiting.len() as u64 - old)
+    }
+
+    /// The request flow an ACK flow was paired with, and back.
+    pub fn peer(&self, key: &FlowKey) -> Option<FlowKey> {
+        self.paired.get(key).copied().or_else(|| self.flows.get(key).and_then(|f| f.ack_flow))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use analyzer_common::record::flag;
+
+    #[allow(clippy::too_many_arguments)]
+    fn rec(src: u8, dst: u8, qp: u32, opcode: u8, psn: u32, ts: u64, flags: u8, syn: u8) -> Record {
+        let mut r = Record {
+            ts_ns: ts,
+            psn,
+            opcode,
+            flags,
+            aeth_syndrome: syn,
+            ip_version: 4,
+            dst_qp: qp,
+            ..Default::default()
+        };
+        r.src_ip[..4].copy_from_slice(&[10, 0, 0, src]);
+        r.dst_ip[..4].copy_from_slice(&[10, 0, 0, dst]);
+        r
+    }
+
+    #[test]
+    fn pairs_by_psn_and_measures() {
+        let mut rtt = Rtt::new(1_000_000);
+        // Two QPs from .1 to .2 with far-apart PSNs; ACKs come back on QPs 0x11 and 0x12.
+        rtt.observe(&rec(1, 2, 0x21, 0x0A, 100, 1000, flag::ACK_REQ, 0));
+        rtt.observe(&rec(1, 2, 0x22, 0x0A, 900_000, 1100, flag::ACK_REQ, 0));
+        rtt.observe(&rec(1, 2, 0x21, 0x0A, 101, 1200, flag::ACK_REQ, 0));
+        rtt.observe(&rec(2, 1, 0x12, 0x11, 900_000, 3100, flag::AETH, 0));
+        rtt.observe(&rec(2, 1, 0x11, 0x11, 101, 5200, flag::AETH, 0)); // coalesced: covers 100 and 101
+        rtt.observe(&rec(2, 1, 0x11, 0x11, 101, 6000, flag::AETH, 0)); // nothing left
+        rtt.observe(&rec(2, 1, 0x11, 0x11, 101, 6000, flag::AETH, 0x60)); // a NAK is no ACK
+        let a = &rtt.flows[&rec(1, 2, 0x21, 0, 0, 0, 0, 0).flow()];
+        assert_eq!(a.samples.values(), vec![4200, 4000]);
+        assert_eq!(a.ack_flow, Some(rec(2, 1, 0x11, 0, 0, 0, 0, 0).flow()));
+        let b = &rtt.flows[&rec(1, 2, 0x22, 0, 0, 0, 0, 0).flow()];
+        assert_eq!(b.samples.values(), vec![2000]);
+        assert_eq!((rtt.unpaired_acks, rtt.ambiguous_acks), (0, 0));
+    }
+
+    #[test]
+    fn timeouts_pending_and_retransmissions() {
+        let mut rtt = Rtt::new(1000);
+        rtt.observe(&rec(1, 2, 0x21, 0x0A, 5, 0, flag::ACK_REQ, 0));
+        rtt.observe(&rec(1, 2, 0x21, 0x0A, 5, 500, flag::ACK_REQ, 0)); // retransmission keeps t=0
+        rtt.observe(&rec(2, 1, 0x11, 0x11, 5, 900, flag::AETH, 0));
+        rtt.observe(&rec(1, 2, 0x21, 0x0A, 6, 1000, flag::ACK_REQ, 0));
+        rtt.observe(&rec(1, 2, 0x21, 0x0A, 7, 3000, flag::ACK_REQ, 0)); // 6 timed out
+        rtt.observe(&rec(1, 2, 0x21, 0x0A, 8, 3500, flag::ACK_REQ, 0));
+        rtt.observe(&rec(3, 1, 0x11, 0x11, 5, 900, flag::AETH, 0)); // from a host we saw no requests to
+        let key = rec(1, 2, 0x21, 0, 0, 0, 0, 0).flow();
+        let f = &rtt.flows[&key];
+        assert_eq!(f.samples.values(), vec![900]);
+        assert_eq!((f.timeouts, rtt.waiting(&key, 4200), rtt.unpaired_acks), (1, (1, 1), 1));
+    }
+
+    #[test]
+    fn ambiguous_until_told_apart() {
+        let mut rtt = Rtt::new(1_000_000);
+        rtt.observe(&rec(1, 2, 0x21, 0x0A, 10, 0, flag::ACK_REQ, 0));
+        rtt.observe(&rec(1, 2, 0x22, 0x0A, 12, 0, flag::ACK_REQ, 0));
+        rtt.observe(&rec(2, 1, 0x11, 0x11, 12, 100, flag::AETH, 0)); // both span 12 (with slack)
+        assert_eq!(rtt.ambiguous_acks, 1);
+        rtt.observe(&rec(1, 2, 0x22, 0x0A, 5000, 200, flag::ACK_REQ, 0));
+        rtt.observe(&rec(1, 2, 0x21, 0x0A, 11, 200, flag::ACK_REQ, 0));
+        rtt.observe(&rec(2, 1, 0x12, 0x11, 5000, 300, flag::AETH, 0)); // only 0x22 reaches 5000
+        assert_eq!(rtt.peer(&rec(2, 1, 0x12, 0, 0, 0, 0, 0).flow()), Some(rec(1, 2, 0x22, 0, 0, 0, 0, 0).flow()));
+    }
+}

@@ -1,0 +1,191 @@
+//! Latency samples and their percentiles (nearest rank).
+//!
+//! Samples are kept exactly up to [`EXACT_LIMIT`]; beyond that (long live runs) they fold into
+//! a logarithmic histogram whose buckets are 1% wide, so a percentile is within 1% of the exact
+//! one. The report says which.
+
+use serde::{Deserialize, Serialize};
+
+pub const EXACT_LIMIT: usize = 1 << 20;
+/// Bucket growth factor: each bucket spans [g^i, g^(i+1)).
+const GROWTH: f64 = 1.01;
+
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    exact: Vec<u64>,
+    /// Bucket index → count, once folded.
+    hist: Option<std::collections::BTreeMap<u32, u64>>,
+    n: u64,
+    min: u64,
+    max: u64,
+}
+
+/// Summary of a sample set, in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Percentiles {
+    pub samples: u64,
+    pub min: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+    /// False when the percentiles come from the 1% histogram (more than 2^20 samples).
+    pub exact: bool,
+}
+
+fn bucket(v: u64) -> u32 {
+    if v <= 1 { 0 } else { ((v as f64).ln() / GROWTH.ln()).floor() as u32 }
+}
+
+/// Geometric middle of a bucket: within 0.5% of any value in it.
+fn bucket_value(b: u32) -> u64 {
+    GROWTH.powf(b as f64 + 0.5).round() as u64
+}
+
+impl Samples {
+    pub fn push(&mut self, v: u64) {
+        if self.n == 0 {
+            self.min = v;
+            self.max = v;
+        } else {
+            self.min = self.min.min(v);
+            self.max = self.max.max(v);
+        }
+        self.n += 1;
+        match &mut self.hist {
+            Some(h) => *h.entry(bucket(v)).or_default() += 1,
+            None => {
+                self.exact.push(v);
+                if self.exact.len() > EXACT_LIMIT {
+                    let mut h = std::collections::BTreeMap::new();
+                    for x in self.exact.drain(..) {
+                        *h.entry(bucket(x)).or_default() += 1;
+                    }
+                    self.hist = Some(h);
+                }
+            }
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Adds another set's samples.
+    pub fn extend(&mut self, o: &Samples) {
+        for v in &o.exact {
+            self.push(*v);
+        }
+        if let Some(h) = &o.hist {
+            for (b, c) in h {
+                for _ in 0..*c {
+                    self.push(bucket_value(*b));
+                }
+            }
+            self.min = self.min.min(o.min);
+            self.max = self.max.max(o.max);
+        }
+    }
+
+    /// Nearest-rank percentiles: the value at rank ceil(p × n).
+    pub fn percentiles(&self) -> Option<Percentiles> {
+        if self.n == 0 {
+            return None;
+        }
+        let rank = |p: f64| ((p * self.n as f64).ceil() as u64).clamp(1, self.n);
+        let at: Box<dyn Fn(u64) -> u64> = match &self.hist {
+            None => {
+                let mut v = self.exact.clone();
+                v.sort_unstable();
+                Box::new(move |r| v[r as usize - 1])
+            }
+            Some(h) => {
+                let h = h.clone();
+                let (min, max) = (self.min, self.max);
+                Box::new(move |r| {
+                    let mut seen = 0;
+                    for (b, c) in &h {
+                        seen += c;
+                        if seen >= r {
+                            return bucket_value(*b).clamp(min, max);
+                        }
+                    }
+                    max
+                })
+            }
+        };
+        Some(Percentiles {
+            samples: self.n,
+            min: self.min,
+            p50: at(rank(0.50)),
+            p90: at(rank(0.90)),
+            p99: at(rank(0.99)),
+            p999: at(rank(0.999)),
+            max: self.max,
+            exact: self.hist.is_none(),
+        })
+    }
+
+    /// Every sample in the histogram's buckets, as (upper bound, count) for metrics.
+    pub fn values(&self) -> Vec<u64> {
+        match &self.hist {
+            None => self.exact.clone(),
+            Some(h) => h.iter().flat_map(|(b, c)| std::iter::repeat_n(bucket_value(*b), *c as usize)).collect(),
+        }
+    }
+}
+
+/// The median of a list (nearest rank), or 0 when empty.
+pub fn median(v: &mut [u64]) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[v.len().div_ceil(2) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_exact() {
+        let mut s = Samples::default();
+        for v in 1..=1000u64 {
+            s.push(v * 10);
+        }
+        let p = s.percentiles().unwrap();
+        assert_eq!((p.samples, p.min, p.p50, p.p90, p.p99, p.p999, p.max), (1000, 10, 5000, 9000, 9900, 9990, 10000));
+        assert!(p.exact);
+        let mut one = Samples::default();
+        one.push(7);
+        assert_eq!(one.percentiles().unwrap().p999, 7);
+        assert_eq!(median(&mut [5, 1, 3, 2]), 2);
+    }
+
+    #[test]
+    fn histogram_within_one_percent() {
+        let mut s = Samples::default();
+        let mut exact = Vec::new();
+        let mut x: u64 = 12345;
+        for _ in 0..EXACT_LIMIT + 5000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let v = 1000 + (x >> 40) % 1_000_000;
+            s.push(v);
+            exact.push(v);
+        }
+        exact.sort_unstable();
+        let p = s.percentiles().unwrap();
+        assert!(!p.exact);
+        let n = exact.len() as f64;
+        for (q, got) in [(0.5, p.p50), (0.9, p.p90), (0.99, p.p99), (0.999, p.p999)] {
+            let want = exact[(q * n).ceil() as usize - 1] as f64;
+            assert!((got as f64 - want).abs() / want < 0.01, "p{q}: {got} vs {want}");
+        }
+    }
+}

@@ -44,9 +44,12 @@ fn comparable(v: &Value) -> Value {
         for k in ["first_ns", "last_ns", "labels"] {
             o.remove(k);
         }
-        // RTT values depend on the replay's timing; which requests were answered does not.
+        // RTT values depend on the replay's timing, and so does whether a request never
+        // answered has timed out by the end; which requests were answered does not.
         if let Some(rtt) = o.get_mut("rtt_ns").and_then(|r| r.as_object_mut()) {
-            rtt.retain(|k, _| ["samples", "timeouts", "pending"].contains(&k.as_str()));
+            let unanswered = rtt["timeouts"].as_u64().unwrap() + rtt["pending"].as_u64().unwrap();
+            rtt.retain(|k, _| k == "samples");
+            rtt.insert("unanswered".into(), unanswered.into());
         }
     }
     let mut pfc = v["pfc"].clone();

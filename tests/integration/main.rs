@@ -4,4 +4,5 @@ mod cli;
 mod fixtures;
 mod kernel;
 mod live;
+mod transport;
 mod tshark;

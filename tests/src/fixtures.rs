@@ -444,6 +444,9 @@ pub fn all() -> Vec<Fixture> {
         cooked(false),
         cooked(true),
     ]
+    .into_iter()
+    .chain(crate::transport::all())
+    .collect()
 }
 
 /// Inputs that must be refused (or, for the truncated tail, reported as partial).

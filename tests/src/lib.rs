@@ -4,3 +4,4 @@
 pub mod fixtures;
 pub mod netns;
 pub mod tools;
+pub mod transport;

@@ -140,17 +140,14 @@ fn feedback(engine: &Engine) -> Vec<Finding> {
     out
 }
 
-/// PSN-sequence NAKs travelling back to the sender of `k`: on the paired ACK flow when the
-/// pairing is known, else on every flow from `k`'s destination to its source.
-fn reverse_seq_naks(engine: &Engine, k: &FlowKey) -> u64 {
+/// AETHs of one kind ([`aeth`] index) travelling back to the sender of `k`: on the paired ACK
+/// flow when the pairing is known, else on every flow from `k`'s destination to its source.
+fn reverse_aeth(engine: &Engine, k: &FlowKey, kind: usize) -> u64 {
     match engine.analyses.rtt.peer(k) {
-        Some(peer) => engine.flows.get(&peer).map_or(0, |s| s.psn.aeth[aeth::PSN_SEQUENCE_ERROR]),
-        None => engine
-            .flows
-            .iter()
-            .filter(|(r, _)| r.src == k.dst && r.dst == k.src)
-            .map(|(_, s)| s.psn.aeth[aeth::PSN_SEQUENCE_ERROR])
-            .sum(),
+        Some(peer) => engine.flows.get(&peer).map_or(0, |s| s.psn.aeth[kind]),
+        None => {
+            engine.flows.iter().filter(|(r, _)| r.src == k.dst && r.dst == k.src).map(|(_, s)| s.psn.aeth[kind]).sum()
+        }
     }
 }
 
@@ -160,7 +157,8 @@ fn transport(engine: &Engine) -> Vec<Finding> {
     for (k, s) in engine.flows.iter() {
         let p = &s.psn;
         let one = || vec![flow_ref(k)];
-        let naks = reverse_seq_naks(engine, k);
+        let naks = reverse_aeth(engine, k, aeth::PSN_SEQUENCE_ERROR);
+        let rnrs = reverse_aeth(engine, k, aeth::RNR);
         if p.duplicates > 0 && naks > 0 {
             out.push(finding(
                 "warning",
@@ -189,6 +187,13 @@ fn transport(engine: &Engine) -> Vec<Finding> {
                     "{} out-of-sequence arrivals skipping {} PSNs, no retransmission seen: loss before this vantage point, or the capture dropped packets",
                     p.out_of_sequence, p.psn_skipped
                 ),
+                one(),
+            ));
+        } else if p.duplicates > 0 && rnrs > 0 {
+            out.push(finding(
+                "warning",
+                "rnr_retry",
+                format!("{} duplicate PSNs: retries after {rnrs} RNR NAKs from the receiver", p.duplicates),
                 one(),
             ));
         } else if p.duplicates > 0 {

@@ -1,0 +1,217 @@
+//! Transport health on fixtures built for it: PSN/NAK counters, RTT percentiles, ECN/CNP
+//! pairs and pacing, and the audit findings — each answer stated by hand from how the fixture
+//! was built (tests/src/transport.rs).
+
+use serde_json::{Value, json};
+use tests::fixtures::data_dir;
+use tests::tools::run;
+use tests::transport::{RTT_FAST, RTT_SLOW};
+
+fn report(name: &str, extra: &[&str]) -> Value {
+    let p = data_dir().join(name);
+    let mut args = vec!["-q", "-r", p.to_str().unwrap(), "--json", "-"];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn flow<'a>(r: &'a Value, src: &str, qp: u32) -> &'a Value {
+    r["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["src"] == format!("10.0.1.{src}") && f["dst_qp"] == qp)
+        .unwrap_or_else(|| panic!("no flow from 10.0.1.{src} to QP {qp:#x}"))
+}
+
+fn psn(requests: u64, oos: u64, skipped: u64, dup: u64) -> Value {
+    json!({"requests": requests, "out_of_sequence": oos, "psn_skipped": skipped, "duplicates": dup,
+           "response_out_of_sequence": 0})
+}
+
+fn naks(acks: u64, seq: u64, rnr: u64) -> Value {
+    json!({"acks": acks, "psn_sequence_error": seq, "rnr": rnr, "invalid_request": 0, "remote_access": 0,
+           "remote_operational": 0, "invalid_rd_request": 0, "reserved": 0})
+}
+
+/// (severity, code, "src→dst qp") of every finding.
+fn findings(r: &Value) -> Vec<(String, String, Vec<String>)> {
+    r["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let flows = f["flows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| {
+                    format!(
+                        "{}→{} {:#x}",
+                        x["src"].as_str().unwrap(),
+                        x["dst"].as_str().unwrap(),
+                        x["dst_qp"].as_u64().unwrap()
+                    )
+                })
+                .collect();
+            (f["severity"].as_str().unwrap().into(), f["code"].as_str().unwrap().into(), flows)
+        })
+        .collect()
+}
+
+fn one(severity: &str, code: &str, flow: &str) -> (String, String, Vec<String>) {
+    (severity.into(), code.into(), vec![flow.into()])
+}
+
+#[test]
+fn loss_nak_and_go_back_n() {
+    let r = report("gobackn.pcap", &[]);
+    // 100..103, 105..109 (105 skips 104), then 104..109 again behind the expected 110.
+    assert_eq!(flow(&r, "1", 0x200)["psn"], psn(15, 1, 1, 6));
+    assert_eq!(flow(&r, "2", 0x100)["naks"], naks(1, 1, 0));
+    assert_eq!(findings(&r), vec![one("warning", "go_back_n", "10.0.1.1→10.0.1.2 0x200")]);
+}
+
+#[test]
+fn reordering_without_nak() {
+    let r = report("reorder.pcap", &[]);
+    assert_eq!(flow(&r, "3", 0x300)["psn"], psn(6, 1, 1, 1));
+    assert_eq!(flow(&r, "4", 0x103)["naks"], naks(1, 0, 0));
+    assert_eq!(findings(&r), vec![one("warning", "reordering", "10.0.1.3→10.0.1.4 0x300")]);
+}
+
+#[test]
+fn reads_of_several_pmtus_interleaved_with_writes() {
+    let r = report("reads.pcap", &[]);
+    // Requests 1000..1002 (WRITE), READ 1003 (4 PSNs), WRITE 1007, READ 1008 (1), READ 1009 (8),
+    // WRITE 1017: in sequence once the PMTU (1024) is known from the WRITE FIRST/MIDDLE.
+    assert_eq!(flow(&r, "5", 0x600)["psn"], psn(8, 0, 0, 0));
+    assert_eq!(flow(&r, "6", 0x105)["psn"], psn(0, 0, 0, 0), "responses in sequence within each");
+    assert_eq!(flow(&r, "6", 0x105)["naks"]["acks"], 6, "AETHs: FIRST and LAST of two responses, one ONLY, one ACK");
+    // The read-only QP's first READ (2048 bytes) is cut by --pmtu: 4096 makes it one PSN.
+    assert_eq!(flow(&r, "7", 0x610)["psn"], psn(2, 1, 1, 0));
+    assert_eq!(findings(&r), vec![one("warning", "psn_gap", "10.0.1.7→10.0.1.6 0x610")]);
+    let r = report("reads.pcap", &["--pmtu", "1024"]);
+    assert_eq!(flow(&r, "7", 0x610)["psn"], psn(2, 0, 0, 0));
+    assert_eq!(findings(&r), vec![], "no anomaly at the right PMTU");
+}
+
+#[test]
+fn rnr_naks_and_retries() {
+    let r = report("rnr.pcap", &[]);
+    assert_eq!(flow(&r, "8", 0x800)["psn"], psn(3, 0, 0, 2));
+    assert_eq!(flow(&r, "9", 0x108)["naks"], naks(1, 0, 2));
+    assert_eq!(
+        findings(&r),
+        vec![
+            one("warning", "rnr_nak", "10.0.1.9→10.0.1.8 0x108"),
+            one("warning", "rnr_retry", "10.0.1.8→10.0.1.9 0x800"),
+        ]
+    );
+}
+
+#[test]
+fn psn_wraps_at_two_to_the_24() {
+    let r = report("psn_wrap.pcap", &[]);
+    assert_eq!(flow(&r, "10", 0xA00)["psn"], psn(7, 0, 0, 0));
+    // 0xFFFFFE, then 1 (skipping 0xFFFFFF and 0), the straggler 0xFFFFFF, then 2.
+    assert_eq!(flow(&r, "10", 0xA01)["psn"], psn(4, 1, 2, 1));
+}
+
+/// Nearest rank, written independently of the analyzer's.
+fn nearest_rank(sorted: &[u64], p: f64) -> u64 {
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted[rank.max(1) - 1]
+}
+
+#[test]
+fn rtt_percentiles_are_exact() {
+    let r = report("rtt.pcap", &[]);
+    let fast: Vec<u64> = (1..=RTT_FAST as u64).map(|i| i * 100).collect();
+    let rtt = &flow(&r, "12", 0xC00)["rtt_ns"];
+    assert_eq!(
+        *rtt,
+        json!({"samples": 1000, "min": 100, "p50": 50_000, "p90": 90_000, "p99": 99_000, "p999": 99_900,
+               "max": 100_000, "exact": true, "timeouts": 1, "pending": 0})
+    );
+    let slow = &flow(&r, "12", 0xC01)["rtt_ns"];
+    assert_eq!(
+        (slow["samples"].as_u64(), slow["min"].as_u64(), slow["max"].as_u64()),
+        (Some(100), Some(7000), Some(7000))
+    );
+    let mut all = fast.clone();
+    all.extend(std::iter::repeat_n(7000, RTT_SLOW as usize));
+    all.sort_unstable();
+    let g = &r["rtt_ns"];
+    for (key, p) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999)] {
+        assert_eq!(g[key].as_u64(), Some(nearest_rank(&all, p)), "global {key}");
+    }
+    assert_eq!((g["samples"].as_u64(), g["min"].as_u64(), g["max"].as_u64()), (Some(1100), Some(100), Some(100_000)));
+    assert_eq!((g["timeouts"].as_u64(), g["pending"].as_u64()), (Some(1), Some(0)));
+    assert_eq!((g["ambiguous_acks"].as_u64(), g["unpaired_acks"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(findings(&r), vec![one("warning", "rtt_timeout", "10.0.1.12→10.0.1.13 0xc00")]);
+    // With a longer timeout the last request is still waiting when the capture ends.
+    let r = report("rtt.pcap", &["--rtt-timeout", "5s"]);
+    assert_eq!((r["rtt_ns"]["timeouts"].as_u64(), r["rtt_ns"]["pending"].as_u64()), (Some(0), Some(1)));
+    assert_eq!(findings(&r), vec![]);
+}
+
+#[test]
+fn every_audit_finding_and_its_absence() {
+    let r = report("ecn_audit.pcap", &[]);
+    assert_eq!(
+        findings(&r),
+        vec![
+            one("error", "ce_without_cnp", "10.0.1.24→10.0.1.25 0x1800"),
+            one("error", "not_ect", "10.0.1.20→10.0.1.21 0x1400"),
+            one("warning", "cnp_dscp", "10.0.1.27→10.0.1.26 0x11a"),
+            one("warning", "roce_dscp", "10.0.1.22→10.0.1.23 0x1600"),
+            one("info", "cnp_without_ce", "10.0.1.27→10.0.1.26 0x11a"),
+        ]
+    );
+    let pair =
+        |a: &str| r["pairs"].as_array().unwrap().iter().find(|p| p["a"] == format!("10.0.1.{a}")).unwrap().clone();
+    assert_eq!(
+        pair("24"),
+        json!({"a": "10.0.1.24", "b": "10.0.1.25", "data_packets": 4, "ce": 4, "cnp_back": 0, "ce_unanswered": 4})
+    );
+    assert_eq!(
+        pair("26"),
+        json!({"a": "10.0.1.26", "b": "10.0.1.27", "data_packets": 4, "ce": 0, "cnp_back": 4, "ce_unanswered": 0})
+    );
+    assert_eq!(
+        pair("28"),
+        json!({"a": "10.0.1.28", "b": "10.0.1.29", "data_packets": 4, "ce": 4, "cnp_back": 4, "ce_unanswered": 0})
+    );
+    let pacing = r["cnp_pacing"].as_array().unwrap().iter().find(|p| p["dst"] == "10.0.1.28").unwrap();
+    assert_eq!(
+        (pacing["cnps"].as_u64(), pacing["min_gap_ns"].as_u64(), pacing["median_gap_ns"].as_u64()),
+        (Some(4), Some(110_000), Some(110_000))
+    );
+    // The expected classes set otherwise: every finding goes away.
+    let r = report("ecn_audit.pcap", &["--roce-dscp", "24", "--cnp-dscp", "46"]);
+    let codes: Vec<String> = findings(&r).into_iter().map(|f| f.1).collect();
+    assert!(
+        codes.contains(&"cnp_dscp".to_string()) && codes.contains(&"roce_dscp".to_string()),
+        "{codes:?}: the other flows now differ"
+    );
+    // A capture with ECN-capable data, CE marks answered and the right classes: no finding.
+    let r = report("example.pcap", &[]);
+    assert_eq!(findings(&r), vec![]);
+    for f in r["flows"].as_array().unwrap() {
+        assert_eq!(f["psn"]["out_of_sequence"], 0, "{f}");
+        assert_eq!(f["psn"]["duplicates"], 0, "{f}");
+    }
+}
+
+#[test]
+fn audit_errors_gate_ci() {
+    let p = data_dir().join("ecn_audit.pcap");
+    let out = run(&["-q", "-r", p.to_str().unwrap(), "--fail-on", "audit.error>0"]);
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("audit.error>0 (value 2)"));
+    let p = data_dir().join("example.pcap");
+    let out = run(&["-q", "-r", p.to_str().unwrap(), "--fail-on", "audit.error>0", "--fail-on", "rtt_ns.p999>50000"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -1,0 +1,254 @@
+//! Fixtures of the transport-health analyses (PSN, NAKs, RTT, ECN/CNP/DSCP audit), each built
+//! to produce a known answer that the tests state by hand.
+
+use analyzer::synth::pcap::{PcapOptions, Record};
+use analyzer::synth::{Roce, udp_ipv4};
+use analyzer_common::FrameClass;
+use analyzer_common::opcode::{CNP, op};
+use analyzer_common::wire::ext::{Aeth, Reth, nak_code};
+
+use crate::fixtures::{Fixture, Format, Frame, T0};
+
+/// Frames at explicit times.
+#[derive(Default)]
+struct At {
+    frames: Vec<Frame>,
+}
+
+impl At {
+    fn roce(&mut self, ts: u64, r: &Roce) {
+        let class = if r.bth.opcode == CNP { FrameClass::Cnp } else { FrameClass::Roce };
+        self.frames.push(Frame { record: Record::new(T0 + ts, r.build()), class });
+    }
+    /// A plain UDP frame (it extends the capture's end time).
+    fn other(&mut self, ts: u64) {
+        self.frames.push(Frame {
+            record: Record::new(T0 + ts, udp_ipv4([10, 0, 9, 1], [10, 0, 9, 2], 5000, 5001, 32)),
+            class: FrameClass::NonRoce,
+        });
+    }
+    fn fixture(mut self, name: &'static str) -> Fixture {
+        self.frames.sort_by_key(|f| f.record.ts_ns);
+        Fixture {
+            name,
+            format: Format::Pcap(PcapOptions { nanosecond: true, ..Default::default() }),
+            frames: self.frames,
+        }
+    }
+}
+
+pub fn ip(d: u8) -> [u8; 4] {
+    [10, 0, 1, d]
+}
+
+/// The requester's UDP source port and QP of a host pair (the responder's are these + 1).
+fn sport(src: u8) -> u16 {
+    0xC000 + src as u16
+}
+
+/// A request from `src` to `dst`'s QP `qp`.
+fn req(src: u8, dst: u8, qp: u32, opcode: u8, psn: u32) -> Roce {
+    let mut r = Roce::v4(ip(src), ip(dst), sport(src), opcode, qp, psn);
+    r.payload_len = 256;
+    r
+}
+
+/// An acknowledgement from `src` back to `dst`'s QP `qp`.
+fn ack(src: u8, dst: u8, qp: u32, psn: u32, aeth: Aeth) -> Roce {
+    let mut r = Roce::v4(ip(src), ip(dst), sport(src), op::ACKNOWLEDGE, qp, psn);
+    r.ext.aeth = aeth;
+    r
+}
+
+fn write(src: u8, dst: u8, qp: u32, psn: u32, ack_req: bool) -> Roce {
+    let mut r = req(src, dst, qp, op::RDMA_WRITE_ONLY, psn);
+    r.ext.reth = Reth { va: 0x1000, rkey: 7, dma_len: 256 };
+    r.bth.ack_req = ack_req;
+    r
+}
+
+const US: u64 = 1_000;
+
+/// Loss of PSN 104 before the receiver, a PSN-sequence NAK, go-back-N from 104.
+/// Requester 1 → 2 (QP 0x200), ACKs 2 → 1 (QP 0x100).
+pub fn gobackn() -> Fixture {
+    let mut a = At::default();
+    let mut t = 0;
+    for psn in (100..=103).chain(105..=109) {
+        a.roce(t, &write(1, 2, 0x200, psn, psn == 103 || psn == 109));
+        if psn == 105 {
+            a.roce(t + 2 * US, &ack(2, 1, 0x100, 104, Aeth::nak(nak_code::PSN_SEQUENCE_ERROR, 3)));
+        }
+        t += US;
+    }
+    t += 5 * US;
+    for psn in 104..=109 {
+        a.roce(t, &write(1, 2, 0x200, psn, psn == 109));
+        t += US;
+    }
+    a.roce(t + 3 * US, &ack(2, 1, 0x100, 109, Aeth::ack(31, 10)));
+    a.fixture("gobackn.pcap")
+}
+
+/// Reordering without NAK: 500 501 503 502 504 505 (3 → 4, QP 0x300).
+pub fn reorder() -> Fixture {
+    let mut a = At::default();
+    for (i, psn) in [500, 501, 503, 502, 504, 505].into_iter().enumerate() {
+        a.roce(i as u64 * US, &write(3, 4, 0x300, psn, psn == 505));
+    }
+    a.roce(10 * US, &ack(4, 3, 0x103, 505, Aeth::ack(31, 6)));
+    a.fixture("reorder.pcap")
+}
+
+fn read_request(src: u8, dst: u8, qp: u32, psn: u32, dma_len: u32) -> Roce {
+    let mut r = req(src, dst, qp, op::RDMA_READ_REQUEST, psn);
+    r.payload_len = 0;
+    r.ext.reth = Reth { va: 0x9000, rkey: 9, dma_len };
+    r
+}
+
+/// A READ RESPONSE of `n` packets from `src` to the requester's QP, PMTU 1024.
+fn read_response(a: &mut At, t: u64, src: u8, dst: u8, qp: u32, psn: u32, n: u32) {
+    for i in 0..n {
+        let opcode = match (n, i) {
+            (1, _) => op::RDMA_READ_RESPONSE_ONLY,
+            (_, 0) => op::RDMA_READ_RESPONSE_FIRST,
+            (_, i) if i == n - 1 => op::RDMA_READ_RESPONSE_LAST,
+            _ => op::RDMA_READ_RESPONSE_MIDDLE,
+        };
+        let mut r = Roce::v4(ip(src), ip(dst), sport(src), opcode, qp, psn + i);
+        r.payload_len = if i == n - 1 { 100 } else { 1024 };
+        r.ext.aeth = Aeth::ack(31, 1);
+        a.roce(t + i as u64 * US, &r);
+    }
+}
+
+/// PMTU 1024. QP 5 → 6 (0x600): a 3-packet WRITE shows the PMTU, then READs of 4, 1 and 8
+/// PMTUs interleaved with WRITEs, responses (6 → 5, QP 0x105) arriving after later requests:
+/// no anomaly. QP 7 → 6 (0x610) only reads (2 PMTUs, then 1) before any response: its first
+/// READ is cut by `--pmtu` (4096 by default: a false gap; 1024: none).
+pub fn reads() -> Fixture {
+    let mut a = At::default();
+    for (i, (opcode, len)) in [(op::RDMA_WRITE_FIRST, 1024), (op::RDMA_WRITE_MIDDLE, 1024), (op::RDMA_WRITE_LAST, 512)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut w = req(5, 6, 0x600, opcode, 1000 + i as u32);
+        w.payload_len = len;
+        w.ext.reth = Reth { va: 0x1000, rkey: 7, dma_len: 2560 };
+        w.bth.ack_req = opcode == op::RDMA_WRITE_LAST;
+        a.roce(i as u64 * US, &w);
+    }
+    a.roce(3 * US, &read_request(5, 6, 0x600, 1003, 3 * 1024 + 1));
+    a.roce(4 * US, &write(5, 6, 0x600, 1007, true));
+    read_response(&mut a, 5 * US, 6, 5, 0x105, 1003, 4);
+    a.roce(10 * US, &read_request(5, 6, 0x600, 1008, 1024));
+    a.roce(11 * US, &read_request(5, 6, 0x600, 1009, 8 * 1024));
+    a.roce(12 * US, &write(5, 6, 0x600, 1017, true));
+    read_response(&mut a, 13 * US, 6, 5, 0x105, 1008, 1);
+    read_response(&mut a, 14 * US, 6, 5, 0x105, 1009, 8);
+    a.roce(30 * US, &ack(6, 5, 0x105, 1017, Aeth::ack(31, 9)));
+
+    a.roce(40 * US, &read_request(7, 6, 0x610, 50, 2048));
+    a.roce(41 * US, &read_request(7, 6, 0x610, 52, 1024));
+    read_response(&mut a, 42 * US, 6, 7, 0x107, 50, 2);
+    read_response(&mut a, 45 * US, 6, 7, 0x107, 52, 1);
+    a.fixture("reads.pcap")
+}
+
+/// RNR NAKs: a SEND to a receiver with no receive posted, retried twice (8 → 9, QP 0x800).
+pub fn rnr() -> Fixture {
+    let mut a = At::default();
+    let send = || {
+        let mut s = req(8, 9, 0x800, op::SEND_ONLY, 7);
+        s.bth.ack_req = true;
+        s
+    };
+    for i in 0..3u64 {
+        a.roce(i * 100 * US, &send());
+        let aeth = if i < 2 { Aeth::rnr_nak(14, 0) } else { Aeth::ack(31, 1) };
+        a.roce(i * 100 * US + 5 * US, &ack(9, 8, 0x108, 7, aeth));
+    }
+    a.fixture("rnr.pcap")
+}
+
+/// PSNs across 2^24: in order on QP 0xA00; a gap of two across the wrap and one straggler on
+/// QP 0xA01 (10 → 11).
+pub fn psn_wrap() -> Fixture {
+    let mut a = At::default();
+    for (i, psn) in [0xFF_FFFC, 0xFF_FFFD, 0xFF_FFFE, 0xFF_FFFF, 0, 1, 2].into_iter().enumerate() {
+        a.roce(i as u64 * US, &write(10, 11, 0xA00, psn, false));
+    }
+    for (i, psn) in [0xFF_FFFE, 1, 0xFF_FFFF, 2].into_iter().enumerate() {
+        a.roce(20 * US + i as u64 * US, &write(10, 11, 0xA01, psn, false));
+    }
+    a.fixture("psn_wrap.pcap")
+}
+
+/// Requests and RTTs of the RTT fixture's QP 0xC00 (12 → 13): request i at i × 200 µs,
+/// acknowledged (i + 1) × 100 ns later; QP 0xC01: 100 requests acknowledged after 7 µs.
+pub const RTT_FAST: u32 = 1000;
+pub const RTT_SLOW: u32 = 100;
+
+/// Known RTT distributions on two QPs between the same hosts (paired by PSN), plus one request
+/// never acknowledged, 2 s before the end of the capture (a timeout).
+pub fn rtt() -> Fixture {
+    let mut a = At::default();
+    for i in 0..RTT_FAST {
+        let t = i as u64 * 200 * US;
+        a.roce(t, &write(12, 13, 0xC00, 0x1_0000 + i, true));
+        a.roce(t + (i as u64 + 1) * 100, &ack(13, 12, 0x10C, 0x1_0000 + i, Aeth::ack(31, i)));
+    }
+    for i in 0..RTT_SLOW {
+        let t = i as u64 * 200 * US + 50 * US;
+        a.roce(t, &write(12, 13, 0xC01, 0x80_0000 + i, true));
+        a.roce(t + 7 * US, &ack(13, 12, 0x11C, 0x80_0000 + i, Aeth::ack(31, i)));
+    }
+    let end = RTT_FAST as u64 * 200 * US;
+    a.roce(end, &write(12, 13, 0xC00, 0x1_0000 + RTT_FAST, true));
+    a.other(end + 2_000_000_000);
+    a.fixture("rtt.pcap")
+}
+
+/// Every audit finding, and traffic that must raise none:
+/// * 20 → 21: RoCE data Not-ECT (`not_ect`);
+/// * 22 → 23: data with DSCP 24 (`roce_dscp`);
+/// * 24 → 25: CE marks and no CNP back (`ce_without_cnp`);
+/// * 26 → 27: CNPs back (DSCP 46) with no CE seen (`cnp_without_ce`, `cnp_dscp`);
+/// * 28 → 29: CE marks answered by CNPs within 50 µs, everything marked right (no finding).
+pub fn ecn_audit() -> Fixture {
+    let mut a = At::default();
+    for i in 0..4u64 {
+        let t = i * 100 * US;
+        let mut w = write(20, 21, 0x1400, i as u32, false);
+        w.ecn = 0;
+        a.roce(t, &w);
+        let mut w = write(22, 23, 0x1600, i as u32, false);
+        w.dscp = 24;
+        a.roce(t + US, &w);
+        let mut w = write(24, 25, 0x1800, i as u32, false);
+        w.ecn = 3;
+        a.roce(t + 2 * US, &w);
+        a.roce(t + 3 * US, &write(26, 27, 0x1A00, i as u32, false));
+        let mut c = Roce::v4(ip(27), ip(26), sport(27), CNP, 0x11A, 0);
+        c.dscp = 46;
+        c.ecn = 0;
+        c.bth.becn = true;
+        a.roce(t + 4 * US, &c);
+        let mut w = write(28, 29, 0x1C00, i as u32, false);
+        w.ecn = 3;
+        a.roce(t + 5 * US, &w);
+        let mut c = Roce::v4(ip(29), ip(28), sport(29), CNP, 0x11C, 0);
+        c.dscp = 48;
+        c.ecn = 0;
+        c.bth.becn = true;
+        // The CNP 50 + 10 i µs after the mark: 110 µs between CNPs.
+        a.roce(t + 5 * US + 50 * US + i * 10 * US, &c);
+    }
+    a.other(20_000 * US);
+    a.fixture("ecn_audit.pcap")
+}
+
+pub fn all() -> Vec<Fixture> {
+    vec![gobackn(), reorder(), reads(), rnr(), psn_wrap(), rtt(), ecn_audit()]
+}

@@ -53,6 +53,11 @@ pub struct OutputArgs {
     #[arg(long = "fail-on", value_name = "EXPR", value_parser = crate::report::gates::Gate::parse)]
     pub fail_on: Vec<crate::report::gates::Gate>,
 
+    /// Write the congestion trees as Graphviz (dot) to PATH: pause edges with their paused
+    /// time, roots and their congested egress marked.
+    #[arg(long, value_name = "PATH")]
+    pub dot: Option<PathBuf>,
+
     /// Flows listed in the human summary and the live view.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,
@@ -191,18 +196,68 @@ pub struct AnalysisArgs {
     /// A CE-marked packet with no CNP back within this is "unanswered" (audit).
     #[arg(long, default_value = "1ms", value_parser = positive_duration)]
     pub cnp_timeout: Duration,
+
+    /// The fabric's devices, hosts and links (TOML; see the README): names PFC senders and
+    /// builds the congestion trees.
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<PathBuf>,
+
+    /// Link speed for pause quanta (512 bit times each) and incast rates: 25G, 100G, 200G,
+    /// 400G or 800G.
+    #[arg(long, default_value = "100G", value_parser = link_speed)]
+    pub link_speed: u64,
+
+    /// A continuous pause at least this long is a PFC storm.
+    #[arg(long, default_value = "100ms", value_parser = positive_duration)]
+    pub pfc_storm: Duration,
+
+    /// A cycle of pauses all active together at least this long is a deadlock.
+    #[arg(long, default_value = "10ms", value_parser = positive_duration)]
+    pub deadlock_min: Duration,
+
+    /// Incast: senders to one destination are counted over this sliding window.
+    #[arg(long, default_value = "100us", value_parser = positive_duration)]
+    pub incast_window: Duration,
+
+    /// Incast: an episode starts at this many concurrent senders.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..))]
+    pub incast_min_senders: u32,
+
+    /// ECMP prediction, one per tier (repeat in path order): `HASH:FANOUT[:SEED[:SHIFT]]` with
+    /// HASH crc32, crc32c, xor16 or toeplitz; e.g. `--ecmp-tier crc32:4 --ecmp-tier crc32:8:7`.
+    #[arg(long = "ecmp-tier", value_name = "HASH:FANOUT[:SEED[:SHIFT]]", value_parser = crate::analyses::ecmp::Tier::parse)]
+    pub ecmp_tiers: Vec<crate::analyses::ecmp::Tier>,
+}
+
+fn link_speed(s: &str) -> Result<u64, String> {
+    match s.to_ascii_uppercase().as_str() {
+        "25G" => Ok(25_000_000_000),
+        "100G" => Ok(100_000_000_000),
+        "200G" => Ok(200_000_000_000),
+        "400G" => Ok(400_000_000_000),
+        "800G" => Ok(800_000_000_000),
+        _ => Err(format!("{s:?}: one of 25G, 100G, 200G, 400G, 800G")),
+    }
 }
 
 impl AnalysisArgs {
-    pub fn config(&self) -> crate::analyses::Config {
-        crate::analyses::Config {
+    /// The analyses' parameters; reads the topology file.
+    pub fn config(&self) -> Result<crate::analyses::Config, crate::analyses::topology::TopologyError> {
+        let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
+        Ok(crate::analyses::Config {
             pmtu: self.pmtu,
-            rtt_timeout_ns: self.rtt_timeout.as_nanos() as u64,
+            rtt_timeout_ns: ns(self.rtt_timeout),
             roce_dscp: self.roce_dscp,
             cnp_dscp: self.cnp_dscp,
-            cnp_timeout_ns: self.cnp_timeout.as_nanos() as u64,
-            ..Default::default()
-        }
+            cnp_timeout_ns: ns(self.cnp_timeout),
+            link_speed_bps: self.link_speed,
+            pfc_storm_ns: ns(self.pfc_storm),
+            deadlock_min_ns: ns(self.deadlock_min),
+            incast_window_ns: ns(self.incast_window),
+            incast_min_senders: self.incast_min_senders,
+            ecmp_tiers: self.ecmp_tiers.clone(),
+            topology: self.topology.as_deref().map(crate::analyses::topology::Topology::load).transpose()?,
+        })
     }
 }
 

@@ -64,6 +64,10 @@ fn emit(report: &Report, out: &OutputArgs) -> anyhow::Result<u8> {
         let text = write::to_json(report)?;
         write::write_atomic(path, &text).context("writing the JSON report")?;
     }
+    if let Some(path) = &out.dot {
+        let text = analyzer::analyses::tree::dot(&report.congestion_tree);
+        write::write_atomic(path, text.as_bytes()).context("writing the Graphviz congestion tree")?;
+    }
     if !out.quiet && !to_stdout {
         print!("{}", human::render(report, out.top));
     }
@@ -91,7 +95,7 @@ fn emit(report: &Report, out: &OutputArgs) -> anyhow::Result<u8> {
 }
 
 fn offline(args: &AnalyzeArgs) -> anyhow::Result<Engine> {
-    let mut engine = Engine::with_config(args.analysis.config());
+    let mut engine = Engine::with_config(args.analysis.config()?);
     let bar = progress_bar(args);
     let truncations = analyzer::offline::analyze_files(&mut engine, &args.pcap, |path, bytes| {
         if let Some(b) = &bar {
@@ -131,7 +135,7 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Engine> {
             timeline: !args.no_timeline,
             pmtu: args.analysis.pmtu,
         },
-        config: args.analysis.config(),
+        config: args.analysis.config()?,
         rdma_grace: args.rdma_grace,
         metrics: args.metrics.clone().map(|a| (a, args.metrics_top_flows)),
         nic_counters: args.nic_counters,

@@ -446,6 +446,7 @@ pub fn all() -> Vec<Fixture> {
     ]
     .into_iter()
     .chain(crate::transport::all())
+    .chain(crate::fabric::all())
     .collect()
 }
 
@@ -497,6 +498,11 @@ pub fn write_all(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         let p = dir.join("bad").join(b.name);
         std::fs::create_dir_all(p.parent().expect("has parent"))?;
         std::fs::write(&p, &b.bytes)?;
+        written.push(p);
+    }
+    for (name, text) in crate::fabric::topologies() {
+        let p = dir.join(name);
+        std::fs::write(&p, text)?;
         written.push(p);
     }
     let p = dir.join("bad").join("truncated_tail.pcap");

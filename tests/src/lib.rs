@@ -1,6 +1,7 @@
 //! Shared parts of the integration tests: the fixture catalogue (also written to
 //! `tests/data/` by `cargo xtask fixtures`) and helpers to run the binary and tshark.
 
+pub mod fabric;
 pub mod fixtures;
 pub mod netns;
 pub mod tools;

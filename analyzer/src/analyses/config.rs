@@ -1,5 +1,8 @@
 //! Parameters of the analyses (the command line's `--pmtu`, `--rtt-timeout`, …).
 
+use super::ecmp::Tier;
+use super::topology::Topology;
+
 #[derive(Debug, Clone)]
 pub struct Config {
     /// PMTU assumed for READ REQUESTs before a path shows its own.
@@ -15,6 +18,8 @@ pub struct Config {
     pub deadlock_min_ns: u64,
     pub incast_window_ns: u64,
     pub incast_min_senders: u32,
+    pub ecmp_tiers: Vec<Tier>,
+    pub topology: Option<Topology>,
 }
 
 impl Default for Config {
@@ -30,6 +35,8 @@ impl Default for Config {
             deadlock_min_ns: 10_000_000,
             incast_window_ns: 100_000,
             incast_min_senders: 4,
+            ecmp_tiers: Vec::new(),
+            topology: None,
         }
     }
 }

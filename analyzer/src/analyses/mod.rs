@@ -1,12 +1,19 @@
 //! The analyses at packet resolution. They take timeline records (one per RoCE/CNP frame:
-//! built from the frame's summary offline, read from the XDP program's ring buffer live), so
-//! the two modes run the same code on the same input.
+//! built from the frame's summary offline, read from the XDP program's ring buffer live) and
+//! PFC/PAUSE frames with their times (the frames offline, the kernel's events live), so the two
+//! modes run the same code on the same input. The fabric analyses that need the whole picture
+//! (congestion trees, ECMP, the audit) are computed from this state when a report is built.
 
 pub mod audit;
 pub mod config;
+pub mod ecmp;
 pub mod ecn;
+pub mod incast;
+pub mod pause;
 pub mod rtt;
 pub mod stats;
+pub mod topology;
+pub mod tree;
 
 use analyzer_common::record::Record;
 
@@ -17,6 +24,9 @@ pub struct Analyses {
     pub config: Config,
     pub rtt: rtt::Rtt,
     pub ecn: ecn::Ecn,
+    pub incast: incast::Incast,
+    /// PFC / PAUSE timers (fed by the frames offline, by the kernel's events live).
+    pub pause: pause::Pause,
     /// Timeline records analysed.
     pub records: u64,
 }
@@ -26,6 +36,8 @@ impl Analyses {
         Analyses {
             rtt: rtt::Rtt::new(config.rtt_timeout_ns),
             ecn: ecn::Ecn::new(config.cnp_timeout_ns, config.roce_dscp, config.cnp_dscp),
+            incast: incast::Incast::new(config.incast_window_ns, config.incast_min_senders),
+            pause: pause::Pause::new(config.link_speed_bps, config.pfc_storm_ns),
             config,
             records: 0,
         }
@@ -36,6 +48,16 @@ impl Analyses {
         self.records += 1;
         self.rtt.observe(r);
         self.ecn.observe(r);
+        self.incast.observe(r);
+    }
+
+    /// A PFC or 802.3x PAUSE frame at `ts`.
+    pub fn observe_pause(&mut self, ts: u64, s: &analyzer_common::PacketSummary) {
+        match s.class() {
+            analyzer_common::FrameClass::Pfc => self.pause.pfc(ts, s.src_mac, s.pfc_enable, &s.pfc_quanta),
+            analyzer_common::FrameClass::Pause => self.pause.pause(ts, s.src_mac, s.pfc_quanta[0]),
+            _ => {}
+        }
     }
 }
 

@@ -51,6 +51,8 @@ pub struct FlowStats {
     pub ack_req: u64,
     /// Bit i set: the flow was seen in source i (sources beyond 64 fold into bit 63).
     pub sources: u64,
+    /// Bytes per source (capture file or interface), for the per-label shares of ECMP.
+    pub source_bytes: Vec<(u16, u64)>,
     /// PSN sequence and AETH counters (offline: the state machine itself; live: the counters
     /// accumulated from the kernel's PSN map).
     pub psn: PsnState,
@@ -85,6 +87,14 @@ impl FlowStats {
         self.becn += s.becn as u64;
         self.ack_req += s.ack_req as u64;
         self.sources |= 1u64 << (meta.source as u32).min(63);
+        self.add_source_bytes(meta.source, s.frame_len as u64);
+    }
+
+    pub fn add_source_bytes(&mut self, source: u16, bytes: u64) {
+        match self.source_bytes.iter_mut().find(|(s, _)| *s == source) {
+            Some((_, b)) => *b += bytes,
+            None => self.source_bytes.push((source, bytes)),
+        }
     }
 }
 

@@ -68,7 +68,7 @@ fn add_psn(s: &mut PsnState, new: &PsnState, old: &PsnState) {
     s.in_response = new.in_response;
 }
 
-fn add_slot(s: &mut FlowStats, new: &FlowCounters, old: &FlowCounters, clock: &Clock) {
+fn add_slot(s: &mut FlowStats, new: &FlowCounters, old: &FlowCounters, clock: &Clock, source: u16) {
     // A slot whose packet count went down was deleted and created again: count it afresh.
     let zero = FlowCounters::zeroed();
     let old = if new.packets < old.packets { &zero } else { old };
@@ -86,6 +86,7 @@ fn add_slot(s: &mut FlowStats, new: &FlowCounters, old: &FlowCounters, clock: &C
     }
     s.packets += packets;
     s.bytes += new.bytes - old.bytes;
+    s.add_source_bytes(source, new.bytes - old.bytes);
     let d = |n: u32, o: u32| n.wrapping_sub(o) as u64;
     for i in 0..4 {
         s.ecn[i] += d(new.ecn[i], old.ecn[i]);
@@ -144,7 +145,7 @@ impl LiveAccount {
             prev.resize(slots.len(), FlowCounters::zeroed());
             let stats = engine.flows.get_or_insert(*key);
             for (new, old) in slots.iter().zip(prev.iter()) {
-                add_slot(stats, new, old, clock);
+                add_slot(stats, new, old, clock, self.source);
             }
             if stats.packets > 0 {
                 stats.sources |= bit;

@@ -170,7 +170,10 @@ impl Engine {
                 self.flows.observe(meta, s, pmtu);
                 self.analyses.observe(&Record::from_summary(meta.ts_ns, s));
             }
-            FrameClass::Pfc | FrameClass::Pause => self.pfc.observe(meta, s),
+            FrameClass::Pfc | FrameClass::Pause => {
+                self.pfc.observe(meta, s);
+                self.analyses.observe_pause(meta.ts_ns, s);
+            }
             _ => {}
         }
     }
@@ -198,7 +201,9 @@ impl Engine {
 
     /// Live: a PFC or PAUSE frame the kernel sent with its precise timestamp. Its counters are
     /// in the kernel maps already.
-    pub fn observe_event(&mut self, _meta: FrameMeta, _event: &analyzer_common::maps::Event) {}
+    pub fn observe_event(&mut self, meta: FrameMeta, event: &analyzer_common::maps::Event) {
+        self.analyses.observe_pause(meta.ts_ns, &event.summary);
+    }
 
     pub fn count_drop(&mut self, reason: DropReason, n: u64) {
         *self.dropped.entry(reason).or_default() += n;

@@ -71,24 +71,58 @@ pub fn render(r: &Report, top: usize) -> String {
 
     let p = &r.pfc;
     let _ = writeln!(o, "\nPFC: {} frames · 802.3x PAUSE: {} frames", p.frames, p.pause_8023x_frames);
-    if !p.senders.is_empty() {
-        let _ =
-            writeln!(o, "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}", "sender", "prio", "frames", "xoff", "xon", "quanta");
+    if !p.senders.is_empty() || !p.pause_senders.is_empty() {
+        let _ = writeln!(
+            o,
+            "  {:<17} {:<14} {:>4} {:>8} {:>8} {:>8} {:>12} {:>12}",
+            "sender", "device:port", "prio", "frames", "xoff", "xon", "quanta", "paused ms"
+        );
+        let place = |d: &Option<String>, p: &Option<String>| match (d, p) {
+            (Some(d), Some(p)) => format!("{d}:{p}"),
+            (Some(d), None) => d.clone(),
+            _ => "-".into(),
+        };
         for s in &p.senders {
             let _ = writeln!(
                 o,
-                "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}",
-                s.mac, s.priority, s.counts.frames, s.counts.xoff, s.counts.xon, s.counts.quanta
+                "  {:<17} {:<14} {:>4} {:>8} {:>8} {:>8} {:>12} {:>12.3}",
+                s.mac,
+                place(&s.device, &s.port),
+                s.priority,
+                s.counts.frames,
+                s.counts.xoff,
+                s.counts.xon,
+                s.counts.quanta,
+                s.paused_ns as f64 / 1e6
+            );
+        }
+        for s in &p.pause_senders {
+            let _ = writeln!(
+                o,
+                "  {:<17} {:<14} {:>4} {:>8} {:>8} {:>8} {:>12} {:>12.3}",
+                s.mac,
+                place(&s.device, &s.port),
+                "all",
+                s.counts.frames,
+                s.counts.xoff,
+                s.counts.xon,
+                s.counts.quanta,
+                s.paused_ns as f64 / 1e6
             );
         }
     }
-    for s in &p.pause_senders {
+    for st in &p.storms {
         let _ = writeln!(
             o,
-            "  {:<17} {:>4} {:>8} {:>8} {:>8} {:>12}",
-            s.mac, "all", s.counts.frames, s.counts.xoff, s.counts.xon, s.counts.quanta
+            "  STORM: {} ({}) priority {} paused {:.1} ms from {}",
+            st.mac,
+            st.device.as_deref().unwrap_or("?"),
+            st.priority,
+            st.duration_ns as f64 / 1e6,
+            st.start_ns
         );
     }
+    fabric(&mut o, r);
     if let Some(nic) = &r.nic {
         /// The counters that tell a RoCE story, as mlx5 names them.
         const KEY: [&str; 8] = [
@@ -236,6 +270,125 @@ fn health(o: &mut String, r: &Report, top: usize) {
         let _ = writeln!(o, "audit:");
         for f in &r.audit {
             let _ = writeln!(o, "  {:<7} [{}] {} ({} flows)", f.severity, f.code, f.message, f.flows.len());
+        }
+    }
+}
+
+/// Congestion trees as text, deadlocks, incast episodes, ECMP.
+fn fabric(o: &mut String, r: &Report) {
+    let c = &r.congestion_tree;
+    for t in &c.trees {
+        let _ = writeln!(
+            o,
+            "\ncongestion tree, priority {}:",
+            if t.priority == 8 { "all (802.3x)".into() } else { t.priority.to_string() }
+        );
+        for root in &t.roots {
+            let egress = match (&root.congested_port, &root.congested_host) {
+                (Some(p), Some(h)) => format!(" — congested egress {p} toward {h}"),
+                (None, Some(h)) => format!(" — congested toward {h}"),
+                _ => String::new(),
+            };
+            let _ = writeln!(o, "  {} (root){egress}", root.device);
+            let mut seen = vec![root.device.clone()];
+            tree_children(o, t, &root.device, 2, &mut seen);
+        }
+        if t.roots.is_empty() {
+            let _ = writeln!(o, "  no root: every device pausing is paused too (a cycle)");
+            for e in &t.edges {
+                let _ = writeln!(o, "    {} pauses {} ({:.3} ms)", e.from, e.to, e.paused_ns as f64 / 1e6);
+            }
+        }
+        let _ = writeln!(
+            o,
+            "  contributors: {} flows · victims (head-of-line blocked): {} flows",
+            t.contributors.len(),
+            t.victims.len()
+        );
+        for v in &t.victims {
+            let _ = writeln!(o, "    victim {} → {} qp {:#x}", v.src, v.dst, v.dst_qp);
+        }
+    }
+    if !c.unresolved.is_empty() {
+        let _ = writeln!(o, "  PFC senders the topology does not place: {}", c.unresolved.join(", "));
+    }
+    for d in &c.deadlocks {
+        let _ = writeln!(
+            o,
+            "DEADLOCK priority {}: {} → {} for {:.1} ms from {}",
+            d.priority,
+            d.cycle.join(" → "),
+            d.cycle.first().map_or("", String::as_str),
+            d.duration_ns as f64 / 1e6,
+            d.start_ns
+        );
+    }
+    let i = &r.incast;
+    if !i.episodes.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nincast: {} episodes (≥ {} senders within {} us)",
+            i.episodes.len(),
+            i.min_senders,
+            i.window_ns / 1000
+        );
+        for e in &i.episodes {
+            let _ = writeln!(
+                o,
+                "  → {}: {:.1} us, peak {} senders, {} bytes, peak {:.1} Gbit/s ({:.0}% of link), CE {} · CNP {} · PFC {}",
+                e.dst,
+                e.end_ns.saturating_sub(e.start_ns) as f64 / 1e3,
+                e.peak_senders,
+                e.bytes,
+                e.peak_gbps,
+                e.peak_link_ratio * 100.0,
+                e.ce_packets,
+                e.cnp_packets,
+                e.pfc_frames
+            );
+        }
+    }
+    let e = &r.ecmp;
+    let _ = writeln!(o, "\nECMP: {} distinct UDP source ports ({:.2} bits)", e.distinct_sports, e.sport_entropy_bits);
+    if let Some(obs) = &e.observed {
+        let shares: Vec<String> =
+            obs.by_label.iter().map(|(l, s)| format!("{l} {} B/{} flows", s.bytes, s.flows)).collect();
+        let _ = writeln!(o, "  observed: {} · imbalance {:.2}", shares.join(" · "), obs.imbalance);
+    }
+    if let Some(p) = &e.predicted {
+        for t in &p.tiers {
+            let per: Vec<String> = t.per_path.iter().map(|x| x.flows.to_string()).collect();
+            let _ = writeln!(
+                o,
+                "  tier {}:{}:{}:{}: flows per path [{}] · imbalance {:.2}",
+                t.hash,
+                t.fanout,
+                t.seed,
+                t.shift,
+                per.join(" "),
+                t.imbalance
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  {} of {} path combinations used{}",
+            p.combinations_used,
+            p.combinations_total,
+            if p.polarized { " — POLARIZED" } else { "" }
+        );
+    }
+    for f in &e.findings {
+        let _ = writeln!(o, "  {:<7} [{}] {}", f.severity, f.code, f.message);
+    }
+}
+
+/// The devices `name` pauses, recursively (each once).
+fn tree_children(o: &mut String, t: &super::Tree, name: &str, depth: usize, seen: &mut Vec<String>) {
+    for e in t.edges.iter().filter(|e| e.from == name) {
+        let _ = writeln!(o, "{}└ pauses {} ({:.3} ms)", "  ".repeat(depth), e.to, e.paused_ns as f64 / 1e6);
+        if !seen.contains(&e.to) {
+            seen.push(e.to.clone());
+            tree_children(o, t, &e.to, depth + 1, seen);
         }
     }
 }

@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{
-    Capture, CnpPacing, Ecn, Finding, Flow, Note, Pair, PauseCounts, PauseSender, Pfc, PfcSender, Report, RttSummary,
-    SCHEMA, SourceJson, Tool,
+    Capture, CnpPacing, CongestionTrees, Deadlock, Ecmp, EcmpObserved, Ecn, Episode, Finding, Flow, Incast, LabelShare,
+    Note, Pair, PauseCounts, PauseSender, Pfc, PfcSender, Report, RttSummary, SCHEMA, SourceJson, StormJson, Tool,
+    Tree,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +92,12 @@ pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
     let mut audit: Vec<Finding> = Vec::new();
     let mut rtt_reports: Vec<RttSummary> = Vec::new();
     let mut rtt_lost = false;
+    let mut storms: std::collections::BTreeSet<StormJson> = std::collections::BTreeSet::new();
+    let mut trees: Vec<(PathBuf, Tree)> = Vec::new();
+    let mut deadlocks: Vec<Deadlock> = Vec::new();
+    let mut unresolved: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut episodes: Vec<Episode> = Vec::new();
+    let mut by_label: BTreeMap<String, LabelShare> = BTreeMap::new();
     for (path, r) in &reports {
         for s in &r.capture.sources {
             let label = qualify(path, &s.label);
@@ -146,17 +153,45 @@ pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
         for s in &r.pfc.senders {
             senders
                 .entry((s.mac.clone(), s.priority))
-                .or_insert_with(|| PfcSender { counts: ZERO, ..s.clone() })
-                .counts
-                .add(&s.counts);
+                .or_insert_with(|| PfcSender { counts: ZERO, paused_ns: 0, ..s.clone() })
+                .add(s);
         }
         for s in &r.pfc.pause_senders {
             pause
                 .entry(s.mac.clone())
-                .or_insert_with(|| PauseSender { counts: ZERO, ..s.clone() })
-                .counts
-                .add(&s.counts);
+                .or_insert_with(|| PauseSender { counts: ZERO, paused_ns: 0, ..s.clone() })
+                .add(s);
         }
+        // ECMP observed: each report's bytes and flows per (qualified) label.
+        match &r.ecmp.observed {
+            Some(o) => {
+                for (l, share) in &o.by_label {
+                    let e = by_label.entry(qualify(path, l)).or_insert(LabelShare { bytes: 0, flows: 0 });
+                    e.bytes += share.bytes;
+                    e.flows += share.flows;
+                }
+            }
+            None => {
+                let labels: std::collections::BTreeSet<String> =
+                    r.capture.sources.iter().map(|s| qualify(path, &s.label)).collect();
+                if labels.len() == 1 {
+                    let e = by_label
+                        .entry(labels.into_iter().next().expect("one"))
+                        .or_insert(LabelShare { bytes: 0, flows: 0 });
+                    e.bytes += r.flows.iter().map(|f| f.bytes).sum::<u64>();
+                    e.flows += r.flows.len() as u64;
+                }
+            }
+        }
+        for st in &r.pfc.storms {
+            storms.insert(st.clone());
+        }
+        for t in &r.congestion_tree.trees {
+            trees.push((path.clone(), t.clone()));
+        }
+        deadlocks.extend(r.congestion_tree.deadlocks.iter().cloned());
+        unresolved.extend(r.congestion_tree.unresolved.iter().cloned());
+        episodes.extend(r.incast.episodes.iter().cloned());
         for p in &r.pairs {
             let m = pairs.entry((p.a.clone(), p.b.clone())).or_insert_with(|| Pair {
                 data_packets: 0,
@@ -201,6 +236,8 @@ pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
             pause_8023x_frames: pause_frames,
             senders: senders.into_values().collect(),
             pause_senders: pause.into_values().collect(),
+            storms: storms.into_iter().collect(),
+            link_speed_bps: reports.first().map_or(0, |(_, r)| r.pfc.link_speed_bps),
         },
         visibility: Vec::new(),
         nic: None,
@@ -211,10 +248,40 @@ pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
         pairs: pairs.into_values().collect(),
         cnp_pacing: pacing.into_values().collect(),
         audit,
+        congestion_tree: CongestionTrees {
+            trees: trees.into_iter().map(|(_, t)| t).collect(),
+            deadlocks,
+            unresolved: unresolved.into_iter().collect(),
+        },
+        incast: Incast {
+            window_ns: reports.first().map_or(0, |(_, r)| r.incast.window_ns),
+            min_senders: reports.first().map_or(0, |(_, r)| r.incast.min_senders),
+            episodes,
+        },
+        ecmp: Ecmp::default(),
     };
+    let flows_multi = report.flows.iter().filter(|f| f.labels.len() > 1).count() as u64;
+    report.ecmp.observed = observed(&by_label, &flows_multi);
     report.flows.sort_by_key(super::flow_sort_key);
     report.visibility = super::visibility::report_notes(&report);
     report.visibility.extend(carried);
+    if reports.len() > 1 && report.pfc.frames + report.pfc.pause_8023x_frames > 0 {
+        report.visibility.push(Note {
+            code: "congestion_tree_not_merged".into(),
+            message: "congestion trees, deadlocks and pause times are those of each report, not recomputed over the \
+                      union: the reports do not carry the pause intervals; pause times of a sender seen at several \
+                      vantage points are the largest of them"
+                .into(),
+        });
+    }
+    if reports.len() > 1 && !report.incast.episodes.is_empty() {
+        report.visibility.push(Note {
+            code: "incast_not_merged".into(),
+            message: "incast episodes are those of each report, not recomputed over the union: the reports do not \
+                      carry per-packet times"
+                .into(),
+        });
+    }
     if rtt_reports.len() > 1 || rtt_lost {
         report.visibility.push(Note {
             code: "rtt_not_merged".into(),
@@ -242,6 +309,19 @@ fn add_psn(m: &mut Flow, f: &Flow) {
     a.remote_operational += b.remote_operational;
     a.invalid_rd_request += b.invalid_rd_request;
     a.reserved += b.reserved;
+}
+
+fn observed(by_label: &BTreeMap<String, LabelShare>, multi: &u64) -> Option<EcmpObserved> {
+    if by_label.len() < 2 {
+        return None;
+    }
+    let bytes: Vec<u64> = by_label.values().map(|s| s.bytes).collect();
+    Some(EcmpObserved {
+        by_label: by_label.clone(),
+        imbalance: crate::analyses::ecmp::imbalance(&bytes),
+        idle: by_label.iter().filter(|(_, s)| s.bytes == 0).map(|(l, _)| l.clone()).collect(),
+        multi_label_flows: *multi,
+    })
 }
 
 const ZERO: PauseCounts = PauseCounts { frames: 0, xoff: 0, xon: 0, quanta: 0, first_ns: 0, last_ns: 0 };

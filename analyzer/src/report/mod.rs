@@ -1,9 +1,11 @@
 //! Reports: the versioned JSON document (schema `roce-analyzer/report/v1`) and the human
 //! summary, both built from the [`Engine`]'s state.
 //!
-//! v1 is a contract: later versions add sections, never rename fields. Numbers are integers,
+//! v1 is a contract: later versions add sections, never rename fields. Numbers are integers
+//! (but for ratios and rates: `imbalance`, `peak_gbps`, `peak_link_ratio`, `sport_entropy_bits`),
 //! timestamps Unix ns, flows sorted by key so that two runs give byte-identical JSON.
 
+pub mod fabric;
 pub mod gates;
 pub mod human;
 pub mod live_view;
@@ -66,13 +68,16 @@ impl Report {
                 dropped,
             },
             flows,
-            pfc: pfc_json(engine),
+            pfc: fabric::pfc(engine),
             visibility: Vec::new(),
             nic: engine.nic.clone(),
             rtt_ns: rtt_summary(engine),
             pairs: pairs_json(engine),
             cnp_pacing: pacing_json(engine),
             audit: crate::analyses::audit::findings(engine),
+            congestion_tree: fabric::congestion_tree(engine),
+            incast: fabric::incast(engine),
+            ecmp: fabric::ecmp(engine),
         };
         report.visibility = visibility::notes(engine, &report);
         report
@@ -80,7 +85,7 @@ impl Report {
 }
 
 /// Flows sort by (IP version, source, destination, UDP source port, destination QP).
-fn flow_order(k: &FlowKey) -> (u8, [u8; 16], [u8; 16], u16, u32) {
+pub(crate) fn flow_order(k: &FlowKey) -> (u8, [u8; 16], [u8; 16], u16, u32) {
     (k.ip_version, k.src, k.dst, k.udp_sport, k.dst_qp)
 }
 
@@ -246,19 +251,5 @@ fn flow_json(engine: &Engine, k: &FlowKey, s: &FlowStats) -> Flow {
         psn: psn_json(&s.psn).0,
         naks: psn_json(&s.psn).1,
         rtt_ns: flow_rtt(engine, k),
-    }
-}
-
-fn pfc_json(engine: &Engine) -> Pfc {
-    let t = &engine.pfc;
-    Pfc {
-        frames: t.pfc_frames,
-        pause_8023x_frames: t.pause_frames,
-        senders: t
-            .pfc
-            .iter()
-            .map(|((mac, prio), c)| PfcSender { mac: mac_string(mac), priority: *prio, counts: c.into() })
-            .collect(),
-        pause_senders: t.pause.iter().map(|(mac, c)| PauseSender { mac: mac_string(mac), counts: c.into() }).collect(),
     }
 }

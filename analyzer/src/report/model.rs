@@ -30,6 +30,93 @@ pub struct Report {
     /// Findings of the transport audit (ECN, DSCP, CNP, PSN/NAK patterns).
     #[serde(default)]
     pub audit: Vec<Finding>,
+    #[serde(default)]
+    pub congestion_tree: CongestionTrees,
+    #[serde(default)]
+    pub incast: Incast,
+    #[serde(default)]
+    pub ecmp: Ecmp,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Incast {
+    pub window_ns: u64,
+    pub min_senders: u32,
+    pub episodes: Vec<Episode>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    pub dst: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub peak_senders: u32,
+    pub senders: Vec<String>,
+    /// Data bytes (frame lengths) to `dst` from the episode's start to its end.
+    pub bytes: u64,
+    /// Highest data rate into `dst` over one window during the episode.
+    pub peak_gbps: f64,
+    /// `peak_gbps` over `--link-speed`.
+    pub peak_link_ratio: f64,
+    pub ce_packets: u64,
+    /// CNPs sent back by `dst` during the episode.
+    pub cnp_packets: u64,
+    pub pfc_frames: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ecmp {
+    /// Several labelled captures (one per uplink): their shares.
+    pub observed: Option<EcmpObserved>,
+    /// `--ecmp-tier`: where the hash sends each flow.
+    pub predicted: Option<EcmpPredicted>,
+    pub distinct_sports: u64,
+    pub sport_entropy_bits: f64,
+    pub host_pairs: Vec<HostPair>,
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EcmpObserved {
+    pub by_label: BTreeMap<String, LabelShare>,
+    /// max / mean of bytes over the labels.
+    pub imbalance: f64,
+    pub idle: Vec<String>,
+    pub multi_label_flows: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelShare {
+    pub bytes: u64,
+    pub flows: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EcmpPredicted {
+    pub tiers: Vec<TierJson>,
+    pub combinations_used: u64,
+    pub combinations_total: u64,
+    pub polarized: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierJson {
+    pub hash: String,
+    pub fanout: u32,
+    pub seed: u32,
+    pub shift: u32,
+    pub per_path: Vec<LabelShare>,
+    pub imbalance: f64,
+    /// Paths no flow takes.
+    pub idle: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostPair {
+    pub a: String,
+    pub b: String,
+    pub flows: u64,
+    pub distinct_sports: u64,
 }
 
 /// A flow named in a finding or an analysis.
@@ -223,21 +310,101 @@ pub struct Pfc {
     pub senders: Vec<PfcSender>,
     /// Per sender MAC of 802.3x PAUSE frames (all priorities).
     pub pause_senders: Vec<PauseSender>,
+    #[serde(default)]
+    pub storms: Vec<StormJson>,
+    /// The link speed pause quanta were converted at (bit/s).
+    #[serde(default)]
+    pub link_speed_bps: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PfcSender {
     pub mac: String,
+    /// The device and port that own the MAC (`--topology`), or for a host NIC the host.
+    #[serde(default)]
+    pub device: Option<String>,
+    #[serde(default)]
+    pub port: Option<String>,
     pub priority: u8,
     #[serde(flatten)]
     pub counts: PauseCounts,
+    /// Union of the pause intervals the frames asked for, at `--link-speed`.
+    #[serde(default)]
+    pub paused_ns: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PauseSender {
     pub mac: String,
+    #[serde(default)]
+    pub device: Option<String>,
+    #[serde(default)]
+    pub port: Option<String>,
     #[serde(flatten)]
     pub counts: PauseCounts,
+    #[serde(default)]
+    pub paused_ns: u64,
+}
+
+/// One continuous paused interval of at least `--pfc-storm`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct StormJson {
+    pub mac: String,
+    #[serde(default)]
+    pub device: Option<String>,
+    /// 0..7, or 8 for an 802.3x PAUSE sender (all priorities).
+    pub priority: u8,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CongestionTrees {
+    /// One per priority with pause relations (8 = 802.3x PAUSE, all priorities).
+    pub trees: Vec<Tree>,
+    pub deadlocks: Vec<Deadlock>,
+    /// PFC senders whose device or link peer the topology does not name (or no topology).
+    pub unresolved: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tree {
+    pub priority: u8,
+    pub roots: Vec<Root>,
+    pub edges: Vec<PauseEdge>,
+    /// Flows paused on the way to a congested host.
+    pub contributors: Vec<FlowRef>,
+    /// Flows paused on the way elsewhere: head-of-line blocking.
+    pub victims: Vec<FlowRef>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Root {
+    pub device: String,
+    /// The root's port toward `congested_host` (its likely congested egress).
+    pub congested_port: Option<String>,
+    /// The destination that received the most data bytes among flows crossing the root.
+    pub congested_host: Option<String>,
+}
+
+/// "`from` pauses `to`": `to` may not send to `from` on `priority` while it lasts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseEdge {
+    pub from: String,
+    pub to: String,
+    pub priority: u8,
+    pub first_ns: u64,
+    pub paused_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deadlock {
+    pub priority: u8,
+    pub cycle: Vec<String>,
+    pub start_ns: u64,
+    pub duration_ns: u64,
 }
 
 /// Pause frames of one sender (and priority), as the report shows them.
@@ -262,6 +429,22 @@ impl From<&analyzer_common::maps::PfcCounters> for PauseCounts {
             first_ns: c.first_ns,
             last_ns: c.last_ns,
         }
+    }
+}
+
+impl PfcSender {
+    /// Adds another vantage point's view of the same sender and priority (merge): counts add,
+    /// the pause time is the largest seen (the same frames seen twice do not pause twice).
+    pub fn add(&mut self, o: &PfcSender) {
+        self.counts.add(&o.counts);
+        self.paused_ns = self.paused_ns.max(o.paused_ns);
+    }
+}
+
+impl PauseSender {
+    pub fn add(&mut self, o: &PauseSender) {
+        self.counts.add(&o.counts);
+        self.paused_ns = self.paused_ns.max(o.paused_ns);
     }
 }
 

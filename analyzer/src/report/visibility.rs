@@ -39,6 +39,31 @@ pub fn notes(engine: &Engine, report: &Report) -> Vec<Note> {
             ),
         ));
     }
+    if !engine.timeline {
+        out.push(note(
+            "timeline_off",
+            "timeline records were off (--no-timeline): RTT, CE → CNP timing, CNP pacing and incast \
+             episodes had no input and are empty; PSN/NAK counters and PFC come from the kernel maps."
+                .into(),
+        ));
+    }
+    let unplaced = &report.congestion_tree.unresolved;
+    if !unplaced.is_empty() {
+        out.push(note(
+            "pfc_unplaced",
+            format!(
+                "{} PFC/PAUSE senders ({}) {}: whom they pause, and so the congestion tree above them, \
+                 cannot be resolved; they are named by MAC.",
+                unplaced.len(),
+                unplaced.join(", "),
+                if engine.analyses.config.topology.is_some() {
+                    "are not in the topology or not linked"
+                } else {
+                    "are not placed: give --topology"
+                }
+            ),
+        ));
+    }
     if engine.visibility.encapsulated > 0 {
         out.push(note(
             "mirrored",

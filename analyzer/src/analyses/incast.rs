@@ -1,0 +1,261 @@
+//! Incast episodes. Data packets (SEND, RDMA WRITE, READ RESPONSE, atomics) are counted per
+//! destination IP; at every moment the number of concurrent senders is the number of distinct
+//! source IPs with a data packet to it within the last `--incast-window`. An episode starts when
+//! that number reaches `--incast-min-senders` and ends at the moment it falls below, unless it
+//! comes back within one window (episodes closer than one window merge).
+//!
+//! The count changes only when a packet arrives or when a sender's last packet leaves the
+//! window (its time + window); both are processed in time order, so episode boundaries are
+//! exact to the nanosecond of the timestamps.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use analyzer_common::opcode;
+use analyzer_common::record::Record;
+
+pub type Addr = ([u8; 16], u8);
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Tally {
+    bytes: u64,
+    ce: u64,
+    cnp: u64,
+    senders: BTreeSet<Addr>,
+}
+
+impl Tally {
+    fn absorb(&mut self, o: Tally) {
+        self.bytes += o.bytes;
+        self.ce += o.ce;
+        self.cnp += o.cnp;
+        self.senders.extend(o.senders);
+    }
+}
+
+/// An episode, open or closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Episode {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub peak_senders: u32,
+    pub peak_window_bytes: u64,
+    tally: Tally,
+}
+
+impl Episode {
+    pub fn bytes(&self) -> u64 {
+        self.tally.bytes
+    }
+    pub fn ce(&self) -> u64 {
+        self.tally.ce
+    }
+    pub fn cnp(&self) -> u64 {
+        self.tally.cnp
+    }
+    pub fn senders(&self) -> &BTreeSet<Addr> {
+        &self.tally.senders
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Open {
+    ep: Option<Episode>,
+    /// The moment the count fell below the minimum, while the episode may still come back.
+    below_since: Option<u64>,
+    /// What arrived since then: part of the episode only if it comes back.
+    pending: Tally,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Dest {
+    /// Data packets within the window: (time, source, bytes).
+    window: VecDeque<(u64, Addr, u32)>,
+    per_src: HashMap<Addr, u32>,
+    window_bytes: u64,
+    open: Open,
+    done: Vec<Episode>,
+}
+
+#[derive(Debug, Default)]
+pub struct Incast {
+    window_ns: u64,
+    min_senders: u32,
+    dests: BTreeMap<Addr, Dest>,
+}
+
+impl Dest {
+    /// Moves time to `t`: senders whose last packet left the window by then drop out, and an
+    /// episode below the minimum for a whole window closes.
+    fn advance(&mut self, t: u64, w: u64, min: u32) {
+        while let Some(&(ts, src, len)) = self.window.front() {
+            if ts + w > t {
+                break;
+            }
+            self.window.pop_front();
+            self.window_bytes -= len as u64;
+            let before = self.per_src.len() as u32;
+            let c = self.per_src.get_mut(&src).expect("counted");
+            *c -= 1;
+            if *c == 0 {
+                self.per_src.remove(&src);
+            }
+            if before >= min && (self.per_src.len() as u32) < min && self.open.ep.is_some() {
+                self.open.below_since = Some(ts + w);
+            }
+            self.close_if_over(ts + w, w);
+        }
+        self.close_if_over(t, w);
+    }
+
+    fn close_if_over(&mut self, t: u64, w: u64) {
+        if let Some(b) = self.open.below_since
+            && t >= b + w
+        {
+            let mut ep = self.open.ep.take().expect("below_since implies an episode");
+            ep.end_ns = b;
+            self.done.push(ep);
+            self.open = Open::default();
+        }
+    }
+
+    fn tally(&mut self) -> Option<&mut Tally> {
+        match (&mut self.open.ep, self.open.below_since) {
+            (Some(_), Some(_)) => Some(&mut self.open.pending),
+            (Some(ep), None) => Some(&mut ep.tally),
+            _ => None,
+        }
+    }
+}
+
+impl Incast {
+    pub fn new(window_ns: u64, min_senders: u32) -> Self {
+        Incast { window_ns: window_ns.max(1), min_senders: min_senders.max(1), ..Default::default() }
+    }
+
+    pub fn observe(&mut self, r: &Record) {
+        let (w, min) = (self.window_ns, self.min_senders);
+        if r.is_cnp() {
+            // A CNP sent back by a destination during its episode.
+            if let Some(d) = self.dests.get_mut(&(r.src_ip, r.ip_version)) {
+                d.advance(r.ts_ns, w, min);
+                if let Some(t) = d.tally() {
+                    t.cnp += 1;
+                }
+            }
+            return;
+        }
+        if !opcode::is_data(r.opcode) {
+            return;
+        }
+        let src = (r.src_ip, r.ip_version);
+        let d = self.dests.entry((r.dst_ip, r.ip_version)).or_default();
+        d.advance(r.ts_ns, w, min);
+        d.window.push_back((r.ts_ns, src, r.frame_len));
+        d.window_bytes += r.frame_len as u64;
+        *d.per_src.entry(src).or_default() += 1;
+        let count = d.per_src.len() as u32;
+        if count >= min {
+            if d.open.ep.is_none() {
+                d.open.ep = Some(Episode {
+                    start_ns: r.ts_ns,
+                    end_ns: r.ts_ns,
+                    peak_senders: 0,
+                    peak_window_bytes: 0,
+                    tally: Tally { senders: d.per_src.keys().copied().collect(), ..Default::default() },
+                });
+            }
+            let pending = std::mem::take(&mut d.open.pending);
+            d.open.below_since = None;
+            let ep = d.open.ep.as_mut().expect("just opened");
+            ep.tally.absorb(pending);
+            ep.peak_senders = ep.peak_senders.max(count);
+            ep.peak_window_bytes = ep.peak_window_bytes.max(d.window_bytes);
+        }
+        if let Some(t) = d.tally() {
+            t.bytes += r.frame_len as u64;
+            t.ce += r.ce() as u64;
+            t.senders.insert(src);
+        }
+    }
+
+    /// Every episode, by destination then start. An episode still open ends where its count
+    /// would fall below the minimum if no more data came (read-only: live reports are built
+    /// while the run goes on).
+    pub fn episodes(&self) -> Vec<(Addr, Episode)> {
+        let (w, min) = (self.window_ns, self.min_senders);
+        let mut out = Vec::new();
+        for (addr, d) in &self.dests {
+            out.extend(d.done.iter().map(|e| (*addr, e.clone())));
+            if d.open.ep.is_some() {
+                let mut d = d.clone();
+                d.advance(u64::MAX - w, w, min);
+                out.extend(d.done.last().map(|e| (*addr, e.clone())));
+            }
+        }
+        out
+    }
+
+    pub fn window_ns(&self) -> u64 {
+        self.window_ns
+    }
+
+    pub fn min_senders(&self) -> u32 {
+        self.min_senders
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(src: u8, dst: u8, ts: u64, ce: bool) -> Record {
+        let mut r = Record {
+            ts_ns: ts,
+            opcode: 0x0A,
+            frame_len: 1000,
+            ip_version: 4,
+            ecn: if ce { 3 } else { 2 },
+            ..Default::default()
+        };
+        r.src_ip[..4].copy_from_slice(&[10, 0, 0, src]);
+        r.dst_ip[..4].copy_from_slice(&[10, 0, 0, dst]);
+        r
+    }
+
+    #[test]
+    fn an_episode_that_comes_back_within_a_window_goes_on() {
+        let mut i = Incast::new(100, 3);
+        for (src, t) in [(1, 0), (2, 10), (3, 20)] {
+            i.observe(&data(src, 9, t, false)); // three senders at 20: the episode starts
+        }
+        // 1 leaves at 100 (two left: below from 100), 2 at 110; 4 at 110 and 5 at 115 bring it
+        // back to three (3, 4, 5) before 100 + window: one episode, 4's packet included.
+        i.observe(&data(4, 9, 110, false));
+        i.observe(&data(5, 9, 115, true));
+        let mut cnp = data(9, 1, 116, false);
+        cnp.opcode = CNP_OP;
+        i.observe(&cnp);
+        // With no more data, 3 leaves at 120: the episode ends there.
+        let eps = i.episodes();
+        assert_eq!(eps.len(), 1);
+        let e = &eps[0].1;
+        assert_eq!((e.start_ns, e.end_ns, e.peak_senders, e.bytes()), (20, 120, 3, 3000));
+        assert_eq!((e.ce(), e.cnp(), e.senders().len()), (1, 1, 5));
+        assert_eq!(e.peak_window_bytes, 3000, "3, 4 and 5 within (15, 115]");
+    }
+
+    const CNP_OP: u8 = analyzer_common::opcode::CNP;
+
+    #[test]
+    fn separate_episodes_more_than_a_window_apart() {
+        let mut i = Incast::new(100, 2);
+        for (s, t) in [(1, 0), (2, 10), (1, 1000), (2, 1010), (3, 1020)] {
+            i.observe(&data(s, 9, t, false));
+        }
+        let eps: Vec<(u64, u64, u32, u64)> =
+            i.episodes().into_iter().map(|(_, e)| (e.start_ns, e.end_ns, e.peak_senders, e.bytes())).collect();
+        // First: 10 .. 100 (sender 1 leaves at 100). Second: 1010 .. 1110 (1 leaves at 1100:
+        // still 2 and 3; 2 leaves at 1110: one left).
+        assert_eq!(eps, vec![(10, 100, 2, 1000), (1010, 1110, 3, 2000)]);
+    }
+}

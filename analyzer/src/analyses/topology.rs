@@ -1,0 +1,351 @@
+//! The fabric's topology (`--topology FILE`, TOML): devices with their port MACs, hosts with
+//! MAC and IP, and the links between device ports and hosts. It names PFC senders, finds whom a
+//! pause frame pauses (the link peer of the sending port) and the path of a flow.
+//!
+//! ```toml
+//! [[device]]
+//! name = "leaf1"
+//! ports = { p1 = "02:00:00:00:07:d1", p5 = "02:00:00:00:07:d5" }
+//! [[host]]
+//! name = "h1"
+//! mac = "02:00:00:00:03:e9"
+//! ip = "10.2.0.1"
+//! [[link]]
+//! a = "leaf1:p1"
+//! b = "h1"
+//! ```
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    #[error("{path}: cannot read: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: line {line}: {message}")]
+    Invalid { path: PathBuf, line: usize, message: String },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    device: Vec<RawDevice>,
+    #[serde(default)]
+    host: Vec<RawHost>,
+    #[serde(default)]
+    link: Vec<RawLink>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDevice {
+    name: Spanned<String>,
+    #[serde(default)]
+    ports: BTreeMap<String, Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHost {
+    name: Spanned<String>,
+    mac: Spanned<String>,
+    ip: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLink {
+    a: Spanned<String>,
+    b: Spanned<String>,
+}
+
+/// A node of the fabric graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Node {
+    Device(usize),
+    Host(usize),
+}
+
+/// One end of a link: a device port or a host.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum End {
+    Port(usize, String),
+    Host(usize),
+}
+
+impl End {
+    pub fn node(&self) -> Node {
+        match self {
+            End::Port(d, _) => Node::Device(*d),
+            End::Host(h) => Node::Host(*h),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Device {
+    pub name: String,
+    pub ports: BTreeMap<String, [u8; 6]>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Host {
+    pub name: String,
+    pub mac: [u8; 6],
+    pub ip: IpAddr,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Topology {
+    pub devices: Vec<Device>,
+    pub hosts: Vec<Host>,
+    by_mac: HashMap<[u8; 6], End>,
+    by_ip: HashMap<IpAddr, usize>,
+    peer: HashMap<End, End>,
+    /// Node → (neighbour, the end on this node's side), sorted for deterministic paths.
+    adjacent: BTreeMap<Node, Vec<(Node, End)>>,
+}
+
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let parts: Vec<&str> = s.split([':', '-']).collect();
+    if parts.len() != 6 {
+        return None;
+    }
+    let mut m = [0u8; 6];
+    for (i, p) in parts.iter().enumerate() {
+        if p.len() != 2 {
+            return None;
+        }
+        m[i] = u8::from_str_radix(p, 16).ok()?;
+    }
+    Some(m)
+}
+
+impl Topology {
+    pub fn load(path: &Path) -> Result<Topology, TopologyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TopologyError::Read { path: path.into(), source })?;
+        Topology::parse(&text).map_err(|e| match e {
+            TopologyError::Parse { message, .. } => TopologyError::Parse { path: path.into(), message },
+            TopologyError::Invalid { line, message, .. } => TopologyError::Invalid { path: path.into(), line, message },
+            e => e,
+        })
+    }
+
+    /// Parses and checks a topology: unknown names, duplicate MACs and ports linked twice are
+    /// refused with the line they are on.
+    pub fn parse(text: &str) -> Result<Topology, TopologyError> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| TopologyError::Parse {
+            path: PathBuf::new(),
+            message: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        let line = |span: std::ops::Range<usize>| text[..span.start.min(text.len())].matches('\n').count() + 1;
+        let invalid = |span: std::ops::Range<usize>, message: String| TopologyError::Invalid {
+            path: PathBuf::new(),
+            line: line(span),
+            message,
+        };
+        let mut t = Topology::default();
+        let mut names: HashMap<String, Node> = HashMap::new();
+        for d in &raw.device {
+            let name = d.name.get_ref().clone();
+            let i = t.devices.len();
+            if names.insert(name.clone(), Node::Device(i)).is_some() {
+                return Err(invalid(d.name.span(), format!("name {name:?} is used twice")));
+            }
+            let mut ports = BTreeMap::new();
+            for (port, mac) in &d.ports {
+                let m = parse_mac(mac.get_ref()).ok_or_else(|| {
+                    invalid(mac.span(), format!("{name}:{port}: {:?} is not a MAC address", mac.get_ref()))
+                })?;
+                if t.by_mac.insert(m, End::Port(i, port.clone())).is_some() {
+                    return Err(invalid(mac.span(), format!("MAC {} appears twice", mac.get_ref())));
+                }
+                ports.insert(port.clone(), m);
+            }
+            t.devices.push(Device { name, ports });
+        }
+        for h in &raw.host {
+            let name = h.name.get_ref().clone();
+            let i = t.hosts.len();
+            if names.insert(name.clone(), Node::Host(i)).is_some() {
+                return Err(invalid(h.name.span(), format!("name {name:?} is used twice")));
+            }
+            let mac = parse_mac(h.mac.get_ref()).ok_or_else(|| {
+                invalid(h.mac.span(), format!("host {name}: {:?} is not a MAC address", h.mac.get_ref()))
+            })?;
+            if t.by_mac.insert(mac, End::Host(i)).is_some() {
+                return Err(invalid(h.mac.span(), format!("MAC {} appears twice", h.mac.get_ref())));
+            }
+            let ip: IpAddr =
+                h.ip.get_ref().parse().map_err(|_| {
+                    invalid(h.ip.span(), format!("host {name}: {:?} is not an IP address", h.ip.get_ref()))
+                })?;
+            if t.by_ip.insert(ip, i).is_some() {
+                return Err(invalid(h.ip.span(), format!("IP {ip} appears twice")));
+            }
+            t.hosts.push(Host { name, mac, ip });
+        }
+        for l in &raw.link {
+            let mut ends = Vec::new();
+            for s in [&l.a, &l.b] {
+                let text = s.get_ref();
+                let end = match text.split_once(':') {
+                    Some((dev, port)) => match names.get(dev) {
+                        Some(Node::Device(d)) if t.devices[*d].ports.contains_key(port) => End::Port(*d, port.into()),
+                        Some(Node::Device(_)) => {
+                            return Err(invalid(s.span(), format!("device {dev} has no port {port:?}")));
+                        }
+                        _ => return Err(invalid(s.span(), format!("unknown device {dev:?} in {text:?}"))),
+                    },
+                    None => match names.get(text.as_str()) {
+                        Some(Node::Host(h)) => End::Host(*h),
+                        Some(Node::Device(_)) => {
+                            return Err(invalid(
+                                s.span(),
+                                format!("{text:?} is a device: name one of its ports (device:port)"),
+                            ));
+                        }
+                        None => return Err(invalid(s.span(), format!("unknown host {text:?}"))),
+                    },
+                };
+                if let End::Port(..) = end
+                    && t.peer.contains_key(&end)
+                {
+                    return Err(invalid(s.span(), format!("port {text} is linked twice")));
+                }
+                ends.push(end);
+            }
+            let (a, b) = (ends[0].clone(), ends[1].clone());
+            if a == b {
+                return Err(invalid(l.a.span(), "a link from a port to itself".into()));
+            }
+            t.peer.entry(a.clone()).or_insert_with(|| b.clone());
+            t.peer.entry(b.clone()).or_insert_with(|| a.clone());
+            t.adjacent.entry(a.node()).or_default().push((b.node(), a.clone()));
+            t.adjacent.entry(b.node()).or_default().push((a.node(), b.clone()));
+        }
+        for v in t.adjacent.values_mut() {
+            v.sort();
+        }
+        Ok(t)
+    }
+
+    /// The device port or host that owns a MAC.
+    pub fn owner(&self, mac: &[u8; 6]) -> Option<&End> {
+        self.by_mac.get(mac)
+    }
+
+    /// The other end of the link at `end`.
+    pub fn peer(&self, end: &End) -> Option<&End> {
+        self.peer.get(end)
+    }
+
+    pub fn host_of_ip(&self, ip: IpAddr) -> Option<usize> {
+        self.by_ip.get(&ip).copied()
+    }
+
+    pub fn name(&self, n: Node) -> &str {
+        match n {
+            Node::Device(d) => &self.devices[d].name,
+            Node::Host(h) => &self.hosts[h].name,
+        }
+    }
+
+    /// A shortest path from `a` to `b` (BFS, neighbours in name order), both included.
+    pub fn path(&self, a: Node, b: Node) -> Option<Vec<Node>> {
+        let mut prev: HashMap<Node, Node> = HashMap::new();
+        let mut queue = VecDeque::from([a]);
+        let mut seen = std::collections::HashSet::from([a]);
+        while let Some(n) = queue.pop_front() {
+            if n == b {
+                let mut p = vec![b];
+                let mut cur = b;
+                while let Some(&q) = prev.get(&cur) {
+                    p.push(q);
+                    cur = q;
+                }
+                p.reverse();
+                return Some(p);
+            }
+            for (m, _) in self.adjacent.get(&n).into_iter().flatten() {
+                if seen.insert(*m) {
+                    prev.insert(*m, n);
+                    queue.push_back(*m);
+                }
+            }
+        }
+        None
+    }
+
+    /// The port of device `d` on the first hop of a shortest path toward `target`.
+    pub fn port_toward(&self, d: usize, target: Node) -> Option<String> {
+        let p = self.path(Node::Device(d), target)?;
+        let next = *p.get(1)?;
+        self.adjacent.get(&Node::Device(d))?.iter().find(|(m, _)| *m == next).and_then(|(_, e)| match e {
+            End::Port(_, port) => Some(port.clone()),
+            End::Host(_) => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[[device]]
+name = "leaf1"
+ports = { p1 = "02:00:00:00:07:d1", p5 = "02:00:00:00:07:d5" }
+[[device]]
+name = "spine1"
+ports = { p1 = "02:00:00:00:08:01" }
+[[host]]
+name = "h1"
+mac = "02:00:00:00:03:e9"
+ip = "10.2.0.1"
+[[link]]
+a = "leaf1:p1"
+b = "h1"
+[[link]]
+a = "leaf1:p5"
+b = "spine1:p1"
+"#;
+
+    #[test]
+    fn resolves_owners_peers_and_paths() {
+        let t = Topology::parse(GOOD).unwrap();
+        let port = t.owner(&parse_mac("02:00:00:00:07:d5").unwrap()).unwrap().clone();
+        assert_eq!(port, End::Port(0, "p5".into()));
+        assert_eq!(t.peer(&port), Some(&End::Port(1, "p1".into())));
+        assert_eq!(t.host_of_ip("10.2.0.1".parse().unwrap()), Some(0));
+        assert_eq!(t.path(Node::Device(1), Node::Host(0)), Some(vec![Node::Device(1), Node::Device(0), Node::Host(0)]));
+        assert_eq!(t.port_toward(0, Node::Host(0)), Some("p1".into()));
+        assert_eq!(t.port_toward(1, Node::Host(0)), Some("p1".into()));
+    }
+
+    fn error(text: &str) -> String {
+        Topology::parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn refuses_with_the_line() {
+        let dup_mac = GOOD.replace("02:00:00:00:08:01", "02:00:00:00:07:d1");
+        assert!(error(&dup_mac).contains("line 7: MAC 02:00:00:00:07:d1 appears twice"), "{}", error(&dup_mac));
+        let twice = format!("{GOOD}[[link]]\na = \"leaf1:p1\"\nb = \"spine1:p1\"\n");
+        assert!(error(&twice).contains("line 19: port leaf1:p1 is linked twice"), "{}", error(&twice));
+        let unknown = GOOD.replace("b = \"h1\"", "b = \"h9\"");
+        assert!(error(&unknown).contains("line 14: unknown host \"h9\""), "{}", error(&unknown));
+        let no_port = GOOD.replace("a = \"leaf1:p5\"", "a = \"leaf1:p7\"");
+        assert!(error(&no_port).contains("line 16: device leaf1 has no port \"p7\""), "{}", error(&no_port));
+        let bad_mac = GOOD.replace("02:00:00:00:03:e9", "02:00:00:00:03");
+        assert!(error(&bad_mac).contains("line 10: host h1"), "{}", error(&bad_mac));
+        assert!(error("[[device]]\nname = 3\n").contains("line 2"), "{}", error("[[device]]\nname = 3\n"));
+    }
+}

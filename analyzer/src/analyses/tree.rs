@@ -1,0 +1,322 @@
+//! Congestion trees and deadlocks from the PFC pause intervals and the topology.
+//!
+//! A PFC frame from port MAC m of device D pauses the link peer of that port: the edge "D
+//! pauses E" on that priority is active while the peer is paused (the sender's pause timer,
+//! [`super::pause`]). Per priority, the active edges form the tree: roots pause others while
+//! nobody pauses them. For each root, the likely congested egress is its port toward the
+//! destination that received the most data bytes among the flows crossing the root while the
+//! tree lived. Flows whose path (a shortest path of the topology; ties broken by name, since a
+//! capture does not say which ECMP member a flow took) has a hop u → v while v pauses u are
+//! paused: contributors when they go to a congested host, victims otherwise (head-of-line
+//! blocking). A deadlock is a cycle of pause edges on one priority all active together for at
+//! least `--deadlock-min`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use analyzer_common::flow::FlowKey;
+
+use super::pause::{ALL_PRIORITIES, Pause};
+use super::topology::{End, Node, Topology};
+use crate::engine::FlowStats;
+use crate::report::{CongestionTrees, Deadlock, FlowRef, PauseEdge, Root, Tree, flow_ref, mac_string};
+
+/// Paused intervals [start, end).
+pub type Intervals = Vec<(u64, u64)>;
+/// A pause edge (priority, from, to) with its intervals.
+type EdgeRef<'a> = (&'a (u8, Node, Node), &'a Intervals);
+
+/// Union of sorted interval lists.
+pub fn union(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (s, e) in v {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// Intersection of two sorted, disjoint interval lists.
+pub fn intersect(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() && j < b.len() {
+        let s = a[i].0.max(b[j].0);
+        let e = a[i].1.min(b[j].1);
+        if s < e {
+            out.push((s, e));
+        }
+        if a[i].1 < b[j].1 { i += 1 } else { j += 1 }
+    }
+    out
+}
+
+fn overlaps(v: &[(u64, u64)], s: u64, e: u64) -> bool {
+    v.iter().any(|&(a, b)| a <= e && s < b)
+}
+
+fn ip_of(k: &FlowKey, src: bool) -> IpAddr {
+    let b = if src { k.src } else { k.dst };
+    if k.ip_version == 4 { IpAddr::from([b[0], b[1], b[2], b[3]]) } else { IpAddr::from(b) }
+}
+
+/// A flow placed in the topology.
+struct Placed<'a> {
+    key: &'a FlowKey,
+    stats: &'a FlowStats,
+    dst: usize,
+    path: Vec<Node>,
+}
+
+impl Placed<'_> {
+    /// Whether the flow can be on `priority`: its VLAN PCP, or any priority when untagged.
+    fn on(&self, priority: u8) -> bool {
+        priority == ALL_PRIORITIES || self.stats.untagged > 0 || self.stats.pcp.get(priority) > 0
+    }
+    fn active(&self, s: u64, e: u64) -> bool {
+        self.stats.first_ns <= e && s <= self.stats.last_ns
+    }
+}
+
+pub fn build<'a>(
+    pause: &Pause,
+    topo: Option<&Topology>,
+    flows: impl Iterator<Item = (&'a FlowKey, &'a FlowStats)>,
+    deadlock_min_ns: u64,
+) -> CongestionTrees {
+    let mut out = CongestionTrees::default();
+    // (priority, from, to) → intervals.
+    let mut edges: BTreeMap<(u8, Node, Node), Vec<(u64, u64)>> = BTreeMap::new();
+    let mut unresolved_roots: BTreeMap<u8, BTreeSet<String>> = BTreeMap::new();
+    for ((mac, prio), timer) in &pause.timers {
+        let iv = timer.all_intervals();
+        if iv.is_empty() {
+            continue;
+        }
+        let from = topo.and_then(|t| t.owner(mac).map(|e| (t, e.clone())));
+        let resolved = from.and_then(|(t, e)| t.peer(&e).map(|p| (e.node(), p.node())));
+        match resolved {
+            Some((f, to)) => edges.entry((*prio, f, to)).or_default().extend(iv),
+            None => {
+                out.unresolved.push(mac_string(mac));
+                unresolved_roots.entry(*prio).or_default().insert(mac_string(mac));
+            }
+        }
+    }
+    out.unresolved.sort();
+    out.unresolved.dedup();
+    for v in edges.values_mut() {
+        *v = union(std::mem::take(v));
+    }
+    let name = |n: Node| topo.map_or_else(String::new, |t| t.name(n).to_string());
+    let placed: Vec<Placed> = match topo {
+        Some(t) => flows
+            .filter_map(|(key, stats)| {
+                let src = t.host_of_ip(ip_of(key, true))?;
+                let dst = t.host_of_ip(ip_of(key, false))?;
+                let path = t.path(Node::Host(src), Node::Host(dst))?;
+                Some(Placed { key, stats, dst, path })
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let priorities: BTreeSet<u8> = edges.keys().map(|(p, _, _)| *p).chain(unresolved_roots.keys().copied()).collect();
+    for p in priorities {
+        let es: Vec<EdgeRef> = edges.iter().filter(|((q, _, _), _)| *q == p).collect();
+        let all: Vec<(u64, u64)> = union(es.iter().flat_map(|(_, v)| v.iter().copied()).collect());
+        let unresolved = unresolved_roots.remove(&p).unwrap_or_default();
+        let (start, end) = match (all.first(), all.last()) {
+            (Some(f), Some(l)) => (f.0, l.1),
+            _ => {
+                let t: Vec<(u64, u64)> = pause
+                    .timers
+                    .iter()
+                    .filter(|((m, q), _)| *q == p && unresolved.contains(&mac_string(m)))
+                    .flat_map(|(_, t)| t.all_intervals())
+                    .collect();
+                (t.iter().map(|x| x.0).min().unwrap_or(0), t.iter().map(|x| x.1).max().unwrap_or(0))
+            }
+        };
+        // Roots: pause others, and are not paused while doing so.
+        let mut roots = Vec::new();
+        let froms: BTreeSet<Node> = es.iter().map(|((_, f, _), _)| *f).collect();
+        let mut congested: BTreeSet<usize> = BTreeSet::new();
+        for r in froms {
+            let out_iv: Vec<(u64, u64)> =
+                union(es.iter().filter(|((_, f, _), _)| *f == r).flat_map(|(_, v)| v.iter().copied()).collect());
+            let in_iv: Vec<(u64, u64)> =
+                union(es.iter().filter(|((_, _, t), _)| *t == r).flat_map(|(_, v)| v.iter().copied()).collect());
+            if !intersect(&out_iv, &in_iv).is_empty() {
+                continue;
+            }
+            let mut bytes: BTreeMap<usize, u64> = BTreeMap::new();
+            for f in placed.iter().filter(|f| f.on(p) && f.active(start, end) && f.path.contains(&r)) {
+                *bytes.entry(f.dst).or_default() += f.stats.bytes;
+            }
+            let host = bytes.iter().max_by_key(|(h, b)| (**b, std::cmp::Reverse(**h))).map(|(h, _)| *h);
+            if let Some(h) = host {
+                congested.insert(h);
+            }
+            let t = topo.expect("edges need a topology");
+            roots.push(Root {
+                device: name(r),
+                congested_port: match (r, host) {
+                    (Node::Device(d), Some(h)) => t.port_toward(d, Node::Host(h)),
+                    _ => None,
+                },
+                congested_host: host.map(|h| t.hosts[h].name.clone()),
+            });
+        }
+        for mac in &unresolved {
+            roots.push(Root { device: mac.clone(), congested_port: None, congested_host: None });
+        }
+        let (mut contributors, mut victims): (Vec<FlowRef>, Vec<FlowRef>) = (Vec::new(), Vec::new());
+        for f in placed.iter().filter(|f| f.on(p)) {
+            let paused = f
+                .path
+                .windows(2)
+                .any(|w| edges.get(&(p, w[1], w[0])).is_some_and(|iv| overlaps(iv, f.stats.first_ns, f.stats.last_ns)));
+            if paused {
+                if congested.contains(&f.dst) {
+                    contributors.push(flow_ref(f.key))
+                } else {
+                    victims.push(flow_ref(f.key))
+                }
+            }
+        }
+        contributors.sort();
+        victims.sort();
+        let edges_json = es
+            .iter()
+            .map(|((_, f, t), iv)| PauseEdge {
+                from: name(*f),
+                to: name(*t),
+                priority: p,
+                first_ns: iv.first().map_or(0, |x| x.0),
+                paused_ns: iv.iter().map(|(s, e)| e - s).sum(),
+            })
+            .collect();
+        out.trees.push(Tree {
+            priority: p,
+            roots,
+            edges: edges_json,
+            contributors,
+            victims,
+            start_ns: start,
+            end_ns: end,
+        });
+        out.deadlocks.extend(deadlocks(p, &es, deadlock_min_ns, &name));
+    }
+    out
+}
+
+/// Cycles of pause edges on one priority whose edges are all active together for at least
+/// `min_ns`. Each cycle is found once, starting at its smallest node.
+fn deadlocks(p: u8, es: &[EdgeRef], min_ns: u64, name: &dyn Fn(Node) -> String) -> Vec<Deadlock> {
+    let mut adj: BTreeMap<Node, Vec<Node>> = BTreeMap::new();
+    for ((_, f, t), _) in es {
+        adj.entry(*f).or_default().push(*t);
+    }
+    let iv = |f: Node, t: Node| es.iter().find(|((_, a, b), _)| *a == f && *b == t).map(|(_, v)| (*v).clone());
+    let mut cycles: Vec<Vec<Node>> = Vec::new();
+    fn walk(start: Node, at: Node, path: &mut Vec<Node>, adj: &BTreeMap<Node, Vec<Node>>, out: &mut Vec<Vec<Node>>) {
+        for &n in adj.get(&at).into_iter().flatten() {
+            if n == start {
+                out.push(path.clone());
+            } else if n > start && !path.contains(&n) && path.len() < 64 {
+                path.push(n);
+                walk(start, n, path, adj, out);
+                path.pop();
+            }
+        }
+    }
+    for &s in adj.keys() {
+        walk(s, s, &mut vec![s], &adj, &mut cycles);
+    }
+    let mut out = Vec::new();
+    for c in cycles.into_iter().filter(|c| c.len() >= 2) {
+        let mut common: Option<Vec<(u64, u64)>> = None;
+        for i in 0..c.len() {
+            let e = iv(c[i], c[(i + 1) % c.len()]).unwrap_or_default();
+            common = Some(match common {
+                None => e,
+                Some(x) => intersect(&x, &e),
+            });
+        }
+        for (s, e) in common.unwrap_or_default() {
+            if e - s >= min_ns {
+                out.push(Deadlock {
+                    priority: p,
+                    cycle: c.iter().map(|n| name(*n)).collect(),
+                    start_ns: s,
+                    duration_ns: e - s,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The name a topology gives a MAC: (device or host, port).
+pub fn owner_names(topo: Option<&Topology>, mac: &[u8; 6]) -> (Option<String>, Option<String>) {
+    match topo.and_then(|t| t.owner(mac).map(|e| (t, e))) {
+        Some((t, End::Port(d, port))) => (Some(t.devices[*d].name.clone()), Some(port.clone())),
+        Some((t, End::Host(h))) => (Some(t.hosts[*h].name.clone()), None),
+        None => (None, None),
+    }
+}
+
+/// Graphviz of the trees: pause edges with their paused time, roots and congested egress
+/// marked.
+pub fn dot(trees: &CongestionTrees) -> String {
+    let mut o = String::from("digraph congestion {\n  rankdir=LR;\n  node [shape=box, fontname=\"Helvetica\"];\n");
+    let q = |s: &str| format!("\"{}\"", s.replace('"', "\\\""));
+    for t in &trees.trees {
+        let prio = if t.priority == ALL_PRIORITIES { "802.3x".to_string() } else { format!("prio {}", t.priority) };
+        for r in &t.roots {
+            let egress = match (&r.congested_port, &r.congested_host) {
+                (Some(p), Some(h)) => format!("\\ncongested egress {p} → {h}"),
+                (None, Some(h)) => format!("\\ncongested toward {h}"),
+                _ => String::new(),
+            };
+            o += &format!(
+                "  {} [style=filled, fillcolor=\"#f4a6a6\", label={}];\n",
+                q(&r.device),
+                q(&format!("{}\\nroot ({prio}){egress}", r.device))
+            );
+            if let Some(h) = &r.congested_host {
+                o += &format!("  {} [shape=ellipse, color=red];\n", q(h));
+            }
+        }
+        for e in &t.edges {
+            o += &format!(
+                "  {} -> {} [label={}];\n",
+                q(&e.from),
+                q(&e.to),
+                q(&format!("pauses ({prio}) {:.3} ms", e.paused_ns as f64 / 1e6))
+            );
+        }
+    }
+    for d in &trees.deadlocks {
+        for w in 0..d.cycle.len() {
+            let (a, b) = (&d.cycle[w], &d.cycle[(w + 1) % d.cycle.len()]);
+            o += &format!("  {} -> {} [color=red, penwidth=2, label=\"deadlock\"];\n", q(a), q(b));
+        }
+    }
+    o += "}\n";
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_algebra() {
+        assert_eq!(union(vec![(5, 7), (0, 2), (1, 3), (7, 8)]), vec![(0, 3), (5, 8)]);
+        assert_eq!(intersect(&[(0, 10), (20, 30)], &[(5, 25)]), vec![(5, 10), (20, 25)]);
+        assert!(intersect(&[(0, 1)], &[(1, 2)]).is_empty());
+    }
+}

@@ -1,0 +1,286 @@
+//! Fabric analyses on fixtures built for them (tests/src/fabric.rs): incast episodes, PFC
+//! pause time and storms, the congestion tree with its victim, deadlocks, ECMP observed and
+//! predicted — each answer stated by hand, the hashes checked against Python's zlib and an
+//! independent CRC-32C.
+
+use serde_json::{Value, json};
+use tests::fabric::{BURSTS, DATA_FRAME, MS, STORM_FRAMES, US};
+use tests::fixtures::{T0, data_dir};
+use tests::tools::{require, run};
+
+fn report(args: &[&str]) -> Value {
+    let mut a: Vec<String> = vec!["-q".into(), "--json".into(), "-".into()];
+    for x in args {
+        // Bare fixture names become paths under tests/data.
+        a.push(if x.ends_with(".pcap") || x.ends_with(".toml") { resolve(x) } else { x.to_string() });
+    }
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn resolve(x: &str) -> String {
+    match x.split_once('=') {
+        Some((label, file)) => format!("{label}={}", data_dir().join(file).display()),
+        None => data_dir().join(x).display().to_string(),
+    }
+}
+
+#[test]
+fn incast_bursts_with_ce_cnp_and_pfc() {
+    let r = report(&["-r", "incast.pcap"]);
+    let eps = r["incast"]["episodes"].as_array().unwrap();
+    assert_eq!(eps.len(), 3, "three bursts, no episode for the three background senders");
+    // In address order.
+    let senders: Vec<String> = (1..=16).map(|k| format!("10.0.2.{k}")).collect();
+    for (i, e) in eps.iter().enumerate() {
+        let t0 = T0 + BURSTS[i];
+        // The fourth sender's first packet (t0 + 3 µs) starts it; it ends when the thirteenth
+        // sender's last packet (t0 + 12 + 15 µs) leaves the 100 µs window.
+        assert_eq!(e["dst"], "10.0.2.100");
+        assert_eq!((e["start_ns"].as_u64(), e["end_ns"].as_u64()), (Some(t0 + 3 * US), Some(t0 + 127 * US)));
+        assert_eq!(e["peak_senders"], 16);
+        assert_eq!(e["senders"], json!(senders));
+        // 64 packets in the burst, 3 of them before the start.
+        assert_eq!(e["bytes"].as_u64(), Some(61 * DATA_FRAME));
+        let gbps = (64 * DATA_FRAME * 8) as f64 / 100_000.0;
+        assert!((e["peak_gbps"].as_f64().unwrap() - gbps).abs() < 1e-9, "{}", e["peak_gbps"]);
+        assert!((e["peak_link_ratio"].as_f64().unwrap() - gbps / 100.0).abs() < 1e-9);
+        assert_eq!((e["ce_packets"].as_u64(), e["cnp_packets"].as_u64()), (Some(16), Some(16)));
+        assert_eq!(e["pfc_frames"].as_u64(), Some(if i == 1 { 2 } else { 0 }));
+    }
+    assert_eq!((r["incast"]["window_ns"].as_u64(), r["incast"]["min_senders"].as_u64()), (Some(100_000), Some(4)));
+    // A window longer than the gap between bursts merges them; 17 senders are never reached.
+    let r = report(&["-r", "incast.pcap", "--incast-window", "2ms"]);
+    assert_eq!(r["incast"]["episodes"].as_array().unwrap().len(), 1);
+    let r = report(&["-r", "incast.pcap", "--incast-min-senders", "17"]);
+    assert_eq!(r["incast"]["episodes"], json!([]));
+    let out = run(&["-q", "-r", &resolve("incast.pcap"), "--fail-on", "incast.episodes>2"]);
+    assert_eq!(out.status.code(), Some(4));
+}
+
+fn sender<'a>(r: &'a Value, mac: &str, prio: u64) -> &'a Value {
+    r["pfc"]["senders"].as_array().unwrap().iter().find(|s| s["mac"] == mac && s["priority"] == prio).unwrap()
+}
+
+fn flow_ref(src: u8, dst: u8) -> Value {
+    json!({"src": format!("10.0.3.{src}"), "dst": format!("10.0.3.{dst}"), "udp_sport": 0xC400 + match (src, dst) {
+        (1, 4) => 0, (2, 4) => 1, (3, 6) => 2, _ => 3 }, "dst_qp": 0x800 + dst as u32})
+}
+
+#[test]
+fn three_level_cascade_with_a_victim() {
+    let dir = tempfile::tempdir().unwrap();
+    let dot = dir.path().join("tree.dot");
+    let r = report(&["-r", "pfc_cascade.pcap", "--topology", "cascade.toml", "--dot", dot.to_str().unwrap()]);
+    // XOFF refreshed every 200 µs (one pause is 335.5 µs at 100G) until the XON at 3 ms.
+    for (mac, device, port, paused) in [
+        ("02:00:00:12:00:09", "leaf2", "p9", 2 * MS),
+        ("02:00:00:21:00:01", "spine1", "p1", 1_800 * US),
+        ("02:00:00:11:00:01", "leaf1", "p1", 1_600 * US),
+        ("02:00:00:11:00:03", "leaf1", "p3", 1_600 * US),
+    ] {
+        let s = sender(&r, mac, 3);
+        assert_eq!(
+            (s["device"].as_str(), s["port"].as_str(), s["paused_ns"].as_u64()),
+            (Some(device), Some(port), Some(paused))
+        );
+    }
+    let c = &r["congestion_tree"];
+    assert_eq!(c["unresolved"], json!([]));
+    assert_eq!(c["deadlocks"], json!([]));
+    let trees = c["trees"].as_array().unwrap();
+    assert_eq!(trees.len(), 1);
+    let t = &trees[0];
+    assert_eq!(t["priority"], 3);
+    assert_eq!(t["roots"], json!([{"device": "leaf2", "congested_port": "p1", "congested_host": "h4"}]));
+    let edge = |from: &str, to: &str, first: u64, paused: u64| json!({"from": from, "to": to, "priority": 3, "first_ns": T0 + first, "paused_ns": paused});
+    assert_eq!(
+        t["edges"],
+        json!([
+            edge("leaf1", "h1", 1_400 * US, 1_600 * US),
+            edge("leaf1", "h2", 1_400 * US, 1_600 * US),
+            edge("leaf1", "h3", 1_400 * US, 1_600 * US),
+            edge("leaf2", "spine1", MS, 2 * MS),
+            edge("spine1", "leaf1", 1_200 * US, 1_800 * US),
+        ])
+    );
+    assert_eq!(t["contributors"], json!([flow_ref(1, 4), flow_ref(2, 4)]));
+    assert_eq!(t["victims"], json!([flow_ref(3, 6)]), "h3 → h6 is blocked behind the congestion toward h4");
+    let dot = std::fs::read_to_string(&dot).unwrap();
+    assert!(dot.starts_with("digraph congestion {") && dot.trim_end().ends_with('}'), "{dot}");
+    for want in [
+        "\"leaf2\" -> \"spine1\" [label=\"pauses (prio 3) 2.000 ms\"]",
+        "congested egress p1 → h4",
+        "\"spine1\" -> \"leaf1\"",
+    ] {
+        assert!(dot.contains(want), "{want} missing in\n{dot}");
+    }
+    // Without a topology the senders stay MACs and the report says what it could not resolve.
+    let r = report(&["-r", "pfc_cascade.pcap"]);
+    assert_eq!(r["congestion_tree"]["unresolved"].as_array().unwrap().len(), 5);
+    assert_eq!(r["congestion_tree"]["trees"][0]["edges"], json!([]));
+    assert!(r["visibility"].as_array().unwrap().iter().any(|n| n["code"] == "pfc_unplaced"));
+    assert_eq!(sender(&r, "02:00:00:12:00:09", 3)["device"], Value::Null);
+}
+
+#[test]
+fn host_nic_pause_storm_among_short_pauses() {
+    let r = report(&["-r", "pfc_storm.pcap"]);
+    // 500 XOFFs 300 µs apart: one interval from the first to the last plus one full pause.
+    let storm_ns = (STORM_FRAMES - 1) * 300 * US + 335_539;
+    assert_eq!(
+        r["pfc"]["storms"],
+        json!([{"mac": "02:00:00:00:04:07", "device": null, "priority": 3, "start_ns": T0, "duration_ns": storm_ns}])
+    );
+    assert_eq!(sender(&r, "02:00:00:00:04:07", 3)["paused_ns"].as_u64(), Some(storm_ns));
+    // 20 isolated pauses of 1000 quanta: 5120 ns each at 100G, 20480 ns at 25G.
+    assert_eq!(sender(&r, "02:00:00:30:00:01", 3)["paused_ns"].as_u64(), Some(20 * 5_120));
+    let p = &r["pfc"]["pause_senders"][0];
+    assert_eq!((p["mac"].as_str(), p["paused_ns"].as_u64()), (Some("02:00:00:31:00:01"), Some(4 * 512)));
+    let r = report(&["-r", "pfc_storm.pcap", "--link-speed", "25G", "--pfc-storm", "200ms"]);
+    assert_eq!(sender(&r, "02:00:00:30:00:01", 3)["paused_ns"].as_u64(), Some(20 * 20_480));
+    assert_eq!(r["pfc"]["storms"], json!([]), "150 ms is below a 200 ms threshold");
+    assert_eq!(r["pfc"]["link_speed_bps"].as_u64(), Some(25_000_000_000));
+}
+
+#[test]
+fn pause_cycle_is_a_deadlock_and_a_chain_is_not() {
+    let r = report(&["-r", "pfc_deadlock.pcap", "--topology", "ring.toml"]);
+    let c = &r["congestion_tree"];
+    assert_eq!(
+        c["deadlocks"],
+        json!([{"priority": 3, "cycle": ["sw1", "sw2", "sw3"], "start_ns": T0 + 1_200 * US, "duration_ns": 28_800 * US}])
+    );
+    let tree = |p: u64| c["trees"].as_array().unwrap().iter().find(|t| t["priority"] == p).unwrap().clone();
+    assert_eq!(tree(3)["roots"], json!([]), "in a cycle everybody is paused");
+    assert_eq!(tree(4)["roots"], json!([{"device": "sw4", "congested_port": null, "congested_host": null}]));
+    let e4: Vec<(String, String)> = tree(4)["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["from"].as_str().unwrap().into(), e["to"].as_str().unwrap().into()))
+        .collect();
+    assert_eq!(e4, vec![("sw4".into(), "sw5".into()), ("sw5".into(), "sw6".into())]);
+    // The priority-5 ring is all active together for 5 ms only: a deadlock only below 5 ms.
+    let r = report(&["-r", "pfc_deadlock.pcap", "--topology", "ring.toml", "--deadlock-min", "4ms"]);
+    let d: Vec<(u64, u64)> = r["congestion_tree"]["deadlocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["priority"].as_u64().unwrap(), d["duration_ns"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(d, vec![(3, 28_800 * US), (5, 5 * MS)]);
+}
+
+#[test]
+fn uplinks_with_a_skewed_share_and_an_idle_link() {
+    let r = report(&["-r", "up1=uplink1.pcap", "-r", "up2=uplink2.pcap", "-r", "up3=uplink3.pcap"]);
+    let o = &r["ecmp"]["observed"];
+    let b = DATA_FRAME;
+    assert_eq!(
+        o["by_label"],
+        json!({"up1": {"bytes": 70 * b, "flows": 7}, "up2": {"bytes": 35 * b, "flows": 4}, "up3": {"bytes": 0, "flows": 0}})
+    );
+    // max / mean = 70 / (105 / 3).
+    assert_eq!(o["imbalance"].as_f64(), Some(2.0));
+    assert_eq!(o["idle"], json!(["up3"]));
+    assert_eq!(o["multi_label_flows"], 1);
+    assert!(r["ecmp"]["findings"].as_array().unwrap().iter().any(|f| f["code"] == "uplink_imbalance"));
+    let out = run(&[
+        "-q",
+        "-r",
+        &resolve("up1=uplink1.pcap"),
+        "-r",
+        &resolve("up2=uplink2.pcap"),
+        "-r",
+        &resolve("up3=uplink3.pcap"),
+        "--fail-on",
+        "ecmp.observed.imbalance>1.5",
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Paths of the 64 flows of ecmp_flows.pcap per tier, computed by Python (zlib's crc32 and a
+/// bitwise CRC-32C written here).
+fn python_paths(tiers: &[(&str, u32, u32, u32)]) -> Vec<Vec<u32>> {
+    let py = require("python3");
+    let script = r#"
+import sys, zlib, json
+def crc32c(data, crc):
+    crc ^= 0xffffffff
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xffffffff
+tiers = json.loads(sys.argv[1])
+out = []
+for i in range(64):
+    key = bytes([10, 0, 7, 1, 10, 0, 8, 1, 17]) + (0xC000 + i).to_bytes(2, 'big') + (4791).to_bytes(2, 'big')
+    row = []
+    for h, fanout, seed, shift in tiers:
+        v = zlib.crc32(key, seed) if h == 'crc32' else crc32c(key, seed)
+        row.append((v >> shift) % fanout)
+    out.append(row)
+print(json.dumps(out))
+"#;
+    let arg = serde_json::to_string(&tiers.iter().map(|t| json!([t.0, t.1, t.2, t.3])).collect::<Vec<_>>()).unwrap();
+    let out = std::process::Command::new(py).args(["-c", script, &arg]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn check_prediction(tiers: &[(&str, u32, u32, u32)]) -> Value {
+    let mut args = vec!["-r".to_string(), "ecmp_flows.pcap".to_string()];
+    for t in tiers {
+        args.push("--ecmp-tier".into());
+        args.push(format!("{}:{}:{}:{}", t.0, t.1, t.2, t.3));
+    }
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = report(&a);
+    let p = &r["ecmp"]["predicted"];
+    let rows = python_paths(tiers);
+    for (i, t) in tiers.iter().enumerate() {
+        let mut per = vec![0u64; t.1 as usize];
+        for row in &rows {
+            per[row[i] as usize] += 1;
+        }
+        let got: Vec<u64> =
+            p["tiers"][i]["per_path"].as_array().unwrap().iter().map(|x| x["flows"].as_u64().unwrap()).collect();
+        assert_eq!(got, per, "tier {t:?}: flows per path");
+    }
+    let combos: std::collections::BTreeSet<&Vec<u32>> = rows.iter().collect();
+    assert_eq!(p["combinations_used"].as_u64(), Some(combos.len() as u64));
+    p.clone()
+}
+
+#[test]
+fn tier_configurations_that_polarize_and_that_do_not() {
+    // Same CRC, other seed: the second tier's choice follows the first's.
+    let p = check_prediction(&[("crc32", 4, 1, 0), ("crc32", 4, 2, 0)]);
+    assert_eq!((p["polarized"].as_bool(), p["combinations_total"].as_u64()), (Some(true), Some(16)));
+    // Another polynomial on other bits: all 16 combinations.
+    let p = check_prediction(&[("crc32", 4, 0, 0), ("crc32c", 4, 0, 8)]);
+    assert_eq!((p["polarized"].as_bool(), p["combinations_used"].as_u64()), (Some(false), Some(16)));
+    let r = report(&["-r", "ecmp_flows.pcap"]);
+    assert_eq!(
+        (r["ecmp"]["distinct_sports"].as_u64(), r["ecmp"]["sport_entropy_bits"].as_f64()),
+        (Some(64), Some(6.0))
+    );
+    assert_eq!(r["ecmp"]["predicted"], Value::Null);
+}
+
+#[test]
+fn topology_errors_name_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    let text = std::fs::read_to_string(data_dir().join("cascade.toml")).unwrap().replace("b = \"h6\"", "b = \"h9\"");
+    std::fs::write(&bad, &text).unwrap();
+    let line = text.lines().position(|l| l == "b = \"h9\"").unwrap() + 1;
+    let out = run(&["-q", "-r", &resolve("pfc_cascade.pcap"), "--topology", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}: line {line}: unknown host \"h9\"", bad.display())), "{err}");
+}

@@ -58,6 +58,11 @@ pub struct OutputArgs {
     #[arg(long, value_name = "PATH")]
     pub dot: Option<PathBuf>,
 
+    /// Write a self-contained HTML page to PATH: the congestion trees (SVG), ECMP bars, the
+    /// incast timeline, the RTT distribution and the findings.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
+
     /// Flows listed in the human summary and the live view.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,

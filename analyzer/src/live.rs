@@ -146,7 +146,7 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
             }
             if let Some((server, top)) = &metrics {
                 let report = crate::report::Report::from_engine(&engine, crate::report::RunKind::Live);
-                server.publish(crate::report::metrics::render(&report, *top));
+                server.publish(crate::report::metrics::render(&report, *top, &engine.analyses.rtt.all_samples()));
             }
             notify(Notice::Tick { engine: &engine, elapsed: started.elapsed() });
             if !bypass_said && !devices.is_empty() && started.elapsed() >= opts.rdma_grace && roce_frames(&engine) == 0

@@ -46,7 +46,7 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    emit(&Report::from_engine(&engine, kind), &args.output)
+    emit(&Report::from_engine(&engine, kind), &engine.analyses.rtt.all_samples(), &args.output)
 }
 
 fn merge(m: MergeArgs) -> anyhow::Result<u8> {
@@ -54,11 +54,12 @@ fn merge(m: MergeArgs) -> anyhow::Result<u8> {
     for p in &m.reports {
         reports.push((p.clone(), analyzer::report::merge::read(p)?));
     }
-    emit(&analyzer::report::merge::merge(reports)?, &m.output)
+    emit(&analyzer::report::merge::merge(reports)?, &[], &m.output)
 }
 
-/// Writes the report (JSON, human summary) and applies the gates; returns the exit code.
-fn emit(report: &Report, out: &OutputArgs) -> anyhow::Result<u8> {
+/// Writes the report (JSON, human summary, Graphviz, HTML) and applies the gates; returns the
+/// exit code. `rtt_ns` are the RTT samples behind the report (for the HTML histogram).
+fn emit(report: &Report, rtt_ns: &[u64], out: &OutputArgs) -> anyhow::Result<u8> {
     let to_stdout = out.json.as_deref() == Some(Path::new("-"));
     if let Some(path) = &out.json {
         let text = write::to_json(report)?;
@@ -67,6 +68,10 @@ fn emit(report: &Report, out: &OutputArgs) -> anyhow::Result<u8> {
     if let Some(path) = &out.dot {
         let text = analyzer::analyses::tree::dot(&report.congestion_tree);
         write::write_atomic(path, text.as_bytes()).context("writing the Graphviz congestion tree")?;
+    }
+    if let Some(path) = &out.html {
+        let text = analyzer::report::html::render(report, rtt_ns);
+        write::write_atomic(path, text.as_bytes()).context("writing the HTML page")?;
     }
     if !out.quiet && !to_stdout {
         print!("{}", human::render(report, out.top));

@@ -284,3 +284,96 @@ fn topology_errors_name_file_and_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("{}: line {line}: unknown host \"h9\"", bad.display())), "{err}");
 }
+
+#[test]
+fn html_page_renders_the_reports_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let json = dir.path().join("report.json");
+    let out = run(&[
+        "-q",
+        "-r",
+        &resolve("pfc_cascade.pcap"),
+        "-r",
+        &resolve("incast.pcap"),
+        "-r",
+        &resolve("rtt.pcap"),
+        "--topology",
+        &resolve("cascade.toml"),
+        "--ecmp-tier",
+        "crc32:4",
+        "--html",
+        page.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = tests::tools::read_report(&json);
+    let html = std::fs::read_to_string(&page).unwrap();
+    // Self-contained: nothing to fetch.
+    for banned in ["<script", "<link", "src=", "@import", "url(http"] {
+        assert!(!html.contains(banned), "{banned} in the page");
+    }
+    let url = format!("file://{}", page.display());
+    let dom = tests::tools::chromium(&url, &["--dump-dom"]);
+    let episodes = r["incast"]["episodes"].as_array().unwrap().len();
+    for want in [
+        format!("<th>incast episodes</th><td class=\"n\">{episodes}</td>"),
+        format!("<th>RTT samples</th><td class=\"n\">{}</td>", r["rtt_ns"]["samples"]),
+        "congested egress p1 → h4".to_string(),
+        ">spine1</text>".to_string(),
+        format!(
+            "{} flows, {} B",
+            r["ecmp"]["predicted"]["tiers"][0]["per_path"][0]["flows"],
+            r["ecmp"]["predicted"]["tiers"][0]["per_path"][0]["bytes"]
+        ),
+        format!("<td class=\"n\">{}</td>", r["incast"]["episodes"][0]["bytes"]),
+        "<svg id=\"incast\"".to_string(),
+        "<svg id=\"rtt-histogram\"".to_string(),
+    ] {
+        assert!(dom.contains(&want), "the rendered page lacks {want:?}");
+    }
+    // It renders: the screenshot has ink (coloured bars and boxes) in its upper part.
+    let shot = dir.path().join("page.png");
+    tests::tools::chromium(&url, &[&format!("--screenshot={}", shot.display())]);
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    let pixels = &buf[..info.buffer_size()];
+    let coloured = pixels.chunks(px).filter(|p| p[0].abs_diff(p[1]) > 40 || p[1].abs_diff(p[2]) > 40).count();
+    assert!(coloured > 2_000, "{coloured} coloured pixels: the page did not render its SVG");
+}
+
+#[test]
+fn merge_recomputes_ecmp_observed_and_says_what_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for n in 1..=3 {
+        let out = dir.path().join(format!("up{n}.json"));
+        let input = resolve(&format!("up{n}=uplink{n}.pcap"));
+        assert_eq!(run(&["-q", "-r", &input, "--json", out.to_str().unwrap()]).status.code(), Some(0));
+        files.push(out.to_str().unwrap().to_string());
+    }
+    let mut args = vec!["merge"];
+    args.extend(files.iter().map(String::as_str));
+    args.extend(["--json", "-"]);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let together = report(&["-r", "up1=uplink1.pcap", "-r", "up2=uplink2.pcap", "-r", "up3=uplink3.pcap"]);
+    assert_eq!(merged["ecmp"]["observed"], together["ecmp"]["observed"], "per-label shares over the union");
+    assert_eq!(merged["flows"], together["flows"]);
+
+    // Two reports with PFC: pause intervals are not in a report, so the trees are carried.
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    for (out, f) in [(&a, "pfc_cascade.pcap"), (&b, "pfc_storm.pcap")] {
+        assert_eq!(run(&["-q", "-r", &resolve(f), "--json", out.to_str().unwrap()]).status.code(), Some(0));
+    }
+    let out = run(&["merge", a.to_str().unwrap(), b.to_str().unwrap(), "--json", "-"]);
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(merged["visibility"].as_array().unwrap().iter().any(|n| n["code"] == "congestion_tree_not_merged"));
+    assert_eq!(merged["pfc"]["storms"].as_array().unwrap().len(), 1, "the storm is carried");
+    assert_eq!(merged["pfc"]["frames"].as_u64(), Some(48 + 520));
+}

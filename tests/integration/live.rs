@@ -334,7 +334,16 @@ fn metrics_scraped_over_loopback_equal_the_report() {
             s["priority"]
         );
         assert_eq!(metric(&text, &series), s["frames"].as_u64(), "{series}");
+        let series = series.replace("pfc_frames_total", "pfc_paused_ns_total");
+        assert_eq!(metric(&text, &series), s["paused_ns"].as_u64(), "{series}");
     }
+    let sum = |f: &dyn Fn(&Value) -> u64| -> u64 { v["flows"].as_array().unwrap().iter().map(f).sum() };
+    let dup = sum(&|f| f["psn"]["duplicates"].as_u64().unwrap());
+    assert_eq!(metric(&text, r#"roce_analyzer_psn_anomalies_total{kind="duplicates"}"#), Some(dup));
+    let acks = sum(&|f| f["naks"]["acks"].as_u64().unwrap());
+    assert_eq!(metric(&text, r#"roce_analyzer_aeth_total{kind="acks"}"#), Some(acks));
+    assert!(v["rtt_ns"]["samples"].as_u64().unwrap() > 0, "the example has acknowledged requests");
+    assert_eq!(metric(&text, "roce_analyzer_rtt_seconds_count"), v["rtt_ns"]["samples"].as_u64());
     let ce: u64 = v["flows"].as_array().unwrap().iter().map(|f| f["ecn"]["ce"].as_u64().unwrap()).sum();
     assert_eq!(metric(&text, "roce_analyzer_ce_packets_total"), Some(ce));
     assert_eq!(metric(&text, "roce_analyzer_cnp_total"), v["capture"]["classes"]["cnp"].as_u64());

@@ -112,7 +112,8 @@ pub fn incast_scaled(stretch: u64, name: &'static str) -> Fixture {
     }
     for i in 0..300u64 {
         let s = (i % 3) as u8;
-        a.roce(i * 10 * US * stretch, &data([10, 0, 2, 50 + s], [10, 0, 2, 101], 0xC300 + s as u16, 0x700, i as u32));
+        let psn = (i / 3) as u32;
+        a.roce(i * 10 * US * stretch, &data([10, 0, 2, 50 + s], [10, 0, 2, 101], 0xC300 + s as u16, 0x700, psn));
     }
     a.fixture(name)
 }

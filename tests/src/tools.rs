@@ -127,3 +127,30 @@ pub const TSHARK_FIELDS: &[&str] = &[
     "macc.cbfc.pause_time.c7",
     "macc.pause_time",
 ];
+
+/// Runs headless Chromium on `url` with the flags this machine needs (no sandbox as root, no
+/// background networking: the network is closed) and `extra` (e.g. `--dump-dom`,
+/// `--screenshot=PATH`); returns stdout.
+pub fn chromium(url: &str, extra: &[&str]) -> String {
+    let bin = require("chromium");
+    let profile = tempfile::tempdir().expect("temporary profile");
+    let out = std::process::Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1200,2400",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("run chromium");
+    assert!(out.status.success(), "chromium: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

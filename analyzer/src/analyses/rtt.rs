@@ -146,6 +146,11 @@ impl Rtt {
         }
     }
 
+    /// Every RTT sample of every flow (ns).
+    pub fn all_samples(&self) -> Vec<u64> {
+        self.flows.values().flat_map(|f| f.samples.values()).collect()
+    }
+
     /// Requests still waiting at `end_ns`: (older than the timeout, younger). Read-only, so
     /// live reports can be built at every interval.
     pub fn waiting(&self, key: &FlowKey, end_ns: u64) -> (u64, u64) {

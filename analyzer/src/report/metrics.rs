@@ -69,8 +69,24 @@ fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
     registry.register(name, help, c);
 }
 
-/// The report's totals as Prometheus text; `top` flows get their own series.
-pub fn render(r: &Report, top: usize) -> String {
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SeverityLabel {
+    severity: String,
+}
+
+/// Bucket bounds of the RTT histogram (seconds): 1 µs doubling to about 1 s.
+fn rtt_buckets() -> impl Iterator<Item = f64> {
+    prometheus_client::metrics::histogram::exponential_buckets(1e-6, 2.0, 21)
+}
+
+/// The report's totals as Prometheus text; `top` flows get their own series. `rtt_ns` are the
+/// RTT samples behind the report's percentiles (for the histogram).
+pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
     let mut reg = Registry::with_prefix("roce_analyzer");
     let frames = counter_family::<ClassLabel>(
         &mut reg,
@@ -118,6 +134,57 @@ pub fn render(r: &Report, top: usize) -> String {
         let l = SenderLabels { mac: s.mac.clone(), priority: "all".into() };
         pfc.get_or_create(&l).inc_by(s.counts.frames);
         quanta.get_or_create(&l).inc_by(s.counts.quanta);
+    }
+    let paused = counter_family::<SenderLabels>(
+        &mut reg,
+        "pfc_paused_ns",
+        "Time paused (union of the pause intervals at --link-speed) per sender and priority, ns",
+    );
+    for s in &r.pfc.senders {
+        paused
+            .get_or_create(&SenderLabels { mac: s.mac.clone(), priority: s.priority.to_string() })
+            .inc_by(s.paused_ns);
+    }
+    for s in &r.pfc.pause_senders {
+        paused.get_or_create(&SenderLabels { mac: s.mac.clone(), priority: "all".into() }).inc_by(s.paused_ns);
+    }
+    gauge(&mut reg, "pfc_storms", "Continuous pauses of at least --pfc-storm", r.pfc.storms.len() as u64);
+    let psn = counter_family::<KindLabel>(&mut reg, "psn_anomalies", "PSN anomalies over all flows, by kind");
+    let sum = |f: fn(&super::Flow) -> u64| r.flows.iter().map(f).sum::<u64>();
+    for (kind, n) in [
+        ("out_of_sequence", sum(|f| f.psn.out_of_sequence)),
+        ("psn_skipped", sum(|f| f.psn.psn_skipped)),
+        ("duplicates", sum(|f| f.psn.duplicates)),
+        ("response_out_of_sequence", sum(|f| f.psn.response_out_of_sequence)),
+    ] {
+        psn.get_or_create(&KindLabel { kind: kind.into() }).inc_by(n);
+    }
+    let aeth = counter_family::<KindLabel>(&mut reg, "aeth", "ACKs and NAKs (AETH syndromes) over all flows, by kind");
+    for (kind, n) in [
+        ("acks", sum(|f| f.naks.acks)),
+        ("psn_sequence_error", sum(|f| f.naks.psn_sequence_error)),
+        ("rnr", sum(|f| f.naks.rnr)),
+        ("invalid_request", sum(|f| f.naks.invalid_request)),
+        ("remote_access", sum(|f| f.naks.remote_access)),
+        ("remote_operational", sum(|f| f.naks.remote_operational)),
+        ("invalid_rd_request", sum(|f| f.naks.invalid_rd_request)),
+        ("reserved", sum(|f| f.naks.reserved)),
+    ] {
+        aeth.get_or_create(&KindLabel { kind: kind.into() }).inc_by(n);
+    }
+    let hist = prometheus_client::metrics::histogram::Histogram::new(rtt_buckets());
+    for v in rtt_ns {
+        hist.observe(*v as f64 / 1e9);
+    }
+    reg.register("rtt_seconds", "Round-trip time, request with AckReq to the ACK covering it", hist);
+    counter(&mut reg, "rtt_timeouts", "Requests with AckReq not acknowledged within --rtt-timeout", r.rtt_ns.timeouts);
+    gauge(&mut reg, "incast_episodes", "Incast episodes", r.incast.episodes.len() as u64);
+    let audit = Family::<SeverityLabel, Gauge>::default();
+    reg.register("audit_findings", "Audit findings by severity", audit.clone());
+    for sev in ["error", "warning", "info"] {
+        audit
+            .get_or_create(&SeverityLabel { severity: sev.into() })
+            .set(r.audit.iter().filter(|f| f.severity == sev).count() as i64);
     }
     if let Some(nic) = &r.nic {
         let rdma = counter_family::<NicPortLabels>(
@@ -175,7 +242,7 @@ mod tests {
         classify(&p[..], p.len() as u32, &mut s);
         e.observe(FrameMeta { ts_ns: 1, source: 0 }, &s);
         let r = Report::from_engine(&e, RunKind::Live);
-        let text = render(&r, 2);
+        let text = render(&r, 2, &[1_500, 3_000_000]);
         assert_eq!(value(&text, r#"roce_analyzer_frames_total{class="roce"}"#), Some(15.0));
         assert_eq!(value(&text, r#"roce_analyzer_frames_total{class="pfc"}"#), Some(1.0));
         assert_eq!(value(&text, r#"roce_analyzer_pfc_frames_total{mac="02:00:00:00:07:01",priority="3"}"#), Some(1.0));
@@ -188,6 +255,17 @@ mod tests {
         let small: u64 = r.flows.iter().filter(|f| f.dst_qp < 0x103).map(|f| f.bytes).sum();
         assert_eq!(value(&text, "roce_analyzer_other_flows_bytes"), Some(small as f64));
         assert_eq!(value(&text, "roce_analyzer_flows"), Some(5.0));
+        assert_eq!(value(&text, "roce_analyzer_rtt_seconds_count"), Some(2.0));
+        assert_eq!(value(&text, r#"roce_analyzer_rtt_seconds_bucket{le="0.000002"}"#), Some(1.0));
+        assert_eq!(
+            value(&text, r#"roce_analyzer_psn_anomalies_total{kind="duplicates"}"#),
+            Some(10.0),
+            "the same PSN 15 times: 5 flows, 10 repeats"
+        );
+        assert_eq!(
+            value(&text, r#"roce_analyzer_audit_findings{severity="warning"}"#),
+            Some(r.audit.iter().filter(|f| f.severity == "warning").count() as f64)
+        );
         assert!(text.ends_with("# EOF\n"));
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod fabric;
 pub mod gates;
+pub mod html;
 pub mod human;
 pub mod live_view;
 pub mod merge;

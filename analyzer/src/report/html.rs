@@ -1,0 +1,348 @@
+//! `--html FILE`: one self-contained page (no scripts, fonts or images fetched) with the
+//! congestion trees as inline SVG, ECMP bars per label and per path, the incast timeline and
+//! the RTT distribution, beside the report's key numbers and findings.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::{Report, Tree};
+
+/// Escapes text for HTML and SVG (names come from topology files and captures).
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+fn us(ns: u64) -> String {
+    if ns < 1000 { format!("{ns} ns") } else { format!("{:.1} µs", ns as f64 / 1e3) }
+}
+
+const STYLE: &str = "body{font-family:Helvetica,Arial,sans-serif;margin:24px;color:#222}h1{font-size:22px}\
+h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ccc}table{border-collapse:collapse}\
+td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:left}td.n{text-align:right}\
+.error{color:#b00020}.warning{color:#a65e00}.info{color:#555}svg text{font-size:12px}";
+
+/// Renders the page. `rtt_ns` are the RTT samples behind the report (empty for a merged report:
+/// the percentiles are drawn then).
+pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>roce-analyzer report</title><style>{STYLE}</style></head><body>\n"
+    );
+    let c = &r.capture;
+    let _ = writeln!(o, "<h1>roce-analyzer {} · {} report</h1>", esc(&r.tool.version), esc(&r.kind));
+    let _ = writeln!(o, "<table id=\"summary\">");
+    let rows: [(&str, String); 8] = [
+        ("frames", c.frames.to_string()),
+        ("RoCE frames", c.classes.get("roce").copied().unwrap_or(0).to_string()),
+        ("CNPs", c.classes.get("cnp").copied().unwrap_or(0).to_string()),
+        ("flows", r.flows.len().to_string()),
+        ("PFC frames", r.pfc.frames.to_string()),
+        ("PFC storms", r.pfc.storms.len().to_string()),
+        ("incast episodes", r.incast.episodes.len().to_string()),
+        ("RTT samples", r.rtt_ns.percentiles.samples.to_string()),
+    ];
+    for (k, v) in rows {
+        let _ = writeln!(o, "<tr><th>{k}</th><td class=\"n\">{v}</td></tr>");
+    }
+    let _ = writeln!(o, "</table>");
+
+    let _ = writeln!(o, "<h2>Congestion trees</h2>");
+    if r.congestion_tree.trees.is_empty() {
+        let _ = writeln!(o, "<p>No PFC pause relations.</p>");
+    }
+    for t in &r.congestion_tree.trees {
+        tree_svg(&mut o, t);
+    }
+    for d in &r.congestion_tree.deadlocks {
+        let _ = writeln!(
+            o,
+            "<p class=\"error\">Deadlock on priority {}: {} → {} for {}</p>",
+            d.priority,
+            esc(&d.cycle.join(" → ")),
+            esc(d.cycle.first().map_or("", String::as_str)),
+            ms(d.duration_ns)
+        );
+    }
+
+    let _ = writeln!(o, "<h2>ECMP</h2>");
+    let _ = writeln!(
+        o,
+        "<p>{} distinct UDP source ports ({:.2} bits of entropy).</p>",
+        r.ecmp.distinct_sports, r.ecmp.sport_entropy_bits
+    );
+    if let Some(obs) = &r.ecmp.observed {
+        let bars: Vec<(String, u64, String)> = obs
+            .by_label
+            .iter()
+            .map(|(l, s)| (l.clone(), s.bytes, format!("{} B, {} flows", s.bytes, s.flows)))
+            .collect();
+        let _ = writeln!(o, "<h3>Observed per label (imbalance {:.2})</h3>", obs.imbalance);
+        bars_svg(&mut o, "ecmp-observed", &bars);
+    }
+    if let Some(p) = &r.ecmp.predicted {
+        for (i, t) in p.tiers.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "<h3>Tier {} ({}:{}:{}:{}), imbalance {:.2}</h3>",
+                i + 1,
+                t.hash,
+                t.fanout,
+                t.seed,
+                t.shift,
+                t.imbalance
+            );
+            let bars: Vec<(String, u64, String)> = t
+                .per_path
+                .iter()
+                .enumerate()
+                .map(|(n, s)| (format!("path {n}"), s.flows, format!("{} flows, {} B", s.flows, s.bytes)))
+                .collect();
+            bars_svg(&mut o, &format!("ecmp-tier{}", i + 1), &bars);
+        }
+        let _ = writeln!(
+            o,
+            "<p>{} of {} path combinations used{}.</p>",
+            p.combinations_used,
+            p.combinations_total,
+            if p.polarized { " — <b class=\"warning\">polarized</b>" } else { "" }
+        );
+    }
+
+    let _ = writeln!(o, "<h2>Incast timeline</h2>");
+    incast_svg(&mut o, r);
+
+    let _ = writeln!(o, "<h2>RTT distribution</h2>");
+    rtt_svg(&mut o, r, rtt_ns);
+
+    let _ = writeln!(o, "<h2>Findings</h2><table id=\"findings\">");
+    for f in r.audit.iter().chain(&r.ecmp.findings) {
+        let _ = writeln!(
+            o,
+            "<tr><td class=\"{}\">{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&f.severity),
+            esc(&f.severity),
+            esc(&f.code),
+            esc(&f.message)
+        );
+    }
+    let _ = writeln!(o, "</table><h2>Visibility</h2><ul>");
+    for n in &r.visibility {
+        let _ = writeln!(o, "<li><b>{}</b>: {}</li>", esc(&n.code), esc(&n.message));
+    }
+    let _ = writeln!(o, "</ul></body></html>");
+    o
+}
+
+/// A tree laid out by depth from its roots: pause edges as arrows with their paused time.
+fn tree_svg(o: &mut String, t: &Tree) {
+    let mut depth: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut queue: Vec<&str> = t.roots.iter().map(|r| r.device.as_str()).collect();
+    for r in &queue {
+        depth.insert(r, 0);
+    }
+    while let Some(n) = (!queue.is_empty()).then(|| queue.remove(0)) {
+        let d = depth[n];
+        for e in t.edges.iter().filter(|e| e.from == n) {
+            if !depth.contains_key(e.to.as_str()) {
+                depth.insert(&e.to, d + 1);
+                queue.push(&e.to);
+            }
+        }
+    }
+    for e in &t.edges {
+        // Nodes of a cycle (no root) start at depth 0.
+        for n in [e.from.as_str(), e.to.as_str()] {
+            let next = depth.len();
+            depth.entry(n).or_insert(next % 3);
+        }
+    }
+    let mut column: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut pos: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    let mut order: Vec<(&str, usize)> = depth.iter().map(|(n, d)| (*n, *d)).collect();
+    order.sort_by_key(|(n, d)| (*d, *n));
+    for (n, d) in order {
+        let row = column.entry(d).or_default();
+        pos.insert(n, (100 + d * 220, 40 + *row * 70));
+        *row += 1;
+    }
+    let width = 100 + column.len().max(1) * 220;
+    let height = 60 + column.values().max().copied().unwrap_or(1) * 70;
+    let prio = if t.priority == 8 { "802.3x (all priorities)".to_string() } else { format!("priority {}", t.priority) };
+    let _ = writeln!(
+        o,
+        "<h3>{prio}</h3><svg class=\"tree\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\">\
+         <defs><marker id=\"arrow{p}\" markerWidth=\"10\" markerHeight=\"8\" refX=\"10\" refY=\"4\" orient=\"auto\"><path d=\"M0,0 L10,4 L0,8 z\" fill=\"#555\"/></marker></defs>",
+        p = t.priority
+    );
+    for e in &t.edges {
+        let (Some(a), Some(b)) = (pos.get(e.from.as_str()), pos.get(e.to.as_str())) else { continue };
+        let _ = writeln!(
+            o,
+            "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#555\" marker-end=\"url(#arrow{})\"/><text x=\"{}\" y=\"{}\">{}</text>",
+            a.0 + 60,
+            a.1,
+            b.0 - 60,
+            b.1,
+            t.priority,
+            (a.0 + b.0) / 2 - 30,
+            (a.1 + b.1) / 2 - 6,
+            ms(e.paused_ns)
+        );
+    }
+    for (n, (x, y)) in &pos {
+        let root = t.roots.iter().find(|r| r.device == *n);
+        let fill = if root.is_some() { "#f4a6a6" } else { "#dde6f4" };
+        let _ = writeln!(
+            o,
+            "<rect x=\"{}\" y=\"{}\" width=\"120\" height=\"30\" rx=\"6\" fill=\"{fill}\" stroke=\"#333\"/><text x=\"{}\" y=\"{}\">{}</text>",
+            x - 60,
+            y - 15,
+            x - 52,
+            y + 4,
+            esc(n)
+        );
+        if let Some(r) = root
+            && let Some(h) = &r.congested_host
+        {
+            let _ = writeln!(
+                o,
+                "<text x=\"{}\" y=\"{}\" fill=\"#b00020\">congested egress {} → {}</text>",
+                x - 60,
+                y + 30,
+                esc(r.congested_port.as_deref().unwrap_or("?")),
+                esc(h)
+            );
+        }
+    }
+    let _ = writeln!(o, "</svg>");
+    let _ = writeln!(
+        o,
+        "<p>{} contributor flows, {} victim flows (head-of-line blocked).</p>",
+        t.contributors.len(),
+        t.victims.len()
+    );
+}
+
+/// Horizontal bars: (label, value, text).
+fn bars_svg(o: &mut String, id: &str, bars: &[(String, u64, String)]) {
+    let max = bars.iter().map(|b| b.1).max().unwrap_or(0).max(1);
+    let _ = writeln!(
+        o,
+        "<svg id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"720\" height=\"{}\">",
+        esc(id),
+        bars.len() * 26 + 10
+    );
+    for (i, (label, v, text)) in bars.iter().enumerate() {
+        let w = (*v as f64 / max as f64 * 400.0).round() as u64;
+        let y = 5 + i * 26;
+        let _ = writeln!(
+            o,
+            "<text x=\"0\" y=\"{}\">{}</text><rect x=\"120\" y=\"{y}\" width=\"{w}\" height=\"18\" fill=\"#4a7bd0\"/><text x=\"{}\" y=\"{}\">{}</text>",
+            y + 14,
+            esc(label),
+            126 + w,
+            y + 14,
+            esc(text)
+        );
+    }
+    let _ = writeln!(o, "</svg>");
+}
+
+fn incast_svg(o: &mut String, r: &Report) {
+    let eps = &r.incast.episodes;
+    if eps.is_empty() {
+        let _ = writeln!(
+            o,
+            "<p>No incast episode (≥ {} senders within {}).</p>",
+            r.incast.min_senders,
+            us(r.incast.window_ns)
+        );
+        return;
+    }
+    let (t0, t1) = (r.capture.start_ns, r.capture.end_ns.max(r.capture.start_ns + 1));
+    let mut dsts: Vec<&str> = eps.iter().map(|e| e.dst.as_str()).collect();
+    dsts.sort();
+    dsts.dedup();
+    let x = |t: u64| 140.0 + (t.saturating_sub(t0)) as f64 / (t1 - t0) as f64 * 560.0;
+    let _ = writeln!(
+        o,
+        "<svg id=\"incast\" xmlns=\"http://www.w3.org/2000/svg\" width=\"760\" height=\"{}\">",
+        dsts.len() * 30 + 30
+    );
+    for (i, d) in dsts.iter().enumerate() {
+        let _ = writeln!(o, "<text x=\"0\" y=\"{}\">{}</text>", 20 + i * 30, esc(d));
+    }
+    for e in eps {
+        let row = dsts.iter().position(|d| *d == e.dst).unwrap_or(0);
+        let (a, b) = (x(e.start_ns), x(e.end_ns));
+        let _ = writeln!(
+            o,
+            "<rect x=\"{a:.1}\" y=\"{}\" width=\"{:.1}\" height=\"20\" fill=\"#d04a4a\"><title>{} senders peak, {} bytes, {:.1} Gbit/s</title></rect>",
+            6 + row * 30,
+            (b - a).max(2.0),
+            e.peak_senders,
+            e.bytes,
+            e.peak_gbps
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<text x=\"140\" y=\"{}\">capture start</text><text x=\"640\" y=\"{}\">+{}</text></svg>",
+        dsts.len() * 30 + 24,
+        dsts.len() * 30 + 24,
+        ms(t1 - t0)
+    );
+    let _ = writeln!(
+        o,
+        "<table id=\"episodes\"><tr><th>destination</th><th>duration</th><th>peak senders</th><th>bytes</th><th>peak Gbit/s</th><th>CE</th><th>CNP</th><th>PFC</th></tr>"
+    );
+    for e in eps {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.2}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&e.dst),
+            us(e.end_ns.saturating_sub(e.start_ns)),
+            e.peak_senders,
+            e.bytes,
+            e.peak_gbps,
+            e.ce_packets,
+            e.cnp_packets,
+            e.pfc_frames
+        );
+    }
+    let _ = writeln!(o, "</table>");
+}
+
+/// A histogram of the samples on doubling buckets, and the percentiles.
+fn rtt_svg(o: &mut String, r: &Report, samples: &[u64]) {
+    let p = &r.rtt_ns.percentiles;
+    let _ = writeln!(
+        o,
+        "<table id=\"rtt\"><tr><th>samples</th><th>min</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>timeouts</th></tr>\
+         <tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr></table>",
+        p.samples,
+        us(p.min),
+        us(p.p50),
+        us(p.p90),
+        us(p.p99),
+        us(p.p999),
+        us(p.max),
+        r.rtt_ns.timeouts
+    );
+    if samples.is_empty() {
+        return;
+    }
+    // Bucket b holds [2^b, 2^(b+1)) ns.
+    let mut buckets: BTreeMap<u32, u64> = BTreeMap::new();
+    for s in samples {
+        *buckets.entry(63 - s.max(&1).leading_zeros()).or_default() += 1;
+    }
+    let bars: Vec<(String, u64, String)> =
+        buckets.iter().map(|(b, n)| (format!("≥ {}", us(1u64 << b)), *n, format!("{n} samples"))).collect();
+    bars_svg(o, "rtt-histogram", &bars);
+}

@@ -2,47 +2,25 @@
 //! deadlocks, ECMP), with the topology files they need. Each is built so that its answer can
 //! be stated by hand in the tests.
 
-use analyzer::synth::pcap::{PcapOptions, Record};
 use analyzer::synth::{Roce, Vlan, pause, pfc};
 use analyzer_common::FrameClass;
 use analyzer_common::opcode::{CNP, op};
 use analyzer_common::wire::ext::Reth;
 
-use crate::fixtures::{Fixture, Format, Frame, T0};
+use crate::fixtures::{Fixture, Timed as At};
 
 pub const US: u64 = 1_000;
 pub const MS: u64 = 1_000_000;
 
-#[derive(Default)]
-struct At {
-    frames: Vec<Frame>,
+/// PFC on priority 3 with `quanta`.
+fn pfc3(a: &mut At, ts: u64, mac: [u8; 6], quanta: u16) {
+    pfc_on(a, ts, mac, 3, quanta);
 }
 
-impl At {
-    fn push(&mut self, ts: u64, class: FrameClass, data: Vec<u8>) {
-        self.frames.push(Frame { record: Record::new(T0 + ts, data), class });
-    }
-    fn roce(&mut self, ts: u64, r: &Roce) {
-        let class = if r.bth.opcode == CNP { FrameClass::Cnp } else { FrameClass::Roce };
-        self.push(ts, class, r.build());
-    }
-    /// PFC on priority 3 with `quanta`.
-    fn pfc3(&mut self, ts: u64, mac: [u8; 6], quanta: u16) {
-        self.pfc_on(ts, mac, 3, quanta);
-    }
-    fn pfc_on(&mut self, ts: u64, mac: [u8; 6], prio: u8, quanta: u16) {
-        let mut q = [0u16; 8];
-        q[prio as usize] = quanta;
-        self.push(ts, FrameClass::Pfc, pfc(mac, 1 << prio, q));
-    }
-    fn fixture(mut self, name: &'static str) -> Fixture {
-        self.frames.sort_by_key(|f| f.record.ts_ns);
-        Fixture {
-            name,
-            format: Format::Pcap(PcapOptions { nanosecond: true, ..Default::default() }),
-            frames: self.frames,
-        }
-    }
+fn pfc_on(a: &mut At, ts: u64, mac: [u8; 6], prio: u8, quanta: u16) {
+    let mut q = [0u16; 8];
+    q[prio as usize] = quanta;
+    a.push(ts, FrameClass::Pfc, pfc(mac, 1 << prio, q));
 }
 
 /// A host's MAC as the frame builder derives it from its address (02:00:00:00:c:d).
@@ -106,8 +84,8 @@ pub fn incast_scaled(stretch: u64, name: &'static str) -> Fixture {
             }
         }
         if b == 1 {
-            a.pfc3((t0 + 10 * US) * stretch, INCAST_SWITCH, 1000);
-            a.pfc3((t0 + 20 * US) * stretch, INCAST_SWITCH, 0);
+            pfc3(&mut a, (t0 + 10 * US) * stretch, INCAST_SWITCH, 1000);
+            pfc3(&mut a, (t0 + 20 * US) * stretch, INCAST_SWITCH, 0);
         }
     }
     for i in 0..300u64 {
@@ -176,10 +154,10 @@ pub fn cascade_topology() -> String {
 fn hold(a: &mut At, mac: [u8; 6], prio: u8, from: u64, until: u64, every: u64) {
     let mut t = from;
     while t < until {
-        a.pfc_on(t, mac, prio, 0xFFFF);
+        pfc_on(a, t, mac, prio, 0xFFFF);
         t += every;
     }
-    a.pfc_on(until, mac, prio, 0);
+    pfc_on(a, until, mac, prio, 0);
 }
 
 pub fn cascade() -> Fixture {
@@ -211,10 +189,10 @@ pub const STORM_FRAMES: u64 = 500;
 pub fn storm() -> Fixture {
     let mut a = At::default();
     for i in 0..STORM_FRAMES {
-        a.pfc3(i * 300 * US, STORM_NIC, 0xFFFF);
+        pfc3(&mut a, i * 300 * US, STORM_NIC, 0xFFFF);
     }
     for i in 0..20u64 {
-        a.pfc3(5 * MS + i * MS, SHORT_PAUSER, 1000);
+        pfc3(&mut a, 5 * MS + i * MS, SHORT_PAUSER, 1000);
     }
     for i in 0..4u64 {
         a.push(7 * MS + i * 10 * MS, FrameClass::Pause, pause(DOT3X_PAUSER, 100));

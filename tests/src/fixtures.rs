@@ -53,6 +53,31 @@ impl Fixture {
     }
 }
 
+/// Frames at explicit times after [`T0`], sorted by time into a nanosecond pcap fixture.
+#[derive(Default)]
+pub struct Timed {
+    pub frames: Vec<Frame>,
+}
+
+impl Timed {
+    pub fn push(&mut self, ts: u64, class: FrameClass, data: Vec<u8>) {
+        self.frames.push(Frame { record: Record::new(T0 + ts, data), class });
+    }
+    /// A RoCE frame (a CNP when the opcode says so).
+    pub fn roce(&mut self, ts: u64, r: &Roce) {
+        let class = if r.bth.opcode == CNP { FrameClass::Cnp } else { FrameClass::Roce };
+        self.push(ts, class, r.build());
+    }
+    pub fn fixture(mut self, name: &'static str) -> Fixture {
+        self.frames.sort_by_key(|f| f.record.ts_ns);
+        Fixture {
+            name,
+            format: Format::Pcap(PcapOptions { nanosecond: true, ..Default::default() }),
+            frames: self.frames,
+        }
+    }
+}
+
 /// One decoded record of a capture file.
 #[derive(Debug, Clone, Copy)]
 pub struct Decoded {

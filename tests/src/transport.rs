@@ -1,40 +1,16 @@
 //! Fixtures of the transport-health analyses (PSN, NAKs, RTT, ECN/CNP/DSCP audit), each built
 //! to produce a known answer that the tests state by hand.
 
-use analyzer::synth::pcap::{PcapOptions, Record};
 use analyzer::synth::{Roce, udp_ipv4};
 use analyzer_common::FrameClass;
 use analyzer_common::opcode::{CNP, op};
 use analyzer_common::wire::ext::{Aeth, Reth, nak_code};
 
-use crate::fixtures::{Fixture, Format, Frame, T0};
+use crate::fixtures::{Fixture, Timed as At};
 
-/// Frames at explicit times.
-#[derive(Default)]
-struct At {
-    frames: Vec<Frame>,
-}
-
-impl At {
-    fn roce(&mut self, ts: u64, r: &Roce) {
-        let class = if r.bth.opcode == CNP { FrameClass::Cnp } else { FrameClass::Roce };
-        self.frames.push(Frame { record: Record::new(T0 + ts, r.build()), class });
-    }
-    /// A plain UDP frame (it extends the capture's end time).
-    fn other(&mut self, ts: u64) {
-        self.frames.push(Frame {
-            record: Record::new(T0 + ts, udp_ipv4([10, 0, 9, 1], [10, 0, 9, 2], 5000, 5001, 32)),
-            class: FrameClass::NonRoce,
-        });
-    }
-    fn fixture(mut self, name: &'static str) -> Fixture {
-        self.frames.sort_by_key(|f| f.record.ts_ns);
-        Fixture {
-            name,
-            format: Format::Pcap(PcapOptions { nanosecond: true, ..Default::default() }),
-            frames: self.frames,
-        }
-    }
+/// A plain UDP frame (it extends the capture's end time).
+fn other(a: &mut At, ts: u64) {
+    a.push(ts, FrameClass::NonRoce, udp_ipv4([10, 0, 9, 1], [10, 0, 9, 2], 5000, 5001, 32));
 }
 
 pub fn ip(d: u8) -> [u8; 4] {
@@ -206,7 +182,7 @@ pub fn rtt() -> Fixture {
     }
     let end = RTT_FAST as u64 * 200 * US;
     a.roce(end, &write(12, 13, 0xC00, 0x1_0000 + RTT_FAST, true));
-    a.other(end + 2_000_000_000);
+    other(&mut a, end + 2_000_000_000);
     a.fixture("rtt.pcap")
 }
 
@@ -245,7 +221,7 @@ pub fn ecn_audit() -> Fixture {
         // The CNP 50 + 10 i µs after the mark: 110 µs between CNPs.
         a.roce(t + 5 * US + 50 * US + i * 10 * US, &c);
     }
-    a.other(20_000 * US);
+    other(&mut a, 20_000 * US);
     a.fixture("ecn_audit.pcap")
 }
 

@@ -15,45 +15,65 @@ use analyzer_common::wire::ext::{Aeth, Reth};
 use anyhow::{Context, bail};
 use tests::netns::{Agent, Netns};
 
-/// Frames, and whether the program writes an event for them (CNP, PFC).
-fn frames() -> Vec<(&'static str, Vec<u8>, bool)> {
+/// What the program writes to a ring buffer for a frame.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Writes {
+    Nothing,
+    /// A timeline record (RoCE and CNP frames, unless --no-timeline).
+    Record,
+    /// A PFC/PAUSE event.
+    Event,
+}
+
+fn frames() -> Vec<(&'static str, Vec<u8>, Writes)> {
     let mut w = Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, op::RDMA_WRITE_FIRST, 0x123, 7).payload(1024);
     w.ext.reth = Reth { va: 0x1000, rkey: 1, dma_len: 65536 };
     let mut ack = Roce::v4([10, 0, 0, 2], [10, 0, 0, 1], 49152, op::ACKNOWLEDGE, 0x321, 7);
     ack.ext.aeth = Aeth::ack(31, 1);
     vec![
-        ("RoCE RDMA WRITE FIRST", w.build(), false),
-        ("RoCE ACK", ack.build(), false),
-        ("CNP", Roce::v4([10, 0, 0, 2], [10, 0, 0, 1], 49152, CNP, 0x321, 0).build(), true),
-        ("PFC", pfc([2, 0, 0, 0, 7, 1], 1 << 3, [0, 0, 0, 0xFFFF, 0, 0, 0, 0]), true),
-        ("non-RoCE UDP", udp_ipv4([10, 0, 0, 9], [10, 0, 0, 1], 5353, 5353, 64), false),
+        ("RoCE RDMA WRITE FIRST", w.build(), Writes::Record),
+        ("RoCE ACK", ack.build(), Writes::Record),
+        ("CNP", Roce::v4([10, 0, 0, 2], [10, 0, 0, 1], 49152, CNP, 0x321, 0).build(), Writes::Record),
+        ("PFC", pfc([2, 0, 0, 0, 7, 1], 1 << 3, [0, 0, 0, 0xFFFF, 0, 0, 0, 0]), Writes::Event),
+        ("non-RoCE UDP", udp_ipv4([10, 0, 0, 9], [10, 0, 0, 1], 5353, 5353, 64), Writes::Nothing),
     ]
 }
 
-/// Events that fit in the default ring buffer (1 MiB of 208-byte events plus headers).
+/// Runs whose writes fit in the rings (nobody drains them here), so that the real path is
+/// measured, not the ring-full one: 1 MiB of 216-byte events, 8 MiB of 72-byte records.
 const EVENT_RUNS: u32 = 4000;
+const RECORD_RUNS: u32 = 100_000;
 
 fn prog_test_run(repeat: u32) -> anyhow::Result<()> {
     pin_to_cpu(0)?;
     println!("### BPF_PROG_TEST_RUN (median of 5 measurements)\n");
-    println!("| frame | runs | roce-analyzer ns/frame | XDP_PASS ns/frame | difference ns |");
-    println!("|---|---:|---:|---:|---:|");
-    for (name, f, event) in frames() {
-        // Frames that write an event are run fewer times, so that every run finds room in
-        // the ring buffer (the agent is not draining it here): the real path is measured.
-        let runs = if event { EVENT_RUNS } else { repeat };
-        let median = |prog: &str| -> anyhow::Result<u32> {
+    println!(
+        "| frame | runs | roce-analyzer ns/frame | XDP_PASS ns/frame | difference ns | --no-timeline ns/frame | difference ns |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (name, f, writes) in frames() {
+        let runs = match writes {
+            Writes::Event => EVENT_RUNS,
+            Writes::Record => RECORD_RUNS.min(repeat),
+            Writes::Nothing => repeat,
+        };
+        let median = |prog: &str, timeline: bool| -> anyhow::Result<u32> {
             let mut v = Vec::new();
             for _ in 0..5 {
-                // A fresh load each time: empty maps and ring buffer.
-                let ebpf = load(LoadOptions::default(), &[PROGRAM, PROGRAM_BASELINE])?;
+                // A fresh load each time: empty maps and rings.
+                let ebpf = load(LoadOptions { timeline, ..Default::default() }, &[PROGRAM, PROGRAM_BASELINE])?;
                 v.push(test_run(program_fd(&ebpf, prog)?, &f, runs, None)?.duration_ns);
             }
             v.sort_unstable();
             Ok(v[2])
         };
-        let (a, b) = (median(PROGRAM)?, median(PROGRAM_BASELINE)?);
-        println!("| {name} ({} bytes) | {runs} | {a} | {b} | {} |", f.len(), a as i64 - b as i64);
+        let (a, b, c) = (median(PROGRAM, true)?, median(PROGRAM_BASELINE, true)?, median(PROGRAM, false)?);
+        println!(
+            "| {name} ({} bytes) | {runs} | {a} | {b} | {} | {c} | {} |",
+            f.len(),
+            a as i64 - b as i64,
+            c as i64 - b as i64
+        );
     }
     Ok(())
 }

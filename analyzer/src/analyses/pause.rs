@@ -18,11 +18,10 @@ pub fn quanta_ns(quanta: u16, speed_bps: u64) -> u64 {
     (quanta as u128 * 512 * 1_000_000_000 / speed_bps.max(1) as u128) as u64
 }
 
+/// The pause timer of one sender and priority (its frame counts are in the engine's
+/// [`crate::engine::PfcTable`], the kernel map's type).
 #[derive(Debug, Clone, Default)]
 pub struct Timer {
-    pub frames: u64,
-    pub xoff: u64,
-    pub xon: u64,
     /// Closed paused intervals [start, end), in time order, not overlapping.
     pub intervals: Vec<(u64, u64)>,
     /// The running interval: (start, end as the last frame set it).
@@ -88,12 +87,6 @@ impl Pause {
         // Live events of two CPUs may arrive slightly out of order: never go back in time.
         let ts = ts.max(t.last_ts);
         t.last_ts = ts;
-        t.frames += 1;
-        if quanta > 0 {
-            t.xoff += 1;
-        } else {
-            t.xon += 1;
-        }
         let until = ts + quanta_ns(quanta, self.speed_bps);
         t.running = match t.running {
             // Still paused: the new frame replaces the timer (XON ends it now).
@@ -170,7 +163,6 @@ mod tests {
         p.pfc(40_000, M, 1 << 3, &q(0)); // XON while not paused
         p.pfc(50_000, M, 1 << 3 | 1 << 5, &q(4)); // [50000, 52048) on 3; priority 5 has quanta 0
         let t = &p.timers[&(M, 3)];
-        assert_eq!((t.frames, t.xoff, t.xon), (6, 4, 2));
         assert_eq!(t.all_intervals(), vec![(0, 6_120), (20_000, 30_000), (50_000, 52_048)]);
         assert_eq!(t.paused_ns(), 6_120 + 10_000 + 2_048);
         assert_eq!(p.timers[&(M, 5)].paused_ns(), 0);

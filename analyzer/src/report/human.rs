@@ -82,33 +82,25 @@ pub fn render(r: &Report, top: usize) -> String {
             (Some(d), None) => d.clone(),
             _ => "-".into(),
         };
-        for s in &p.senders {
+        let mut row = |mac: &str, place: String, prio: String, c: &super::PauseCounts, paused: u64| {
             let _ = writeln!(
                 o,
                 "  {:<17} {:<14} {:>4} {:>8} {:>8} {:>8} {:>12} {:>12.3}",
-                s.mac,
-                place(&s.device, &s.port),
-                s.priority,
-                s.counts.frames,
-                s.counts.xoff,
-                s.counts.xon,
-                s.counts.quanta,
-                s.paused_ns as f64 / 1e6
+                mac,
+                place,
+                prio,
+                c.frames,
+                c.xoff,
+                c.xon,
+                c.quanta,
+                paused as f64 / 1e6
             );
+        };
+        for s in &p.senders {
+            row(&s.mac, place(&s.device, &s.port), s.priority.to_string(), &s.counts, s.paused_ns);
         }
         for s in &p.pause_senders {
-            let _ = writeln!(
-                o,
-                "  {:<17} {:<14} {:>4} {:>8} {:>8} {:>8} {:>12} {:>12.3}",
-                s.mac,
-                place(&s.device, &s.port),
-                "all",
-                s.counts.frames,
-                s.counts.xoff,
-                s.counts.xon,
-                s.counts.quanta,
-                s.paused_ns as f64 / 1e6
-            );
+            row(&s.mac, place(&s.device, &s.port), "all".into(), &s.counts, s.paused_ns);
         }
     }
     for st in &p.storms {

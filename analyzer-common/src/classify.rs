@@ -312,6 +312,7 @@ fn parse_bth<B: FrameBytes + ?Sized>(b: &B, off: usize, len: usize, out: &mut Pa
     }
     let tail = hdrs + h.pad_count() as usize + ext::ICRC_LEN;
     out.payload_len = if len > tail { (len - tail) as u32 } else { 0 };
+    out.payload_off = (off + hdrs) as u16;
     parse_ext(b, off + 12, mask, out);
     if opc == opcode::CNP { FrameClass::Cnp } else { FrameClass::Roce }
 }

@@ -185,7 +185,26 @@ impl PfcCounters {
 pub mod event_kind {
     pub const PFC: u8 = 1;
     pub const PAUSE: u8 = 2;
+    /// A CM MAD ([`super::CmEvent`]).
+    pub const CM: u8 = 5;
 }
+
+/// A CM MAD (UD SEND ONLY to QP 1): its addresses and first bytes, parsed on the host by
+/// [`crate::wire::cm::Repr::parse`]. `kind` sits where [`Event::kind`] does, so the agent
+/// tells the two apart by it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CmEvent {
+    pub ts_ns: u64,
+    pub kind: u8,
+    pub ip_version: u8,
+    pub _pad: [u8; 6],
+    pub src_ip: [u8; 16],
+    pub dst_ip: [u8; 16],
+    pub mad: [u8; crate::wire::cm::BYTES],
+}
+
+const _: () = assert!(core::mem::size_of::<CmEvent>() == 120);
 
 /// A frame the analyses need at packet resolution, with its kernel timestamp.
 #[repr(C)]
@@ -208,4 +227,5 @@ mod pod {
     unsafe impl aya::Pod for PfcKey {}
     unsafe impl aya::Pod for PfcCounters {}
     unsafe impl aya::Pod for Event {}
+    unsafe impl aya::Pod for CmEvent {}
 }

@@ -79,7 +79,9 @@ pub struct PacketSummary {
     pub becn: u8,
     pub ack_req: u8,
     pub aeth_syndrome: u8,
-    pub _pad: [u8; 4],
+    /// Offset of the RoCE payload (after the BTH and extended headers) in the frame.
+    pub payload_off: u16,
+    pub _pad: [u8; 2],
 }
 
 const _: () = assert!(core::mem::size_of::<PacketSummary>() == 192);

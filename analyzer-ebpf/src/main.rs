@@ -10,15 +10,16 @@
 use analyzer_common::classify::MAX_HEADER_OFFSET;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
-    self, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS, DEFAULT_MAX_PATHS, DEFAULT_MAX_PFC, DEFAULT_RINGBUF_BYTES,
+    self, CmEvent, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS, DEFAULT_MAX_PATHS, DEFAULT_MAX_PFC, DEFAULT_RINGBUF_BYTES,
     DEFAULT_TIMELINE_BYTES, Event, ExtraKey, FlowCounters, PfcCounters, PfcKey, counter, event_kind, extra_kind,
 };
 use analyzer_common::psn::{self, PathKey, PsnState};
 use analyzer_common::record::Record;
+use analyzer_common::wire::cm;
 use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
 use aya_ebpf::bindings::{BPF_RB_NO_WAKEUP, xdp_action};
 use aya_ebpf::helpers::bpf_ktime_get_ns;
-use aya_ebpf::helpers::generated::{bpf_ktime_get_coarse_ns, bpf_xdp_get_buff_len};
+use aya_ebpf::helpers::generated::{bpf_ktime_get_coarse_ns, bpf_xdp_get_buff_len, bpf_xdp_load_bytes};
 use aya_ebpf::macros::{map, xdp};
 use aya_ebpf::maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya_ebpf::programs::XdpContext;
@@ -145,6 +146,9 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
             // SAFETY: a read-only global of this program.
             if unsafe { core::ptr::read_volatile(&TIMELINE_ON) } != 0 {
                 record(s);
+            }
+            if cm::is_carrier(s.opcode, s.dst_qp) {
+                cm_event(ctx, s);
             }
         }
         FrameClass::Pfc | FrameClass::Pause => {
@@ -310,6 +314,39 @@ fn account_psn(key: &FlowKey, s: &PacketSummary) {
     };
     // SAFETY: the flow's map value.
     unsafe { (*st).observe(s, pmtu) };
+}
+
+/// A CM MAD's first bytes (rare: connection set-up), for the agent to pair QPs with.
+#[inline(never)]
+fn cm_event(ctx: &XdpContext, s: &PacketSummary) {
+    let Some(mut e) = EVENTS.reserve::<CmEvent>(0) else {
+        count(counter::RINGBUF_FULL);
+        return;
+    };
+    let p = e.as_mut_ptr();
+    // SAFETY: the reservation is one CmEvent; every field is written before submit, the MAD
+    // bytes by the helper, which checks the offset and length against the frame.
+    let loaded = unsafe {
+        (*p).ts_ns = bpf_ktime_get_ns();
+        (*p).kind = event_kind::CM;
+        (*p).ip_version = s.ip_version;
+        (*p)._pad = [0; 6];
+        let w = p as *mut u64;
+        let src = &s.src_ip as *const [u8; 16] as *const u64;
+        let dst = &s.dst_ip as *const [u8; 16] as *const u64;
+        core::ptr::write_volatile(w.add(2), core::ptr::read_unaligned(src));
+        core::ptr::write_volatile(w.add(3), core::ptr::read_unaligned(src.add(1)));
+        core::ptr::write_volatile(w.add(4), core::ptr::read_unaligned(dst));
+        core::ptr::write_volatile(w.add(5), core::ptr::read_unaligned(dst.add(1)));
+        bpf_xdp_load_bytes(ctx.ctx, s.payload_off as u32, (*p).mad.as_mut_ptr() as *mut _, cm::BYTES as u32)
+    };
+    if loaded == 0 {
+        e.submit(BPF_RB_NO_WAKEUP as u64);
+        count(counter::EVENTS);
+    } else {
+        // A MAD shorter than the bytes read: not a CM message the agent could use.
+        e.discard(0);
+    }
 }
 
 /// One timeline record, stamped with the precise clock (RTT and incast need nanoseconds).

@@ -9,7 +9,7 @@ use crate::engine::live::{Clock, LiveAccount, clock_ns};
 use crate::engine::{Engine, FrameMeta};
 use crate::kernel::KernelError;
 use crate::kernel::load::{AttachMode, LoadOptions, attach, load};
-use crate::kernel::snapshot::{AyaMaps, MapSource};
+use crate::kernel::snapshot::{AyaMaps, KernelEvent, MapSource};
 
 #[derive(Debug, Clone)]
 pub struct LiveOptions {
@@ -174,7 +174,10 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
 const EVENT_DRAIN: Duration = Duration::from_millis(10);
 
 fn drain_events(maps: &mut AyaMaps, engine: &mut Engine, clock: &Clock, source: u16) {
-    maps.drain_events(&mut |e| engine.observe_event(FrameMeta { ts_ns: clock.wall(e.ts_ns), source }, e));
+    maps.drain_events(&mut |e| match e {
+        KernelEvent::Frame(e) => engine.observe_event(FrameMeta { ts_ns: clock.wall(e.ts_ns), source }, e),
+        KernelEvent::Cm(c) => engine.observe_cm(clock.wall(c.ts_ns), &c.src_ip, &c.dst_ip, c.ip_version, &c.mad),
+    });
     maps.drain_records(&mut |r| {
         let mut r = *r;
         r.ts_ns = clock.wall(r.ts_ns);

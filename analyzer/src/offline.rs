@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use analyzer_common::PacketSummary;
+use analyzer_common::wire::cm;
 
 use crate::capture::input::InputSpec;
 use crate::capture::{CaptureError, Truncation, pcap};
@@ -27,6 +28,11 @@ pub fn analyze_files(
             |rec| {
                 frames::decode(rec.link, rec.data, rec.orig_len, &mut summary);
                 engine.observe(FrameMeta { ts_ns: rec.ts_ns, source }, &summary);
+                if cm::is_carrier(summary.opcode, summary.dst_qp)
+                    && let Some(mad) = frames::bytes_at(rec.link, rec.data, summary.payload_off as usize, cm::BYTES)
+                {
+                    engine.observe_cm(rec.ts_ns, &summary.src_ip, &summary.dst_ip, summary.ip_version, mad);
+                }
             },
             |bytes| progress(&input.path, done + bytes),
         )?;

@@ -149,7 +149,7 @@ fn ordinary_traffic_crosses_while_attached() {
     }
     let ns = Netns::new("ping");
     // A second namespace for the other end, so that the ping really crosses the veth.
-    let peer = Netns::bare("ping-peer");
+    let peer = Netns::peer("ping-peer");
     assert!(ns.ip(&["link", "set", "va", "netns", &peer.name]).status.success());
     assert!(peer.ip(&["addr", "add", "192.0.2.1/24", "dev", "va"]).status.success());
     assert!(peer.ip(&["link", "set", "va", "up"]).status.success());
@@ -484,13 +484,15 @@ fn live_fabric_answers_equal_offline() {
         within(dur(l), dur(o), 0.10, "episode duration");
     }
 
-    // PFC: the cascade (tree with a victim), the deadlock ring, the storm (at 25G, where one
-    // pause lasts 1.3 ms: the 300 µs refreshes keep it continuous despite replay jitter).
+    // PFC: the cascade (tree with a victim), the deadlock ring, the storm. Both sides count
+    // quanta at 25G, where one XOFF lasts 1.3 ms: the fixtures' 200–300 µs refreshes then keep
+    // a pause continuous through the replay's timer jitter (at 100G the slack is 35–135 µs).
     let topo = |t: &str| data.join(t).to_str().unwrap().to_string();
+    let speed = || vec!["--link-speed".to_string(), "25G".to_string()];
     let cases: [(&str, Vec<String>); 3] = [
-        ("pfc_cascade.pcap", vec!["--topology".into(), topo("cascade.toml")]),
-        ("pfc_deadlock.pcap", vec!["--topology".into(), topo("ring.toml")]),
-        ("pfc_storm.pcap", vec!["--link-speed".into(), "25G".into()]),
+        ("pfc_cascade.pcap", [speed(), vec!["--topology".into(), topo("cascade.toml")]].concat()),
+        ("pfc_deadlock.pcap", [speed(), vec!["--topology".into(), topo("ring.toml")]].concat()),
+        ("pfc_storm.pcap", speed()),
     ];
     for (name, args) in cases {
         let f = tests::fixtures::all().into_iter().find(|f| f.name == name).unwrap();

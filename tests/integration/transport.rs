@@ -215,3 +215,26 @@ fn audit_errors_gate_ci() {
     let out = run(&["-q", "-r", p.to_str().unwrap(), "--fail-on", "audit.error>0", "--fail-on", "rtt_ns.p999>50000"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn cm_exchange_pairs_qps_that_psns_cannot_tell_apart() {
+    let r = report("rtt_cm.pcap", &[]);
+    let rtt = |r: &Value, qp: u32| {
+        let f = &flow(r, "40", qp)["rtt_ns"];
+        (f["samples"].as_u64(), f["min"].as_u64(), f["max"].as_u64())
+    };
+    assert_eq!(rtt(&r, 0xB41), (Some(20), Some(2_000), Some(2_000)), "paired by the CM REQ/REP");
+    assert_eq!(rtt(&r, 0xB42), (Some(20), Some(3_000), Some(3_000)), "the only request flow left");
+    assert_eq!((r["rtt_ns"]["cm_paired"].as_u64(), r["rtt_ns"]["ambiguous_acks"].as_u64()), (Some(2), Some(0)));
+
+    // The same traffic without its CM exchange: every ACK could belong to either QP.
+    let f = tests::transport::rtt_cm();
+    let no_cm = tests::fixtures::Fixture { frames: f.frames[tests::transport::CM_FRAMES..].to_vec(), ..f };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("no_cm.pcap");
+    std::fs::write(&p, no_cm.bytes()).unwrap();
+    let out = run(&["-q", "-r", p.to_str().unwrap(), "--json", "-"]);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((r["rtt_ns"]["ambiguous_acks"].as_u64(), r["rtt_ns"]["samples"].as_u64()), (Some(40), Some(0)));
+    assert_eq!(r["rtt_ns"]["cm_paired"].as_u64(), Some(0));
+}

@@ -40,7 +40,12 @@ fn must(args: &[&str]) {
 /// to fit a page).
 pub struct Netns {
     pub name: String,
+    /// Tests with a namespace run one at a time: a replay at full speed beside a paced one
+    /// would put gaps on the paced one's wire (two cores), and timing is what some compare.
+    _serial: Option<std::sync::MutexGuard<'static, ()>>,
 }
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Netns {
     pub fn new(tag: &str) -> Netns {
@@ -55,11 +60,21 @@ impl Netns {
 
     /// An empty namespace (only its loopback).
     pub fn bare(tag: &str) -> Netns {
+        // A test that failed while holding the lock has said so; the next may go on.
+        Netns::named(tag, Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner())))
+    }
+
+    /// A second namespace of a test that already holds one (and with it the lock).
+    pub fn peer(tag: &str) -> Netns {
+        Netns::named(tag, None)
+    }
+
+    fn named(tag: &str, serial: Option<std::sync::MutexGuard<'static, ()>>) -> Netns {
         static N: AtomicU32 = AtomicU32::new(0);
         let name = format!("ra-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
         let _ = ip(&["netns", "del", &name]);
         must(&["netns", "add", &name]);
-        Netns { name }
+        Netns { name, _serial: serial }
     }
 
     /// Sets the MTU of both veth ends.

@@ -225,6 +225,32 @@ pub fn ecn_audit() -> Fixture {
     a.fixture("ecn_audit.pcap")
 }
 
+/// The CM exchange of [`rtt_cm`]: a REQ from 10.0.1.40 (QP 0xA40) and the REP of 10.0.1.41
+/// (QP 0xB41).
+pub const CM_FRAMES: usize = 2;
+
+/// Two QPs between the same hosts with the same PSNs (so PSN continuity cannot tell their ACKs
+/// apart): the CM exchange of the first is captured, which pairs it; the second is then the
+/// only candidate left. RTT 2 µs on QP 0xB41, 3 µs on QP 0xB42, 20 requests each.
+pub fn rtt_cm() -> Fixture {
+    use analyzer_common::wire::cm::{Kind, Repr};
+    let mut a = At::default();
+    let req = Repr { kind: Kind::Req, local_comm_id: 0x1111, remote_comm_id: 0, local_qpn: 0xA40, starting_psn: 100 };
+    let rep =
+        Repr { kind: Kind::Rep, local_comm_id: 0x2222, remote_comm_id: 0x1111, local_qpn: 0xB41, starting_psn: 100 };
+    a.push(0, FrameClass::Roce, analyzer::synth::cm_mad(ip(40), ip(41), &req));
+    a.push(5 * US, FrameClass::Roce, analyzer::synth::cm_mad(ip(41), ip(40), &rep));
+    for i in 0..20u64 {
+        let t = 100 * US + i * 50 * US;
+        let psn = 100 + i as u32;
+        a.roce(t, &write(40, 41, 0xB41, psn, true));
+        a.roce(t + US, &write(40, 41, 0xB42, psn, true));
+        a.roce(t + 2 * US, &ack(41, 40, 0xA40, psn, Aeth::ack(31, i as u32)));
+        a.roce(t + 4 * US, &ack(41, 40, 0xA42, psn, Aeth::ack(31, i as u32)));
+    }
+    a.fixture("rtt_cm.pcap")
+}
+
 pub fn all() -> Vec<Fixture> {
-    vec![gobackn(), reorder(), reads(), rnr(), psn_wrap(), rtt(), ecn_audit()]
+    vec![gobackn(), reorder(), reads(), rnr(), psn_wrap(), rtt(), rtt_cm(), ecn_audit()]
 }

@@ -6,6 +6,7 @@
 //! is the parsed, owned form with `parse` and `emit`, used to build frames in tests and fixtures.
 
 pub mod bth;
+pub mod cm;
 pub mod ethernet;
 pub mod ext;
 pub mod gre;

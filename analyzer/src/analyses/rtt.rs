@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 
 use analyzer_common::flow::FlowKey;
-use analyzer_common::opcode;
+use analyzer_common::opcode::{self, Transport};
 use analyzer_common::psn::{PSN_HALF, psn_diff};
 use analyzer_common::record::Record;
 use analyzer_common::wire::ext::{AckType, syndrome_type};
@@ -57,6 +57,13 @@ pub struct Rtt {
     paired: FxHashMap<FlowKey, FlowKey>,
     pub flows: FxHashMap<FlowKey, FlowRtt>,
     pub ambiguous_acks: u64,
+    /// CM REQs seen: (requester address, communication ID) → requester QPN.
+    cm_reqs: FxHashMap<([u8; 16], u32), u32>,
+    /// From CM: (ACK source, ACK destination, ACK destination QP) → the request flows'
+    /// destination QP.
+    cm_pairs: FxHashMap<([u8; 16], [u8; 16], u32), u32>,
+    /// QP pairs learned from CM REQ/REP exchanges (each connection counts its two directions).
+    pub cm_paired: u64,
     /// ACKs no request flow's PSNs could account for (their requests were not captured).
     pub unpaired_acks: u64,
 }
@@ -67,7 +74,9 @@ impl Rtt {
     }
 
     pub fn observe(&mut self, r: &Record) {
-        if opcode::is_request(r.opcode) {
+        // Only reliable transports are acknowledged (UC and UD requests never are).
+        let reliable = matches!(Transport::of(r.opcode), Some(Transport::Rc | Transport::Rd | Transport::Xrc));
+        if reliable && opcode::is_request(r.opcode) {
             self.request(r);
         }
         if let Some(syn) = r.aeth()
@@ -99,6 +108,26 @@ impl Rtt {
         }
     }
 
+    /// A CM REQ or REP from `src` to `dst`. A REP answering a REQ seen earlier pairs the
+    /// connection both ways: requests from the requester go to the responder's QP and are
+    /// acknowledged to the requester's, and the other way round.
+    pub fn cm(&mut self, src: &[u8; 16], dst: &[u8; 16], m: &analyzer_common::wire::cm::Repr) {
+        use analyzer_common::wire::cm::Kind;
+        match m.kind {
+            Kind::Req => {
+                self.cm_reqs.insert((*src, m.local_comm_id), m.local_qpn);
+            }
+            Kind::Rep => {
+                if let Some(&requester_qp) = self.cm_reqs.get(&(*dst, m.remote_comm_id)) {
+                    // ACKs from the responder (src) to the requester's QP answer requests to ours.
+                    self.cm_pairs.insert((*src, *dst, requester_qp), m.local_qpn);
+                    self.cm_pairs.insert((*dst, *src, m.local_qpn), requester_qp);
+                    self.cm_paired += 2;
+                }
+            }
+        }
+    }
+
     fn covers(f: &RequestFlow, psn: u32) -> bool {
         psn_diff(f.first_psn, psn) <= psn_diff(f.first_psn, f.last_psn).saturating_add(READ_SLACK)
     }
@@ -108,10 +137,25 @@ impl Rtt {
         let req_key = match self.paired.get(&ack_key) {
             Some(k) => *k,
             None => {
+                // The request flows from the ACK's destination to its source that could be
+                // its partner: the QP the CM exchange names, else those whose PSNs span the
+                // ACK's, leaving out flows already paired with another ACK flow.
+                let cm_qp = self.cm_pairs.get(&(ack_key.src, ack_key.dst, ack_key.dst_qp)).copied();
                 let candidates: Vec<FlowKey> = self
                     .by_hosts
                     .get(&(ack_key.dst, ack_key.src))
-                    .map(|v| v.iter().filter(|k| Self::covers(&self.requests[*k], r.psn)).copied().collect())
+                    .map(|v| {
+                        v.iter()
+                            .filter(|k| match cm_qp {
+                                Some(qp) => k.dst_qp == qp,
+                                None => {
+                                    Self::covers(&self.requests[*k], r.psn)
+                                        && self.flows.get(*k).is_none_or(|f| f.ack_flow.is_none())
+                                }
+                            })
+                            .copied()
+                            .collect()
+                    })
                     .unwrap_or_default();
                 match candidates.as_slice() {
                     [one] => {

@@ -199,6 +199,14 @@ impl Engine {
         self.analyses.observe(r);
     }
 
+    /// A CM MAD (UD SEND ONLY to QP 1) from `src` to `dst`: REQ and REP pair QPs for RTT.
+    pub fn observe_cm(&mut self, ts_ns: u64, src: &[u8; 16], dst: &[u8; 16], ip_version: u8, mad: &[u8]) {
+        let _ = (ts_ns, ip_version);
+        if let Some(cm) = analyzer_common::wire::cm::Repr::parse(mad) {
+            self.analyses.rtt.cm(src, dst, &cm);
+        }
+    }
+
     /// Live: a PFC or PAUSE frame the kernel sent with its precise timestamp. Its counters are
     /// in the kernel maps already.
     pub fn observe_event(&mut self, meta: FrameMeta, event: &analyzer_common::maps::Event) {

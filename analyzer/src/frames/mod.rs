@@ -14,6 +14,18 @@ pub const SLL2_LEN: usize = 20;
 
 /// Classifies one captured frame of link type `link`.
 #[inline]
+/// `len` bytes at offset `at` of the frame [`decode`] analysed (for a cooked capture, the
+/// Ethernet frame its header stands for: offsets past the 14-byte Ethernet header map into the
+/// record after the cooked header), if the record holds them.
+pub fn bytes_at(link: LinkType, data: &[u8], at: usize, len: usize) -> Option<&[u8]> {
+    let start = match link {
+        LinkType::Ethernet => at,
+        LinkType::LinuxSll => (at.checked_sub(14)?) + SLL_LEN,
+        LinkType::LinuxSll2 => (at.checked_sub(14)?) + SLL2_LEN,
+    };
+    data.get(start..start.checked_add(len)?)
+}
+
 pub fn decode(link: LinkType, data: &[u8], orig_len: u32, out: &mut PacketSummary) -> FrameClass {
     match link {
         LinkType::Ethernet => classify(data, orig_len, out),

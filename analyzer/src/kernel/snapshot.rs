@@ -5,8 +5,8 @@ use std::os::fd::AsFd;
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
-    Event, ExtraKey, FlowCounters, MAP_COUNTERS, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOWS, MAP_PFC, MAP_PSN, MAP_TIMELINE,
-    PfcCounters, PfcKey, counter,
+    CmEvent, Event, ExtraKey, FlowCounters, MAP_COUNTERS, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOWS, MAP_PFC, MAP_PSN,
+    MAP_TIMELINE, PfcCounters, PfcKey, counter, event_kind,
 };
 use analyzer_common::psn::PsnState;
 use analyzer_common::record::Record;
@@ -38,9 +38,18 @@ pub trait MapSource {
     /// Deletes flows (and their extra entries) from the kernel maps.
     fn remove_flows(&mut self, keys: &[FlowKey]) -> Result<(), KernelError>;
     /// Hands every pending ring-buffer event to `f`; returns how many there were.
-    fn drain_events(&mut self, f: &mut dyn FnMut(&Event)) -> u64;
+    fn drain_events(&mut self, f: &mut dyn FnMut(KernelEvent)) -> u64;
     /// Hands every pending timeline record to `f`; returns how many there were.
     fn drain_records(&mut self, f: &mut dyn FnMut(&Record)) -> u64;
+}
+
+/// An event of the event ring buffer.
+#[derive(Debug, Clone, Copy)]
+pub enum KernelEvent<'a> {
+    /// A PFC or PAUSE frame.
+    Frame(&'a Event),
+    /// A CM MAD.
+    Cm(&'a CmEvent),
 }
 
 /// The maps of a loaded program. The hash maps are read with batch lookups on their fds.
@@ -179,11 +188,16 @@ impl MapSource for AyaMaps {
         Ok(())
     }
 
-    fn drain_events(&mut self, f: &mut dyn FnMut(&Event)) -> u64 {
+    fn drain_events(&mut self, f: &mut dyn FnMut(KernelEvent)) -> u64 {
         let mut n = 0;
         while let Some(item) = self.events.next() {
-            if item.len() >= std::mem::size_of::<Event>() {
-                f(&pod::<Event>(&item));
+            // Both layouts have their kind at byte 8.
+            match item.get(8) {
+                Some(&event_kind::CM) if item.len() >= std::mem::size_of::<CmEvent>() => {
+                    f(KernelEvent::Cm(&pod::<CmEvent>(&item)))
+                }
+                Some(_) if item.len() >= std::mem::size_of::<Event>() => f(KernelEvent::Frame(&pod::<Event>(&item))),
+                _ => {}
             }
             n += 1;
         }

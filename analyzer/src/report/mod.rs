@@ -183,6 +183,7 @@ fn rtt_summary(engine: &Engine) -> RttSummary {
         pending,
         ambiguous_acks: rtt.ambiguous_acks,
         unpaired_acks: rtt.unpaired_acks,
+        cm_paired: rtt.cm_paired,
         timeout_ns: engine.analyses.config.rtt_timeout_ns,
     }
 }

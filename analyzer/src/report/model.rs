@@ -176,6 +176,9 @@ pub struct RttSummary {
     pub ambiguous_acks: u64,
     /// ACKs of requests this vantage point did not see.
     pub unpaired_acks: u64,
+    /// QP pairs (one per direction) learned from captured CM REQ/REP exchanges.
+    #[serde(default)]
+    pub cm_paired: u64,
     pub timeout_ns: u64,
 }
 

@@ -25,6 +25,20 @@ impl Vlan {
     }
 }
 
+/// A CM MAD (REQ or REP) from `src` to `dst`: a RoCE v2 UD SEND ONLY to QP 1 carrying a
+/// 256-byte MAD with `cm`'s fields.
+pub fn cm_mad(src: [u8; 4], dst: [u8; 4], cm: &analyzer_common::wire::cm::Repr) -> Vec<u8> {
+    const MAD: usize = 256;
+    let mut r = Roce::v4(src, dst, 0xC0C0, 0x64, analyzer_common::wire::cm::CM_QP, 0);
+    r.ext.deth = ext::Deth { qkey: 0x8001_0000, src_qp: 1 };
+    r.payload_len = MAD;
+    let mut f = r.build();
+    let at = f.len() - ext::ICRC_LEN - MAD;
+    f[at..at + MAD].fill(0);
+    cm.emit(&mut f[at..at + MAD]);
+    f
+}
+
 /// Builds an Ethernet frame: header, VLAN tags, payload, zero padding to 60 bytes.
 pub fn ethernet(src: [u8; 6], dst: [u8; 6], vlans: &[Vlan], ethertype: u16, payload: &[u8]) -> Vec<u8> {
     let hdr = 14 + 4 * vlans.len();

@@ -78,10 +78,10 @@ pub fn read_psns(dma_len: u32, pmtu: u32) -> u32 {
     if n == 0 { 1 } else { (n as u32) & PSN_MASK }
 }
 
-/// Whether a frame needs its path's PMTU: READ REQUESTs use it, FIRST/MIDDLE packets raise it.
+/// Whether a frame is cut by its path's PMTU: a READ REQUEST.
 #[inline(always)]
-pub const fn uses_path_pmtu(opcode: u8) -> bool {
-    reveals_pmtu(opcode) || (opcode::is_request(opcode) && opcode & 0x1F == op::RDMA_READ_REQUEST)
+pub const fn reads_path_pmtu(opcode: u8) -> bool {
+    opcode::is_request(opcode) && opcode & 0x1F == op::RDMA_READ_REQUEST
 }
 
 /// True for FIRST and MIDDLE packets, whose payload is exactly one PMTU.
@@ -119,9 +119,11 @@ pub struct PsnState {
     pub expected: u32,
     /// PSN of the previous READ RESPONSE packet (valid when `in_response`).
     pub response_psn: u32,
+    /// The largest FIRST/MIDDLE payload this flow has published to its path's PMTU entry.
+    pub pmtu: u32,
     pub started: u8,
     pub in_response: u8,
-    pub _pad: [u8; 6],
+    pub _pad: [u8; 2],
 }
 
 const _: () = assert!(core::mem::size_of::<PsnState>() == 120);
@@ -130,6 +132,18 @@ impl PsnState {
     pub const fn zeroed() -> Self {
         // SAFETY: integers only.
         unsafe { core::mem::zeroed() }
+    }
+
+    /// True when this frame raises the PMTU this flow has published for its path (a FIRST or
+    /// MIDDLE payload larger than any before on this flow); records it. Only then does the
+    /// path's PMTU entry need an update, which spares the XDP program a lookup per packet.
+    #[inline(always)]
+    pub fn publishes_pmtu(&mut self, s: &PacketSummary) -> bool {
+        if reveals_pmtu(s.opcode) && s.payload_len > self.pmtu {
+            self.pmtu = s.payload_len;
+            return true;
+        }
+        false
     }
 
     /// Accounts one RoCE packet of this flow; `pmtu` is the flow's PMTU as known now (0 for

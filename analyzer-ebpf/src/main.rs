@@ -267,38 +267,41 @@ fn pfc_one(mac: [u8; 6], priority: u8, quanta: u16, now: u64) {
     unsafe { (*c).record(now, quanta) };
 }
 
-/// The PMTU of the frame's path as known before it (`PMTU_DEFAULT` when unknown), raised by a
-/// FIRST/MIDDLE payload. Only READ REQUESTs use it, so other frames skip the lookup.
+/// The PMTU a READ REQUEST on this frame's path is cut to: the largest FIRST/MIDDLE payload
+/// seen between the two hosts, else `PMTU_DEFAULT`.
 #[inline(never)]
 fn path_pmtu(s: &PacketSummary) -> u32 {
     // SAFETY: a read-only global of this program.
     let default = unsafe { core::ptr::read_volatile(&PMTU_DEFAULT) };
-    if !psn::uses_path_pmtu(s.opcode) {
-        return default;
+    match PMTU.get_ptr(&PathKey::of(s)) {
+        // SAFETY: the map value.
+        Some(p) => unsafe { *p },
+        None => default,
     }
-    let reveals = psn::reveals_pmtu(s.opcode);
+}
+
+/// Raises the path's PMTU entry to `payload` (a FIRST/MIDDLE payload larger than any this
+/// flow showed before).
+#[inline(never)]
+fn publish_pmtu(s: &PacketSummary) {
     let key = PathKey::of(s);
     match PMTU.get_ptr_mut(&key) {
-        Some(p) => {
-            // SAFETY: the map value (shared; a racing writer can only store another maximum).
-            let known = unsafe { *p };
-            if reveals && s.payload_len > known {
-                unsafe { *p = s.payload_len };
+        // SAFETY: the map value (shared; a racing writer can only store another maximum).
+        Some(p) => unsafe {
+            if s.payload_len > *p {
+                *p = s.payload_len;
             }
-            known
-        }
+        },
         None => {
-            if reveals && PMTU.insert(&key, &s.payload_len, 0).is_err() {
+            if PMTU.insert(&key, &s.payload_len, 0).is_err() {
                 count(counter::PMTU_MAP_FULL);
             }
-            default
         }
     }
 }
 
 #[inline(never)]
 fn account_psn(key: &FlowKey, s: &PacketSummary) {
-    let pmtu = path_pmtu(s);
     let st = match PSN.get_ptr_mut(key) {
         Some(p) => p,
         None => {
@@ -313,7 +316,17 @@ fn account_psn(key: &FlowKey, s: &PacketSummary) {
         }
     };
     // SAFETY: the flow's map value.
-    unsafe { (*st).observe(s, pmtu) };
+    let st = unsafe { &mut *st };
+    let pmtu = if psn::reads_path_pmtu(s.opcode) {
+        path_pmtu(s)
+    } else {
+        // SAFETY: a read-only global of this program.
+        unsafe { core::ptr::read_volatile(&PMTU_DEFAULT) }
+    };
+    if st.publishes_pmtu(s) {
+        publish_pmtu(s);
+    }
+    st.observe(s, pmtu);
 }
 
 /// A CM MAD's first bytes (rare: connection set-up), for the agent to pair QPs with.

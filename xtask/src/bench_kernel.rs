@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use analyzer::kernel::load::{LoadOptions, load, program_fd};
+use analyzer::kernel::load::{LoadOptions, load, load_object, program_fd};
 use analyzer::kernel::test_run::{pin_to_cpu, test_run};
 use analyzer::synth::pcap::{PcapOptions, Record, write_pcap};
 use analyzer::synth::{Roce, pfc, udp_ipv4};
@@ -44,36 +44,52 @@ fn frames() -> Vec<(&'static str, Vec<u8>, Writes)> {
 const EVENT_RUNS: u32 = 4000;
 const RECORD_RUNS: u32 = 100_000;
 
-fn prog_test_run(repeat: u32) -> anyhow::Result<()> {
+fn prog_test_run(repeat: u32, compare: Option<&Path>) -> anyhow::Result<()> {
     pin_to_cpu(0)?;
+    let other = compare.map(std::fs::read).transpose().context("reading the object to compare")?;
     println!("### BPF_PROG_TEST_RUN (median of 5 measurements)\n");
-    println!(
+    print!(
         "| frame | runs | roce-analyzer ns/frame | XDP_PASS ns/frame | difference ns | --no-timeline ns/frame | difference ns |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    if let Some(p) = compare {
+        print!(" {} ns/frame | difference ns |", p.display());
+    }
+    println!();
+    println!("|---|---:|---:|---:|---:|---:|---:|{}", if compare.is_some() { "---:|---:|" } else { "" });
     for (name, f, writes) in frames() {
         let runs = match writes {
             Writes::Event => EVENT_RUNS,
             Writes::Record => RECORD_RUNS.min(repeat),
             Writes::Nothing => repeat,
         };
-        let median = |prog: &str, timeline: bool| -> anyhow::Result<u32> {
+        let median = |object: Option<&[u8]>, prog: &str, timeline: bool| -> anyhow::Result<u32> {
             let mut v = Vec::new();
             for _ in 0..5 {
                 // A fresh load each time: empty maps and rings.
-                let ebpf = load(LoadOptions { timeline, ..Default::default() }, &[PROGRAM, PROGRAM_BASELINE])?;
+                let opts = LoadOptions { timeline, ..Default::default() };
+                let ebpf = match object {
+                    None => load(opts, &[PROGRAM, PROGRAM_BASELINE])?,
+                    Some(o) => load_object(o, opts, &[PROGRAM], false)?,
+                };
                 v.push(test_run(program_fd(&ebpf, prog)?, &f, runs, None)?.duration_ns);
             }
             v.sort_unstable();
             Ok(v[2])
         };
-        let (a, b, c) = (median(PROGRAM, true)?, median(PROGRAM_BASELINE, true)?, median(PROGRAM, false)?);
-        println!(
+        let a = median(None, PROGRAM, true)?;
+        let b = median(None, PROGRAM_BASELINE, true)?;
+        let c = median(None, PROGRAM, false)?;
+        print!(
             "| {name} ({} bytes) | {runs} | {a} | {b} | {} | {c} | {} |",
             f.len(),
             a as i64 - b as i64,
             c as i64 - b as i64
         );
+        if let Some(o) = &other {
+            let d = median(Some(o), PROGRAM, true)?;
+            print!(" {d} | {} |", d as i64 - b as i64);
+        }
+        println!();
     }
     Ok(())
 }
@@ -198,13 +214,13 @@ fn veth(seconds: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(repeat: u32, seconds: u64) -> anyhow::Result<()> {
+pub fn run(repeat: u32, seconds: u64, compare: Option<&Path>) -> anyhow::Result<()> {
     if !tests::tools::is_root() {
         bail!("bench-kernel needs root (BPF, network namespaces)");
     }
     let bin = crate::bench::analyzer_binary()?;
     // SAFETY: set before any other thread of this process exists.
     unsafe { std::env::set_var("ROCE_ANALYZER_BIN", &bin) };
-    prog_test_run(repeat)?;
+    prog_test_run(repeat, compare)?;
     veth(seconds)
 }

@@ -56,6 +56,10 @@ enum Task {
         /// Seconds of replay for the veth measurements.
         #[arg(long, default_value_t = 10)]
         seconds: u64,
+        /// Also measure this build of the XDP object in the same run (e.g. an earlier
+        /// release's `analyzer-ebpf/prebuilt/roce-analyzer.bpf.o`), for a before/after ratio.
+        #[arg(long, value_name = "OBJECT")]
+        compare: Option<std::path::PathBuf>,
     },
     /// (Used by `bench`.) Write a generated capture of at least N frames to PATH.
     #[command(hide = true)]
@@ -68,7 +72,7 @@ fn main() -> ExitCode {
         Task::Fixtures => fixtures::run(),
         Task::Test { no_setup } => test::run(no_setup),
         Task::Ebpf { check } => ebpf::run(check),
-        Task::BenchKernel { repeat, seconds } => bench_kernel::run(repeat, seconds),
+        Task::BenchKernel { repeat, seconds, compare } => bench_kernel::run(repeat, seconds, compare.as_deref()),
         Task::Bench { frames, repeat } => bench::run(frames, repeat.max(1)),
         Task::BenchCapture { path, frames } => bench::write_capture(&path, frames).map(|n| println!("{n}")),
     };

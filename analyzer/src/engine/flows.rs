@@ -107,12 +107,6 @@ pub struct FlowTable {
 }
 
 impl FlowTable {
-    #[inline]
-    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary, pmtu: u32) {
-        let key = FlowKey::from_summary(s);
-        self.get_or_insert(key).observe(meta, s, pmtu);
-    }
-
     pub fn get_or_insert(&mut self, key: FlowKey) -> &mut FlowStats {
         let i = *self.index.entry(key).or_insert_with(|| {
             self.keys.push(key);

@@ -64,6 +64,7 @@ fn add_psn(s: &mut PsnState, new: &PsnState, old: &PsnState) {
     // The sequence state is the kernel's as of this read.
     s.expected = new.expected;
     s.response_psn = new.response_psn;
+    s.pmtu = new.pmtu;
     s.started = new.started;
     s.in_response = new.in_response;
 }

@@ -8,6 +8,7 @@ pub mod pfc;
 
 use std::collections::BTreeMap;
 
+use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::{self, PathKey};
 use analyzer_common::record::Record;
 use analyzer_common::{FrameClass, PacketSummary};
@@ -166,8 +167,24 @@ impl Engine {
                 if s.ext_missing != 0 {
                     self.visibility.ext_cut += 1;
                 }
-                let pmtu = if class == FrameClass::Roce { self.path_pmtu(s) } else { 0 };
-                self.flows.observe(meta, s, pmtu);
+                let stats = self.flows.get_or_insert(FlowKey::from_summary(s));
+                let pmtu = if class == FrameClass::Roce {
+                    // As the XDP program: read the path's PMTU for a READ REQUEST, raise it
+                    // when the flow shows a larger FIRST/MIDDLE payload than before.
+                    let known = if psn::reads_path_pmtu(s.opcode) {
+                        self.pmtu.get(&PathKey::of(s)).copied().unwrap_or(self.analyses.config.pmtu)
+                    } else {
+                        self.analyses.config.pmtu
+                    };
+                    if stats.psn.publishes_pmtu(s) {
+                        let e = self.pmtu.entry(PathKey::of(s)).or_default();
+                        *e = (*e).max(s.payload_len);
+                    }
+                    known
+                } else {
+                    0
+                };
+                stats.observe(meta, s, pmtu);
                 self.analyses.observe(&Record::from_summary(meta.ts_ns, s));
             }
             FrameClass::Pfc | FrameClass::Pause => {
@@ -176,21 +193,6 @@ impl Engine {
             }
             _ => {}
         }
-    }
-
-    /// The PMTU a READ REQUEST of this frame's path is cut to (as the XDP program's
-    /// `path_pmtu`): the largest FIRST/MIDDLE payload seen on the path before it, else `--pmtu`.
-    fn path_pmtu(&mut self, s: &PacketSummary) -> u32 {
-        let default = self.analyses.config.pmtu;
-        if !psn::uses_path_pmtu(s.opcode) {
-            return default;
-        }
-        let key = PathKey::of(s);
-        let known = self.pmtu.get(&key).copied();
-        if psn::reveals_pmtu(s.opcode) && known.is_none_or(|k| s.payload_len > k) {
-            self.pmtu.insert(key, s.payload_len);
-        }
-        known.unwrap_or(default)
     }
 
     /// Live: a timeline record from the kernel (its timestamp already wall-clock). The frame's

@@ -50,6 +50,17 @@ pub(crate) fn has_errno(e: &(dyn std::error::Error + 'static), codes: &[i32]) ->
 /// Loads the object and verifies the named programs (the analyzer, and the benchmark baseline
 /// when `programs` includes it).
 pub fn load(opts: LoadOptions, programs: &[&str]) -> Result<aya::Ebpf, KernelError> {
+    load_object(OBJECT, opts, programs, true)
+}
+
+/// Loads `object` (the embedded one, or for a benchmark another build of the program);
+/// `strict` requires the globals this build sets (an older object may lack them).
+pub fn load_object(
+    object: &[u8],
+    opts: LoadOptions,
+    programs: &[&str],
+    strict: bool,
+) -> Result<aya::Ebpf, KernelError> {
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         return Err(KernelError::NoBtf);
     }
@@ -57,12 +68,12 @@ pub fn load(opts: LoadOptions, programs: &[&str]) -> Result<aya::Ebpf, KernelErr
     let level: u8 = if opts.kernel_log { aya_log::Level::Trace as u8 } else { 0 };
     let mut ebpf = aya::EbpfLoader::new()
         .override_global(aya_log::LEVEL, &level, false)
-        .override_global(maps::GLOBAL_TIMELINE_ON, &(opts.timeline as u8), true)
-        .override_global(maps::GLOBAL_PMTU_DEFAULT, &opts.pmtu, true)
+        .override_global(maps::GLOBAL_TIMELINE_ON, &(opts.timeline as u8), strict)
+        .override_global(maps::GLOBAL_PMTU_DEFAULT, &opts.pmtu, strict)
         .map_max_entries(MAP_FLOWS, opts.max_flows)
         .map_max_entries(maps::MAP_PSN, opts.max_flows)
         .map_max_entries(MAP_EVENTS, opts.ringbuf_bytes)
-        .load(OBJECT)
+        .load(object)
         .map_err(|e| {
             if has_errno(&e, &[libc::EPERM, libc::EACCES]) {
                 KernelError::Permission

@@ -433,14 +433,38 @@ fn paced_live(ns: &Netns, file: &Path, args: &[&str]) -> Value {
     })
 }
 
+/// [`paced_live`], with tcpdump recording what reached `vb` (nanosecond timestamps): the
+/// offline side of the comparison then sees the same inter-frame gaps as XDP did, whatever
+/// the replay's scheduling made of the capture's pacing.
+fn paced_live_and_wire(ns: &Netns, file: &Path, frames: usize, args: &[&str], wire: &Path) -> Value {
+    let tcpdump = require("tcpdump");
+    let mut dump = ns
+        .cmd(tcpdump)
+        .args(["-i", "vb", "-U", "--time-stamp-precision", "nano", "-c", &frames.to_string(), "-w"])
+        .arg(wire)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let live = paced_live(ns, file, args);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dump.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "tcpdump did not see all {frames} frames");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    live
+}
+
 fn within(live: u64, offline: u64, rel: f64, what: &str) {
     let d = (live as f64 - offline as f64).abs();
     assert!(d <= rel * offline as f64, "{what}: live {live}, offline {offline} (more than {}% apart)", rel * 100.0);
 }
 
-/// PFC and incast answers, live through XDP and offline on the same frames. Counts, trees,
-/// storms, deadlocks and episodes are equal; durations differ by the replay's timing only
-/// (within 10%).
+/// PFC and incast answers, live through XDP and offline on the same frames as they reached the
+/// interface (tcpdump on it, so both sides see the same gaps). Counts, trees, storms, deadlocks
+/// and episodes are equal; durations are within 1–2% (the two timestamps of a frame are taken
+/// microseconds apart: XDP's and the packet socket's).
 #[test]
 fn live_fabric_answers_equal_offline() {
     if !privileged("live_fabric_answers_equal_offline") {
@@ -452,11 +476,6 @@ fn live_fabric_answers_equal_offline() {
 
     // Incast, slowed 100× so the replay's pacing (sleeps of tens of µs) cannot blur a 1 ms
     // window; both sides use the same window.
-    let slow = tests::fabric::incast_scaled(100, "incast_slow.pcap");
-    let file = as_sent(&slow, dir.path());
-    let args = ["--incast-window", "10ms"];
-    let live = paced_live(&ns, &file, &args);
-    let off = offline_with(&file, &args);
     let episodes = |v: &Value| -> Vec<Value> {
         v["incast"]["episodes"]
             .as_array()
@@ -475,13 +494,20 @@ fn live_fabric_answers_equal_offline() {
             })
             .collect()
     };
+    let slow = tests::fabric::incast_scaled(100, "incast_slow.pcap");
+    let file = as_sent(&slow, dir.path());
+    let args = ["--incast-window", "10ms"];
+    let wire = dir.path().join("incast_wire.pcap");
+    let live = paced_live_and_wire(&ns, &file, slow.frames.len(), &args, &wire);
+    let off = offline_with(&wire, &args);
+    assert_eq!(episodes(&offline_with(&file, &args)), episodes(&off), "the wire kept the capture's episodes");
     assert_eq!(episodes(&off).len(), 3);
     assert_eq!(episodes(&live), episodes(&off), "incast episodes");
     for (l, o) in
         live["incast"]["episodes"].as_array().unwrap().iter().zip(off["incast"]["episodes"].as_array().unwrap())
     {
         let dur = |e: &Value| e["end_ns"].as_u64().unwrap() - e["start_ns"].as_u64().unwrap();
-        within(dur(l), dur(o), 0.10, "episode duration");
+        within(dur(l), dur(o), 0.02, "episode duration");
     }
 
     // PFC: the cascade (tree with a victim), the deadlock ring, the storm. Both sides count
@@ -498,14 +524,15 @@ fn live_fabric_answers_equal_offline() {
         let f = tests::fixtures::all().into_iter().find(|f| f.name == name).unwrap();
         let file = as_sent(&f, dir.path());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let live = paced_live(&ns, &file, &args);
-        let off = offline_with(&file, &args);
+        let wire = dir.path().join(format!("{name}.wire.pcap"));
+        let live = paced_live_and_wire(&ns, &file, f.frames.len(), &args, &wire);
+        let off = offline_with(&wire, &args);
         assert_eq!(comparable(&live)["pfc"], comparable(&off)["pfc"], "{name}: PFC counters");
         for (l, o) in live["pfc"]["senders"].as_array().unwrap().iter().zip(off["pfc"]["senders"].as_array().unwrap()) {
             within(
                 l["paused_ns"].as_u64().unwrap(),
                 o["paused_ns"].as_u64().unwrap(),
-                0.10,
+                0.02,
                 &format!("{name} paused_ns"),
             );
         }
@@ -549,7 +576,7 @@ fn live_fabric_answers_equal_offline() {
             within(
                 live["pfc"]["storms"][0]["duration_ns"].as_u64().unwrap(),
                 off["pfc"]["storms"][0]["duration_ns"].as_u64().unwrap(),
-                0.05,
+                0.01,
                 "storm duration",
             );
         }

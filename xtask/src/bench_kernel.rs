@@ -94,20 +94,22 @@ fn prog_test_run(repeat: u32, compare: Option<&Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A capture of `flows` RoCE flows, one WRITE ONLY frame each.
-fn flows_capture(path: &Path, flows: u32) -> anyhow::Result<()> {
-    let recs: Vec<Record> = (0..flows)
-        .map(|i| {
+/// A capture of `flows` RoCE flows, one WRITE ONLY frame each, `loops` times over (1 µs
+/// apart).
+pub fn flows_capture(path: &Path, flows: u32, loops: u32) -> anyhow::Result<()> {
+    let recs: Vec<Record> = (0..loops)
+        .flat_map(|l| (0..flows).map(move |i| (l, i)))
+        .map(|(l, i)| {
             let r = Roce::v4(
                 [10, 1, (i >> 8) as u8, i as u8],
                 [10, 2, 0, 1],
                 0xC000 | (i as u16 & 0x3FFF),
                 op::RDMA_WRITE_ONLY,
                 0x100 + i,
-                i,
+                i + l,
             )
             .payload(64);
-            Record::new(1_000 * i as u64, r.build())
+            Record::new(1_000 * (l as u64 * flows as u64 + i as u64), r.build())
         })
         .collect();
     std::fs::write(path, write_pcap(Vec::new(), PcapOptions::default(), &recs)?)?;
@@ -190,7 +192,7 @@ fn veth(seconds: u64) -> anyhow::Result<()> {
     }
 
     let flows = dir.path().join("flows.pcap");
-    flows_capture(&flows, 10_000)?;
+    flows_capture(&flows, 10_000, 1)?;
     let json = dir.path().join("flows.json");
     let agent = Agent::start(&ns, &["--interval", "1s", "-q", "--json", json.to_str().unwrap()]);
     let pid = agent.pid();

@@ -64,6 +64,10 @@ enum Task {
     /// (Used by `bench`.) Write a generated capture of at least N frames to PATH.
     #[command(hide = true)]
     BenchCapture { path: std::path::PathBuf, frames: usize },
+    /// (Used by `bench-kernel`.) Write the 10 000-flow capture of the agent-CPU measurement,
+    /// repeated LOOPS times with advancing timestamps.
+    #[command(hide = true)]
+    FlowsCapture { path: std::path::PathBuf, loops: u32 },
 }
 
 fn main() -> ExitCode {
@@ -75,6 +79,7 @@ fn main() -> ExitCode {
         Task::BenchKernel { repeat, seconds, compare } => bench_kernel::run(repeat, seconds, compare.as_deref()),
         Task::Bench { frames, repeat } => bench::run(frames, repeat.max(1)),
         Task::BenchCapture { path, frames } => bench::write_capture(&path, frames).map(|n| println!("{n}")),
+        Task::FlowsCapture { path, loops } => bench_kernel::flows_capture(&path, 10_000, loops),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,6 +4,7 @@
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::aeth;
+use rustc_hash::FxHashMap;
 
 use crate::engine::Engine;
 use crate::report::{Finding, FlowRef, addr_string, flow_ref};
@@ -106,12 +107,19 @@ fn feedback(engine: &Engine) -> Vec<Finding> {
     let e = &engine.analyses.ecn;
     let end = engine.last_ns.unwrap_or(0);
     let mut out = Vec::new();
+    // Flows by (source, destination), once: the flows a pair's finding names.
+    let mut by_hosts: FxHashMap<([u8; 16], [u8; 16]), Vec<&FlowKey>> = FxHashMap::default();
+    for k in e.flows.keys() {
+        by_hosts.entry((k.src, k.dst)).or_default().push(k);
+    }
+    let named = |src: &[u8; 16], dst: &[u8; 16], cnp: bool| -> Vec<FlowRef> {
+        let flows = by_hosts.get(&(*src, *dst)).into_iter().flatten();
+        flows.filter(|k| if cnp { e.flows[**k].cnps > 0 } else { e.flows[**k].data > 0 }).map(|k| flow_ref(k)).collect()
+    };
     for (((a, v), (b, _)), p) in &e.pairs {
         let (sa, sb) = (addr_string(*v, a), addr_string(*v, b));
         let unanswered = p.unanswered_at(end, e.timeout_ns);
         if unanswered > 0 {
-            let flows =
-                e.flows.iter().filter(|(k, m)| k.src == *a && k.dst == *b && m.data > 0).map(|(k, _)| flow_ref(k));
             out.push(finding(
                 "error",
                 "ce_without_cnp",
@@ -120,12 +128,10 @@ fn feedback(engine: &Engine) -> Vec<Finding> {
                     p.ce,
                     ns_text(e.timeout_ns)
                 ),
-                flows.collect(),
+                named(a, b, false),
             ));
         }
         if p.cnp_back > 0 && p.ce == 0 {
-            let flows =
-                e.flows.iter().filter(|(k, m)| k.src == *b && k.dst == *a && m.cnps > 0).map(|(k, _)| flow_ref(k));
             out.push(finding(
                 "info",
                 "cnp_without_ce",
@@ -133,32 +139,45 @@ fn feedback(engine: &Engine) -> Vec<Finding> {
                     "{sb} → {sa}: {} CNPs with no CE mark seen from {sa} to {sb}: some NICs send CNPs on NAKs, or the marks were on packets this vantage point did not see; not an error by itself",
                     p.cnp_back
                 ),
-                flows.collect(),
+                named(b, a, true),
             ));
         }
     }
     out
 }
 
-/// AETHs of one kind ([`aeth`] index) travelling back to the sender of `k`: on the paired ACK
-/// flow when the pairing is known, else on every flow from `k`'s destination to its source.
-fn reverse_aeth(engine: &Engine, k: &FlowKey, kind: usize) -> u64 {
+/// AETHs by kind ([`aeth`] index) per (source, destination) address pair, over all flows.
+type HostAeth = FxHashMap<([u8; 16], [u8; 16]), [u64; aeth::COUNT]>;
+
+fn host_aeth(engine: &Engine) -> HostAeth {
+    let mut m: HostAeth = FxHashMap::default();
+    for (k, s) in engine.flows.iter() {
+        let e = m.entry((k.src, k.dst)).or_default();
+        for (t, v) in e.iter_mut().zip(s.psn.aeth) {
+            *t += v;
+        }
+    }
+    m
+}
+
+/// AETHs of one kind travelling back to the sender of `k`: on the paired ACK flow when the
+/// pairing is known, else on every flow from `k`'s destination to its source.
+fn reverse_aeth(engine: &Engine, hosts: &HostAeth, k: &FlowKey, kind: usize) -> u64 {
     match engine.analyses.rtt.peer(k) {
         Some(peer) => engine.flows.get(&peer).map_or(0, |s| s.psn.aeth[kind]),
-        None => {
-            engine.flows.iter().filter(|(r, _)| r.src == k.dst && r.dst == k.src).map(|(_, s)| s.psn.aeth[kind]).sum()
-        }
+        None => hosts.get(&(k.dst, k.src)).map_or(0, |a| a[kind]),
     }
 }
 
 /// PSN and NAK patterns per flow.
 fn transport(engine: &Engine) -> Vec<Finding> {
     let mut out = Vec::new();
+    let hosts = host_aeth(engine);
     for (k, s) in engine.flows.iter() {
         let p = &s.psn;
         let one = || vec![flow_ref(k)];
-        let naks = reverse_aeth(engine, k, aeth::PSN_SEQUENCE_ERROR);
-        let rnrs = reverse_aeth(engine, k, aeth::RNR);
+        let naks = reverse_aeth(engine, &hosts, k, aeth::PSN_SEQUENCE_ERROR);
+        let rnrs = reverse_aeth(engine, &hosts, k, aeth::RNR);
         if p.duplicates > 0 && naks > 0 {
             out.push(finding(
                 "warning",

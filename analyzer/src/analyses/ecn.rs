@@ -3,7 +3,7 @@
 //! timeout, CNP pacing per notified QP, and the ECN/DSCP marking of data and CNPs per flow
 //! (for the audit).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::opcode;
@@ -54,9 +54,10 @@ pub struct Ecn {
     roce_dscp: u8,
     cnp_dscp: u8,
     /// (a, b) → data a→b and CNPs b→a.
-    pub pairs: BTreeMap<(Addr, Addr), PairStats>,
+    /// (Hash maps: one lookup per record; reports sort them.)
+    pub pairs: FxHashMap<(Addr, Addr), PairStats>,
     /// (CNP destination address, destination QP) → pacing.
-    pub pacing: BTreeMap<(Addr, u32), Pacing>,
+    pub pacing: FxHashMap<(Addr, u32), Pacing>,
     pub flows: FxHashMap<FlowKey, FlowMarking>,
 }
 

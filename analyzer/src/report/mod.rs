@@ -190,8 +190,10 @@ fn rtt_summary(engine: &Engine) -> RttSummary {
 
 fn pairs_json(engine: &Engine) -> Vec<Pair> {
     let e = &engine.analyses.ecn;
-    e.pairs
-        .iter()
+    let mut pairs: Vec<_> = e.pairs.iter().collect();
+    pairs.sort_unstable_by_key(|(k, _)| **k);
+    pairs
+        .into_iter()
         .map(|(((a, v), (b, _)), p)| Pair {
             a: addr_string(*v, a),
             b: addr_string(*v, b),
@@ -204,11 +206,10 @@ fn pairs_json(engine: &Engine) -> Vec<Pair> {
 }
 
 fn pacing_json(engine: &Engine) -> Vec<CnpPacing> {
-    engine
-        .analyses
-        .ecn
-        .pacing
-        .iter()
+    let mut pacing: Vec<_> = engine.analyses.ecn.pacing.iter().collect();
+    pacing.sort_unstable_by_key(|(k, _)| **k);
+    pacing
+        .into_iter()
         .map(|(((addr, v), qp), p)| {
             let mut gaps = p.gaps.clone();
             CnpPacing {

@@ -269,6 +269,15 @@ fn tier_configurations_that_polarize_and_that_do_not() {
         (r["ecmp"]["distinct_sports"].as_u64(), r["ecmp"]["sport_entropy_bits"].as_f64()),
         (Some(64), Some(6.0))
     );
+    let codes = |r: &Value| -> Vec<String> {
+        r["ecmp"]["findings"].as_array().unwrap().iter().map(|f| f["code"].as_str().unwrap().to_string()).collect()
+    };
+    assert!(!codes(&r).contains(&"few_source_ports".to_string()), "64 flows, 64 ports");
+    // Two QPs of one host pair on one UDP source port: one path for both.
+    let r = report(&["-r", "rtt_cm.pcap"]);
+    assert!(codes(&r).contains(&"few_source_ports".to_string()), "{:?}", codes(&r));
+    let r = report(&["-r", "example.pcap"]);
+    assert!(!codes(&r).contains(&"few_source_ports".to_string()), "one flow per host pair");
     assert_eq!(r["ecmp"]["predicted"], Value::Null);
 }
 

@@ -219,18 +219,25 @@ pub fn ecmp(engine: &Engine) -> Ecmp {
             distinct_sports: s.len() as u64,
         })
         .collect();
-    let n = flows.len() as u64;
-    if n >= 8 && out.distinct_sports * 4 <= n {
+    // Flows of one host pair can only spread over paths by their UDP source ports: those that
+    // share a port with another flow of their pair share its path.
+    let shared_flows: u64 = out.host_pairs.iter().filter(|p| p.flows >= 2).map(|p| p.flows).sum();
+    let mut per_port: BTreeMap<(u8, [u8; 16], [u8; 16], u16), u64> = BTreeMap::new();
+    for (k, _) in &flows {
+        *per_port.entry((k.ip_version, k.src, k.dst, k.udp_sport)).or_default() += 1;
+    }
+    let colliding: u64 = per_port.values().filter(|n| **n >= 2).sum();
+    if colliding >= 2 && colliding * 2 >= shared_flows {
         findings.push(finding(
             "warning",
             "few_source_ports",
             format!(
-                "{n} flows use only {} UDP source ports ({:.2} bits of entropy): ECMP hashes the 5-tuple, so they can take at most {} paths per host pair; NICs vary the source port per QP, so more QPs per connection (or QP-aware hashing) spread them",
-                out.distinct_sports, out.sport_entropy_bits, out.distinct_sports
+                "{colliding} of the {shared_flows} flows between host pairs with several flows share a UDP source port with another flow of their pair: ECMP hashes the 5-tuple, so they share its path; NICs vary the source port per QP, so more QPs per connection (or QP-aware hashing) spread them"
             ),
             Vec::new(),
         ));
     }
+    let n = flows.len() as u64;
     let total: u64 = flows.iter().map(|(_, b)| b).sum();
     if n >= 4 && total > 0 {
         let mut by_bytes = flows.clone();

@@ -77,6 +77,16 @@ pub struct MergeArgs {
     /// Reports (JSON, schema roce-analyzer/report/v1) to combine.
     #[arg(required = true, value_name = "REPORT.json")]
     pub reports: Vec<PathBuf>,
+    /// The fabric's topology (as for an analysis): the congestion trees are recomputed over
+    /// the joined pause intervals with it.
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<PathBuf>,
+    /// A continuous pause at least this long is a PFC storm.
+    #[arg(long, default_value = "100ms", value_parser = positive_duration)]
+    pub pfc_storm: Duration,
+    /// A cycle of pauses all active together at least this long is a deadlock.
+    #[arg(long, default_value = "10ms", value_parser = positive_duration)]
+    pub deadlock_min: Duration,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -375,14 +375,42 @@ fn merge_recomputes_ecmp_observed_and_says_what_it_cannot() {
     assert_eq!(merged["ecmp"]["observed"], together["ecmp"]["observed"], "per-label shares over the union");
     assert_eq!(merged["flows"], together["flows"]);
 
-    // Two reports with PFC: pause intervals are not in a report, so the trees are carried.
-    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
-    for (out, f) in [(&a, "pfc_cascade.pcap"), (&b, "pfc_storm.pcap")] {
-        assert_eq!(run(&["-q", "-r", &resolve(f), "--json", out.to_str().unwrap()]).status.code(), Some(0));
+    // PFC seen at several vantage points: the storm split in two captures (the sender's pause
+    // intervals join on time across the split) beside the cascade; merged with the topology,
+    // pause times, storms, trees and deadlocks equal one analysis of everything.
+    let storm = tests::fabric::storm();
+    let half = storm.frames.len() / 2;
+    let parts = [
+        tests::fixtures::Fixture { name: "storm_a.pcap", frames: storm.frames[..half].to_vec(), ..storm.clone() },
+        tests::fixtures::Fixture { name: "storm_b.pcap", frames: storm.frames[half..].to_vec(), ..storm.clone() },
+    ];
+    let mut inputs = vec![resolve("pfc_cascade.pcap")];
+    for p in &parts {
+        let f = dir.path().join(p.name);
+        std::fs::write(&f, p.bytes()).unwrap();
+        inputs.push(f.to_str().unwrap().to_string());
     }
-    let out = run(&["merge", a.to_str().unwrap(), b.to_str().unwrap(), "--json", "-"]);
+    let topo = resolve("cascade.toml");
+    let mut reports = Vec::new();
+    for (n, input) in inputs.iter().enumerate() {
+        let out = dir.path().join(format!("vantage{n}.json"));
+        let code = run(&["-q", "-r", input, "--topology", &topo, "--json", out.to_str().unwrap()]).status.code();
+        assert_eq!(code, Some(0));
+        reports.push(out.to_str().unwrap().to_string());
+    }
+    let mut args = vec!["merge", "--topology", &topo];
+    args.extend(reports.iter().map(String::as_str));
+    args.extend(["--json", "-"]);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(merged["visibility"].as_array().unwrap().iter().any(|n| n["code"] == "congestion_tree_not_merged"));
-    assert_eq!(merged["pfc"]["storms"].as_array().unwrap().len(), 1, "the storm is carried");
-    assert_eq!(merged["pfc"]["frames"].as_u64(), Some(48 + 520));
+    let mut all = vec!["-q", "--topology", &topo, "--json", "-"];
+    for i in &inputs {
+        all.extend(["-r", i.as_str()]);
+    }
+    let together: Value = serde_json::from_slice(&run(&all).stdout).unwrap();
+    assert_eq!(merged["pfc"], together["pfc"], "senders with their joined intervals and pause time, storms");
+    assert_eq!(merged["pfc"]["storms"].as_array().unwrap().len(), 1, "one storm across the split");
+    assert_eq!(merged["congestion_tree"], together["congestion_tree"]);
+    assert!(!merged["visibility"].as_array().unwrap().iter().any(|n| n["code"] == "congestion_tree_not_merged"));
 }

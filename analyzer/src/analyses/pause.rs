@@ -37,6 +37,11 @@ impl Timer {
         v
     }
 
+    /// A closed timer of these intervals (a report's, for `merge`).
+    pub fn from_intervals(intervals: Vec<(u64, u64)>) -> Timer {
+        Timer { intervals, ..Default::default() }
+    }
+
     pub fn paused_ns(&self) -> u64 {
         self.all_intervals().iter().map(|(s, e)| e - s).sum()
     }

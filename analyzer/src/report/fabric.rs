@@ -18,6 +18,9 @@ pub fn pfc(engine: &Engine) -> Pfc {
     let a = &engine.analyses;
     let topo = a.config.topology.as_ref();
     let paused = |mac: &[u8; 6], prio: u8| a.pause.timers.get(&(*mac, prio)).map_or(0, |t| t.paused_ns());
+    let intervals = |mac: &[u8; 6], prio: u8| {
+        super::listed_intervals(&a.pause.timers.get(&(*mac, prio)).map(|t| t.all_intervals()).unwrap_or_default())
+    };
     Pfc {
         frames: t.pfc_frames,
         pause_8023x_frames: t.pause_frames,
@@ -26,6 +29,7 @@ pub fn pfc(engine: &Engine) -> Pfc {
             .iter()
             .map(|((mac, prio), c)| {
                 let (device, port) = tree::owner_names(topo, mac);
+                let (intervals, intervals_complete) = intervals(mac, *prio);
                 PfcSender {
                     mac: mac_string(mac),
                     device,
@@ -33,6 +37,8 @@ pub fn pfc(engine: &Engine) -> Pfc {
                     priority: *prio,
                     counts: c.into(),
                     paused_ns: paused(mac, *prio),
+                    intervals,
+                    intervals_complete,
                 }
             })
             .collect(),
@@ -41,12 +47,15 @@ pub fn pfc(engine: &Engine) -> Pfc {
             .iter()
             .map(|(mac, c)| {
                 let (device, port) = tree::owner_names(topo, mac);
+                let (intervals, intervals_complete) = intervals(mac, ALL_PRIORITIES);
                 PauseSender {
                     mac: mac_string(mac),
                     device,
                     port,
                     counts: c.into(),
                     paused_ns: paused(mac, ALL_PRIORITIES),
+                    intervals,
+                    intervals_complete,
                 }
             })
             .collect(),

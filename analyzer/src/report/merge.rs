@@ -1,11 +1,22 @@
 //! `merge`: one fabric report from the reports of several hosts or mirror ports. Flows are
 //! summed per key with their labels kept (a flow seen at two vantage points counts at both:
-//! the labels say so), PFC senders summed per sender and priority, capture totals summed.
+//! the labels say so), PFC senders summed per sender and priority with their pause intervals
+//! joined on time (pause time, storms, congestion trees and deadlocks are recomputed from
+//! them), ECMP shares recomputed per label, capture totals summed. Incast episodes and RTT
+//! percentiles need per-packet times, which reports do not carry: they are kept per report,
+//! and the report says so.
 //! Visibility notes that depend on the whole are recomputed over the union; the others are
 //! carried over with the report they came from. NIC counters are per host and not merged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use analyzer_common::flow::FlowKey;
+
+use crate::analyses::pause::{ALL_PRIORITIES, Pause, Timer};
+use crate::analyses::topology::{Topology, parse_mac};
+use crate::analyses::tree;
+use crate::engine::FlowStats;
 
 use super::{
     Capture, CnpPacing, CongestionTrees, Deadlock, Ecmp, EcmpObserved, Ecn, Episode, Finding, Flow, Incast, LabelShare,
@@ -49,7 +60,97 @@ fn span(first: &mut u64, last: &mut u64, f: u64, l: u64) {
 }
 
 /// Merges `reports` (each with the file it came from) into one report.
-pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
+/// What the fabric analyses of a merged report need beyond the reports.
+#[derive(Debug, Clone, Default)]
+pub struct MergeOptions {
+    pub topology: Option<Topology>,
+    pub pfc_storm_ns: u64,
+    pub deadlock_min_ns: u64,
+}
+
+/// Adds one report's pause time and intervals of a sender to the merged ones.
+fn join(
+    paused: &mut u64,
+    intervals: &mut Vec<[u64; 2]>,
+    complete: &mut bool,
+    o_paused: u64,
+    o: &[[u64; 2]],
+    o_complete: bool,
+) {
+    *paused = (*paused).max(o_paused);
+    intervals.extend_from_slice(o);
+    // A report from before intervals were listed has pause time but no intervals.
+    *complete &= o_complete && !(o.is_empty() && o_paused > 0);
+}
+
+/// Recomputes pause time, storms, congestion trees and deadlocks from the joined intervals.
+fn fabric_from_intervals(report: &mut Report, opts: &MergeOptions) {
+    let mut pause = Pause::new(1, opts.pfc_storm_ns);
+    let mut unite = |mac: &str, prio: u8, intervals: &mut Vec<[u64; 2]>, paused: &mut u64| {
+        let u = tree::union(intervals.iter().map(|[a, b]| (*a, *b)).collect());
+        *paused = u.iter().map(|(a, b)| b - a).sum();
+        *intervals = u.iter().map(|(a, b)| [*a, *b]).collect();
+        if let Some(m) = parse_mac(mac) {
+            pause.timers.insert((m, prio), Timer::from_intervals(u));
+        }
+    };
+    for s in &mut report.pfc.senders {
+        unite(&s.mac, s.priority, &mut s.intervals, &mut s.paused_ns);
+    }
+    for s in &mut report.pfc.pause_senders {
+        unite(&s.mac, ALL_PRIORITIES, &mut s.intervals, &mut s.paused_ns);
+    }
+    let topo = opts.topology.as_ref();
+    report.pfc.storms = pause
+        .storms()
+        .into_iter()
+        .map(|st| StormJson {
+            mac: super::mac_string(&st.mac),
+            device: tree::owner_names(topo, &st.mac).0,
+            priority: st.priority,
+            start_ns: st.start_ns,
+            duration_ns: st.duration_ns,
+        })
+        .collect();
+    let flows: Vec<(FlowKey, FlowStats)> = report.flows.iter().filter_map(flow_back).collect();
+    report.congestion_tree = tree::build(&pause, topo, flows.iter().map(|(k, s)| (k, s)), opts.deadlock_min_ns);
+}
+
+/// The engine's view of a report's flow: what the congestion tree reads of it.
+fn flow_back(f: &Flow) -> Option<(FlowKey, FlowStats)> {
+    let addr = |s: &str| -> Option<[u8; 16]> {
+        let mut b = [0u8; 16];
+        match s.parse::<std::net::IpAddr>().ok()? {
+            std::net::IpAddr::V4(a) => b[..4].copy_from_slice(&a.octets()),
+            std::net::IpAddr::V6(a) => b = a.octets(),
+        }
+        Some(b)
+    };
+    let key = FlowKey {
+        src: addr(&f.src)?,
+        dst: addr(&f.dst)?,
+        dst_qp: f.dst_qp,
+        udp_sport: f.udp_sport,
+        ip_version: f.ip_version,
+        _pad: 0,
+    };
+    let mut stats = FlowStats {
+        packets: f.packets,
+        bytes: f.bytes,
+        first_ns: f.first_ns,
+        last_ns: f.last_ns,
+        ..Default::default()
+    };
+    for (pcp, n) in &f.pcp {
+        match pcp.parse::<u8>() {
+            Ok(p) => stats.pcp.add(p, *n),
+            Err(_) => stats.untagged += n,
+        }
+    }
+    Some((key, stats))
+}
+
+pub fn merge(reports: Vec<(PathBuf, Report)>, opts: &MergeOptions) -> Result<Report, MergeError> {
     if reports.is_empty() {
         return Err(MergeError::Empty);
     }
@@ -151,16 +252,40 @@ pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
         pfc_frames += r.pfc.frames;
         pause_frames += r.pfc.pause_8023x_frames;
         for s in &r.pfc.senders {
-            senders
-                .entry((s.mac.clone(), s.priority))
-                .or_insert_with(|| PfcSender { counts: ZERO, paused_ns: 0, ..s.clone() })
-                .add(s);
+            let e = senders.entry((s.mac.clone(), s.priority)).or_insert_with(|| PfcSender {
+                counts: ZERO,
+                paused_ns: 0,
+                intervals: Vec::new(),
+                intervals_complete: true,
+                ..s.clone()
+            });
+            e.counts.add(&s.counts);
+            join(
+                &mut e.paused_ns,
+                &mut e.intervals,
+                &mut e.intervals_complete,
+                s.paused_ns,
+                &s.intervals,
+                s.intervals_complete,
+            );
         }
         for s in &r.pfc.pause_senders {
-            pause
-                .entry(s.mac.clone())
-                .or_insert_with(|| PauseSender { counts: ZERO, paused_ns: 0, ..s.clone() })
-                .add(s);
+            let e = pause.entry(s.mac.clone()).or_insert_with(|| PauseSender {
+                counts: ZERO,
+                paused_ns: 0,
+                intervals: Vec::new(),
+                intervals_complete: true,
+                ..s.clone()
+            });
+            e.counts.add(&s.counts);
+            join(
+                &mut e.paused_ns,
+                &mut e.intervals,
+                &mut e.intervals_complete,
+                s.paused_ns,
+                &s.intervals,
+                s.intervals_complete,
+            );
         }
         // ECMP observed: each report's bytes and flows per (qualified) label.
         match &r.ecmp.observed {
@@ -260,17 +385,25 @@ pub fn merge(reports: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
         },
         ecmp: Ecmp::default(),
     };
+    // Pause intervals joined on time: a sender seen at several vantage points was paused over
+    // the union of what each saw; pause time, storms, trees and deadlocks follow from it.
+    let complete = report.pfc.senders.iter().all(|s| s.intervals_complete)
+        && report.pfc.pause_senders.iter().all(|s| s.intervals_complete);
+    let pfc_seen = report.pfc.frames + report.pfc.pause_8023x_frames > 0;
+    if complete && pfc_seen {
+        fabric_from_intervals(&mut report, opts);
+    }
     let flows_multi = report.flows.iter().filter(|f| f.labels.len() > 1).count() as u64;
     report.ecmp.observed = observed(&by_label, &flows_multi);
     report.flows.sort_by_key(super::flow_sort_key);
     report.visibility = super::visibility::report_notes(&report);
     report.visibility.extend(carried);
-    if reports.len() > 1 && report.pfc.frames + report.pfc.pause_8023x_frames > 0 {
+    if pfc_seen && !complete {
         report.visibility.push(Note {
             code: "congestion_tree_not_merged".into(),
-            message: "congestion trees, deadlocks and pause times are those of each report, not recomputed over the \
-                      union: the reports do not carry the pause intervals; pause times of a sender seen at several \
-                      vantage points are the largest of them"
+            message: "some reports do not list all their pause intervals (older reports, or more than 10000 per \
+                      sender): congestion trees, deadlocks and storms are those of each report, and the pause time \
+                      of a sender seen at several vantage points is the largest of them"
                 .into(),
         });
     }

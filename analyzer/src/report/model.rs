@@ -334,6 +334,20 @@ pub struct PfcSender {
     /// Union of the pause intervals the frames asked for, at `--link-speed`.
     #[serde(default)]
     pub paused_ns: u64,
+    /// The paused intervals [start_ns, end_ns), in time order (the last [`MAX_INTERVALS`]:
+    /// `merge` joins them on time across reports).
+    #[serde(default)]
+    pub intervals: Vec<[u64; 2]>,
+    /// False when older intervals were left out (more than [`MAX_INTERVALS`]).
+    #[serde(default = "yes")]
+    pub intervals_complete: bool,
+}
+
+/// Paused intervals a report lists per sender and priority, at most.
+pub const MAX_INTERVALS: usize = 10_000;
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -347,6 +361,10 @@ pub struct PauseSender {
     pub counts: PauseCounts,
     #[serde(default)]
     pub paused_ns: u64,
+    #[serde(default)]
+    pub intervals: Vec<[u64; 2]>,
+    #[serde(default = "yes")]
+    pub intervals_complete: bool,
 }
 
 /// One continuous paused interval of at least `--pfc-storm`.
@@ -435,20 +453,11 @@ impl From<&analyzer_common::maps::PfcCounters> for PauseCounts {
     }
 }
 
-impl PfcSender {
-    /// Adds another vantage point's view of the same sender and priority (merge): counts add,
-    /// the pause time is the largest seen (the same frames seen twice do not pause twice).
-    pub fn add(&mut self, o: &PfcSender) {
-        self.counts.add(&o.counts);
-        self.paused_ns = self.paused_ns.max(o.paused_ns);
-    }
-}
-
-impl PauseSender {
-    pub fn add(&mut self, o: &PauseSender) {
-        self.counts.add(&o.counts);
-        self.paused_ns = self.paused_ns.max(o.paused_ns);
-    }
+/// Paused intervals of one sender as a report lists them: the last [`MAX_INTERVALS`], and
+/// whether that is all.
+pub fn listed_intervals(all: &[(u64, u64)]) -> (Vec<[u64; 2]>, bool) {
+    let from = all.len().saturating_sub(MAX_INTERVALS);
+    (all[from..].iter().map(|(s, e)| [*s, *e]).collect(), from == 0)
 }
 
 impl PauseCounts {

@@ -1,5 +1,5 @@
 //! The refreshing terminal view of live mode: totals and rates since the previous poll, top
-//! flows by rate, CE / CNP / PFC rates and losses.
+//! flows by rate, CE / CNP / PFC rates, pause time, transport health and losses.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -82,7 +82,33 @@ impl LiveView {
             );
         }
         let pfc: u64 = e.pfc.pfc_frames + e.pfc.pause_frames;
-        let _ = writeln!(o, "\nPFC/PAUSE frames: {pfc} · senders: {}", e.pfc.pfc.len() + e.pfc.pause.len());
+        let paused: u64 = e.analyses.pause.timers.values().map(|t| t.paused_ns()).sum();
+        let _ = writeln!(
+            o,
+            "\nPFC/PAUSE frames: {pfc} · senders: {} · paused {:.3} ms in all · storms {}",
+            e.pfc.pfc.len() + e.pfc.pause.len(),
+            paused as f64 / 1e6,
+            e.analyses.pause.storms().len()
+        );
+        // Transport health so far: PSN anomalies and NAKs over all flows, RTT, incast.
+        let (mut oos, mut dup, mut naks) = (0, 0, 0);
+        for (_, s) in e.flows.iter() {
+            oos += s.psn.out_of_sequence;
+            dup += s.psn.duplicates;
+            naks += s.psn.naks();
+        }
+        let rtt = e.analyses.rtt.all_samples();
+        let p99 = {
+            let mut s = crate::analyses::stats::Samples::default();
+            rtt.iter().for_each(|v| s.push(*v));
+            s.percentiles().map_or("-".to_string(), |p| format!("{:.1} µs", p.p99 as f64 / 1e3))
+        };
+        let _ = writeln!(
+            o,
+            "health: out-of-sequence {oos} · duplicates {dup} · NAKs {naks} · RTT samples {} (p99 {p99}) · incast episodes {}",
+            rtt.len(),
+            e.analyses.incast.episodes().len()
+        );
         self.prev_at = elapsed;
         self.prev_classes = e.classes;
         self.prev_flows = next;

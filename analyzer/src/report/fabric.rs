@@ -7,7 +7,7 @@ use analyzer_common::flow::FlowKey;
 
 use super::{
     CongestionTrees, Ecmp, EcmpObserved, EcmpPredicted, Episode, Finding, HostPair, Incast, LabelShare, PauseSender,
-    Pfc, PfcSender, StormJson, TierJson, addr_string, flow_ref, mac_string,
+    PauseTime, Pfc, PfcSender, StormJson, TierJson, addr_string, flow_ref, mac_string,
 };
 use crate::analyses::pause::ALL_PRIORITIES;
 use crate::analyses::{ecmp, tree};
@@ -17,9 +17,8 @@ pub fn pfc(engine: &Engine) -> Pfc {
     let t = &engine.pfc;
     let a = &engine.analyses;
     let topo = a.config.topology.as_ref();
-    let paused = |mac: &[u8; 6], prio: u8| a.pause.timers.get(&(*mac, prio)).map_or(0, |t| t.paused_ns());
-    let intervals = |mac: &[u8; 6], prio: u8| {
-        super::listed_intervals(&a.pause.timers.get(&(*mac, prio)).map(|t| t.all_intervals()).unwrap_or_default())
+    let pause = |mac: &[u8; 6], prio: u8| {
+        PauseTime::of(&a.pause.timers.get(&(*mac, prio)).map(|t| t.all_intervals()).unwrap_or_default())
     };
     Pfc {
         frames: t.pfc_frames,
@@ -29,16 +28,13 @@ pub fn pfc(engine: &Engine) -> Pfc {
             .iter()
             .map(|((mac, prio), c)| {
                 let (device, port) = tree::owner_names(topo, mac);
-                let (intervals, intervals_complete) = intervals(mac, *prio);
                 PfcSender {
                     mac: mac_string(mac),
                     device,
                     port,
                     priority: *prio,
                     counts: c.into(),
-                    paused_ns: paused(mac, *prio),
-                    intervals,
-                    intervals_complete,
+                    pause: pause(mac, *prio),
                 }
             })
             .collect(),
@@ -47,16 +43,7 @@ pub fn pfc(engine: &Engine) -> Pfc {
             .iter()
             .map(|(mac, c)| {
                 let (device, port) = tree::owner_names(topo, mac);
-                let (intervals, intervals_complete) = intervals(mac, ALL_PRIORITIES);
-                PauseSender {
-                    mac: mac_string(mac),
-                    device,
-                    port,
-                    counts: c.into(),
-                    paused_ns: paused(mac, ALL_PRIORITIES),
-                    intervals,
-                    intervals_complete,
-                }
+                PauseSender { mac: mac_string(mac), device, port, counts: c.into(), pause: pause(mac, ALL_PRIORITIES) }
             })
             .collect(),
         storms: a

@@ -97,10 +97,10 @@ pub fn render(r: &Report, top: usize) -> String {
             );
         };
         for s in &p.senders {
-            row(&s.mac, place(&s.device, &s.port), s.priority.to_string(), &s.counts, s.paused_ns);
+            row(&s.mac, place(&s.device, &s.port), s.priority.to_string(), &s.counts, s.pause.paused_ns);
         }
         for s in &p.pause_senders {
-            row(&s.mac, place(&s.device, &s.port), "all".into(), &s.counts, s.paused_ns);
+            row(&s.mac, place(&s.device, &s.port), "all".into(), &s.counts, s.pause.paused_ns);
         }
     }
     for st in &p.storms {

@@ -20,8 +20,8 @@ use crate::engine::FlowStats;
 
 use super::{
     Capture, CnpPacing, CongestionTrees, Deadlock, Ecmp, EcmpObserved, Ecn, Episode, Finding, Flow, Incast, LabelShare,
-    Note, Pair, PauseCounts, PauseSender, Pfc, PfcSender, Report, RttSummary, SCHEMA, SourceJson, StormJson, Tool,
-    Tree,
+    Note, Pair, PauseCounts, PauseSender, PauseTime, Pfc, PfcSender, Report, RttSummary, SCHEMA, SourceJson, StormJson,
+    Tool, Tree,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -68,37 +68,21 @@ pub struct MergeOptions {
     pub deadlock_min_ns: u64,
 }
 
-/// Adds one report's pause time and intervals of a sender to the merged ones.
-fn join(
-    paused: &mut u64,
-    intervals: &mut Vec<[u64; 2]>,
-    complete: &mut bool,
-    o_paused: u64,
-    o: &[[u64; 2]],
-    o_complete: bool,
-) {
-    *paused = (*paused).max(o_paused);
-    intervals.extend_from_slice(o);
-    // A report from before intervals were listed has pause time but no intervals.
-    *complete &= o_complete && !(o.is_empty() && o_paused > 0);
-}
-
 /// Recomputes pause time, storms, congestion trees and deadlocks from the joined intervals.
 fn fabric_from_intervals(report: &mut Report, opts: &MergeOptions) {
     let mut pause = Pause::new(1, opts.pfc_storm_ns);
-    let mut unite = |mac: &str, prio: u8, intervals: &mut Vec<[u64; 2]>, paused: &mut u64| {
-        let u = tree::union(intervals.iter().map(|[a, b]| (*a, *b)).collect());
-        *paused = u.iter().map(|(a, b)| b - a).sum();
-        *intervals = u.iter().map(|(a, b)| [*a, *b]).collect();
+    let mut unite = |mac: &str, prio: u8, t: &mut PauseTime| {
+        let u = tree::union(t.intervals.iter().map(|[a, b]| (*a, *b)).collect());
+        *t = PauseTime::of(&u);
         if let Some(m) = parse_mac(mac) {
             pause.timers.insert((m, prio), Timer::from_intervals(u));
         }
     };
     for s in &mut report.pfc.senders {
-        unite(&s.mac, s.priority, &mut s.intervals, &mut s.paused_ns);
+        unite(&s.mac, s.priority, &mut s.pause);
     }
     for s in &mut report.pfc.pause_senders {
-        unite(&s.mac, ALL_PRIORITIES, &mut s.intervals, &mut s.paused_ns);
+        unite(&s.mac, ALL_PRIORITIES, &mut s.pause);
     }
     let topo = opts.topology.as_ref();
     report.pfc.storms = pause
@@ -254,38 +238,20 @@ pub fn merge(reports: Vec<(PathBuf, Report)>, opts: &MergeOptions) -> Result<Rep
         for s in &r.pfc.senders {
             let e = senders.entry((s.mac.clone(), s.priority)).or_insert_with(|| PfcSender {
                 counts: ZERO,
-                paused_ns: 0,
-                intervals: Vec::new(),
-                intervals_complete: true,
+                pause: PauseTime::default(),
                 ..s.clone()
             });
             e.counts.add(&s.counts);
-            join(
-                &mut e.paused_ns,
-                &mut e.intervals,
-                &mut e.intervals_complete,
-                s.paused_ns,
-                &s.intervals,
-                s.intervals_complete,
-            );
+            e.pause.join(&s.pause);
         }
         for s in &r.pfc.pause_senders {
             let e = pause.entry(s.mac.clone()).or_insert_with(|| PauseSender {
                 counts: ZERO,
-                paused_ns: 0,
-                intervals: Vec::new(),
-                intervals_complete: true,
+                pause: PauseTime::default(),
                 ..s.clone()
             });
             e.counts.add(&s.counts);
-            join(
-                &mut e.paused_ns,
-                &mut e.intervals,
-                &mut e.intervals_complete,
-                s.paused_ns,
-                &s.intervals,
-                s.intervals_complete,
-            );
+            e.pause.join(&s.pause);
         }
         // ECMP observed: each report's bytes and flows per (qualified) label.
         match &r.ecmp.observed {
@@ -387,8 +353,8 @@ pub fn merge(reports: Vec<(PathBuf, Report)>, opts: &MergeOptions) -> Result<Rep
     };
     // Pause intervals joined on time: a sender seen at several vantage points was paused over
     // the union of what each saw; pause time, storms, trees and deadlocks follow from it.
-    let complete = report.pfc.senders.iter().all(|s| s.intervals_complete)
-        && report.pfc.pause_senders.iter().all(|s| s.intervals_complete);
+    let complete = report.pfc.senders.iter().all(|s| s.pause.intervals_complete)
+        && report.pfc.pause_senders.iter().all(|s| s.pause.intervals_complete);
     let pfc_seen = report.pfc.frames + report.pfc.pause_8023x_frames > 0;
     if complete && pfc_seen {
         fabric_from_intervals(&mut report, opts);

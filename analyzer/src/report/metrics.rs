@@ -143,10 +143,10 @@ pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
     for s in &r.pfc.senders {
         paused
             .get_or_create(&SenderLabels { mac: s.mac.clone(), priority: s.priority.to_string() })
-            .inc_by(s.paused_ns);
+            .inc_by(s.pause.paused_ns);
     }
     for s in &r.pfc.pause_senders {
-        paused.get_or_create(&SenderLabels { mac: s.mac.clone(), priority: "all".into() }).inc_by(s.paused_ns);
+        paused.get_or_create(&SenderLabels { mac: s.mac.clone(), priority: "all".into() }).inc_by(s.pause.paused_ns);
     }
     gauge(&mut reg, "pfc_storms", "Continuous pauses of at least --pfc-storm", r.pfc.storms.len() as u64);
     let psn = counter_family::<KindLabel>(&mut reg, "psn_anomalies", "PSN anomalies over all flows, by kind");

@@ -331,6 +331,20 @@ pub struct PfcSender {
     pub priority: u8,
     #[serde(flatten)]
     pub counts: PauseCounts,
+    #[serde(flatten)]
+    pub pause: PauseTime,
+}
+
+/// Paused intervals a report lists per sender and priority, at most.
+pub const MAX_INTERVALS: usize = 10_000;
+
+fn yes() -> bool {
+    true
+}
+
+/// How long a sender (and priority) was paused, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseTime {
     /// Union of the pause intervals the frames asked for, at `--link-speed`.
     #[serde(default)]
     pub paused_ns: u64,
@@ -343,11 +357,31 @@ pub struct PfcSender {
     pub intervals_complete: bool,
 }
 
-/// Paused intervals a report lists per sender and priority, at most.
-pub const MAX_INTERVALS: usize = 10_000;
+impl Default for PauseTime {
+    fn default() -> Self {
+        PauseTime { paused_ns: 0, intervals: Vec::new(), intervals_complete: true }
+    }
+}
 
-fn yes() -> bool {
-    true
+impl PauseTime {
+    /// The report's view of a sender's paused intervals (all of them, in time order).
+    pub fn of(all: &[(u64, u64)]) -> PauseTime {
+        let from = all.len().saturating_sub(MAX_INTERVALS);
+        PauseTime {
+            paused_ns: all.iter().map(|(s, e)| e - s).sum(),
+            intervals: all[from..].iter().map(|(s, e)| [*s, *e]).collect(),
+            intervals_complete: from == 0,
+        }
+    }
+
+    /// Adds another vantage point's view of the same sender (merge): intervals gathered for
+    /// a union on time, the pause time the largest seen until then.
+    pub fn join(&mut self, o: &PauseTime) {
+        self.paused_ns = self.paused_ns.max(o.paused_ns);
+        self.intervals.extend_from_slice(&o.intervals);
+        // A report from before intervals were listed has pause time but no intervals.
+        self.intervals_complete &= o.intervals_complete && !(o.intervals.is_empty() && o.paused_ns > 0);
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -359,12 +393,8 @@ pub struct PauseSender {
     pub port: Option<String>,
     #[serde(flatten)]
     pub counts: PauseCounts,
-    #[serde(default)]
-    pub paused_ns: u64,
-    #[serde(default)]
-    pub intervals: Vec<[u64; 2]>,
-    #[serde(default = "yes")]
-    pub intervals_complete: bool,
+    #[serde(flatten)]
+    pub pause: PauseTime,
 }
 
 /// One continuous paused interval of at least `--pfc-storm`.
@@ -451,13 +481,6 @@ impl From<&analyzer_common::maps::PfcCounters> for PauseCounts {
             last_ns: c.last_ns,
         }
     }
-}
-
-/// Paused intervals of one sender as a report lists them: the last [`MAX_INTERVALS`], and
-/// whether that is all.
-pub fn listed_intervals(all: &[(u64, u64)]) -> (Vec<[u64; 2]>, bool) {
-    let from = all.len().saturating_sub(MAX_INTERVALS);
-    (all[from..].iter().map(|(s, e)| [*s, *e]).collect(), from == 0)
 }
 
 impl PauseCounts {

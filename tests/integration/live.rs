@@ -582,3 +582,29 @@ fn live_fabric_answers_equal_offline() {
         }
     }
 }
+
+/// `--no-timeline`: the program writes no timeline record; the kernel's PSN/NAK counters are
+/// still complete, the packet-resolution analyses are empty, and the report says why.
+#[test]
+fn no_timeline_keeps_counters_and_says_what_is_missing() {
+    if !privileged("no_timeline_keeps_counters_and_says_what_is_missing") {
+        return;
+    }
+    let ns = Netns::new("notl");
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixtures::all().into_iter().find(|f| f.name == "gobackn.pcap").unwrap();
+    let sent = as_sent(&f, dir.path());
+    let live = live_report(&ns, &["--no-timeline"], || {
+        assert!(ns.replay(&sent).status.success());
+    });
+    let off = offline(&sent);
+    let psn = |v: &Value| -> Vec<Value> {
+        v["flows"].as_array().unwrap().iter().map(|f| serde_json::json!([f["psn"], f["naks"]])).collect()
+    };
+    assert_eq!(psn(&live), psn(&off), "PSN and NAK counters come from the kernel map");
+    assert!(off["rtt_ns"]["samples"].as_u64().unwrap() > 0);
+    assert_eq!(live["rtt_ns"]["samples"], 0, "no records, no RTT");
+    assert_eq!(live["pairs"], serde_json::json!([]));
+    assert_eq!(live["capture"]["dropped"]["timeline_full"], 0, "records were off, not lost");
+    assert!(live["visibility"].as_array().unwrap().iter().any(|n| n["code"] == "timeline_off"));
+}

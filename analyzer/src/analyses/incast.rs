@@ -8,10 +8,11 @@
 //! window (its time + window); both are processed in time order, so episode boundaries are
 //! exact to the nanosecond of the timestamps.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use analyzer_common::opcode;
 use analyzer_common::record::Record;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 pub type Addr = ([u8; 16], u8);
 
@@ -20,7 +21,7 @@ struct Tally {
     bytes: u64,
     ce: u64,
     cnp: u64,
-    senders: BTreeSet<Addr>,
+    senders: FxHashSet<Addr>,
 }
 
 impl Tally {
@@ -52,8 +53,11 @@ impl Episode {
     pub fn cnp(&self) -> u64 {
         self.tally.cnp
     }
-    pub fn senders(&self) -> &BTreeSet<Addr> {
-        &self.tally.senders
+    /// The senders, in address order.
+    pub fn senders(&self) -> Vec<Addr> {
+        let mut v: Vec<Addr> = self.tally.senders.iter().copied().collect();
+        v.sort_unstable();
+        v
     }
 }
 
@@ -70,7 +74,7 @@ struct Open {
 struct Dest {
     /// Data packets within the window: (time, source, bytes).
     window: VecDeque<(u64, Addr, u32)>,
-    per_src: HashMap<Addr, u32>,
+    per_src: FxHashMap<Addr, u32>,
     window_bytes: u64,
     open: Open,
     done: Vec<Episode>,
@@ -80,7 +84,7 @@ struct Dest {
 pub struct Incast {
     window_ns: u64,
     min_senders: u32,
-    dests: BTreeMap<Addr, Dest>,
+    dests: FxHashMap<Addr, Dest>,
 }
 
 impl Dest {
@@ -184,7 +188,9 @@ impl Incast {
     pub fn episodes(&self) -> Vec<(Addr, Episode)> {
         let (w, min) = (self.window_ns, self.min_senders);
         let mut out = Vec::new();
-        for (addr, d) in &self.dests {
+        let mut dests: Vec<(&Addr, &Dest)> = self.dests.iter().collect();
+        dests.sort_unstable_by_key(|(a, _)| **a);
+        for (addr, d) in dests {
             out.extend(d.done.iter().map(|e| (*addr, e.clone())));
             if d.open.ep.is_some() {
                 let mut d = d.clone();

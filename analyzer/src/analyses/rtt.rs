@@ -95,13 +95,17 @@ impl Rtt {
         if psn_diff(f.last_psn, r.psn) < PSN_HALF {
             f.last_psn = r.psn;
         }
-        let stats = self.flows.entry(key).or_default();
-        while let Some(&(_, t)) = f.waiting.front() {
-            if r.ts_ns.saturating_sub(t) <= self.timeout_ns {
-                break;
+        // (The flow's results are touched only when it has requests waiting: most requests
+        // of a message carry no AckReq.)
+        if f.waiting.front().is_some_and(|&(_, t)| r.ts_ns.saturating_sub(t) > self.timeout_ns) {
+            let stats = self.flows.entry(key).or_default();
+            while let Some(&(_, t)) = f.waiting.front() {
+                if r.ts_ns.saturating_sub(t) <= self.timeout_ns {
+                    break;
+                }
+                f.waiting.pop_front();
+                stats.timeouts += 1;
             }
-            f.waiting.pop_front();
-            stats.timeouts += 1;
         }
         if r.ack_req() && !f.waiting.iter().any(|&(p, _)| p == r.psn) {
             f.waiting.push_back((r.psn, r.ts_ns));

@@ -146,8 +146,8 @@ impl PsnState {
         false
     }
 
-    /// Accounts one RoCE packet of this flow; `pmtu` is the flow's PMTU as known now (0 for
-    /// unknown: [`DEFAULT_PMTU`]), used by READ REQUESTs only.
+    /// Accounts one RoCE packet of this flow; `pmtu` is the path's PMTU as known now, read for
+    /// a READ REQUEST only (callers pass 0 for other frames; 0 also means [`DEFAULT_PMTU`]).
     #[inline(always)]
     pub fn observe(&mut self, s: &PacketSummary, pmtu: u32) {
         if s.ext & opcode::ext::AETH != 0 {

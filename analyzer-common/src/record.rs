@@ -35,6 +35,25 @@ pub struct Record {
 
 const _: () = assert!(core::mem::size_of::<Record>() == 64);
 
+/// Writes the summary's source and destination addresses as four 8-byte words at `dst`
+/// (ring-buffer memory in the XDP program, where a 16-byte array copy would become a byte-loop
+/// `memcpy` call).
+///
+/// # Safety
+/// `dst` must be valid for writes of four `u64`s.
+#[inline(always)]
+pub unsafe fn write_addresses(dst: *mut u64, s: &PacketSummary) {
+    let src = &s.src_ip as *const [u8; 16] as *const u64;
+    let dip = &s.dst_ip as *const [u8; 16] as *const u64;
+    // SAFETY: the caller guarantees `dst`; each address is two unaligned 8-byte words.
+    unsafe {
+        core::ptr::write_volatile(dst, core::ptr::read_unaligned(src));
+        core::ptr::write_volatile(dst.add(1), core::ptr::read_unaligned(src.add(1)));
+        core::ptr::write_volatile(dst.add(2), core::ptr::read_unaligned(dip));
+        core::ptr::write_volatile(dst.add(3), core::ptr::read_unaligned(dip.add(1)));
+    }
+}
+
 impl Record {
     /// Fills `*dst` from a summary, field by field (the XDP program writes straight into
     /// ring-buffer memory; a struct copy would become a byte-loop `memcpy` there).
@@ -44,16 +63,10 @@ impl Record {
     #[inline(always)]
     pub unsafe fn fill(dst: *mut Record, ts_ns: u64, s: &PacketSummary) {
         let flags = (s.ack_req & 1) | if s.ext & crate::opcode::ext::AETH != 0 { flag::AETH } else { 0 };
-        // SAFETY: the caller guarantees `dst`; 8-byte words of 16-byte arrays.
+        // SAFETY: the caller guarantees `dst`; the addresses are words 1–4 of a Record.
         unsafe {
-            let w = dst as *mut u64;
-            let src = &s.src_ip as *const [u8; 16] as *const u64;
-            let dip = &s.dst_ip as *const [u8; 16] as *const u64;
-            core::ptr::write_volatile(w, ts_ns);
-            core::ptr::write_volatile(w.add(1), core::ptr::read_unaligned(src));
-            core::ptr::write_volatile(w.add(2), core::ptr::read_unaligned(src.add(1)));
-            core::ptr::write_volatile(w.add(3), core::ptr::read_unaligned(dip));
-            core::ptr::write_volatile(w.add(4), core::ptr::read_unaligned(dip.add(1)));
+            core::ptr::write_volatile(dst as *mut u64, ts_ns);
+            write_addresses((dst as *mut u64).add(1), s);
             (*dst).frame_len = s.frame_len;
             (*dst).dst_qp = s.dst_qp;
             (*dst).psn = s.psn;

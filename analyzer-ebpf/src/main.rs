@@ -14,7 +14,7 @@ use analyzer_common::maps::{
     DEFAULT_TIMELINE_BYTES, Event, ExtraKey, FlowCounters, PfcCounters, PfcKey, counter, event_kind, extra_kind,
 };
 use analyzer_common::psn::{self, PathKey, PsnState};
-use analyzer_common::record::Record;
+use analyzer_common::record::{Record, write_addresses};
 use analyzer_common::wire::cm;
 use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
 use aya_ebpf::bindings::{BPF_RB_NO_WAKEUP, xdp_action};
@@ -134,10 +134,9 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
             if s.ext_missing != 0 {
                 count(counter::EXT_CUT);
             }
+            let key = FlowKey::from_summary(s);
             // Flow first/last times use the coarse clock (the kernel tick): the precise one
             // costs ~25 ns per call here, more than the rest of the frame's accounting.
-            // SAFETY: helper without arguments.
-            let key = FlowKey::from_summary(s);
             // SAFETY: helper without arguments.
             account_flow(ctx, &key, s, unsafe { bpf_ktime_get_coarse_ns() });
             if class == FrameClass::Roce {
@@ -271,12 +270,11 @@ fn pfc_one(mac: [u8; 6], priority: u8, quanta: u16, now: u64) {
 /// seen between the two hosts, else `PMTU_DEFAULT`.
 #[inline(never)]
 fn path_pmtu(s: &PacketSummary) -> u32 {
-    // SAFETY: a read-only global of this program.
-    let default = unsafe { core::ptr::read_volatile(&PMTU_DEFAULT) };
     match PMTU.get_ptr(&PathKey::of(s)) {
         // SAFETY: the map value.
         Some(p) => unsafe { *p },
-        None => default,
+        // SAFETY: a read-only global of this program.
+        None => unsafe { core::ptr::read_volatile(&PMTU_DEFAULT) },
     }
 }
 
@@ -317,12 +315,8 @@ fn account_psn(key: &FlowKey, s: &PacketSummary) {
     };
     // SAFETY: the flow's map value.
     let st = unsafe { &mut *st };
-    let pmtu = if psn::reads_path_pmtu(s.opcode) {
-        path_pmtu(s)
-    } else {
-        // SAFETY: a read-only global of this program.
-        unsafe { core::ptr::read_volatile(&PMTU_DEFAULT) }
-    };
+    // Only a READ REQUEST is cut to a PMTU (`observe` reads it for nothing else).
+    let pmtu = if psn::reads_path_pmtu(s.opcode) { path_pmtu(s) } else { 0 };
     if st.publishes_pmtu(s) {
         publish_pmtu(s);
     }
@@ -344,13 +338,8 @@ fn cm_event(ctx: &XdpContext, s: &PacketSummary) {
         (*p).kind = event_kind::CM;
         (*p).ip_version = s.ip_version;
         (*p)._pad = [0; 6];
-        let w = p as *mut u64;
-        let src = &s.src_ip as *const [u8; 16] as *const u64;
-        let dst = &s.dst_ip as *const [u8; 16] as *const u64;
-        core::ptr::write_volatile(w.add(2), core::ptr::read_unaligned(src));
-        core::ptr::write_volatile(w.add(3), core::ptr::read_unaligned(src.add(1)));
-        core::ptr::write_volatile(w.add(4), core::ptr::read_unaligned(dst));
-        core::ptr::write_volatile(w.add(5), core::ptr::read_unaligned(dst.add(1)));
+        // The addresses are words 2–5 of a CmEvent.
+        write_addresses((p as *mut u64).add(2), s);
         bpf_xdp_load_bytes(ctx.ctx, s.payload_off as u32, (*p).mad.as_mut_ptr() as *mut _, cm::BYTES as u32)
     };
     if loaded == 0 {

@@ -174,7 +174,7 @@ impl Engine {
                     let known = if psn::reads_path_pmtu(s.opcode) {
                         self.pmtu.get(&PathKey::of(s)).copied().unwrap_or(self.analyses.config.pmtu)
                     } else {
-                        self.analyses.config.pmtu
+                        0
                     };
                     if stats.psn.publishes_pmtu(s) {
                         let e = self.pmtu.entry(PathKey::of(s)).or_default();

@@ -77,18 +77,44 @@ pub struct MergeArgs {
     /// Reports (JSON, schema roce-analyzer/report/v1) to combine.
     #[arg(required = true, value_name = "REPORT.json")]
     pub reports: Vec<PathBuf>,
-    /// The fabric's topology (as for an analysis): the congestion trees are recomputed over
-    /// the joined pause intervals with it.
+    /// The congestion trees, storms and deadlocks are recomputed over the joined pause
+    /// intervals with these.
+    #[command(flatten)]
+    pub fabric: FabricArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// What the congestion trees, storms and deadlocks need: shared by the analysis and `merge`.
+#[derive(Debug, clap::Args)]
+pub struct FabricArgs {
+    /// The fabric's devices, hosts and links (TOML; see the README): names PFC senders and
+    /// builds the congestion trees.
     #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,
+
     /// A continuous pause at least this long is a PFC storm.
     #[arg(long, default_value = "100ms", value_parser = positive_duration)]
     pub pfc_storm: Duration,
+
     /// A cycle of pauses all active together at least this long is a deadlock.
     #[arg(long, default_value = "10ms", value_parser = positive_duration)]
     pub deadlock_min: Duration,
-    #[command(flatten)]
-    pub output: OutputArgs,
+}
+
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
+}
+
+impl FabricArgs {
+    /// The parameters; reads the topology file.
+    pub fn options(&self) -> Result<crate::report::merge::MergeOptions, crate::analyses::topology::TopologyError> {
+        Ok(crate::report::merge::MergeOptions {
+            topology: self.topology.as_deref().map(crate::analyses::topology::Topology::load).transpose()?,
+            pfc_storm_ns: nanos(self.pfc_storm),
+            deadlock_min_ns: nanos(self.deadlock_min),
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -212,23 +238,13 @@ pub struct AnalysisArgs {
     #[arg(long, default_value = "1ms", value_parser = positive_duration)]
     pub cnp_timeout: Duration,
 
-    /// The fabric's devices, hosts and links (TOML; see the README): names PFC senders and
-    /// builds the congestion trees.
-    #[arg(long, value_name = "FILE")]
-    pub topology: Option<PathBuf>,
+    #[command(flatten)]
+    pub fabric: FabricArgs,
 
     /// Link speed for pause quanta (512 bit times each) and incast rates: 25G, 100G, 200G,
     /// 400G or 800G.
     #[arg(long, default_value = "100G", value_parser = link_speed)]
     pub link_speed: u64,
-
-    /// A continuous pause at least this long is a PFC storm.
-    #[arg(long, default_value = "100ms", value_parser = positive_duration)]
-    pub pfc_storm: Duration,
-
-    /// A cycle of pauses all active together at least this long is a deadlock.
-    #[arg(long, default_value = "10ms", value_parser = positive_duration)]
-    pub deadlock_min: Duration,
 
     /// Incast: senders to one destination are counted over this sliding window.
     #[arg(long, default_value = "100us", value_parser = positive_duration)]
@@ -258,20 +274,20 @@ fn link_speed(s: &str) -> Result<u64, String> {
 impl AnalysisArgs {
     /// The analyses' parameters; reads the topology file.
     pub fn config(&self) -> Result<crate::analyses::Config, crate::analyses::topology::TopologyError> {
-        let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
+        let fabric = self.fabric.options()?;
         Ok(crate::analyses::Config {
             pmtu: self.pmtu,
-            rtt_timeout_ns: ns(self.rtt_timeout),
+            rtt_timeout_ns: nanos(self.rtt_timeout),
             roce_dscp: self.roce_dscp,
             cnp_dscp: self.cnp_dscp,
-            cnp_timeout_ns: ns(self.cnp_timeout),
+            cnp_timeout_ns: nanos(self.cnp_timeout),
             link_speed_bps: self.link_speed,
-            pfc_storm_ns: ns(self.pfc_storm),
-            deadlock_min_ns: ns(self.deadlock_min),
-            incast_window_ns: ns(self.incast_window),
+            pfc_storm_ns: fabric.pfc_storm_ns,
+            deadlock_min_ns: fabric.deadlock_min_ns,
+            incast_window_ns: nanos(self.incast_window),
             incast_min_senders: self.incast_min_senders,
             ecmp_tiers: self.ecmp_tiers.clone(),
-            topology: self.topology.as_deref().map(crate::analyses::topology::Topology::load).transpose()?,
+            topology: fabric.topology,
         })
     }
 }

@@ -176,7 +176,7 @@ const EVENT_DRAIN: Duration = Duration::from_millis(10);
 fn drain_events(maps: &mut AyaMaps, engine: &mut Engine, clock: &Clock, source: u16) {
     maps.drain_events(&mut |e| match e {
         KernelEvent::Frame(e) => engine.observe_event(FrameMeta { ts_ns: clock.wall(e.ts_ns), source }, e),
-        KernelEvent::Cm(c) => engine.observe_cm(clock.wall(c.ts_ns), &c.src_ip, &c.dst_ip, c.ip_version, &c.mad),
+        KernelEvent::Cm(c) => engine.observe_cm(&c.src_ip, &c.dst_ip, &c.mad),
     });
     maps.drain_records(&mut |r| {
         let mut r = *r;

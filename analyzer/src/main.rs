@@ -54,12 +54,7 @@ fn merge(m: MergeArgs) -> anyhow::Result<u8> {
     for p in &m.reports {
         reports.push((p.clone(), analyzer::report::merge::read(p)?));
     }
-    let opts = analyzer::report::merge::MergeOptions {
-        topology: m.topology.as_deref().map(analyzer::analyses::topology::Topology::load).transpose()?,
-        pfc_storm_ns: m.pfc_storm.as_nanos() as u64,
-        deadlock_min_ns: m.deadlock_min.as_nanos() as u64,
-    };
-    emit(&analyzer::report::merge::merge(reports, &opts)?, &[], &m.output)
+    emit(&analyzer::report::merge::merge(reports, &m.fabric.options()?)?, &[], &m.output)
 }
 
 /// Writes the report (JSON, human summary, Graphviz, HTML) and applies the gates; returns the

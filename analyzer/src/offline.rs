@@ -31,7 +31,7 @@ pub fn analyze_files(
                 if cm::is_carrier(summary.opcode, summary.dst_qp)
                     && let Some(mad) = frames::bytes_at(rec.link, rec.data, summary.payload_off as usize, cm::BYTES)
                 {
-                    engine.observe_cm(rec.ts_ns, &summary.src_ip, &summary.dst_ip, summary.ip_version, mad);
+                    engine.observe_cm(&summary.src_ip, &summary.dst_ip, mad);
                 }
             },
             |bytes| progress(&input.path, done + bytes),

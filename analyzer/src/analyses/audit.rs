@@ -6,6 +6,7 @@ use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::aeth;
 use rustc_hash::FxHashMap;
 
+use super::ecn::FlowMarking;
 use crate::engine::Engine;
 use crate::report::{Finding, FlowRef, addr_string, flow_ref};
 
@@ -50,56 +51,54 @@ pub fn findings(engine: &Engine) -> Vec<Finding> {
     out
 }
 
+/// A finding over the flows whose marking `count` is not zero; `message` gets the total count
+/// and those flows.
+fn over_flows(
+    flows: &FxHashMap<FlowKey, FlowMarking>,
+    count: impl Fn(&FlowMarking) -> u64,
+    severity: &str,
+    code: &str,
+    message: impl FnOnce(u64, &[(&FlowKey, &FlowMarking)]) -> String,
+) -> Option<Finding> {
+    let hit: Vec<(&FlowKey, &FlowMarking)> = flows.iter().filter(|(_, m)| count(m) > 0).collect();
+    if hit.is_empty() {
+        return None;
+    }
+    let total = hit.iter().map(|(_, m)| count(m)).sum();
+    Some(finding(severity, code, message(total, &hit), hit.iter().map(|(k, _)| flow_ref(k)).collect()))
+}
+
 /// ECN capability and DSCP of data and CNPs.
 fn marking(engine: &Engine) -> Vec<Finding> {
     let cfg = &engine.analyses.config;
     let flows = &engine.analyses.ecn.flows;
-    let mut out = Vec::new();
-    let not_ect: Vec<(&FlowKey, u64)> =
-        flows.iter().filter(|(_, m)| m.data_not_ect > 0).map(|(k, m)| (k, m.data_not_ect)).collect();
-    if !not_ect.is_empty() {
-        let n: u64 = not_ect.iter().map(|(_, n)| n).sum();
-        out.push(finding(
-            "error",
-            "not_ect",
+    [
+        over_flows(flows, |m| m.data_not_ect, "error", "not_ect", |n, hit| {
             format!(
                 "{n} RoCE data packets in {} flows are Not-ECT: switches cannot CE-mark them, so DCQCN cannot react to congestion",
-                not_ect.len()
-            ),
-            not_ect.iter().map(|(k, _)| flow_ref(k)).collect(),
-        ));
-    }
-    let bad: Vec<_> = flows.iter().filter(|(_, m)| m.data_other_dscp > 0).collect();
-    if !bad.is_empty() {
-        let n: u64 = bad.iter().map(|(_, m)| m.data_other_dscp).sum();
-        out.push(finding(
-            "warning",
-            "roce_dscp",
+                hit.len()
+            )
+        }),
+        over_flows(flows, |m| m.data_other_dscp, "warning", "roce_dscp", |n, hit| {
             format!(
                 "{n} RoCE data packets in {} flows carry DSCP {} instead of {}: they may miss the lossless (PFC) queue",
-                bad.len(),
-                dscps(bad.iter().filter_map(|(_, m)| m.seen_data_dscp)),
+                hit.len(),
+                dscps(hit.iter().filter_map(|(_, m)| m.seen_data_dscp)),
                 cfg.roce_dscp
-            ),
-            bad.iter().map(|(k, _)| flow_ref(k)).collect(),
-        ));
-    }
-    let bad: Vec<_> = flows.iter().filter(|(_, m)| m.cnp_other_dscp > 0).collect();
-    if !bad.is_empty() {
-        let n: u64 = bad.iter().map(|(_, m)| m.cnp_other_dscp).sum();
-        out.push(finding(
-            "warning",
-            "cnp_dscp",
+            )
+        }),
+        over_flows(flows, |m| m.cnp_other_dscp, "warning", "cnp_dscp", |n, hit| {
             format!(
                 "{n} CNPs in {} flows carry DSCP {} instead of {}: CNPs should ride a high-priority class so they are not delayed behind the congestion they report",
-                bad.len(),
-                dscps(bad.iter().filter_map(|(_, m)| m.seen_cnp_dscp)),
+                hit.len(),
+                dscps(hit.iter().filter_map(|(_, m)| m.seen_cnp_dscp)),
                 cfg.cnp_dscp
-            ),
-            bad.iter().map(|(k, _)| flow_ref(k)).collect(),
-        ));
-    }
-    out
+            )
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// CE marks and the CNPs that answer them, per direction of an IP pair.

@@ -199,6 +199,15 @@ impl Rtt {
         self.flows.values().flat_map(|f| f.samples.values()).collect()
     }
 
+    /// The samples of all flows together (for overall percentiles).
+    pub fn overall(&self) -> Samples {
+        let mut all = Samples::default();
+        for f in self.flows.values() {
+            all.extend(&f.samples);
+        }
+        all
+    }
+
     /// Requests still waiting at `end_ns`: (older than the timeout, younger). Read-only, so
     /// live reports can be built at every interval.
     pub fn waiting(&self, key: &FlowKey, end_ns: u64) -> (u64, u64) {

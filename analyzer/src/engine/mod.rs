@@ -202,8 +202,7 @@ impl Engine {
     }
 
     /// A CM MAD (UD SEND ONLY to QP 1) from `src` to `dst`: REQ and REP pair QPs for RTT.
-    pub fn observe_cm(&mut self, ts_ns: u64, src: &[u8; 16], dst: &[u8; 16], ip_version: u8, mad: &[u8]) {
-        let _ = (ts_ns, ip_version);
+    pub fn observe_cm(&mut self, src: &[u8; 16], dst: &[u8; 16], mad: &[u8]) {
         if let Some(cm) = analyzer_common::wire::cm::Repr::parse(mad) {
             self.analyses.rtt.cm(src, dst, &cm);
         }

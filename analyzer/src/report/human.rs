@@ -169,16 +169,7 @@ fn us(ns: u64) -> String {
 
 /// The "health" table: flows with PSN anomalies or NAKs first, then RTT, CE/CNP and findings.
 fn health(o: &mut String, r: &Report, top: usize) {
-    let naks = |f: &super::Flow| {
-        let n = &f.naks;
-        n.psn_sequence_error
-            + n.rnr
-            + n.invalid_request
-            + n.remote_access
-            + n.remote_operational
-            + n.invalid_rd_request
-            + n.reserved
-    };
+    let naks = |f: &super::Flow| f.naks.total();
     let trouble = |f: &super::Flow| f.psn.out_of_sequence + f.psn.duplicates + f.psn.response_out_of_sequence + naks(f);
     let mut flows: Vec<&super::Flow> =
         r.flows.iter().filter(|f| f.psn.requests + f.naks.acks + naks(f) > 0 || f.rtt_ns.is_some()).collect();

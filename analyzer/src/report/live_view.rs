@@ -97,12 +97,8 @@ impl LiveView {
             dup += s.psn.duplicates;
             naks += s.psn.naks();
         }
-        let rtt = e.analyses.rtt.all_samples();
-        let p99 = {
-            let mut s = crate::analyses::stats::Samples::default();
-            rtt.iter().for_each(|v| s.push(*v));
-            s.percentiles().map_or("-".to_string(), |p| format!("{:.1} µs", p.p99 as f64 / 1e3))
-        };
+        let rtt = e.analyses.rtt.overall();
+        let p99 = rtt.percentiles().map_or("-".to_string(), |p| format!("{:.1} µs", p.p99 as f64 / 1e3));
         let _ = writeln!(
             o,
             "health: out-of-sequence {oos} · duplicates {dup} · NAKs {naks} · RTT samples {} (p99 {p99}) · incast episodes {}",

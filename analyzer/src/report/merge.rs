@@ -360,7 +360,7 @@ pub fn merge(reports: Vec<(PathBuf, Report)>, opts: &MergeOptions) -> Result<Rep
         fabric_from_intervals(&mut report, opts);
     }
     let flows_multi = report.flows.iter().filter(|f| f.labels.len() > 1).count() as u64;
-    report.ecmp.observed = observed(&by_label, &flows_multi);
+    report.ecmp.observed = observed(&by_label, flows_multi);
     report.flows.sort_by_key(super::flow_sort_key);
     report.visibility = super::visibility::report_notes(&report);
     report.visibility.extend(carried);
@@ -410,7 +410,7 @@ fn add_psn(m: &mut Flow, f: &Flow) {
     a.reserved += b.reserved;
 }
 
-fn observed(by_label: &BTreeMap<String, LabelShare>, multi: &u64) -> Option<EcmpObserved> {
+fn observed(by_label: &BTreeMap<String, LabelShare>, multi: u64) -> Option<EcmpObserved> {
     if by_label.len() < 2 {
         return None;
     }
@@ -419,7 +419,7 @@ fn observed(by_label: &BTreeMap<String, LabelShare>, multi: &u64) -> Option<Ecmp
         by_label: by_label.clone(),
         imbalance: crate::analyses::ecmp::imbalance(&bytes),
         idle: by_label.iter().filter(|(_, s)| s.bytes == 0).map(|(l, _)| l.clone()).collect(),
-        multi_label_flows: *multi,
+        multi_label_flows: multi,
     })
 }
 

@@ -164,19 +164,15 @@ fn flow_rtt(engine: &Engine, k: &FlowKey) -> Option<FlowRtt> {
 
 fn rtt_summary(engine: &Engine) -> RttSummary {
     let rtt = &engine.analyses.rtt;
-    let mut all = crate::analyses::stats::Samples::default();
     let (mut timeouts, mut pending) = (0, 0);
-    let mut keys: Vec<&FlowKey> = rtt.flows.keys().collect();
-    keys.sort_unstable_by_key(|k| flow_order(k));
-    for k in keys {
-        let f = &rtt.flows[k];
-        all.extend(&f.samples);
+    for (k, f) in &rtt.flows {
         let (late, p) = rtt.waiting(k, end_ns(engine));
         timeouts += f.timeouts + late;
         pending += p;
     }
     RttSummary {
-        percentiles: all
+        percentiles: rtt
+            .overall()
             .percentiles()
             .unwrap_or(crate::analyses::stats::Percentiles { exact: true, ..Default::default() }),
         timeouts,
@@ -233,6 +229,7 @@ fn flow_json(engine: &Engine, k: &FlowKey, s: &FlowStats) -> Flow {
         .filter_map(|i| engine.sources.get(i).map(|src| src.label.clone()))
         .collect();
     labels.dedup();
+    let (psn, naks) = psn_json(&s.psn);
     Flow {
         src: addr_string(k.ip_version, &k.src),
         dst: addr_string(k.ip_version, &k.dst),
@@ -251,8 +248,8 @@ fn flow_json(engine: &Engine, k: &FlowKey, s: &FlowStats) -> Flow {
         becn: s.becn,
         ack_req: s.ack_req,
         labels,
-        psn: psn_json(&s.psn).0,
-        naks: psn_json(&s.psn).1,
+        psn,
+        naks,
         rtt_ns: flow_rtt(engine, k),
     }
 }

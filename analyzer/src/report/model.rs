@@ -154,6 +154,19 @@ pub struct Naks {
     pub reserved: u64,
 }
 
+impl Naks {
+    /// NAKs of every kind (everything but ACKs).
+    pub fn total(&self) -> u64 {
+        self.psn_sequence_error
+            + self.rnr
+            + self.invalid_request
+            + self.remote_access
+            + self.remote_operational
+            + self.invalid_rd_request
+            + self.reserved
+    }
+}
+
 /// RTT of one request flow (ns).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlowRtt {

@@ -27,8 +27,6 @@ pub struct Analyses {
     pub incast: incast::Incast,
     /// PFC / PAUSE timers (fed by the frames offline, by the kernel's events live).
     pub pause: pause::Pause,
-    /// Timeline records analysed.
-    pub records: u64,
 }
 
 impl Analyses {
@@ -39,13 +37,11 @@ impl Analyses {
             incast: incast::Incast::new(config.incast_window_ns, config.incast_min_senders),
             pause: pause::Pause::new(config.link_speed_bps, config.pfc_storm_ns),
             config,
-            records: 0,
         }
     }
 
     #[inline]
     pub fn observe(&mut self, r: &Record) {
-        self.records += 1;
         self.rtt.observe(r);
         self.ecn.observe(r);
         self.incast.observe(r);
@@ -58,11 +54,5 @@ impl Analyses {
             analyzer_common::FrameClass::Pause => self.pause.pause(ts, s.src_mac, s.pfc_quanta[0]),
             _ => {}
         }
-    }
-}
-
-impl Default for Analyses {
-    fn default() -> Self {
-        Analyses::new(Config::default())
     }
 }

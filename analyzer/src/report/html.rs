@@ -141,16 +141,16 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
 /// A tree laid out by depth from its roots: pause edges as arrows with their paused time.
 fn tree_svg(o: &mut String, t: &Tree) {
     let mut depth: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut queue: Vec<&str> = t.roots.iter().map(|r| r.device.as_str()).collect();
+    let mut queue: std::collections::VecDeque<&str> = t.roots.iter().map(|r| r.device.as_str()).collect();
     for r in &queue {
         depth.insert(r, 0);
     }
-    while let Some(n) = (!queue.is_empty()).then(|| queue.remove(0)) {
+    while let Some(n) = queue.pop_front() {
         let d = depth[n];
         for e in t.edges.iter().filter(|e| e.from == n) {
             if !depth.contains_key(e.to.as_str()) {
                 depth.insert(&e.to, d + 1);
-                queue.push(&e.to);
+                queue.push_back(&e.to);
             }
         }
     }

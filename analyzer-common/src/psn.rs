@@ -20,6 +20,21 @@ pub const PSN_HALF: u32 = 1 << 23;
 /// The PMTU assumed for READ REQUESTs until a FIRST/MIDDLE payload reveals it (`--pmtu`).
 pub const DEFAULT_PMTU: u32 = 4096;
 
+/// Indices of [`PsnState::count`]: the request stream's and READ RESPONSEs' sequence counters.
+pub mod count {
+    /// Request-stream packets.
+    pub const REQUESTS: usize = 0;
+    pub const OUT_OF_SEQUENCE: usize = 1;
+    pub const PSN_SKIPPED: usize = 2;
+    pub const DUPLICATES: usize = 3;
+    /// READ RESPONSE packets whose PSN was not the previous one + 1 within one response.
+    pub const RESPONSE_OUT_OF_SEQUENCE: usize = 4;
+    pub const COUNT: usize = 5;
+    /// Report names, by index.
+    pub const NAMES: [&str; COUNT] =
+        ["requests", "out_of_sequence", "psn_skipped", "duplicates", "response_out_of_sequence"];
+}
+
 /// Indices of [`PsnState::aeth`]: AETHs by syndrome.
 pub mod aeth {
     /// AETH type ACK (explicit ACKs, atomic ACKs and the AETH of READ RESPONSEs).
@@ -106,13 +121,8 @@ pub const fn reveals_pmtu(opcode: u8) -> bool {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PsnState {
-    /// Request-stream packets.
-    pub requests: u64,
-    pub out_of_sequence: u64,
-    pub psn_skipped: u64,
-    pub duplicates: u64,
-    /// READ RESPONSE packets whose PSN was not the previous one + 1 within one response.
-    pub response_out_of_sequence: u64,
+    /// Sequence counters by [`count`] index.
+    pub count: [u64; count::COUNT],
     /// AETHs by [`aeth`] index.
     pub aeth: [u64; aeth::COUNT],
     /// Next PSN expected in the request stream (valid when `started`).
@@ -166,7 +176,7 @@ impl PsnState {
                 }
                 op::RDMA_READ_RESPONSE_MIDDLE | op::RDMA_READ_RESPONSE_LAST => {
                     if self.in_response != 0 && psn_diff(self.response_psn, s.psn) != 1 {
-                        self.response_out_of_sequence += 1;
+                        self.count[count::RESPONSE_OUT_OF_SEQUENCE] += 1;
                     }
                     self.in_response = if o == op::RDMA_READ_RESPONSE_LAST { 0 } else { 1 };
                     self.response_psn = s.psn & PSN_MASK;
@@ -178,7 +188,7 @@ impl PsnState {
 
     #[inline(always)]
     fn request(&mut self, psn: u32, n: u32) {
-        self.requests += 1;
+        self.count[count::REQUESTS] += 1;
         if self.started == 0 {
             self.started = 1;
             self.expected = psn.wrapping_add(n) & PSN_MASK;
@@ -188,11 +198,11 @@ impl PsnState {
         if d == 0 {
             self.expected = psn.wrapping_add(n) & PSN_MASK;
         } else if d < PSN_HALF {
-            self.out_of_sequence += 1;
-            self.psn_skipped += d as u64;
+            self.count[count::OUT_OF_SEQUENCE] += 1;
+            self.count[count::PSN_SKIPPED] += d as u64;
             self.expected = psn.wrapping_add(n) & PSN_MASK;
         } else {
-            self.duplicates += 1;
+            self.count[count::DUPLICATES] += 1;
         }
     }
 
@@ -206,6 +216,36 @@ impl PsnState {
         }
         n
     }
+}
+
+/// Where paths' PMTUs are kept: the XDP program's PMTU map, or a host map offline.
+pub trait PmtuTable {
+    /// The path's PMTU as learned so far.
+    fn get(&self, path: &PathKey) -> Option<u32>;
+    /// Raises the path's PMTU to `payload` (a larger FIRST/MIDDLE payload than before).
+    fn raise(&mut self, path: &PathKey, payload: u32);
+    /// The PMTU assumed on a path that has not shown its own (`--pmtu`).
+    fn default_pmtu(&self) -> u32;
+}
+
+/// Accounts one RoCE frame of a flow: PMTU learning and the PSN/AETH state machine. The one
+/// function the XDP program and the host both call, so they count alike. The path's PMTU is
+/// read for a READ REQUEST only (other frames pass 0), and the path's entry is touched only
+/// when this flow shows a larger FIRST/MIDDLE payload than it did before.
+#[inline(always)]
+pub fn account<T: PmtuTable>(st: &mut PsnState, s: &PacketSummary, paths: &mut T) {
+    let pmtu = if reads_path_pmtu(s.opcode) {
+        match paths.get(&PathKey::of(s)) {
+            Some(p) => p,
+            None => paths.default_pmtu(),
+        }
+    } else {
+        0
+    };
+    if st.publishes_pmtu(s) {
+        paths.raise(&PathKey::of(s), s.payload_len);
+    }
+    st.observe(s, pmtu);
 }
 
 /// Key of the PMTU map: the two addresses of a path in ascending order. PMTU is a property of
@@ -259,7 +299,7 @@ mod tests {
     fn in_order_loss_and_duplicates() {
         let mut st = PsnState::zeroed();
         run(&mut st, &[(0x06, 10), (0x07, 11), (0x07, 14), (0x08, 15), (0x07, 12), (0x07, 13)]);
-        assert_eq!((st.requests, st.out_of_sequence, st.psn_skipped, st.duplicates), (6, 1, 2, 2));
+        assert_eq!(st.count[..4], [6, 1, 2, 2]);
         assert_eq!(st.expected, 16);
     }
 
@@ -267,7 +307,7 @@ mod tests {
     fn wraps_at_two_to_the_24() {
         let mut st = PsnState::zeroed();
         run(&mut st, &[(0x0A, 0xFF_FFFE), (0x0A, 0xFF_FFFF), (0x0A, 0), (0x0A, 1), (0x0A, 0xFF_FFFF)]);
-        assert_eq!((st.out_of_sequence, st.duplicates, st.expected), (0, 1, 2));
+        assert_eq!((st.count[count::OUT_OF_SEQUENCE], st.count[count::DUPLICATES], st.expected), (0, 1, 2));
     }
 
     #[test]
@@ -277,7 +317,7 @@ mod tests {
         r.reth_dma_len = 3 * 1024 + 1;
         st.observe(&r, 1024);
         st.observe(&pkt(0x0A, 104), 1024);
-        assert_eq!((st.out_of_sequence, st.duplicates, st.expected), (0, 0, 105));
+        assert_eq!((st.count[count::OUT_OF_SEQUENCE], st.count[count::DUPLICATES], st.expected), (0, 0, 105));
         assert_eq!((read_psns(0, 0), read_psns(4096, 0), read_psns(4097, 0), read_psns(8192, 4096)), (1, 1, 2, 2));
     }
 
@@ -285,7 +325,7 @@ mod tests {
     fn responses_are_checked_within_one_response_only() {
         let mut st = PsnState::zeroed();
         run(&mut st, &[(0x0D, 50), (0x0E, 51), (0x0F, 52), (0x0D, 90), (0x0E, 92), (0x0F, 93), (0x10, 7)]);
-        assert_eq!((st.requests, st.response_out_of_sequence), (0, 1));
+        assert_eq!((st.count[count::REQUESTS], st.count[count::RESPONSE_OUT_OF_SEQUENCE]), (0, 1));
         assert_eq!(st.aeth[aeth::ACK], 5, "FIRST and LAST of both responses and the ONLY carry an AETH");
     }
 
@@ -299,10 +339,10 @@ mod tests {
         }
         assert_eq!(st.aeth, [1, 1, 1, 1, 1, 1, 1, 2]);
         assert_eq!(st.naks(), 8);
-        assert_eq!(st.requests, 0, "ACKs are not requests");
+        assert_eq!(st.count[count::REQUESTS], 0, "ACKs are not requests");
         let mut cnp = pkt(crate::opcode::CNP, 5);
         cnp.ext = ext::CNP_RESERVED;
         st.observe(&cnp, 0);
-        assert_eq!((st.requests, st.started), (0, 0));
+        assert_eq!((st.count[count::REQUESTS], st.started), (0, 0));
     }
 }

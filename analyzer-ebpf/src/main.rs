@@ -266,35 +266,39 @@ fn pfc_one(mac: [u8; 6], priority: u8, quanta: u16, now: u64) {
     unsafe { (*c).record(now, quanta) };
 }
 
-/// The PMTU a READ REQUEST on this frame's path is cut to: the largest FIRST/MIDDLE payload
-/// seen between the two hosts, else `PMTU_DEFAULT`.
-#[inline(never)]
-fn path_pmtu(s: &PacketSummary) -> u32 {
-    match PMTU.get_ptr(&PathKey::of(s)) {
-        // SAFETY: the map value.
-        Some(p) => unsafe { *p },
-        // SAFETY: a read-only global of this program.
-        None => unsafe { core::ptr::read_volatile(&PMTU_DEFAULT) },
-    }
-}
+/// The PMTU map as the shared accounting sees it ([`psn::account`]).
+struct KernelPmtu;
 
-/// Raises the path's PMTU entry to `payload` (a FIRST/MIDDLE payload larger than any this
-/// flow showed before).
-#[inline(never)]
-fn publish_pmtu(s: &PacketSummary) {
-    let key = PathKey::of(s);
-    match PMTU.get_ptr_mut(&key) {
-        // SAFETY: the map value (shared; a racing writer can only store another maximum).
-        Some(p) => unsafe {
-            if s.payload_len > *p {
-                *p = s.payload_len;
-            }
-        },
-        None => {
-            if PMTU.insert(&key, &s.payload_len, 0).is_err() {
-                count(counter::PMTU_MAP_FULL);
+impl psn::PmtuTable for KernelPmtu {
+    /// The largest FIRST/MIDDLE payload seen between the two hosts.
+    #[inline(never)]
+    fn get(&self, path: &PathKey) -> Option<u32> {
+        // SAFETY: the map value.
+        PMTU.get_ptr(path).map(|p| unsafe { *p })
+    }
+
+    /// Raises the path's PMTU entry to `payload`.
+    #[inline(never)]
+    fn raise(&mut self, path: &PathKey, payload: u32) {
+        match PMTU.get_ptr_mut(path) {
+            // SAFETY: the map value (shared; a racing writer can only store another maximum).
+            Some(p) => unsafe {
+                if payload > *p {
+                    *p = payload;
+                }
+            },
+            None => {
+                if PMTU.insert(path, &payload, 0).is_err() {
+                    count(counter::PMTU_MAP_FULL);
+                }
             }
         }
+    }
+
+    #[inline(always)]
+    fn default_pmtu(&self) -> u32 {
+        // SAFETY: a read-only global of this program.
+        unsafe { core::ptr::read_volatile(&PMTU_DEFAULT) }
     }
 }
 
@@ -314,13 +318,7 @@ fn account_psn(key: &FlowKey, s: &PacketSummary) {
         }
     };
     // SAFETY: the flow's map value.
-    let st = unsafe { &mut *st };
-    // Only a READ REQUEST is cut to a PMTU (`observe` reads it for nothing else).
-    let pmtu = if psn::reads_path_pmtu(s.opcode) { path_pmtu(s) } else { 0 };
-    if st.publishes_pmtu(s) {
-        publish_pmtu(s);
-    }
-    st.observe(s, pmtu);
+    psn::account(unsafe { &mut *st }, s, &mut KernelPmtu);
 }
 
 /// A CM MAD's first bytes (rare: connection set-up), for the agent to pair QPs with.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::capture::input::InputSpec;
-use crate::kernel::load::AttachMode;
+use crate::capture::kernel::load::AttachMode;
 
 pub const EXIT_CODES: &str = "\
 Exit codes:

@@ -1,23 +1,23 @@
 //! roce-analyzer as a library: the binary is a thin layer over these modules.
 //!
-//! Data flow: [`capture`] sources (pcap files; the XDP program live) → [`frames`] (link layer
-//! onto the shared classifier of `analyzer_common`) → [`engine`] (flows, classes, PFC, drops,
-//! PSN state) → [`analyses`] (packet-resolution timing: RTT, CE/CNP, pause time, incast) →
-//! [`report`] (JSON v1, audit, the human summary). [`synth`] builds frames and captures for tests,
-//! fixtures and benchmarks.
+//! Data flow, one way (docs/ARCHITECTURE.md; `cargo xtask layers` checks the imports):
+//! [`capture`] sources (pcap files; the XDP program's maps live) → [`frames`] (link layer onto
+//! the shared classifier of `analyzer_common`) → [`engine`] (flows, classes, PFC, drops, PSN
+//! state) → [`analyses`] (RTT, CE/CNP, pause time, incast, trees, ECMP) → [`pipeline`] (engine
+//! and analyses of one run) → [`report`] (the v1 model, its assembly and renderings). The
+//! drivers [`offline`] and [`live`] run it.
 
 pub mod analyses;
 pub mod capture;
 pub mod cli;
 pub mod engine;
 pub mod frames;
-pub mod kernel;
 pub mod live;
 pub mod metrics_server;
 pub mod offline;
+pub mod pipeline;
 pub mod replay;
 pub mod report;
-pub mod synth;
 
 /// Exit codes of the `roce-analyzer` binary (documented in the README and `--help`).
 pub mod exit {

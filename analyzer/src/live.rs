@@ -5,11 +5,14 @@ use std::time::{Duration, Instant};
 
 use analyzer_common::FrameClass;
 
+use crate::capture::kernel::KernelError;
+use crate::capture::kernel::load::{AttachMode, LoadOptions, attach, load};
+use crate::capture::kernel::snapshot::{AyaMaps, KernelEvent, MapSource};
 use crate::engine::live::{Clock, LiveAccount, clock_ns};
 use crate::engine::{Engine, FrameMeta};
-use crate::kernel::KernelError;
-use crate::kernel::load::{AttachMode, LoadOptions, attach, load};
-use crate::kernel::snapshot::{AyaMaps, KernelEvent, MapSource};
+use crate::pipeline::Pipeline;
+use crate::report::render::metrics;
+use crate::report::{Report, RunKind};
 
 #[derive(Debug, Clone)]
 pub struct LiveOptions {
@@ -36,9 +39,9 @@ pub enum Notice<'a> {
         mode: &'static str,
         fallback: Option<&'a str>,
     },
-    /// A poll: the engine now holds the totals up to this moment.
+    /// A poll: the run now holds the totals up to this moment.
     Tick {
-        engine: &'a Engine,
+        run: &'a Pipeline,
         elapsed: Duration,
     },
     /// No RoCE seen on an interface whose NIC has an RDMA device.
@@ -73,8 +76,8 @@ fn roce_frames(e: &Engine) -> u64 {
     e.class_count(FrameClass::Roce) + e.class_count(FrameClass::Cnp)
 }
 
-/// Runs until `--duration`, SIGINT or SIGTERM; returns the engine with the final totals.
-pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Engine, LiveError> {
+/// Runs until `--duration`, SIGINT or SIGTERM; returns the run with the final totals.
+pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Pipeline, LiveError> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async move {
         // Before anything is attached: a SIGINT/SIGTERM from now on ends the run with a report.
@@ -88,23 +91,19 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
         // The program's log lines (aya-log) go through the `log` crate; they are read on the
         // event-drain tick and once more at the end.
         let mut logger = match opts.load.kernel_log {
-            true => {
-                Some(aya_log::EbpfLogger::init(&mut ebpf).map_err(|e| KernelError::Load(format!("kernel log: {e}")))?)
-            }
+            true => Some(aya_log::EbpfLogger::init(&mut ebpf).map_err(KernelError::Log)?),
             false => None,
         };
         let (mode, fallback) = attach(&mut ebpf, &opts.iface, opts.mode)?;
         notify(Notice::Attached { mode, fallback: fallback.as_deref() });
-        let mut maps = AyaMaps::new(&mut ebpf)?;
-        let mut engine = Engine::with_config(opts.config.clone());
-        engine.timeline = opts.load.timeline;
-        let source = engine.add_source("live", &opts.iface, &opts.iface);
-        let mut acc = LiveAccount::new(source);
+        let mut run = Pipeline::new(opts.config.clone());
+        run.engine.timeline = opts.load.timeline;
+        let source = run.engine.add_source("live", &opts.iface, &opts.iface);
+        let mut live = LiveLoop::new(AyaMaps::new(&mut ebpf)?, run, source, Clock::now(), opts.idle_timeout);
         let nic = opts
             .nic_counters
             .then(|| crate::capture::nic::NicBaseline::read(std::path::Path::new("/sys"), &opts.iface));
-        let clock = Clock::now();
-        let start_wall = clock.wall(clock_ns(libc::CLOCK_MONOTONIC));
+        let start_wall = live.clock.wall(clock_ns(libc::CLOCK_MONOTONIC));
         let started = Instant::now();
         let devices = rdma_devices(std::path::Path::new("/sys"), &opts.iface);
         let mut bypass_said = false;
@@ -127,7 +126,7 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
             let end = tokio::select! {
                 _ = tick.tick() => false,
                 _ = drain.tick() => {
-                    drain_events(&mut maps, &mut engine, &clock, acc.source);
+                    live.drain();
                     if let Some(l) = &mut logger {
                         l.flush();
                     }
@@ -137,19 +136,22 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
                 _ = sigterm.recv() => true,
                 _ = until_end => true,
             };
-            poll(&mut maps, &mut engine, &mut acc, &clock, opts.idle_timeout, !end)?;
+            live.poll(clock_ns(libc::CLOCK_MONOTONIC), !end)?;
             if let Some(n) = &nic {
-                engine.nic = Some(n.since());
+                live.run.engine.nic = Some(n.since());
             }
             if end {
                 break;
             }
             if let Some((server, top)) = &metrics {
-                let report = crate::report::Report::from_engine(&engine, crate::report::RunKind::Live);
-                server.publish(crate::report::metrics::render(&report, *top, &engine.analyses.rtt.all_samples()));
+                let report = Report::assemble(&live.run, RunKind::Live);
+                server.publish(metrics::render(&report, *top, &live.run.analyses.rtt.all_samples()));
             }
-            notify(Notice::Tick { engine: &engine, elapsed: started.elapsed() });
-            if !bypass_said && !devices.is_empty() && started.elapsed() >= opts.rdma_grace && roce_frames(&engine) == 0
+            notify(Notice::Tick { run: &live.run, elapsed: started.elapsed() });
+            if !bypass_said
+                && !devices.is_empty()
+                && started.elapsed() >= opts.rdma_grace
+                && roce_frames(&live.run.engine) == 0
             {
                 bypass_said = true;
                 notify(Notice::HardwareBypass { devices: &devices });
@@ -158,60 +160,78 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Eng
         if let Some(l) = &mut logger {
             l.flush();
         }
-        if roce_frames(&engine) == 0 && !devices.is_empty() {
-            engine.visibility.rdma_devices = devices;
+        let end_wall = live.clock.wall(clock_ns(libc::CLOCK_MONOTONIC));
+        let mut run = live.into_pipeline();
+        if roce_frames(&run.engine) == 0 && !devices.is_empty() {
+            run.engine.visibility.rdma_devices = devices;
         }
-        let end_wall = clock.wall(clock_ns(libc::CLOCK_MONOTONIC));
-        engine.first_ns.get_or_insert(start_wall);
-        engine.last_ns.get_or_insert(end_wall);
+        run.engine.first_ns.get_or_insert(start_wall);
+        run.engine.last_ns.get_or_insert(end_wall);
         // Dropping `ebpf` closes the bpf_link: the program leaves the interface.
         drop(ebpf);
-        Ok(engine)
+        Ok(run)
     })
 }
 
 /// How often the event ring buffer is emptied.
 const EVENT_DRAIN: Duration = Duration::from_millis(10);
 
-fn drain_events(maps: &mut AyaMaps, engine: &mut Engine, clock: &Clock, source: u16) {
-    maps.drain_events(&mut |e| match e {
-        KernelEvent::Frame(e) => engine.observe_event(FrameMeta { ts_ns: clock.wall(e.ts_ns), source }, e),
-        KernelEvent::Cm(c) => engine.observe_cm(&c.src_ip, &c.dst_ip, &c.mad),
-    });
-    maps.drain_records(&mut |r| {
-        let mut r = *r;
-        r.ts_ns = clock.wall(r.ts_ns);
-        engine.observe_record(&r);
-    });
+/// The live loop's work, generic over where the kernel state comes from: the XDP program's
+/// maps ([`AyaMaps`]) in production, a fake in tests, so the accounting, the drains and the
+/// eviction are tested without a kernel.
+pub struct LiveLoop<M: MapSource> {
+    maps: M,
+    pub run: Pipeline,
+    acc: LiveAccount,
+    pub clock: Clock,
+    idle: Duration,
 }
 
-/// One poll: snapshot, account, evict idle flows, hand events to the engine.
-fn poll(
-    maps: &mut AyaMaps,
-    engine: &mut Engine,
-    acc: &mut LiveAccount,
-    clock: &Clock,
-    idle: Duration,
-    evict: bool,
-) -> Result<(), LiveError> {
-    let snap = maps.snapshot()?;
-    acc.apply(engine, &snap, clock);
-    drain_events(maps, engine, clock, acc.source);
-    if evict {
-        let now = clock_ns(libc::CLOCK_MONOTONIC);
-        let gone = LiveAccount::idle(&snap, now.saturating_sub(idle.as_nanos() as u64));
-        if !gone.is_empty() {
-            maps.remove_flows(&gone)?;
-            acc.forget(&gone);
-        }
+impl<M: MapSource> LiveLoop<M> {
+    pub fn new(maps: M, run: Pipeline, source: u16, clock: Clock, idle: Duration) -> Self {
+        LiveLoop { maps, run, acc: LiveAccount::new(source), clock, idle }
     }
-    Ok(())
+
+    /// Hands the pending ring-buffer events and timeline records to the analyses; returns how
+    /// many items were read.
+    pub fn drain(&mut self) -> u64 {
+        let (run, clock, source) = (&mut self.run, &self.clock, self.acc.source);
+        let mut n = self.maps.drain_events(&mut |e| match e {
+            KernelEvent::Frame(e) => run.observe_event(FrameMeta { ts_ns: clock.wall(e.ts_ns), source }, e),
+            KernelEvent::Cm(c) => run.observe_cm(&c.src_ip, &c.dst_ip, &c.mad),
+        });
+        n += self.maps.drain_records(&mut |r| {
+            let mut r = *r;
+            r.ts_ns = clock.wall(r.ts_ns);
+            run.observe_record(&r);
+        });
+        n
+    }
+
+    /// One poll at `now_mono_ns`: snapshot, account, drain, and (unless this is the last one)
+    /// evict flows idle for longer than the idle timeout.
+    pub fn poll(&mut self, now_mono_ns: u64, evict: bool) -> Result<(), KernelError> {
+        let snap = self.maps.snapshot()?;
+        self.acc.apply(&mut self.run.engine, &snap, &self.clock);
+        self.drain();
+        if evict {
+            let gone = LiveAccount::idle(&snap, now_mono_ns.saturating_sub(self.idle.as_nanos() as u64));
+            if !gone.is_empty() {
+                self.maps.remove_flows(&gone)?;
+                self.acc.forget(&gone);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn into_pipeline(self) -> Pipeline {
+        self.run
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Report, RunKind};
 
     #[test]
     fn hardware_rnic_is_found_and_its_blindness_stated() {
@@ -222,15 +242,15 @@ mod tests {
         assert!(rdma_devices(sys.path(), "veth0").is_empty());
         assert!(rdma_devices(sys.path(), "missing0").is_empty());
 
-        let mut e = Engine::new();
-        e.add_source("live", "eth0", "eth0");
-        e.visibility.rdma_devices = vec!["mlx5_0".into()];
-        let r = Report::from_engine(&e, RunKind::Live);
-        let note = r.visibility.iter().find(|n| n.code == "hardware_roce_bypass").expect("note");
+        let mut run = Pipeline::default();
+        run.engine.add_source("live", "eth0", "eth0");
+        run.engine.visibility.rdma_devices = vec!["mlx5_0".into()];
+        let r = Report::assemble(&run, RunKind::Live);
+        let note = r.visibility.iter().find(|n| n.code == crate::report::NoteCode::HardwareRoceBypass).expect("note");
         assert!(
             note.message.contains("mlx5_0") && note.message.contains("bypass")
                 || note.message.contains("without the kernel")
         );
-        assert!(!r.visibility.iter().any(|n| n.code == "no_roce"), "one note, not two");
+        assert!(!r.visibility.iter().any(|n| n.code == crate::report::NoteCode::NoRoce), "one note, not two");
     }
 }

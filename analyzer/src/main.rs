@@ -4,13 +4,14 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
+use analyzer::capture::kernel::load::LoadOptions;
 use analyzer::cli::{AnalyzeArgs, Cli, Command, MergeArgs, OutputArgs, Progress, ReplayArgs};
-use analyzer::engine::Engine;
 use analyzer::exit;
-use analyzer::kernel::load::LoadOptions;
 use analyzer::live::{LiveOptions, Notice};
-use analyzer::report::live_view::LiveView;
-use analyzer::report::{Report, RunKind, human, write};
+use analyzer::pipeline::Pipeline;
+use analyzer::report::render::live_view::LiveView;
+use analyzer::report::render::{dot, html, human};
+use analyzer::report::{Report, RunKind, write};
 use anyhow::Context;
 use clap::Parser;
 
@@ -38,7 +39,7 @@ fn main() -> ExitCode {
 }
 
 fn analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
-    let (engine, kind) = match (&args.iface, args.pcap.is_empty()) {
+    let (run, kind) = match (&args.iface, args.pcap.is_empty()) {
         (Some(iface), _) => (live(&args, iface)?, RunKind::Live),
         (None, false) => (offline(&args)?, RunKind::Offline),
         (None, true) => {
@@ -46,7 +47,7 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    emit(&Report::from_engine(&engine, kind), &engine.analyses.rtt.all_samples(), &args.output)
+    emit(&Report::assemble(&run, kind), &run.analyses.rtt.all_samples(), &args.output)
 }
 
 fn merge(m: MergeArgs) -> anyhow::Result<u8> {
@@ -66,11 +67,11 @@ fn emit(report: &Report, rtt_ns: &[u64], out: &OutputArgs) -> anyhow::Result<u8>
         write::write_atomic(path, &text).context("writing the JSON report")?;
     }
     if let Some(path) = &out.dot {
-        let text = analyzer::analyses::tree::dot(&report.congestion_tree);
+        let text = dot::dot(&report.congestion_tree);
         write::write_atomic(path, text.as_bytes()).context("writing the Graphviz congestion tree")?;
     }
     if let Some(path) = &out.html {
-        let text = analyzer::report::html::render(report, rtt_ns);
+        let text = html::render(report, rtt_ns);
         write::write_atomic(path, text.as_bytes()).context("writing the HTML page")?;
     }
     if !out.quiet && !to_stdout {
@@ -99,10 +100,10 @@ fn emit(report: &Report, rtt_ns: &[u64], out: &OutputArgs) -> anyhow::Result<u8>
     Ok(if report.capture.partial { exit::PARTIAL } else { exit::OK })
 }
 
-fn offline(args: &AnalyzeArgs) -> anyhow::Result<Engine> {
-    let mut engine = Engine::with_config(args.analysis.config()?);
+fn offline(args: &AnalyzeArgs) -> anyhow::Result<Pipeline> {
+    let mut run = Pipeline::new(args.analysis.config()?);
     let bar = progress_bar(args);
-    let truncations = analyzer::offline::analyze_files(&mut engine, &args.pcap, |path, bytes| {
+    let truncations = analyzer::offline::analyze_files(&mut run, &args.pcap, |path, bytes| {
         if let Some(b) = &bar {
             b.set_message(path.display().to_string());
             b.set_position(bytes);
@@ -114,10 +115,10 @@ fn offline(args: &AnalyzeArgs) -> anyhow::Result<Engine> {
     for t in &truncations? {
         eprintln!("roce-analyzer: warning: {t}; the report is partial");
     }
-    Ok(engine)
+    Ok(run)
 }
 
-fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Engine> {
+fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Pipeline> {
     if args.kernel_log {
         // aya-log hands the program's lines to the `log` crate; print them on stderr.
         // Only the program's own lines (target roce_analyzer), and warnings from the rest.
@@ -149,7 +150,7 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Engine> {
         !args.output.quiet && args.output.json.as_deref() != Some(Path::new("-")) && std::io::stdout().is_terminal();
     let mut view = LiveView::default();
     let mut mode_used = "";
-    let engine = analyzer::live::run(&opts, |n| match n {
+    let run = analyzer::live::run(&opts, |n| match n {
         Notice::Attached { mode, fallback } => {
             mode_used = mode;
             if let Some(why) = fallback {
@@ -157,10 +158,10 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Engine> {
             }
             eprintln!("roce-analyzer: attached to {iface} ({mode} XDP); stop with Ctrl-C");
         }
-        Notice::Tick { engine, elapsed } => {
+        Notice::Tick { run, elapsed } => {
             if show {
                 let mut out = std::io::stdout().lock();
-                let _ = write!(out, "\x1b[H\x1b[2J{}", view.render(engine, iface, mode_used, elapsed, args.output.top));
+                let _ = write!(out, "\x1b[H\x1b[2J{}", view.render(run, iface, mode_used, elapsed, args.output.top));
                 let _ = out.flush();
             }
         }
@@ -173,7 +174,7 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Engine> {
         ),
     })
     .with_context(|| format!("live capture on {iface}"))?;
-    Ok(engine)
+    Ok(run)
 }
 
 fn replay(r: ReplayArgs) -> anyhow::Result<u8> {

@@ -1,4 +1,4 @@
-//! The offline path: capture files → frames → engine.
+//! The offline path: capture files → frames → the pipeline (engine and analyses).
 
 use std::path::Path;
 
@@ -7,14 +7,15 @@ use analyzer_common::wire::cm;
 
 use crate::capture::input::InputSpec;
 use crate::capture::{CaptureError, Truncation, pcap};
-use crate::engine::{DropReason, Engine, FrameMeta};
+use crate::engine::{DropReason, FrameMeta};
 use crate::frames;
+use crate::pipeline::Pipeline;
 
-/// Reads every input into one engine. A truncated last record ends that input, marks the
-/// engine partial and is returned; any other error stops the analysis. `progress` gets the
+/// Reads every input into one run. A truncated last record ends that input, marks the
+/// run partial and is returned; any other error stops the analysis. `progress` gets the
 /// input being read and the bytes read so far over all inputs.
 pub fn analyze_files(
-    engine: &mut Engine,
+    run: &mut Pipeline,
     inputs: &[InputSpec],
     mut progress: impl FnMut(&Path, u64),
 ) -> Result<Vec<Truncation>, CaptureError> {
@@ -22,24 +23,24 @@ pub fn analyze_files(
     let mut summary = PacketSummary::zeroed();
     let mut done = 0u64;
     for input in inputs {
-        let source = engine.add_source("pcap", &input.path.display().to_string(), &input.label);
+        let source = run.engine.add_source("pcap", &input.path.display().to_string(), &input.label);
         let outcome = pcap::read_file(
             &input.path,
             |rec| {
                 frames::decode(rec.link, rec.data, rec.orig_len, &mut summary);
-                engine.observe(FrameMeta { ts_ns: rec.ts_ns, source }, &summary);
+                run.observe(FrameMeta { ts_ns: rec.ts_ns, source }, &summary);
                 if cm::is_carrier(summary.opcode, summary.dst_qp)
                     && let Some(mad) = frames::bytes_at(rec.link, rec.data, summary.payload_off as usize, cm::BYTES)
                 {
-                    engine.observe_cm(&summary.src_ip, &summary.dst_ip, mad);
+                    run.observe_cm(&summary.src_ip, &summary.dst_ip, mad);
                 }
             },
             |bytes| progress(&input.path, done + bytes),
         )?;
         done += outcome.bytes;
         if let Some(t) = outcome.truncated {
-            engine.partial = true;
-            engine.count_drop(DropReason::TruncatedRecord, 1);
+            run.engine.partial = true;
+            run.engine.count_drop(DropReason::TruncatedRecord, 1);
             truncations.push(t);
         }
     }

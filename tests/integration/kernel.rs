@@ -2,11 +2,11 @@
 //! per frame the whole PacketSummary, and over all frames the map counters (classes, flows,
 //! PFC) against the offline engine. Root only (CI runs it).
 
+use analyzer::capture::kernel::load::{LoadOptions, load, program_fd};
+use analyzer::capture::kernel::snapshot::{AyaMaps, MapSource};
+use analyzer::capture::kernel::test_run::{pin_to_cpu, test_run};
 use analyzer::engine::live::{Clock, LiveAccount};
 use analyzer::engine::{Engine, FlowStats, FrameMeta};
-use analyzer::kernel::load::{LoadOptions, load, program_fd};
-use analyzer::kernel::snapshot::{AyaMaps, MapSource};
-use analyzer::kernel::test_run::{pin_to_cpu, test_run};
 use analyzer_common::maps::{MAP_SCRATCH, PROGRAM};
 use analyzer_common::{PacketSummary, classify};
 use aya::maps::PerCpuArray;

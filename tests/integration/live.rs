@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use analyzer::synth::pcap::{PcapOptions, write_pcap};
 use serde_json::Value;
 use tests::fixtures::{self, Fixture};
 use tests::netns::{Agent, Netns, privileged};
+use tests::synth::pcap::{PcapOptions, write_pcap};
 use tests::tools::{require, run};
 
 /// The frames as they go on the wire: a replayer sends the captured bytes, so a record cut by
@@ -256,12 +256,12 @@ fn replay_keeps_the_capture_pacing_scaled_by_speed() {
     if !privileged("replay_keeps_the_capture_pacing_scaled_by_speed") {
         return;
     }
-    use analyzer::synth::pcap::Record;
+    use tests::synth::pcap::Record;
     let ns = Netns::new("pace");
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("paced.pcap");
     // Three frames 200 ms apart: 400 ms of capture time.
-    let frame = analyzer::synth::udp_ipv4([10, 0, 0, 1], [10, 0, 0, 2], 1000, 2000, 32);
+    let frame = tests::synth::udp_ipv4([10, 0, 0, 1], [10, 0, 0, 2], 1000, 2000, 32);
     let recs: Vec<Record> = (0..3).map(|i| Record::new(fixtures::T0 + i * 200_000_000, frame.clone())).collect();
     std::fs::write(&p, write_pcap(Vec::new(), PcapOptions::default(), &recs).unwrap()).unwrap();
     let timed = |speed: &str| {
@@ -393,7 +393,7 @@ fn jumbo_frames_are_counted_whole_in_native_mode() {
     if !privileged("jumbo_frames_are_counted_whole_in_native_mode") {
         return;
     }
-    use analyzer::synth::scenario::{ScenarioOptions, cluster};
+    use tests::synth::scenario::{ScenarioOptions, cluster};
     let ns = Netns::new("jumbo");
     // 4096-byte RoCE payloads need a jumbo MTU; native XDP takes it only with a multi-buffer
     // (xdp.frags) program.

@@ -7,3 +7,4 @@ mod kernel;
 mod live;
 mod transport;
 mod tshark;
+mod units;

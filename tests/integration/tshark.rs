@@ -67,7 +67,7 @@ fn text<'a>(row: &'a Row, field: &str) -> &'a str {
 /// tshark's frame.len of a cooked capture includes the SLL header; the analyzer counts the
 /// Ethernet frame it stands for (cooked header replaced by 14 bytes of Ethernet).
 fn cooked_extra(f: &Fixture) -> u64 {
-    use analyzer::synth::pcap::DataLink;
+    use tests::synth::pcap::DataLink;
     match &f.format {
         fixtures::Format::Pcap(o) if o.linktype == DataLink::LINUX_SLL => 16 - 14,
         fixtures::Format::Pcap(o) if o.linktype == DataLink::LINUX_SLL2 => 20 - 14,

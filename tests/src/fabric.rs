@@ -2,7 +2,7 @@
 //! deadlocks, ECMP), with the topology files they need. Each is built so that its answer can
 //! be stated by hand in the tests.
 
-use analyzer::synth::{Roce, Vlan, pause, pfc};
+use crate::synth::{Roce, Vlan, pause, pfc};
 use analyzer_common::FrameClass;
 use analyzer_common::opcode::{CNP, op};
 use analyzer_common::wire::ext::Reth;

@@ -1,12 +1,12 @@
-//! The fixture captures. Every frame is built with `analyzer::synth` and carries the class it
+//! The fixture captures. Every frame is built with `crate::synth` and carries the class it
 //! was built to be, so the tests can check the analyzer's classes against the generator's
 //! intent (and tshark checks the decoded fields independently).
 
 use std::path::{Path, PathBuf};
 
-use analyzer::synth::pcap::{DataLink, NgInterface, PcapOptions, Record, write_pcap, write_pcapng};
-use analyzer::synth::scenario::{ScenarioOptions, cluster};
-use analyzer::synth::{Encap, IpAddrs, Roce, Vlan, ethernet, mirror, pause, pfc, udp_ipv4};
+use crate::synth::pcap::{DataLink, NgInterface, PcapOptions, Record, write_pcap, write_pcapng};
+use crate::synth::scenario::{ScenarioOptions, cluster};
+use crate::synth::{Encap, IpAddrs, Roce, Vlan, ethernet, mirror, pause, pfc, udp_ipv4};
 use analyzer_common::FrameClass;
 use analyzer_common::opcode::{self, CNP, op};
 use analyzer_common::wire::ext::{Aeth, AtomicEth, Deth, Reth, nak_code};

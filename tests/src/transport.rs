@@ -1,7 +1,7 @@
 //! Fixtures of the transport-health analyses (PSN, NAKs, RTT, ECN/CNP/DSCP audit), each built
 //! to produce a known answer that the tests state by hand.
 
-use analyzer::synth::{Roce, udp_ipv4};
+use crate::synth::{Roce, udp_ipv4};
 use analyzer_common::FrameClass;
 use analyzer_common::opcode::{CNP, op};
 use analyzer_common::wire::ext::{Aeth, Reth, nak_code};
@@ -238,8 +238,8 @@ pub fn rtt_cm() -> Fixture {
     let req = Repr { kind: Kind::Req, local_comm_id: 0x1111, remote_comm_id: 0, local_qpn: 0xA40, starting_psn: 100 };
     let rep =
         Repr { kind: Kind::Rep, local_comm_id: 0x2222, remote_comm_id: 0x1111, local_qpn: 0xB41, starting_psn: 100 };
-    a.push(0, FrameClass::Roce, analyzer::synth::cm_mad(ip(40), ip(41), &req));
-    a.push(5 * US, FrameClass::Roce, analyzer::synth::cm_mad(ip(41), ip(40), &rep));
+    a.push(0, FrameClass::Roce, crate::synth::cm_mad(ip(40), ip(41), &req));
+    a.push(5 * US, FrameClass::Roce, crate::synth::cm_mad(ip(41), ip(40), &rep));
     for i in 0..20u64 {
         let t = 100 * US + i * 50 * US;
         let psn = 100 + i as u32;

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use analyzer::synth::pcap::{PcapOptions, write_pcap};
-use analyzer::synth::scenario::{ScenarioOptions, cluster};
 use anyhow::{Context, bail};
+use tests::synth::pcap::{PcapOptions, write_pcap};
+use tests::synth::scenario::{ScenarioOptions, cluster};
 
 struct Run {
     seconds: f64,

@@ -5,15 +5,15 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use analyzer::kernel::load::{LoadOptions, load, load_object, program_fd};
-use analyzer::kernel::test_run::{pin_to_cpu, test_run};
-use analyzer::synth::pcap::{PcapOptions, Record, write_pcap};
-use analyzer::synth::{Roce, pfc, udp_ipv4};
+use analyzer::capture::kernel::load::{LoadOptions, load, load_object, program_fd};
+use analyzer::capture::kernel::test_run::{pin_to_cpu, test_run};
 use analyzer_common::maps::{PROGRAM, PROGRAM_BASELINE};
 use analyzer_common::opcode::{CNP, op};
 use analyzer_common::wire::ext::{Aeth, Reth};
 use anyhow::{Context, bail};
 use tests::netns::{Agent, Netns};
+use tests::synth::pcap::{PcapOptions, Record, write_pcap};
+use tests::synth::{Roce, pfc, udp_ipv4};
 
 /// What the program writes to a ring buffer for a frame.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -3,12 +3,14 @@
 //! * `fixtures` — write the fixture captures into `tests/data/`.
 //! * `test` — the full test run: machine set-up (`scripts/setup`), then every test.
 //! * `bench` — offline throughput over ≥ 1 M frames against tshark, and peak memory.
+//! * `layers` — check that the analyzer's imports go down the data flow.
 //! * `ebpf` — rebuild the committed XDP object from source (`--check`: verify it is current).
 
 mod bench;
 mod bench_kernel;
 mod ebpf;
 mod fixtures;
+mod layers;
 mod test;
 
 use std::process::ExitCode;
@@ -42,6 +44,8 @@ enum Task {
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
+    /// Check that the analyzer's imports go one way, down the data flow (docs/ARCHITECTURE.md).
+    Layers,
     /// Rebuild the committed XDP object from analyzer-ebpf (for builds without the eBPF
     /// toolchain); with --check, fail if the committed one does not match the sources.
     Ebpf {
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
         Task::Fixtures => fixtures::run(),
         Task::Test { no_setup } => test::run(no_setup),
         Task::Ebpf { check } => ebpf::run(check),
+        Task::Layers => layers::run(),
         Task::BenchKernel { repeat, seconds, compare } => bench_kernel::run(repeat, seconds, compare.as_deref()),
         Task::Bench { frames, repeat } => bench::run(frames, repeat.max(1)),
         Task::BenchCapture { path, frames } => bench::write_capture(&path, frames).map(|n| println!("{n}")),

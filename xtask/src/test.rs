@@ -81,6 +81,7 @@ pub fn run(no_setup: bool) -> anyhow::Result<()> {
             ])
             .env("RUSTDOCFLAGS", "-D warnings"),
     )?;
+    step("layers: imports go down the data flow", Command::new("cargo").args(["xtask", "layers"]))?;
     step("committed XDP object matches the sources", Command::new("cargo").args(["xtask", "ebpf", "--check"]))?;
     step("fuzz targets build", Command::new("cargo").args(["build", "--quiet", "--manifest-path", "fuzz/Cargo.toml"]))?;
     let (passed, failed, ok) = cargo_test(&["--workspace", "--exclude", "analyzer-ebpf", "--no-fail-fast"])?;

@@ -4,7 +4,6 @@
 //! modes run the same code on the same input. The fabric analyses that need the whole picture
 //! (congestion trees, ECMP, the audit) are computed from this state when a report is built.
 
-pub mod audit;
 pub mod config;
 pub mod ecmp;
 pub mod ecn;

@@ -4,7 +4,7 @@
 //! a logarithmic histogram whose buckets are 1% wide, so a percentile is within 1% of the exact
 //! one. The report says which.
 
-use serde::{Deserialize, Serialize};
+use crate::report::model::Percentiles;
 
 pub const EXACT_LIMIT: usize = 1 << 20;
 /// Bucket growth factor: each bucket spans [g^i, g^(i+1)).
@@ -18,20 +18,6 @@ pub struct Samples {
     n: u64,
     min: u64,
     max: u64,
-}
-
-/// Summary of a sample set, in ns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct Percentiles {
-    pub samples: u64,
-    pub min: u64,
-    pub p50: u64,
-    pub p90: u64,
-    pub p99: u64,
-    pub p999: u64,
-    pub max: u64,
-    /// False when the percentiles come from the 1% histogram (more than 2^20 samples).
-    pub exact: bool,
 }
 
 fn bucket(v: u64) -> u32 {

@@ -18,8 +18,20 @@ use analyzer_common::flow::FlowKey;
 
 use super::pause::{ALL_PRIORITIES, Pause};
 use super::topology::{End, Node, Topology};
-use crate::engine::FlowStats;
-use crate::report::{CongestionTrees, Deadlock, FlowRef, PauseEdge, Root, Tree, flow_ref, mac_string};
+use crate::report::model::{CongestionTrees, Deadlock, FlowRef, PauseEdge, Root, Tree, flow_ref, mac_string};
+
+/// A flow as the congestion trees see it: where it went, how much, when, on which priorities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowSpan {
+    pub key: FlowKey,
+    pub bytes: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// VLAN priorities the flow's frames carried, a bit each.
+    pub pcps: u8,
+    /// Some frames carried no VLAN tag (they may be on any priority).
+    pub untagged: bool,
+}
 
 /// Paused intervals [start, end).
 pub type Intervals = Vec<(u64, u64)>;
@@ -65,7 +77,7 @@ fn ip_of(k: &FlowKey, src: bool) -> IpAddr {
 /// A flow placed in the topology.
 struct Placed<'a> {
     key: &'a FlowKey,
-    stats: &'a FlowStats,
+    stats: &'a FlowSpan,
     dst: usize,
     path: Vec<Node>,
 }
@@ -73,19 +85,14 @@ struct Placed<'a> {
 impl Placed<'_> {
     /// Whether the flow can be on `priority`: its VLAN PCP, or any priority when untagged.
     fn on(&self, priority: u8) -> bool {
-        priority == ALL_PRIORITIES || self.stats.untagged > 0 || self.stats.pcp.get(priority) > 0
+        priority == ALL_PRIORITIES || self.stats.untagged || self.stats.pcps & (1 << priority) != 0
     }
     fn active(&self, s: u64, e: u64) -> bool {
         self.stats.first_ns <= e && s <= self.stats.last_ns
     }
 }
 
-pub fn build<'a>(
-    pause: &Pause,
-    topo: Option<&Topology>,
-    flows: impl Iterator<Item = (&'a FlowKey, &'a FlowStats)>,
-    deadlock_min_ns: u64,
-) -> CongestionTrees {
+pub fn build(pause: &Pause, topo: Option<&Topology>, flows: &[FlowSpan], deadlock_min_ns: u64) -> CongestionTrees {
     let mut out = CongestionTrees::default();
     // (priority, from, to) → intervals.
     let mut edges: BTreeMap<(u8, Node, Node), Vec<(u64, u64)>> = BTreeMap::new();
@@ -113,7 +120,9 @@ pub fn build<'a>(
     let name = |n: Node| topo.map_or_else(String::new, |t| t.name(n).to_string());
     let placed: Vec<Placed> = match topo {
         Some(t) => flows
-            .filter_map(|(key, stats)| {
+            .iter()
+            .filter_map(|stats| {
+                let key = &stats.key;
                 let src = t.host_of_ip(ip_of(key, true))?;
                 let dst = t.host_of_ip(ip_of(key, false))?;
                 let path = t.path(Node::Host(src), Node::Host(dst))?;
@@ -266,47 +275,6 @@ pub fn owner_names(topo: Option<&Topology>, mac: &[u8; 6]) -> (Option<String>, O
         Some((t, End::Host(h))) => (Some(t.hosts[*h].name.clone()), None),
         None => (None, None),
     }
-}
-
-/// Graphviz of the trees: pause edges with their paused time, roots and congested egress
-/// marked.
-pub fn dot(trees: &CongestionTrees) -> String {
-    let mut o = String::from("digraph congestion {\n  rankdir=LR;\n  node [shape=box, fontname=\"Helvetica\"];\n");
-    let q = |s: &str| format!("\"{}\"", s.replace('"', "\\\""));
-    for t in &trees.trees {
-        let prio = if t.priority == ALL_PRIORITIES { "802.3x".to_string() } else { format!("prio {}", t.priority) };
-        for r in &t.roots {
-            let egress = match (&r.congested_port, &r.congested_host) {
-                (Some(p), Some(h)) => format!("\\ncongested egress {p} → {h}"),
-                (None, Some(h)) => format!("\\ncongested toward {h}"),
-                _ => String::new(),
-            };
-            o += &format!(
-                "  {} [style=filled, fillcolor=\"#f4a6a6\", label={}];\n",
-                q(&r.device),
-                q(&format!("{}\\nroot ({prio}){egress}", r.device))
-            );
-            if let Some(h) = &r.congested_host {
-                o += &format!("  {} [shape=ellipse, color=red];\n", q(h));
-            }
-        }
-        for e in &t.edges {
-            o += &format!(
-                "  {} -> {} [label={}];\n",
-                q(&e.from),
-                q(&e.to),
-                q(&format!("pauses ({prio}) {:.3} ms", e.paused_ns as f64 / 1e6))
-            );
-        }
-    }
-    for d in &trees.deadlocks {
-        for w in 0..d.cycle.len() {
-            let (a, b) = (&d.cycle[w], &d.cycle[(w + 1) % d.cycle.len()]);
-            o += &format!("  {} -> {} [color=red, penwidth=2, label=\"deadlock\"];\n", q(a), q(b));
-        }
-    }
-    o += "}\n";
-    o
 }
 
 #[cfg(test)]

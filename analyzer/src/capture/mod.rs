@@ -1,7 +1,9 @@
 //! Capture sources: where frames come from. Offline this is a pcap/pcapng file ([`pcap`]);
-//! live it is the XDP program's maps and ring buffer (the `live` module).
+//! live it is the XDP program, whose maps and ring buffers [`kernel`] loads and reads (the
+//! `live` module drives it), with the NIC's own counters beside it ([`nic`]).
 
 pub mod input;
+pub mod kernel;
 pub mod nic;
 pub mod pcap;
 

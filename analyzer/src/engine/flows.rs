@@ -59,13 +59,10 @@ pub struct FlowStats {
 }
 
 impl FlowStats {
-    /// Accounts one frame; `pmtu` is its path's PMTU for a READ REQUEST (see
-    /// [`PsnState::observe`]).
+    /// Accounts one frame's counters (its PSN state is the engine's to account, with the path's
+    /// PMTU: `analyzer_common::psn::account`).
     #[inline]
-    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary, pmtu: u32) {
-        if s.opcode != analyzer_common::opcode::CNP {
-            self.psn.observe(s, pmtu);
-        }
+    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) {
         if self.packets == 0 {
             self.first_ns = meta.ts_ns;
             self.last_ns = meta.ts_ns;

@@ -14,7 +14,8 @@ use rustc_hash::FxHashMap;
 
 use super::pfc::PauseCounters;
 use super::{DropReason, Engine, FlowStats};
-use crate::kernel::snapshot::KernelSnapshot;
+use crate::capture::kernel::snapshot::KernelSnapshot;
+use crate::report::model::{Naks, PsnJson};
 
 /// Converts `bpf_ktime_get_ns` (CLOCK_MONOTONIC) to Unix ns.
 #[derive(Debug, Clone, Copy)]
@@ -53,13 +54,11 @@ pub struct LiveAccount {
 /// Adds the counters of a PSN map value's progress since the previous read (its u64 counters
 /// do not wrap; an entry deleted on eviction is forgotten and starts from zero).
 fn add_psn(s: &mut PsnState, new: &PsnState, old: &PsnState) {
-    s.requests += new.requests - old.requests.min(new.requests);
-    s.out_of_sequence += new.out_of_sequence.saturating_sub(old.out_of_sequence);
-    s.psn_skipped += new.psn_skipped.saturating_sub(old.psn_skipped);
-    s.duplicates += new.duplicates.saturating_sub(old.duplicates);
-    s.response_out_of_sequence += new.response_out_of_sequence.saturating_sub(old.response_out_of_sequence);
-    for i in 0..s.aeth.len() {
-        s.aeth[i] += new.aeth[i].saturating_sub(old.aeth[i]);
+    for (sum, d) in s.count.iter_mut().zip(PsnJson::new(new.count).since(&old.count).values) {
+        *sum += d;
+    }
+    for (sum, d) in s.aeth.iter_mut().zip(Naks::new(new.aeth).since(&old.aeth).values) {
+        *sum += d;
     }
     // The sequence state is the kernel's as of this read.
     s.expected = new.expected;

@@ -1,6 +1,8 @@
-//! The engine: one analysis over every input, offline or live. It receives classified frames
-//! (or, live, the kernel's per-flow counters) and keeps what the report needs: frame classes,
-//! per-flow counters, PFC / PAUSE per sender, the capture's time span and every drop.
+//! The engine: the counters of one run over every input, offline or live. It receives
+//! classified frames (or, live, the kernel's per-flow counters) and keeps frame classes,
+//! per-flow counters with their PSN/AETH state, PFC / PAUSE per sender, the capture's time span
+//! and every drop. It knows nothing of the analyses above it: [`crate::pipeline`] hands the
+//! same frames to both.
 
 pub mod flows;
 pub mod live;
@@ -10,11 +12,8 @@ use std::collections::BTreeMap;
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::{self, PathKey};
-use analyzer_common::record::Record;
 use analyzer_common::{FrameClass, PacketSummary};
 use rustc_hash::FxHashMap;
-
-use crate::analyses::{Analyses, Config};
 
 pub use flows::{FlowStats, FlowTable};
 pub use pfc::PfcTable;
@@ -92,6 +91,27 @@ pub struct Visibility {
     pub rdma_devices: Vec<String>,
 }
 
+/// The host's PMTU table for [`psn::account`]: the kernel's PMTU map, offline.
+#[derive(Debug)]
+struct PathPmtu {
+    paths: FxHashMap<PathKey, u32>,
+    /// Assumed on a path that has not shown its own (`--pmtu`).
+    default: u32,
+}
+
+impl psn::PmtuTable for PathPmtu {
+    fn get(&self, path: &PathKey) -> Option<u32> {
+        self.paths.get(path).copied()
+    }
+    fn raise(&mut self, path: &PathKey, payload: u32) {
+        let e = self.paths.entry(*path).or_default();
+        *e = (*e).max(payload);
+    }
+    fn default_pmtu(&self) -> u32 {
+        self.default
+    }
+}
+
 #[derive(Debug)]
 pub struct Engine {
     pub sources: Vec<Source>,
@@ -106,10 +126,9 @@ pub struct Engine {
     /// Set when some input ended early (truncated file); the report is partial.
     pub partial: bool,
     /// Live with `--nic-counters`: the NIC's counters over the run so far.
-    pub nic: Option<crate::report::Nic>,
+    pub nic: Option<crate::report::model::Nic>,
     /// Largest FIRST/MIDDLE payload per path (the kernel's PMTU map, offline).
-    pmtu: FxHashMap<PathKey, u32>,
-    pub analyses: Analyses,
+    pmtu: PathPmtu,
     /// False when live timeline records are off (`--no-timeline`): the packet-resolution
     /// analyses then have no input, and the report says so.
     pub timeline: bool,
@@ -117,7 +136,7 @@ pub struct Engine {
 
 impl Default for Engine {
     fn default() -> Self {
-        Engine::with_config(Config::default())
+        Engine::with_pmtu(psn::DEFAULT_PMTU)
     }
 }
 
@@ -126,7 +145,8 @@ impl Engine {
         Self::default()
     }
 
-    pub fn with_config(config: Config) -> Self {
+    /// An engine whose READ REQUESTs assume `pmtu` until their path shows its own.
+    pub fn with_pmtu(pmtu_default: u32) -> Self {
         Engine {
             sources: Vec::new(),
             classes: [0; FrameClass::COUNT],
@@ -139,8 +159,7 @@ impl Engine {
             visibility: Visibility::default(),
             partial: false,
             nic: None,
-            pmtu: FxHashMap::default(),
-            analyses: Analyses::new(config),
+            pmtu: PathPmtu { paths: FxHashMap::default(), default: pmtu_default },
             timeline: true,
         }
     }
@@ -151,7 +170,7 @@ impl Engine {
         (self.sources.len() - 1) as u16
     }
 
-    /// Accounts one classified frame.
+    /// Accounts one classified frame (its counters; the analyses get it from the pipeline).
     #[inline]
     pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) {
         let class = s.class();
@@ -168,50 +187,15 @@ impl Engine {
                     self.visibility.ext_cut += 1;
                 }
                 let stats = self.flows.get_or_insert(FlowKey::from_summary(s));
-                let pmtu = if class == FrameClass::Roce {
-                    // As the XDP program: read the path's PMTU for a READ REQUEST, raise it
-                    // when the flow shows a larger FIRST/MIDDLE payload than before.
-                    let known = if psn::reads_path_pmtu(s.opcode) {
-                        self.pmtu.get(&PathKey::of(s)).copied().unwrap_or(self.analyses.config.pmtu)
-                    } else {
-                        0
-                    };
-                    if stats.psn.publishes_pmtu(s) {
-                        let e = self.pmtu.entry(PathKey::of(s)).or_default();
-                        *e = (*e).max(s.payload_len);
-                    }
-                    known
-                } else {
-                    0
-                };
-                stats.observe(meta, s, pmtu);
-                self.analyses.observe(&Record::from_summary(meta.ts_ns, s));
+                stats.observe(meta, s);
+                if class == FrameClass::Roce {
+                    // As the XDP program does, with the same function.
+                    psn::account(&mut stats.psn, s, &mut self.pmtu);
+                }
             }
-            FrameClass::Pfc | FrameClass::Pause => {
-                self.pfc.observe(meta, s);
-                self.analyses.observe_pause(meta.ts_ns, s);
-            }
+            FrameClass::Pfc | FrameClass::Pause => self.pfc.observe(meta, s),
             _ => {}
         }
-    }
-
-    /// Live: a timeline record from the kernel (its timestamp already wall-clock). The frame's
-    /// counters are in the kernel maps; the record feeds the packet-resolution analyses.
-    pub fn observe_record(&mut self, r: &Record) {
-        self.analyses.observe(r);
-    }
-
-    /// A CM MAD (UD SEND ONLY to QP 1) from `src` to `dst`: REQ and REP pair QPs for RTT.
-    pub fn observe_cm(&mut self, src: &[u8; 16], dst: &[u8; 16], mad: &[u8]) {
-        if let Some(cm) = analyzer_common::wire::cm::Repr::parse(mad) {
-            self.analyses.rtt.cm(src, dst, &cm);
-        }
-    }
-
-    /// Live: a PFC or PAUSE frame the kernel sent with its precise timestamp. Its counters are
-    /// in the kernel maps already.
-    pub fn observe_event(&mut self, meta: FrameMeta, event: &analyzer_common::maps::Event) {
-        self.analyses.observe_pause(meta.ts_ns, &event.summary);
     }
 
     pub fn count_drop(&mut self, reason: DropReason, n: u64) {

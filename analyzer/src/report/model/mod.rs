@@ -1,8 +1,36 @@
-//! The report document (serde). Field names are the v1 contract.
+//! The report's data model: the v1 document (serde), its names and address formatting. A leaf:
+//! it imports nothing of the engine, the analyses or the renderers, so every layer may use it.
+//! Field names are the v1 contract.
+
+pub mod addr;
+pub mod codes;
+pub mod counters;
+pub mod names;
+
+pub use addr::*;
+pub use codes::*;
+pub use counters::*;
+
+pub const SCHEMA: &str = "roce-analyzer/report/v1";
 
 use std::collections::BTreeMap;
 
+use analyzer_common::psn;
 use serde::{Deserialize, Serialize};
+
+/// Summary of a sample set, in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Percentiles {
+    pub samples: u64,
+    pub min: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+    /// False when the percentiles come from the 1% histogram (more than 2^20 samples).
+    pub exact: bool,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -128,42 +156,31 @@ pub struct FlowRef {
     pub dst_qp: u32,
 }
 
-/// PSN sequence of a flow's request stream and its READ RESPONSEs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PsnJson {
-    /// Request-stream packets (SEND, WRITE, READ REQUEST, atomics).
-    pub requests: u64,
-    pub out_of_sequence: u64,
-    pub psn_skipped: u64,
-    pub duplicates: u64,
-    /// READ RESPONSE packets out of sequence within one response.
-    pub response_out_of_sequence: u64,
+/// PSN sequence of a flow's request stream and its READ RESPONSEs: `requests`,
+/// `out_of_sequence`, `psn_skipped`, `duplicates`, `response_out_of_sequence` (READ RESPONSE
+/// packets out of sequence within one response), named by `analyzer_common::psn::count`.
+pub type PsnJson = Counters<PsnNames, { psn::count::COUNT }>;
+
+/// AETHs carried by a flow, by syndrome (`acks`, the NAK kinds, `reserved`), named by
+/// `analyzer_common::psn::aeth`.
+pub type Naks = Counters<AethNames, { psn::aeth::COUNT }>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PsnNames;
+impl CounterNames for PsnNames {
+    const NAMES: &'static [&'static str] = &psn::count::NAMES;
 }
 
-/// AETHs carried by a flow, by syndrome.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Naks {
-    pub acks: u64,
-    pub psn_sequence_error: u64,
-    pub rnr: u64,
-    pub invalid_request: u64,
-    pub remote_access: u64,
-    pub remote_operational: u64,
-    pub invalid_rd_request: u64,
-    /// Reserved syndrome type or NAK codes.
-    pub reserved: u64,
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AethNames;
+impl CounterNames for AethNames {
+    const NAMES: &'static [&'static str] = &psn::aeth::NAMES;
 }
 
 impl Naks {
     /// NAKs of every kind (everything but ACKs).
     pub fn total(&self) -> u64 {
-        self.psn_sequence_error
-            + self.rnr
-            + self.invalid_request
-            + self.remote_access
-            + self.remote_operational
-            + self.invalid_rd_request
-            + self.reserved
+        self.values[psn::aeth::ACK + 1..].iter().sum()
     }
 }
 
@@ -171,7 +188,7 @@ impl Naks {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlowRtt {
     #[serde(flatten)]
-    pub percentiles: crate::analyses::stats::Percentiles,
+    pub percentiles: Percentiles,
     /// Requests with AckReq not acknowledged within `--rtt-timeout`.
     pub timeouts: u64,
     /// Requests still waiting at the end, less than the timeout before it.
@@ -182,7 +199,7 @@ pub struct FlowRtt {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RttSummary {
     #[serde(flatten)]
-    pub percentiles: crate::analyses::stats::Percentiles,
+    pub percentiles: Percentiles,
     pub timeouts: u64,
     pub pending: u64,
     /// ACKs whose request flow could not be told apart from another (see the docs on pairing).
@@ -221,10 +238,9 @@ pub struct CnpPacing {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
-    /// "error", "warning" or "info".
-    pub severity: String,
+    pub severity: Severity,
     /// Stable identifier.
-    pub code: String,
+    pub code: FindingCode,
     pub message: String,
     pub flows: Vec<FlowRef>,
 }
@@ -497,6 +513,8 @@ impl From<&analyzer_common::maps::PfcCounters> for PauseCounts {
 }
 
 impl PauseCounts {
+    pub const ZERO: PauseCounts = PauseCounts { frames: 0, xoff: 0, xon: 0, quanta: 0, first_ns: 0, last_ns: 0 };
+
     /// Adds another vantage point's counts of the same sender (merge).
     pub fn add(&mut self, o: &PauseCounts) {
         self.first_ns = if self.frames == 0 { o.first_ns } else { self.first_ns.min(o.first_ns) };
@@ -511,6 +529,21 @@ impl PauseCounts {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Note {
     /// Stable identifier, e.g. `no_roce`, `no_pfc`, `one_direction`.
-    pub code: String,
+    pub code: NoteCode,
     pub message: String,
+}
+
+impl Finding {
+    /// A finding over `flows` (sorted, without repeats).
+    pub fn new(severity: Severity, code: FindingCode, message: String, mut flows: Vec<FlowRef>) -> Finding {
+        flows.sort();
+        flows.dedup();
+        Finding { severity, code, message, flows }
+    }
+}
+
+impl Note {
+    pub fn new(code: NoteCode, message: impl Into<String>) -> Note {
+        Note { code, message: message.into() }
+    }
 }

@@ -1,7 +1,5 @@
 //! Loading the XDP program with the map sizes asked for, and attaching it to an interface.
 
-use std::error::Error as _;
-
 use analyzer_common::maps::{self, MAP_EVENTS, MAP_FLOWS};
 use aya::programs::{Xdp, XdpMode};
 
@@ -31,6 +29,18 @@ impl Default for LoadOptions {
             pmtu: analyzer_common::psn::DEFAULT_PMTU,
         }
     }
+}
+
+/// An error and its causes on one line ("a: b: c").
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
 }
 
 /// True when an OS error somewhere in `e`'s chain is one of `codes`.
@@ -75,26 +85,22 @@ pub fn load_object(
         .map_max_entries(MAP_EVENTS, opts.ringbuf_bytes)
         .load(object)
         .map_err(|e| {
-            if has_errno(&e, &[libc::EPERM, libc::EACCES]) {
-                KernelError::Permission
-            } else {
-                KernelError::Load(format!("{e:#}"))
-            }
+            if has_errno(&e, &[libc::EPERM, libc::EACCES]) { KernelError::Permission } else { KernelError::Load(e) }
         })?;
     for name in programs {
         let prog: &mut Xdp = ebpf
             .program_mut(name)
-            .ok_or_else(|| KernelError::Load(format!("no program {name} in the object")))?
+            .ok_or_else(|| KernelError::NoProgram(name.to_string()))?
             .try_into()
-            .map_err(|e| KernelError::Load(format!("{name}: {e}")))?;
+            .map_err(|source| KernelError::Program { name: name.to_string(), source })?;
         prog.load().map_err(|e| match e {
             aya::programs::ProgramError::LoadError { io_error, verifier_log }
                 if !matches!(io_error.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) =>
             {
-                KernelError::Verifier(format!("{io_error}: {verifier_log}"))
+                KernelError::Verifier { name: name.to_string(), log: verifier_log.to_string(), source: io_error }
             }
             e if has_errno(&e, &[libc::EPERM, libc::EACCES]) => KernelError::Permission,
-            e => KernelError::Load(format!("{name}: {e}")),
+            source => KernelError::Program { name: name.to_string(), source },
         })?;
     }
     Ok(ebpf)
@@ -104,10 +110,10 @@ pub fn load_object(
 pub fn program_fd<'a>(ebpf: &'a aya::Ebpf, name: &str) -> Result<std::os::fd::BorrowedFd<'a>, KernelError> {
     let prog: &Xdp = ebpf
         .program(name)
-        .ok_or_else(|| KernelError::Load(format!("no program {name}")))?
+        .ok_or_else(|| KernelError::NoProgram(name.to_string()))?
         .try_into()
-        .map_err(|e| KernelError::Load(format!("{name}: {e}")))?;
-    let fd = prog.fd().map_err(|e| KernelError::Load(format!("{name}: {e}")))?;
+        .map_err(|source| KernelError::Program { name: name.to_string(), source })?;
+    let fd = prog.fd().map_err(|source| KernelError::Program { name: name.to_string(), source })?;
     Ok(std::os::fd::AsFd::as_fd(fd))
 }
 
@@ -134,9 +140,9 @@ pub fn attach(
     }
     let prog: &mut Xdp = ebpf
         .program_mut(maps::PROGRAM)
-        .ok_or_else(|| KernelError::Load("no analyzer program".into()))?
+        .ok_or_else(|| KernelError::NoProgram(maps::PROGRAM.to_string()))?
         .try_into()
-        .map_err(|e| KernelError::Load(format!("{e}")))?;
+        .map_err(|source| KernelError::Program { name: maps::PROGRAM.to_string(), source })?;
     let mut try_mode = |m: XdpMode, name: &'static str| {
         prog.attach(iface, m).map(|_| name).map_err(|e| {
             if has_errno(&e, &[libc::EBUSY, libc::EEXIST]) {
@@ -144,11 +150,7 @@ pub fn attach(
             } else if has_errno(&e, &[libc::EPERM, libc::EACCES]) {
                 KernelError::Permission
             } else {
-                let detail = match e.source() {
-                    Some(s) => format!("{e}: {s}"),
-                    None => e.to_string(),
-                };
-                KernelError::Attach { iface: iface.into(), mode: name, detail }
+                KernelError::Attach { iface: iface.into(), mode: name, source: e }
             }
         })
     };
@@ -158,7 +160,7 @@ pub fn attach(
         AttachMode::Auto => match try_mode(XdpMode::Driver, "native") {
             Ok(m) => Ok((m, None)),
             Err(e @ (KernelError::Busy { .. } | KernelError::Permission)) => Err(e),
-            Err(native) => try_mode(XdpMode::Skb, "skb").map(|m| (m, Some(native.to_string()))),
+            Err(native) => try_mode(XdpMode::Skb, "skb").map(|m| (m, Some(error_chain(&native)))),
         },
     }
 }

@@ -2,14 +2,24 @@
 //! configuration predicts per tier (`--ecmp-tier HASH:FANOUT[:SEED[:SHIFT]]`), and what the
 //! flows' UDP source ports allow at all.
 //!
+//! [`section`] builds the report's ECMP section from narrow inputs (bytes per label, flows with
+//! their bytes, the tiers), so a run and `merge` compute it, findings included, with the same
+//! code: [`observed`], [`predicted`] and [`spread`] each give their part and its findings.
+//!
 //! The hash key is the 5-tuple: source IP (4 or 16 bytes) ‖ destination IP ‖ protocol 17 ‖
 //! UDP source port (big endian) ‖ UDP destination port (big endian); path = (H(key, seed) >>
 //! shift) mod fanout.
 
-use std::collections::{BTreeMap, BTreeSet};
+pub mod observed;
+pub mod predicted;
+pub mod spread;
 
 use analyzer_common::flow::FlowKey;
+use std::collections::BTreeMap;
+
 use analyzer_common::wire::udp::ROCE_V2_PORT;
+
+use crate::report::model::{Ecmp, LabelShare};
 
 /// A hash function of a switch tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,49 +147,6 @@ impl Tier {
     }
 }
 
-/// Per tier: (flows, bytes) per path; across tiers: combinations and polarization.
-pub struct Prediction {
-    pub per_path: Vec<Vec<(u64, u64)>>,
-    pub combinations_used: u64,
-    pub combinations_total: u64,
-    pub polarized: bool,
-}
-
-/// Predicts the paths of `flows` (key, bytes) through `tiers`. A later tier is polarized by an
-/// earlier one when its choice is a function of the earlier choice over all flows, with at
-/// least fan-out(earlier) × fan-out(later) flows (independent hashes would almost surely show
-/// every pair then).
-pub fn predict(tiers: &[Tier], flows: &[(Vec<u8>, u64)]) -> Prediction {
-    let paths: Vec<Vec<u32>> = flows.iter().map(|(k, _)| tiers.iter().map(|t| t.path(k)).collect()).collect();
-    let per_path = tiers
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let mut v = vec![(0u64, 0u64); t.fanout as usize];
-            for (p, (_, bytes)) in paths.iter().zip(flows) {
-                v[p[i] as usize].0 += 1;
-                v[p[i] as usize].1 += bytes;
-            }
-            v
-        })
-        .collect();
-    let combos: BTreeSet<&Vec<u32>> = paths.iter().collect();
-    let total = tiers.iter().fold(1u64, |a, t| a.saturating_mul(t.fanout as u64));
-    let mut polarized = false;
-    for j in 1..tiers.len() {
-        for i in 0..j {
-            if tiers[j].fanout < 2 || (flows.len() as u64) < tiers[i].fanout as u64 * tiers[j].fanout as u64 {
-                continue;
-            }
-            let mut f: BTreeMap<u32, u32> = BTreeMap::new();
-            if paths.iter().all(|p| *f.entry(p[i]).or_insert(p[j]) == p[j]) {
-                polarized = true;
-            }
-        }
-    }
-    Prediction { per_path, combinations_used: combos.len() as u64, combinations_total: total, polarized }
-}
-
 /// max / mean of `values` (1 when all are zero or there is one).
 pub fn imbalance(values: &[u64]) -> f64 {
     let sum: u64 = values.iter().sum();
@@ -200,8 +167,32 @@ pub fn entropy_bits(counts: impl Iterator<Item = u64>) -> f64 {
     -c.iter().filter(|x| **x > 0).map(|&x| x as f64 / n as f64).map(|p| p * p.log2()).sum::<f64>()
 }
 
+/// The report's ECMP section. `by_label` (bytes and flows per vantage-point label) and
+/// `multi_label_flows` give the observed shares, `tiers` the prediction, `flows` (key, bytes)
+/// the spread; findings come in the order observed, predicted, spread.
+pub fn section(
+    by_label: &BTreeMap<String, LabelShare>,
+    multi_label_flows: u64,
+    tiers: &[Tier],
+    flows: &[(FlowKey, u64)],
+) -> Ecmp {
+    let mut findings = Vec::new();
+    let observed = observed::observed(by_label, multi_label_flows, &mut findings);
+    let predicted = predicted::predicted(tiers, flows, &mut findings);
+    let spread = spread::spread(flows, &mut findings);
+    Ecmp {
+        observed,
+        predicted,
+        distinct_sports: spread.distinct_sports,
+        sport_entropy_bits: spread.sport_entropy_bits,
+        host_pairs: spread.host_pairs,
+        findings,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::predicted::predict;
     use super::*;
 
     #[test]

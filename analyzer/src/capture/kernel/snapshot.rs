@@ -65,21 +65,21 @@ pub struct AyaMaps {
 }
 
 fn map_err(map: &'static str) -> impl Fn(aya::maps::MapError) -> KernelError {
-    move |e| KernelError::Map { map, detail: e.to_string() }
+    move |source| KernelError::Map { map, source }
 }
 
 fn io_err(map: &'static str) -> impl Fn(std::io::Error) -> KernelError {
-    move |e| KernelError::Map { map, detail: e.to_string() }
+    move |source| KernelError::MapIo { map, source }
 }
 
 fn take(ebpf: &mut aya::Ebpf, name: &'static str) -> Result<aya::maps::Map, KernelError> {
-    ebpf.take_map(name).ok_or(KernelError::Map { map: name, detail: "not in the object".into() })
+    ebpf.take_map(name).ok_or(KernelError::MapLayout { map: name, what: "not in the object" })
 }
 
 fn per_cpu_hash(ebpf: &mut aya::Ebpf, name: &'static str) -> Result<MapData, KernelError> {
     match take(ebpf, name)? {
         aya::maps::Map::PerCpuHashMap(d) => Ok(d),
-        _ => Err(KernelError::Map { map: name, detail: "not a per-CPU hash map".into() }),
+        _ => Err(KernelError::MapLayout { map: name, what: "not a per-CPU hash map" }),
     }
 }
 
@@ -107,8 +107,7 @@ fn key_bytes<K: aya::Pod>(k: &K) -> &[u8] {
 
 impl AyaMaps {
     pub fn new(ebpf: &mut aya::Ebpf) -> Result<Self, KernelError> {
-        let cpus = aya::util::nr_cpus()
-            .map_err(|(what, e)| KernelError::Map { map: "possible CPUs", detail: format!("{what}: {e}") })?;
+        let cpus = aya::util::nr_cpus().map_err(|(_, source)| KernelError::MapIo { map: "possible CPUs", source })?;
         Ok(AyaMaps {
             flows: per_cpu_hash(ebpf, MAP_FLOWS)?,
             extra: per_cpu_hash(ebpf, MAP_FLOW_EXTRA)?,
@@ -117,7 +116,7 @@ impl AyaMaps {
             events: RingBuf::try_from(take(ebpf, MAP_EVENTS)?).map_err(map_err(MAP_EVENTS))?,
             psn: match take(ebpf, MAP_PSN)? {
                 aya::maps::Map::HashMap(d) => d,
-                _ => return Err(KernelError::Map { map: MAP_PSN, detail: "not a hash map".into() }),
+                _ => return Err(KernelError::MapLayout { map: MAP_PSN, what: "not a hash map" }),
             },
             timeline: RingBuf::try_from(take(ebpf, MAP_TIMELINE)?).map_err(map_err(MAP_TIMELINE))?,
             cpus,

@@ -7,7 +7,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::Report;
+use analyzer_common::psn::count;
+
+use crate::report::model::{Naks, PsnJson, Report, Severity};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabel {
@@ -102,7 +104,11 @@ pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
         dropped.get_or_create(&ReasonLabel { reason: reason.clone() }).inc_by(*n);
     }
     let mut flows: Vec<_> = r.flows.iter().collect();
-    flows.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| super::flow_sort_key(a).cmp(&super::flow_sort_key(b))));
+    flows.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| crate::report::model::flow_sort_key(a).cmp(&crate::report::model::flow_sort_key(b)))
+    });
     let bytes = counter_family::<FlowLabels>(&mut reg, "flow_bytes", "RoCE bytes of the top flows by bytes");
     let packets = counter_family::<FlowLabels>(&mut reg, "flow_packets", "RoCE packets of the top flows by bytes");
     for f in flows.iter().take(top) {
@@ -150,26 +156,18 @@ pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
     }
     gauge(&mut reg, "pfc_storms", "Continuous pauses of at least --pfc-storm", r.pfc.storms.len() as u64);
     let psn = counter_family::<KindLabel>(&mut reg, "psn_anomalies", "PSN anomalies over all flows, by kind");
-    let sum = |f: fn(&super::Flow) -> u64| r.flows.iter().map(f).sum::<u64>();
-    for (kind, n) in [
-        ("out_of_sequence", sum(|f| f.psn.out_of_sequence)),
-        ("psn_skipped", sum(|f| f.psn.psn_skipped)),
-        ("duplicates", sum(|f| f.psn.duplicates)),
-        ("response_out_of_sequence", sum(|f| f.psn.response_out_of_sequence)),
-    ] {
+    let mut psn_sum = PsnJson::default();
+    let mut aeth_sum = Naks::default();
+    for f in &r.flows {
+        psn_sum.add(&f.psn);
+        aeth_sum.add(&f.naks);
+    }
+    // Every sequence counter but the request count itself is an anomaly.
+    for (kind, n) in psn_sum.iter().filter(|(k, _)| *k != count::NAMES[count::REQUESTS]) {
         psn.get_or_create(&KindLabel { kind: kind.into() }).inc_by(n);
     }
     let aeth = counter_family::<KindLabel>(&mut reg, "aeth", "ACKs and NAKs (AETH syndromes) over all flows, by kind");
-    for (kind, n) in [
-        ("acks", sum(|f| f.naks.acks)),
-        ("psn_sequence_error", sum(|f| f.naks.psn_sequence_error)),
-        ("rnr", sum(|f| f.naks.rnr)),
-        ("invalid_request", sum(|f| f.naks.invalid_request)),
-        ("remote_access", sum(|f| f.naks.remote_access)),
-        ("remote_operational", sum(|f| f.naks.remote_operational)),
-        ("invalid_rd_request", sum(|f| f.naks.invalid_rd_request)),
-        ("reserved", sum(|f| f.naks.reserved)),
-    ] {
+    for (kind, n) in aeth_sum.iter() {
         aeth.get_or_create(&KindLabel { kind: kind.into() }).inc_by(n);
     }
     let hist = prometheus_client::metrics::histogram::Histogram::new(rtt_buckets());
@@ -181,9 +179,9 @@ pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
     gauge(&mut reg, "incast_episodes", "Incast episodes", r.incast.episodes.len() as u64);
     let audit = Family::<SeverityLabel, Gauge>::default();
     reg.register("audit_findings", "Audit findings by severity", audit.clone());
-    for sev in ["error", "warning", "info"] {
+    for sev in Severity::ALL {
         audit
-            .get_or_create(&SeverityLabel { severity: sev.into() })
+            .get_or_create(&SeverityLabel { severity: sev.name().into() })
             .set(r.audit.iter().filter(|f| f.severity == sev).count() as i64);
     }
     if let Some(nic) = &r.nic {
@@ -210,62 +208,4 @@ pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::{Engine, FrameMeta};
-    use crate::report::RunKind;
-    use crate::synth::{Roce, pfc};
-    use analyzer_common::{PacketSummary, classify};
-
-    fn value(text: &str, series: &str) -> Option<f64> {
-        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-    }
-
-    #[test]
-    fn series_match_the_report_and_cardinality_is_bounded() {
-        let mut e = Engine::new();
-        e.add_source("live", "eth0", "eth0");
-        let mut s = PacketSummary::zeroed();
-        for i in 0..5u32 {
-            let f = Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, 0x0A, 0x100 + i, 0)
-                .payload(100 * (i as usize + 1))
-                .build();
-            for _ in 0..=i {
-                classify(&f[..], f.len() as u32, &mut s);
-                e.observe(FrameMeta { ts_ns: 1, source: 0 }, &s);
-            }
-        }
-        let p = pfc([2, 0, 0, 0, 7, 1], 1 << 3, [0, 0, 0, 7, 0, 0, 0, 0]);
-        classify(&p[..], p.len() as u32, &mut s);
-        e.observe(FrameMeta { ts_ns: 1, source: 0 }, &s);
-        let r = Report::from_engine(&e, RunKind::Live);
-        let text = render(&r, 2, &[1_500, 3_000_000]);
-        assert_eq!(value(&text, r#"roce_analyzer_frames_total{class="roce"}"#), Some(15.0));
-        assert_eq!(value(&text, r#"roce_analyzer_frames_total{class="pfc"}"#), Some(1.0));
-        assert_eq!(value(&text, r#"roce_analyzer_pfc_frames_total{mac="02:00:00:00:07:01",priority="3"}"#), Some(1.0));
-        assert_eq!(value(&text, r#"roce_analyzer_pfc_quanta_total{mac="02:00:00:00:07:01",priority="3"}"#), Some(7.0));
-        // Two flow series (the biggest), the other three in the bucket.
-        assert_eq!(text.lines().filter(|l| l.starts_with("roce_analyzer_flow_bytes_total{")).count(), 2);
-        let big = r.flows.iter().find(|f| f.dst_qp == 0x104).unwrap();
-        let series = r#"roce_analyzer_flow_bytes_total{src="10.0.0.1",dst="10.0.0.2",udp_sport="49152",dst_qp="260"}"#;
-        assert_eq!(value(&text, series), Some(big.bytes as f64));
-        let small: u64 = r.flows.iter().filter(|f| f.dst_qp < 0x103).map(|f| f.bytes).sum();
-        assert_eq!(value(&text, "roce_analyzer_other_flows_bytes"), Some(small as f64));
-        assert_eq!(value(&text, "roce_analyzer_flows"), Some(5.0));
-        assert_eq!(value(&text, "roce_analyzer_rtt_seconds_count"), Some(2.0));
-        assert_eq!(value(&text, r#"roce_analyzer_rtt_seconds_bucket{le="0.000002"}"#), Some(1.0));
-        assert_eq!(
-            value(&text, r#"roce_analyzer_psn_anomalies_total{kind="duplicates"}"#),
-            Some(10.0),
-            "the same PSN 15 times: 5 flows, 10 repeats"
-        );
-        assert_eq!(
-            value(&text, r#"roce_analyzer_audit_findings{severity="warning"}"#),
-            Some(r.audit.iter().filter(|f| f.severity == "warning").count() as f64)
-        );
-        assert!(text.ends_with("# EOF\n"));
-    }
 }

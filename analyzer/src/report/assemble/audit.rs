@@ -3,25 +3,15 @@
 //! the flows concerned. Built from the engine's state whenever a report is.
 
 use analyzer_common::flow::FlowKey;
-use analyzer_common::psn::aeth;
+use analyzer_common::psn::{aeth, count};
 use rustc_hash::FxHashMap;
 
-use super::ecn::FlowMarking;
-use crate::engine::Engine;
-use crate::report::{Finding, FlowRef, addr_string, flow_ref};
+use crate::analyses::ecn::FlowMarking;
+use crate::pipeline::Pipeline;
+use crate::report::model::{Finding, FindingCode, FlowRef, Severity, addr_string, flow_ref};
 
-fn finding(severity: &str, code: &str, message: String, mut flows: Vec<FlowRef>) -> Finding {
-    flows.sort();
-    flows.dedup();
-    Finding { severity: severity.into(), code: code.into(), message, flows }
-}
-
-fn severity_rank(s: &str) -> u8 {
-    match s {
-        "error" => 0,
-        "warning" => 1,
-        _ => 2,
-    }
+fn finding(severity: Severity, code: FindingCode, message: String, flows: Vec<FlowRef>) -> Finding {
+    Finding::new(severity, code, message, flows)
 }
 
 fn ns_text(ns: u64) -> String {
@@ -36,17 +26,12 @@ fn dscps(v: impl Iterator<Item = u8>) -> String {
 }
 
 /// Every finding, errors first, then by code and flows.
-pub fn findings(engine: &Engine) -> Vec<Finding> {
-    let mut out = marking(engine);
-    out.extend(feedback(engine));
-    out.extend(transport(engine));
+pub fn findings(run: &Pipeline) -> Vec<Finding> {
+    let mut out = marking(run);
+    out.extend(feedback(run));
+    out.extend(transport(run));
     out.sort_by(|a, b| {
-        (severity_rank(&a.severity), &a.code, &a.flows, &a.message).cmp(&(
-            severity_rank(&b.severity),
-            &b.code,
-            &b.flows,
-            &b.message,
-        ))
+        (a.severity, a.code.name(), &a.flows, &a.message).cmp(&(b.severity, b.code.name(), &b.flows, &b.message))
     });
     out
 }
@@ -56,8 +41,8 @@ pub fn findings(engine: &Engine) -> Vec<Finding> {
 fn over_flows(
     flows: &FxHashMap<FlowKey, FlowMarking>,
     count: impl Fn(&FlowMarking) -> u64,
-    severity: &str,
-    code: &str,
+    severity: Severity,
+    code: FindingCode,
     message: impl FnOnce(u64, &[(&FlowKey, &FlowMarking)]) -> String,
 ) -> Option<Finding> {
     let hit: Vec<(&FlowKey, &FlowMarking)> = flows.iter().filter(|(_, m)| count(m) > 0).collect();
@@ -69,17 +54,17 @@ fn over_flows(
 }
 
 /// ECN capability and DSCP of data and CNPs.
-fn marking(engine: &Engine) -> Vec<Finding> {
-    let cfg = &engine.analyses.config;
-    let flows = &engine.analyses.ecn.flows;
+fn marking(run: &Pipeline) -> Vec<Finding> {
+    let cfg = &run.analyses.config;
+    let flows = &run.analyses.ecn.flows;
     [
-        over_flows(flows, |m| m.data_not_ect, "error", "not_ect", |n, hit| {
+        over_flows(flows, |m| m.data_not_ect, Severity::Error, FindingCode::NotEct, |n, hit| {
             format!(
                 "{n} RoCE data packets in {} flows are Not-ECT: switches cannot CE-mark them, so DCQCN cannot react to congestion",
                 hit.len()
             )
         }),
-        over_flows(flows, |m| m.data_other_dscp, "warning", "roce_dscp", |n, hit| {
+        over_flows(flows, |m| m.data_other_dscp, Severity::Warning, FindingCode::RoceDscp, |n, hit| {
             format!(
                 "{n} RoCE data packets in {} flows carry DSCP {} instead of {}: they may miss the lossless (PFC) queue",
                 hit.len(),
@@ -87,7 +72,7 @@ fn marking(engine: &Engine) -> Vec<Finding> {
                 cfg.roce_dscp
             )
         }),
-        over_flows(flows, |m| m.cnp_other_dscp, "warning", "cnp_dscp", |n, hit| {
+        over_flows(flows, |m| m.cnp_other_dscp, Severity::Warning, FindingCode::CnpDscp, |n, hit| {
             format!(
                 "{n} CNPs in {} flows carry DSCP {} instead of {}: CNPs should ride a high-priority class so they are not delayed behind the congestion they report",
                 hit.len(),
@@ -102,9 +87,9 @@ fn marking(engine: &Engine) -> Vec<Finding> {
 }
 
 /// CE marks and the CNPs that answer them, per direction of an IP pair.
-fn feedback(engine: &Engine) -> Vec<Finding> {
-    let e = &engine.analyses.ecn;
-    let end = engine.last_ns.unwrap_or(0);
+fn feedback(run: &Pipeline) -> Vec<Finding> {
+    let e = &run.analyses.ecn;
+    let end = run.engine.last_ns.unwrap_or(0);
     let mut out = Vec::new();
     // Flows by (source, destination), once: the flows a pair's finding names.
     let mut by_hosts: FxHashMap<([u8; 16], [u8; 16]), Vec<&FlowKey>> = FxHashMap::default();
@@ -120,8 +105,8 @@ fn feedback(engine: &Engine) -> Vec<Finding> {
         let unanswered = p.unanswered_at(end, e.timeout_ns);
         if unanswered > 0 {
             out.push(finding(
-                "error",
-                "ce_without_cnp",
+                Severity::Error,
+                FindingCode::CeWithoutCnp,
                 format!(
                     "{sa} → {sb}: {unanswered} of {} CE-marked packets got no CNP back within {}: the notification point (the receiving NIC) does not send CNPs, or they are lost",
                     p.ce,
@@ -132,8 +117,8 @@ fn feedback(engine: &Engine) -> Vec<Finding> {
         }
         if p.cnp_back > 0 && p.ce == 0 {
             out.push(finding(
-                "info",
-                "cnp_without_ce",
+                Severity::Info,
+                FindingCode::CnpWithoutCe,
                 format!(
                     "{sb} → {sa}: {} CNPs with no CE mark seen from {sa} to {sb}: some NICs send CNPs on NAKs, or the marks were on packets this vantage point did not see; not an error by itself",
                     p.cnp_back
@@ -148,9 +133,9 @@ fn feedback(engine: &Engine) -> Vec<Finding> {
 /// AETHs by kind ([`aeth`] index) per (source, destination) address pair, over all flows.
 type HostAeth = FxHashMap<([u8; 16], [u8; 16]), [u64; aeth::COUNT]>;
 
-fn host_aeth(engine: &Engine) -> HostAeth {
+fn host_aeth(run: &Pipeline) -> HostAeth {
     let mut m: HostAeth = FxHashMap::default();
-    for (k, s) in engine.flows.iter() {
+    for (k, s) in run.engine.flows.iter() {
         let e = m.entry((k.src, k.dst)).or_default();
         for (t, v) in e.iter_mut().zip(s.psn.aeth) {
             *t += v;
@@ -161,82 +146,88 @@ fn host_aeth(engine: &Engine) -> HostAeth {
 
 /// AETHs of one kind travelling back to the sender of `k`: on the paired ACK flow when the
 /// pairing is known, else on every flow from `k`'s destination to its source.
-fn reverse_aeth(engine: &Engine, hosts: &HostAeth, k: &FlowKey, kind: usize) -> u64 {
-    match engine.analyses.rtt.peer(k) {
-        Some(peer) => engine.flows.get(&peer).map_or(0, |s| s.psn.aeth[kind]),
+fn reverse_aeth(run: &Pipeline, hosts: &HostAeth, k: &FlowKey, kind: usize) -> u64 {
+    match run.analyses.rtt.peer(k) {
+        Some(peer) => run.engine.flows.get(&peer).map_or(0, |s| s.psn.aeth[kind]),
         None => hosts.get(&(k.dst, k.src)).map_or(0, |a| a[kind]),
     }
 }
 
 /// PSN and NAK patterns per flow.
-fn transport(engine: &Engine) -> Vec<Finding> {
+fn transport(run: &Pipeline) -> Vec<Finding> {
     let mut out = Vec::new();
-    let hosts = host_aeth(engine);
-    for (k, s) in engine.flows.iter() {
+    let hosts = host_aeth(run);
+    for (k, s) in run.engine.flows.iter() {
         let p = &s.psn;
         let one = || vec![flow_ref(k)];
-        let naks = reverse_aeth(engine, &hosts, k, aeth::PSN_SEQUENCE_ERROR);
-        let rnrs = reverse_aeth(engine, &hosts, k, aeth::RNR);
-        if p.duplicates > 0 && naks > 0 {
+        let naks = reverse_aeth(run, &hosts, k, aeth::PSN_SEQUENCE_ERROR);
+        let rnrs = reverse_aeth(run, &hosts, k, aeth::RNR);
+        if p.count[count::DUPLICATES] > 0 && naks > 0 {
             out.push(finding(
-                "warning",
-                "go_back_n",
+                Severity::Warning,
+                FindingCode::GoBackN,
                 format!(
                     "{} duplicate PSNs after {naks} PSN-sequence-error NAKs from the receiver: go-back-N retransmission after loss ({} out-of-sequence arrivals skipping {} PSNs)",
-                    p.duplicates, p.out_of_sequence, p.psn_skipped
+                    p.count[count::DUPLICATES], p.count[count::OUT_OF_SEQUENCE], p.count[count::PSN_SKIPPED]
                 ),
                 one(),
             ));
-        } else if p.out_of_sequence > 0 && p.duplicates > 0 {
+        } else if p.count[count::OUT_OF_SEQUENCE] > 0 && p.count[count::DUPLICATES] > 0 {
             out.push(finding(
-                "warning",
-                "reordering",
+                Severity::Warning,
+                FindingCode::Reordering,
                 format!(
                     "{} out-of-sequence and {} duplicate PSNs with no PSN-sequence NAK: packets are reordered in the fabric (adaptive routing or packet spraying)",
-                    p.out_of_sequence, p.duplicates
+                    p.count[count::OUT_OF_SEQUENCE], p.count[count::DUPLICATES]
                 ),
                 one(),
             ));
-        } else if p.out_of_sequence > 0 {
+        } else if p.count[count::OUT_OF_SEQUENCE] > 0 {
             out.push(finding(
-                "warning",
-                "psn_gap",
+                Severity::Warning,
+                FindingCode::PsnGap,
                 format!(
                     "{} out-of-sequence arrivals skipping {} PSNs, no retransmission seen: loss before this vantage point, or the capture dropped packets",
-                    p.out_of_sequence, p.psn_skipped
+                    p.count[count::OUT_OF_SEQUENCE], p.count[count::PSN_SKIPPED]
                 ),
                 one(),
             ));
-        } else if p.duplicates > 0 && rnrs > 0 {
+        } else if p.count[count::DUPLICATES] > 0 && rnrs > 0 {
             out.push(finding(
-                "warning",
-                "rnr_retry",
-                format!("{} duplicate PSNs: retries after {rnrs} RNR NAKs from the receiver", p.duplicates),
+                Severity::Warning,
+                FindingCode::RnrRetry,
+                format!(
+                    "{} duplicate PSNs: retries after {rnrs} RNR NAKs from the receiver",
+                    p.count[count::DUPLICATES]
+                ),
                 one(),
             ));
-        } else if p.duplicates > 0 {
+        } else if p.count[count::DUPLICATES] > 0 {
             out.push(finding(
-                "warning",
-                "retransmission",
+                Severity::Warning,
+                FindingCode::Retransmission,
                 format!(
                     "{} duplicate PSNs with no gap seen here: retransmissions after a loss past this vantage point or an ACK timeout",
-                    p.duplicates
+                    p.count[count::DUPLICATES]
                 ),
                 one(),
             ));
         }
-        if p.response_out_of_sequence > 0 {
+        if p.count[count::RESPONSE_OUT_OF_SEQUENCE] > 0 {
             out.push(finding(
-                "warning",
-                "read_response_gap",
-                format!("{} READ RESPONSE packets out of sequence within a response", p.response_out_of_sequence),
+                Severity::Warning,
+                FindingCode::ReadResponseGap,
+                format!(
+                    "{} READ RESPONSE packets out of sequence within a response",
+                    p.count[count::RESPONSE_OUT_OF_SEQUENCE]
+                ),
                 one(),
             ));
         }
         if p.aeth[aeth::RNR] > 0 {
             out.push(finding(
-                "warning",
-                "rnr_nak",
+                Severity::Warning,
+                FindingCode::RnrNak,
                 format!(
                     "{} RNR NAKs: the receiver had no receive WQE posted (receiver not ready); the sender backs off by the RNR timer",
                     p.aeth[aeth::RNR]
@@ -254,22 +245,22 @@ fn transport(engine: &Engine) -> Vec<Finding> {
             fatal.iter().filter(|(i, _)| p.aeth[*i] > 0).map(|(i, name)| format!("{} {name}", p.aeth[*i])).collect();
         if !parts.is_empty() {
             out.push(finding(
-                "error",
-                "nak_error",
+                Severity::Error,
+                FindingCode::NakError,
                 format!("NAKs that move the QP to the error state: {}", parts.join(", ")),
                 one(),
             ));
         }
-        if let Some(r) = engine.analyses.rtt.flows.get(k) {
-            let (late, _) = engine.analyses.rtt.waiting(k, engine.last_ns.unwrap_or(0));
+        if let Some(r) = run.analyses.rtt.flows.get(k) {
+            let (late, _) = run.analyses.rtt.waiting(k, run.engine.last_ns.unwrap_or(0));
             let t = r.timeouts + late;
             if t > 0 {
                 out.push(finding(
-                    "warning",
-                    "rtt_timeout",
+                    Severity::Warning,
+                    FindingCode::RttTimeout,
                     format!(
                         "{t} requests with AckReq not acknowledged within {}",
-                        ns_text(engine.analyses.config.rtt_timeout_ns)
+                        ns_text(run.analyses.config.rtt_timeout_ns)
                     ),
                     one(),
                 ));

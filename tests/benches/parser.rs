@@ -3,11 +3,11 @@
 
 use std::hint::black_box;
 
-use analyzer::synth::{Encap, Roce, Vlan, mirror, pfc, udp_ipv4};
 use analyzer_common::opcode::{CNP, op};
 use analyzer_common::wire::ext::{Aeth, Reth};
 use analyzer_common::{PacketSummary, classify};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use tests::synth::{Encap, Roce, Vlan, mirror, pfc, udp_ipv4};
 
 fn frames() -> Vec<(&'static str, Vec<u8>)> {
     let mut write = Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, op::RDMA_WRITE_FIRST, 0x123, 7).payload(4096);

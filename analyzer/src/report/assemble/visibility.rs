@@ -4,44 +4,44 @@
 
 use std::collections::BTreeSet;
 
-use super::{Note, Report};
-use crate::engine::Engine;
+use crate::pipeline::Pipeline;
+use crate::report::model::{Note, NoteCode, Report};
 
-fn note(code: &str, message: String) -> Note {
-    Note { code: code.into(), message }
+fn note(code: NoteCode, message: String) -> Note {
+    Note::new(code, message)
 }
 
-pub fn notes(engine: &Engine, report: &Report) -> Vec<Note> {
+pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
     let mut out = Vec::new();
     let c = &report.capture.classes;
     let roce = c["roce"] + c["cnp"];
-    let bypass = roce == 0 && !engine.visibility.rdma_devices.is_empty();
+    let bypass = roce == 0 && !run.engine.visibility.rdma_devices.is_empty();
     if bypass {
         out.push(note(
-            "hardware_roce_bypass",
+            NoteCode::HardwareRoceBypass,
             format!(
                 "no RoCE frame reached XDP on this interface, whose NIC has RDMA device(s) {}: the \
                  hardware RNIC moves RoCE without the kernel (and consumes PFC). Zeros here say \
                  nothing about the fabric: capture on a switch mirror/ERSPAN port, or use the NIC's \
                  offloaded sniffer and analyse its capture with --pcap.",
-                engine.visibility.rdma_devices.join(", ")
+                run.engine.visibility.rdma_devices.join(", ")
             ),
         ));
     }
-    out.extend(report_notes(report).into_iter().filter(|n| !(bypass && n.code == "no_roce")));
-    if engine.visibility.ext_cut > 0 {
+    out.extend(report_notes(report).into_iter().filter(|n| !(bypass && n.code == NoteCode::NoRoce)));
+    if run.engine.visibility.ext_cut > 0 {
         out.push(note(
-            "snap_cut",
+            NoteCode::SnapCut,
             format!(
                 "{} RoCE frames were cut by the snap length before their extended headers \
                  (RETH/AETH/… fields unavailable for them); bytes use original lengths.",
-                engine.visibility.ext_cut
+                run.engine.visibility.ext_cut
             ),
         ));
     }
-    if !engine.timeline {
+    if !run.engine.timeline {
         out.push(note(
-            "timeline_off",
+            NoteCode::TimelineOff,
             "timeline records were off (--no-timeline): RTT, CE → CNP timing, CNP pacing and incast \
              episodes had no input and are empty; PSN/NAK counters and PFC come from the kernel maps."
                 .into(),
@@ -50,13 +50,13 @@ pub fn notes(engine: &Engine, report: &Report) -> Vec<Note> {
     let unplaced = &report.congestion_tree.unresolved;
     if !unplaced.is_empty() {
         out.push(note(
-            "pfc_unplaced",
+            NoteCode::PfcUnplaced,
             format!(
                 "{} PFC/PAUSE senders ({}) {}: whom they pause, and so the congestion tree above them, \
                  cannot be resolved; they are named by MAC.",
                 unplaced.len(),
                 unplaced.join(", "),
-                if engine.analyses.config.topology.is_some() {
+                if run.analyses.config.topology.is_some() {
                     "are not in the topology or not linked"
                 } else {
                     "are not placed: give --topology"
@@ -64,13 +64,13 @@ pub fn notes(engine: &Engine, report: &Report) -> Vec<Note> {
             ),
         ));
     }
-    if engine.visibility.encapsulated > 0 {
+    if run.engine.visibility.encapsulated > 0 {
         out.push(note(
-            "mirrored",
+            NoteCode::Mirrored,
             format!(
                 "{} frames were mirrored copies (GRE/ERSPAN), analysed as the inner frame; their \
                  lengths come from the inner IP header.",
-                engine.visibility.encapsulated
+                run.engine.visibility.encapsulated
             ),
         ));
     }
@@ -84,7 +84,7 @@ pub fn report_notes(report: &Report) -> Vec<Note> {
     let count = |k: &str| c.get(k).copied().unwrap_or(0);
     if count("roce") + count("cnp") == 0 {
         out.push(note(
-            "no_roce",
+            NoteCode::NoRoce,
             "no RoCE frames seen. Hardware RNICs (ConnectX and others) move RoCE without the \
              kernel, so a GPU host's own interface shows none: capture on a switch mirror or \
              ERSPAN collector port, a tap, or with the NIC's offloaded sniffer."
@@ -93,7 +93,7 @@ pub fn report_notes(report: &Report) -> Vec<Note> {
     }
     if report.pfc.frames + report.pfc.pause_8023x_frames == 0 {
         out.push(note(
-            "no_pfc",
+            NoteCode::NoPfc,
             "no PFC or PAUSE frames seen. NICs and switch ports consume MAC control frames; only \
              a mirror that copies them shows PFC, so none here does not mean none were sent."
                 .into(),
@@ -104,7 +104,7 @@ pub fn report_notes(report: &Report) -> Vec<Note> {
     let one_way = pairs.iter().filter(|(a, b)| !pairs.contains(&(*b, *a))).count();
     if one_way > 0 {
         out.push(note(
-            "one_direction",
+            NoteCode::OneDirection,
             format!(
                 "{one_way} of {} RoCE host pairs (src→dst) were seen in one direction only: \
                  their ACK/NAK, CNP and read-response traffic is outside this capture.",
@@ -116,13 +116,13 @@ pub fn report_notes(report: &Report) -> Vec<Note> {
         analyzer_common::FrameClass::ALL.iter().filter(|k| k.is_malformed()).map(|k| count(k.name())).sum();
     if malformed > 0 {
         out.push(note(
-            "malformed",
+            NoteCode::Malformed,
             format!("{malformed} frames could not be fully parsed; capture.classes counts them by kind."),
         ));
     }
     if report.capture.partial {
         out.push(note(
-            "partial",
+            NoteCode::Partial,
             "an input ended inside a record: the report covers everything before that point.".into(),
         ));
     }

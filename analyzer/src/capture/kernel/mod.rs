@@ -21,10 +21,25 @@ pub enum KernelError {
         "this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): a kernel built with CONFIG_DEBUG_INFO_BTF is needed"
     )]
     NoBtf,
-    #[error("loading the XDP program: {0}")]
-    Load(String),
-    #[error("the kernel verifier rejected the XDP program: {0}")]
-    Verifier(String),
+    #[error("loading the XDP object")]
+    Load(#[source] aya::EbpfError),
+    #[error("no XDP program {0} in the object")]
+    NoProgram(String),
+    #[error("XDP program {name}")]
+    Program {
+        name: String,
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+    #[error("the kernel verifier rejected the XDP program {name}: {log}")]
+    Verifier {
+        name: String,
+        log: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("starting the XDP program's log (aya-log)")]
+    Log(#[source] aya_log::Error),
     #[error("unknown interface {0:?}")]
     UnknownInterface(String),
     #[error(
@@ -32,10 +47,27 @@ pub enum KernelError {
          (`ip link set dev {iface} xdp off`) or choose another interface"
     )]
     Busy { iface: String },
-    #[error("attaching to {iface} in {mode} mode: {detail}")]
-    Attach { iface: String, mode: &'static str, detail: String },
-    #[error("map {map}: {detail}")]
-    Map { map: &'static str, detail: String },
+    #[error("attaching to {iface} in {mode} mode")]
+    Attach {
+        iface: String,
+        mode: &'static str,
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+    #[error("map {map}")]
+    Map {
+        map: &'static str,
+        #[source]
+        source: aya::maps::MapError,
+    },
+    #[error("map {map}")]
+    MapIo {
+        map: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("map {map}: {what}")]
+    MapLayout { map: &'static str, what: &'static str },
     #[error("BPF_PROG_TEST_RUN: {0}")]
     TestRun(std::io::Error),
 }

@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::Report;
+use analyzer_common::psn::{aeth, count};
+
+use crate::report::model::Report;
 
 /// Renders the summary; `top` flows are listed.
 pub fn render(r: &Report, top: usize) -> String {
@@ -82,7 +84,7 @@ pub fn render(r: &Report, top: usize) -> String {
             (Some(d), None) => d.clone(),
             _ => "-".into(),
         };
-        let mut row = |mac: &str, place: String, prio: String, c: &super::PauseCounts, paused: u64| {
+        let mut row = |mac: &str, place: String, prio: String, c: &crate::report::model::PauseCounts, paused: u64| {
             let _ = writeln!(
                 o,
                 "  {:<17} {:<14} {:>4} {:>8} {:>8} {:>8} {:>12} {:>12.3}",
@@ -169,10 +171,15 @@ fn us(ns: u64) -> String {
 
 /// The "health" table: flows with PSN anomalies or NAKs first, then RTT, CE/CNP and findings.
 fn health(o: &mut String, r: &Report, top: usize) {
-    let naks = |f: &super::Flow| f.naks.total();
-    let trouble = |f: &super::Flow| f.psn.out_of_sequence + f.psn.duplicates + f.psn.response_out_of_sequence + naks(f);
-    let mut flows: Vec<&super::Flow> =
-        r.flows.iter().filter(|f| f.psn.requests + f.naks.acks + naks(f) > 0 || f.rtt_ns.is_some()).collect();
+    let naks = |f: &crate::report::model::Flow| f.naks.total();
+    let trouble = |f: &crate::report::model::Flow| {
+        f.psn[count::OUT_OF_SEQUENCE] + f.psn[count::DUPLICATES] + f.psn[count::RESPONSE_OUT_OF_SEQUENCE] + naks(f)
+    };
+    let mut flows: Vec<&crate::report::model::Flow> = r
+        .flows
+        .iter()
+        .filter(|f| f.psn[count::REQUESTS] + f.naks[aeth::ACK] + naks(f) > 0 || f.rtt_ns.is_some())
+        .collect();
     flows.sort_by(|a, b| trouble(b).cmp(&trouble(a)).then(b.bytes.cmp(&a.bytes)));
     let _ = writeln!(
         o,
@@ -200,7 +207,7 @@ fn health(o: &mut String, r: &Report, top: usize) {
         );
         for f in flows.iter().take(top) {
             let n = &f.naks;
-            let other = naks(f) - n.psn_sequence_error - n.rnr;
+            let other = naks(f) - n[aeth::PSN_SEQUENCE_ERROR] - n[aeth::RNR];
             let (p50, p99) = match &f.rtt_ns {
                 Some(r) if r.percentiles.samples > 0 => (us(r.percentiles.p50), us(r.percentiles.p99)),
                 _ => ("-".into(), "-".into()),
@@ -211,14 +218,14 @@ fn health(o: &mut String, r: &Report, top: usize) {
                 f.src,
                 f.dst,
                 f.dst_qp,
-                f.psn.requests,
-                f.psn.out_of_sequence,
-                f.psn.psn_skipped,
-                f.psn.duplicates,
-                n.psn_sequence_error,
-                n.rnr,
+                f.psn[count::REQUESTS],
+                f.psn[count::OUT_OF_SEQUENCE],
+                f.psn[count::PSN_SKIPPED],
+                f.psn[count::DUPLICATES],
+                n[aeth::PSN_SEQUENCE_ERROR],
+                n[aeth::RNR],
                 other,
-                n.acks,
+                n[aeth::ACK],
                 p50,
                 p99
             );
@@ -366,7 +373,7 @@ fn fabric(o: &mut String, r: &Report) {
 }
 
 /// The devices `name` pauses, recursively (each once).
-fn tree_children(o: &mut String, t: &super::Tree, name: &str, depth: usize, seen: &mut Vec<String>) {
+fn tree_children(o: &mut String, t: &crate::report::model::Tree, name: &str, depth: usize, seen: &mut Vec<String>) {
     for e in t.edges.iter().filter(|e| e.from == name) {
         let _ = writeln!(o, "{}└ pauses {} ({:.3} ms)", "  ".repeat(depth), e.to, e.paused_ns as f64 / 1e6);
         if !seen.contains(&e.to) {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{Report, Tree};
+use crate::report::model::{Report, Tree};
 
 /// Escapes text for HTML and SVG (names come from topology files and captures).
 fn esc(s: &str) -> String {
@@ -124,15 +124,15 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
         let _ = writeln!(
             o,
             "<tr><td class=\"{}\">{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&f.severity),
-            esc(&f.severity),
-            esc(&f.code),
+            f.severity,
+            f.severity,
+            f.code,
             esc(&f.message)
         );
     }
     let _ = writeln!(o, "</table><h2>Visibility</h2><ul>");
     for n in &r.visibility {
-        let _ = writeln!(o, "<li><b>{}</b>: {}</li>", esc(&n.code), esc(&n.message));
+        let _ = writeln!(o, "<li><b>{}</b>: {}</li>", n.code, esc(&n.message));
     }
     let _ = writeln!(o, "</ul></body></html>");
     o

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use analyzer_common::FrameClass;
 use analyzer_common::flow::FlowKey;
+use analyzer_common::psn::count;
 use rustc_hash::FxHashMap;
 
-use super::addr_string;
-use crate::engine::Engine;
+use crate::pipeline::Pipeline;
+use crate::report::model::addr_string;
 
 /// Previous totals, to turn them into rates.
 #[derive(Debug, Default)]
@@ -20,7 +21,7 @@ pub struct LiveView {
 }
 
 impl LiveView {
-    pub fn render(&mut self, e: &Engine, iface: &str, mode: &str, elapsed: Duration, top: usize) -> String {
+    pub fn render(&mut self, run: &Pipeline, iface: &str, mode: &str, elapsed: Duration, top: usize) -> String {
         let dt = (elapsed - self.prev_at).as_secs_f64().max(1e-9);
         let rate = |now: u64, before: u64| (now.saturating_sub(before)) as f64 / dt;
         let mut o = String::new();
@@ -28,28 +29,29 @@ impl LiveView {
             o,
             "roce-analyzer live · {iface} ({mode} XDP) · {:.0} s · {} frames ({:.0}/s)",
             elapsed.as_secs_f64(),
-            e.frames,
-            rate(e.frames, self.prev_classes.iter().sum())
+            run.engine.frames,
+            rate(run.engine.frames, self.prev_classes.iter().sum())
         );
         let mut line = Vec::new();
         for c in [FrameClass::Roce, FrameClass::Cnp, FrameClass::Pfc, FrameClass::Pause, FrameClass::NonRoce] {
             line.push(format!(
                 "{} {} ({:.0}/s)",
                 c.name(),
-                e.class_count(c),
-                rate(e.class_count(c), self.prev_classes[c as usize])
+                run.engine.class_count(c),
+                rate(run.engine.class_count(c), self.prev_classes[c as usize])
             ));
         }
-        let malformed: u64 = FrameClass::ALL.iter().filter(|c| c.is_malformed()).map(|c| e.class_count(*c)).sum();
+        let malformed: u64 =
+            FrameClass::ALL.iter().filter(|c| c.is_malformed()).map(|c| run.engine.class_count(*c)).sum();
         line.push(format!("malformed {malformed}"));
         let _ = writeln!(o, "{}", line.join(" · "));
         let losses: Vec<String> =
-            e.dropped.iter().filter(|(_, n)| **n > 0).map(|(r, n)| format!("{} {n}", r.name())).collect();
+            run.engine.dropped.iter().filter(|(_, n)| **n > 0).map(|(r, n)| format!("{} {n}", r.name())).collect();
         let _ = writeln!(o, "losses: {}", if losses.is_empty() { "none".into() } else { losses.join(" · ") });
 
         let mut rows: Vec<(f64, f64, f64, &FlowKey, u64)> = Vec::new();
         let mut next = FxHashMap::default();
-        for (k, s) in e.flows.iter() {
+        for (k, s) in run.engine.flows.iter() {
             let (b0, p0, ce0) = self.prev_flows.get(k).copied().unwrap_or((0, 0, 0));
             rows.push((
                 rate(s.bytes, b0) * 8.0 / 1e9,
@@ -61,7 +63,7 @@ impl LiveView {
             next.insert(*k, (s.bytes, s.packets, s.ecn[3]));
         }
         rows.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let _ = writeln!(o, "\nflows: {} · top {} by rate", e.flows.len(), top.min(rows.len()));
+        let _ = writeln!(o, "\nflows: {} · top {} by rate", run.engine.flows.len(), top.min(rows.len()));
         let _ = writeln!(
             o,
             "  {:<18} {:<18} {:>5} {:>8} {:>9} {:>10} {:>8} {:>7}",
@@ -81,32 +83,32 @@ impl LiveView {
                 cnp
             );
         }
-        let pfc: u64 = e.pfc.pfc_frames + e.pfc.pause_frames;
-        let paused: u64 = e.analyses.pause.timers.values().map(|t| t.paused_ns()).sum();
+        let pfc: u64 = run.engine.pfc.pfc_frames + run.engine.pfc.pause_frames;
+        let paused: u64 = run.analyses.pause.timers.values().map(|t| t.paused_ns()).sum();
         let _ = writeln!(
             o,
             "\nPFC/PAUSE frames: {pfc} · senders: {} · paused {:.3} ms in all · storms {}",
-            e.pfc.pfc.len() + e.pfc.pause.len(),
+            run.engine.pfc.pfc.len() + run.engine.pfc.pause.len(),
             paused as f64 / 1e6,
-            e.analyses.pause.storms().len()
+            run.analyses.pause.storms().len()
         );
         // Transport health so far: PSN anomalies and NAKs over all flows, RTT, incast.
         let (mut oos, mut dup, mut naks) = (0, 0, 0);
-        for (_, s) in e.flows.iter() {
-            oos += s.psn.out_of_sequence;
-            dup += s.psn.duplicates;
+        for (_, s) in run.engine.flows.iter() {
+            oos += s.psn.count[count::OUT_OF_SEQUENCE];
+            dup += s.psn.count[count::DUPLICATES];
             naks += s.psn.naks();
         }
-        let rtt = e.analyses.rtt.overall();
+        let rtt = run.analyses.rtt.overall();
         let p99 = rtt.percentiles().map_or("-".to_string(), |p| format!("{:.1} µs", p.p99 as f64 / 1e3));
         let _ = writeln!(
             o,
             "health: out-of-sequence {oos} · duplicates {dup} · NAKs {naks} · RTT samples {} (p99 {p99}) · incast episodes {}",
             rtt.len(),
-            e.analyses.incast.episodes().len()
+            run.analyses.incast.episodes().len()
         );
         self.prev_at = elapsed;
-        self.prev_classes = e.classes;
+        self.prev_classes = run.engine.classes;
         self.prev_flows = next;
         o
     }

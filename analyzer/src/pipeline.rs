@@ -1,0 +1,60 @@
+//! One run's state: the [`Engine`]'s counters and the [`Analyses`] above them, fed the same
+//! frames. Offline every classified frame goes to both; live the kernel keeps the counters and
+//! its timeline records, PFC events and CM MADs reach the analyses here, so both modes run the
+//! same analysis code on the same input. Reports are assembled from a pipeline.
+
+use analyzer_common::maps::Event;
+use analyzer_common::record::Record;
+use analyzer_common::wire::cm;
+use analyzer_common::{FrameClass, PacketSummary};
+
+use crate::analyses::{Analyses, Config};
+use crate::engine::{Engine, FrameMeta};
+
+#[derive(Debug)]
+pub struct Pipeline {
+    pub engine: Engine,
+    pub analyses: Analyses,
+}
+
+impl Default for Pipeline {
+    fn default() -> Self {
+        Pipeline::new(Config::default())
+    }
+}
+
+impl Pipeline {
+    pub fn new(config: Config) -> Self {
+        Pipeline { engine: Engine::with_pmtu(config.pmtu), analyses: Analyses::new(config) }
+    }
+
+    /// Offline: one classified frame, to the counters and to the analyses.
+    #[inline]
+    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) {
+        self.engine.observe(meta, s);
+        match s.class() {
+            FrameClass::Roce | FrameClass::Cnp => self.analyses.observe(&Record::from_summary(meta.ts_ns, s)),
+            FrameClass::Pfc | FrameClass::Pause => self.analyses.observe_pause(meta.ts_ns, s),
+            _ => {}
+        }
+    }
+
+    /// Live: a timeline record from the kernel (its timestamp already wall-clock). The frame's
+    /// counters are in the kernel maps.
+    pub fn observe_record(&mut self, r: &Record) {
+        self.analyses.observe(r);
+    }
+
+    /// Live: a PFC or PAUSE frame the kernel sent with its precise timestamp. Its counters are
+    /// in the kernel maps already.
+    pub fn observe_event(&mut self, meta: FrameMeta, event: &Event) {
+        self.analyses.observe_pause(meta.ts_ns, &event.summary);
+    }
+
+    /// A CM MAD (UD SEND ONLY to QP 1) from `src` to `dst`: REQ and REP pair QPs for RTT.
+    pub fn observe_cm(&mut self, src: &[u8; 16], dst: &[u8; 16], mad: &[u8]) {
+        if let Some(m) = cm::Repr::parse(mad) {
+            self.analyses.rtt.cm(src, dst, &m);
+        }
+    }
+}

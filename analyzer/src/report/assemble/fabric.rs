@@ -1,0 +1,135 @@
+//! The fabric sections of the report: PFC senders with their pause time and storms, the
+//! congestion trees and deadlocks, incast episodes and ECMP.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use analyzer_common::flow::FlowKey;
+
+use crate::analyses::pause::ALL_PRIORITIES;
+use crate::analyses::tree::FlowSpan;
+use crate::analyses::{ecmp, tree};
+use crate::pipeline::Pipeline;
+use crate::report::model::{
+    CongestionTrees, Ecmp, Episode, Incast, LabelShare, PauseSender, PauseTime, Pfc, PfcSender, StormJson, addr_string,
+    mac_string,
+};
+
+pub fn pfc(run: &Pipeline) -> Pfc {
+    let t = &run.engine.pfc;
+    let a = &run.analyses;
+    let topo = a.config.topology.as_ref();
+    let pause = |mac: &[u8; 6], prio: u8| {
+        PauseTime::of(&a.pause.timers.get(&(*mac, prio)).map(|t| t.all_intervals()).unwrap_or_default())
+    };
+    Pfc {
+        frames: t.pfc_frames,
+        pause_8023x_frames: t.pause_frames,
+        senders: t
+            .pfc
+            .iter()
+            .map(|((mac, prio), c)| {
+                let (device, port) = tree::owner_names(topo, mac);
+                PfcSender {
+                    mac: mac_string(mac),
+                    device,
+                    port,
+                    priority: *prio,
+                    counts: c.into(),
+                    pause: pause(mac, *prio),
+                }
+            })
+            .collect(),
+        pause_senders: t
+            .pause
+            .iter()
+            .map(|(mac, c)| {
+                let (device, port) = tree::owner_names(topo, mac);
+                PauseSender { mac: mac_string(mac), device, port, counts: c.into(), pause: pause(mac, ALL_PRIORITIES) }
+            })
+            .collect(),
+        storms: a
+            .pause
+            .storms()
+            .into_iter()
+            .map(|s| StormJson {
+                mac: mac_string(&s.mac),
+                device: tree::owner_names(topo, &s.mac).0,
+                priority: s.priority,
+                start_ns: s.start_ns,
+                duration_ns: s.duration_ns,
+            })
+            .collect(),
+        link_speed_bps: a.config.link_speed_bps,
+    }
+}
+
+pub fn congestion_tree(run: &Pipeline) -> CongestionTrees {
+    let a = &run.analyses;
+    let flows: Vec<FlowSpan> = run
+        .engine
+        .flows
+        .iter()
+        .map(|(k, s)| FlowSpan {
+            key: *k,
+            bytes: s.bytes,
+            first_ns: s.first_ns,
+            last_ns: s.last_ns,
+            pcps: (0..8u8).filter(|p| s.pcp.get(*p) > 0).fold(0, |m, p| m | 1 << p),
+            untagged: s.untagged > 0,
+        })
+        .collect();
+    tree::build(&a.pause, a.config.topology.as_ref(), &flows, a.config.deadlock_min_ns)
+}
+
+pub fn incast(run: &Pipeline) -> Incast {
+    let a = &run.analyses;
+    let w = a.incast.window_ns();
+    let episodes = a
+        .incast
+        .episodes()
+        .into_iter()
+        .map(|((ip, v), e)| {
+            let peak_gbps = e.peak_window_bytes as f64 * 8.0 / w as f64;
+            Episode {
+                dst: addr_string(v, &ip),
+                start_ns: e.start_ns,
+                end_ns: e.end_ns,
+                peak_senders: e.peak_senders,
+                senders: e.senders().iter().map(|(s, v)| addr_string(*v, s)).collect(),
+                bytes: e.bytes(),
+                peak_gbps,
+                peak_link_ratio: peak_gbps * 1e9 / a.config.link_speed_bps.max(1) as f64,
+                ce_packets: e.ce(),
+                cnp_packets: e.cnp(),
+                pfc_frames: a.pause.frame_times.iter().filter(|&&t| t >= e.start_ns && t <= e.end_ns).count() as u64,
+            }
+        })
+        .collect();
+    Incast { window_ns: w, min_senders: a.incast.min_senders(), episodes }
+}
+
+/// The ECMP section of a run: bytes per label from each flow's bytes per source, and the flows.
+pub fn ecmp(run: &Pipeline) -> Ecmp {
+    let engine = &run.engine;
+    let flows: Vec<(FlowKey, u64)> = engine.flows.iter().map(|(k, s)| (*k, s.bytes)).collect();
+    let labels: BTreeSet<&str> = engine.sources.iter().map(|s| s.label.as_str()).collect();
+    let mut by_label: BTreeMap<String, LabelShare> = BTreeMap::new();
+    let mut multi = 0;
+    if labels.len() >= 2 {
+        by_label = labels.iter().map(|l| (l.to_string(), LabelShare { bytes: 0, flows: 0 })).collect();
+        for (_, s) in engine.flows.iter() {
+            let mut seen: BTreeSet<&str> = BTreeSet::new();
+            for (src, bytes) in &s.source_bytes {
+                let Some(source) = engine.sources.get(*src as usize) else { continue };
+                let share = by_label.get_mut(&source.label).expect("every label listed");
+                share.bytes += bytes;
+                seen.insert(&source.label);
+            }
+            for l in &seen {
+                by_label.get_mut(*l).expect("listed").flows += 1;
+            }
+            multi += (seen.len() > 1) as u64;
+        }
+    }
+    ecmp::section(&by_label, multi, &run.analyses.config.ecmp_tiers, &flows)
+}

@@ -1,0 +1,180 @@
+//! Assembling the report from a run's state: the engine's counters and the analyses' results
+//! become the v1 document of [`super::model`], with the audit, the visibility notes and the
+//! fabric sections, which need the whole picture, computed here.
+
+pub mod audit;
+pub mod fabric;
+pub mod visibility;
+
+use std::collections::BTreeMap;
+
+use analyzer_common::FrameClass;
+use analyzer_common::flow::FlowKey;
+use analyzer_common::psn::PsnState;
+
+use super::model::*;
+use crate::engine::{DropReason, FlowStats};
+use crate::pipeline::Pipeline;
+
+/// Offline (capture files) or live (an interface).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    Offline,
+    Live,
+}
+
+impl Report {
+    /// Builds the report of everything the run has seen.
+    pub fn assemble(run: &Pipeline, kind: RunKind) -> Report {
+        let classes = FrameClass::ALL.iter().map(|c| (c.name().to_string(), run.engine.class_count(*c))).collect();
+        let dropped = DropReason::ALL
+            .iter()
+            .map(|r| (r.name().to_string(), run.engine.dropped.get(r).copied().unwrap_or(0)))
+            .collect();
+        let mut flows: Vec<(&FlowKey, &FlowStats)> = run.engine.flows.iter().collect();
+        flows.sort_unstable_by_key(|(k, _)| flow_order(k));
+        let flows = flows.into_iter().map(|(k, s)| flow_json(run, k, s)).collect();
+        let mut report = Report {
+            schema: SCHEMA.into(),
+            tool: Tool { name: "roce-analyzer".into(), version: env!("CARGO_PKG_VERSION").into() },
+            kind: match kind {
+                RunKind::Offline => "offline".into(),
+                RunKind::Live => "live".into(),
+            },
+            capture: Capture {
+                sources: run
+                    .engine
+                    .sources
+                    .iter()
+                    .map(|s| SourceJson { kind: s.kind.clone(), name: s.name.clone(), label: s.label.clone() })
+                    .collect(),
+                start_ns: run.engine.first_ns.unwrap_or(0),
+                end_ns: run.engine.last_ns.unwrap_or(0),
+                partial: run.engine.partial,
+                frames: run.engine.frames,
+                classes,
+                dropped,
+            },
+            flows,
+            pfc: fabric::pfc(run),
+            visibility: Vec::new(),
+            nic: run.engine.nic.clone(),
+            rtt_ns: rtt_summary(run),
+            pairs: pairs_json(run),
+            cnp_pacing: pacing_json(run),
+            audit: audit::findings(run),
+            congestion_tree: fabric::congestion_tree(run),
+            incast: fabric::incast(run),
+            ecmp: fabric::ecmp(run),
+        };
+        report.visibility = visibility::notes(run, &report);
+        report
+    }
+}
+
+fn psn_json(p: &PsnState) -> (PsnJson, Naks) {
+    (PsnJson::new(p.count), Naks::new(p.aeth))
+}
+
+fn end_ns(run: &Pipeline) -> u64 {
+    run.engine.last_ns.unwrap_or(0)
+}
+
+fn flow_rtt(run: &Pipeline, k: &FlowKey) -> Option<FlowRtt> {
+    let r = run.analyses.rtt.flows.get(k)?;
+    let (late, pending) = run.analyses.rtt.waiting(k, end_ns(run));
+    let timeouts = r.timeouts + late;
+    if r.samples.is_empty() && timeouts == 0 && pending == 0 {
+        return None;
+    }
+    Some(FlowRtt { percentiles: r.samples.percentiles().unwrap_or_default(), timeouts, pending })
+}
+
+fn rtt_summary(run: &Pipeline) -> RttSummary {
+    let rtt = &run.analyses.rtt;
+    let (mut timeouts, mut pending) = (0, 0);
+    for (k, f) in &rtt.flows {
+        let (late, p) = rtt.waiting(k, end_ns(run));
+        timeouts += f.timeouts + late;
+        pending += p;
+    }
+    RttSummary {
+        percentiles: rtt.overall().percentiles().unwrap_or(Percentiles { exact: true, ..Default::default() }),
+        timeouts,
+        pending,
+        ambiguous_acks: rtt.ambiguous_acks,
+        unpaired_acks: rtt.unpaired_acks,
+        cm_paired: rtt.cm_paired,
+        timeout_ns: run.analyses.config.rtt_timeout_ns,
+    }
+}
+
+fn pairs_json(run: &Pipeline) -> Vec<Pair> {
+    let e = &run.analyses.ecn;
+    let mut pairs: Vec<_> = e.pairs.iter().collect();
+    pairs.sort_unstable_by_key(|(k, _)| **k);
+    pairs
+        .into_iter()
+        .map(|(((a, v), (b, _)), p)| Pair {
+            a: addr_string(*v, a),
+            b: addr_string(*v, b),
+            data_packets: p.data_packets,
+            ce: p.ce,
+            cnp_back: p.cnp_back,
+            ce_unanswered: p.unanswered_at(end_ns(run), e.timeout_ns),
+        })
+        .collect()
+}
+
+fn pacing_json(run: &Pipeline) -> Vec<CnpPacing> {
+    let mut pacing: Vec<_> = run.analyses.ecn.pacing.iter().collect();
+    pacing.sort_unstable_by_key(|(k, _)| **k);
+    pacing
+        .into_iter()
+        .map(|(((addr, v), qp), p)| {
+            let mut gaps = p.gaps.clone();
+            CnpPacing {
+                dst: addr_string(*v, addr),
+                dst_qp: *qp,
+                cnps: p.cnps,
+                min_gap_ns: gaps.iter().copied().min().unwrap_or(0),
+                median_gap_ns: crate::analyses::stats::median(&mut gaps),
+            }
+        })
+        .collect()
+}
+
+fn flow_json(run: &Pipeline, k: &FlowKey, s: &FlowStats) -> Flow {
+    let mut pcp: BTreeMap<String, u64> = s.pcp.sorted().into_iter().map(|(p, n)| (p.to_string(), n)).collect();
+    if s.untagged > 0 {
+        pcp.insert("untagged".into(), s.untagged);
+    }
+    let mut labels: Vec<String> = (0..64)
+        .filter(|i| s.sources & (1u64 << i) != 0)
+        .filter_map(|i| run.engine.sources.get(i).map(|src| src.label.clone()))
+        .collect();
+    labels.dedup();
+    let (psn, naks) = psn_json(&s.psn);
+    Flow {
+        src: addr_string(k.ip_version, &k.src),
+        dst: addr_string(k.ip_version, &k.dst),
+        ip_version: k.ip_version,
+        udp_sport: k.udp_sport,
+        dst_qp: k.dst_qp,
+        packets: s.packets,
+        bytes: s.bytes,
+        first_ns: s.first_ns,
+        last_ns: s.last_ns,
+        opcodes: s.opcodes.sorted().into_iter().map(|(o, n)| (names::opcode_name(o), n)).collect(),
+        ecn: Ecn { not_ect: s.ecn[0], ect1: s.ecn[1], ect0: s.ecn[2], ce: s.ecn[3] },
+        dscp: s.dscp.sorted().into_iter().map(|(d, n)| (d.to_string(), n)).collect(),
+        pcp,
+        fecn: s.fecn,
+        becn: s.becn,
+        ack_req: s.ack_req,
+        labels,
+        psn,
+        naks,
+        rtt_ns: flow_rtt(run, k),
+    }
+}

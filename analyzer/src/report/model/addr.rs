@@ -1,0 +1,61 @@
+//! Addresses as the report writes them, and flows' keys and order.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use analyzer_common::flow::FlowKey;
+
+use super::{Flow, FlowRef};
+
+/// Flows sort by (IP version, source, destination, UDP source port, destination QP).
+pub fn flow_order(k: &FlowKey) -> (u8, [u8; 16], [u8; 16], u16, u32) {
+    (k.ip_version, k.src, k.dst, k.udp_sport, k.dst_qp)
+}
+
+/// An address of a report parsed back into key bytes (IPv4 in the first four).
+pub fn addr_bytes(s: &str) -> Option<[u8; 16]> {
+    let mut b = [0u8; 16];
+    match s.parse::<IpAddr>().ok()? {
+        IpAddr::V4(a) => b[..4].copy_from_slice(&a.octets()),
+        IpAddr::V6(a) => b = a.octets(),
+    }
+    Some(b)
+}
+
+/// The key of a report's flow (addresses parsed back), or `None` for an unparsable address.
+pub fn flow_key(f: &Flow) -> Option<FlowKey> {
+    Some(FlowKey {
+        src: addr_bytes(&f.src)?,
+        dst: addr_bytes(&f.dst)?,
+        dst_qp: f.dst_qp,
+        udp_sport: f.udp_sport,
+        ip_version: f.ip_version,
+        _pad: 0,
+    })
+}
+
+/// The same order as [`flow_order`] for a report's flow.
+pub fn flow_sort_key(f: &Flow) -> (u8, [u8; 16], [u8; 16], u16, u32) {
+    let bytes = |s: &str| addr_bytes(s).unwrap_or_default();
+    (f.ip_version, bytes(&f.src), bytes(&f.dst), f.udp_sport, f.dst_qp)
+}
+
+pub fn addr_string(version: u8, bytes: &[u8; 16]) -> String {
+    if version == 4 {
+        IpAddr::V4(Ipv4Addr::new(bytes[0], bytes[1], bytes[2], bytes[3])).to_string()
+    } else {
+        IpAddr::V6(Ipv6Addr::from(*bytes)).to_string()
+    }
+}
+
+pub fn mac_string(m: &[u8; 6]) -> String {
+    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+}
+
+pub fn flow_ref(k: &FlowKey) -> FlowRef {
+    FlowRef {
+        src: addr_string(k.ip_version, &k.src),
+        dst: addr_string(k.ip_version, &k.dst),
+        udp_sport: k.udp_sport,
+        dst_qp: k.dst_qp,
+    }
+}

@@ -1,0 +1,134 @@
+//! The report's stable identifiers: finding codes, note codes and severities. Their serde names
+//! are the v1 contract (`"go_back_n"`, `"no_roce"`, `"warning"`); everything else in the
+//! program names them through these enums, so a code is declared once.
+
+use serde::{Deserialize, Serialize};
+
+/// How much a finding matters. Ordered: errors sort first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Error,
+    Warning,
+    Info,
+}
+
+impl Severity {
+    pub const ALL: [Severity; 3] = [Severity::Error, Severity::Warning, Severity::Info];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+impl std::fmt::Display for Severity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Declares a code enum with its serde names and `name()`, in one list.
+macro_rules! codes {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vdoc])* #[serde(rename = $text)] $variant,)*
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+codes! {
+    /// What a finding (audit or ECMP) is about.
+    FindingCode {
+        /// RoCE data not ECN-capable: switches cannot mark it, DCQCN cannot react.
+        NotEct = "not_ect",
+        RoceDscp = "roce_dscp",
+        CnpDscp = "cnp_dscp",
+        CeWithoutCnp = "ce_without_cnp",
+        CnpWithoutCe = "cnp_without_ce",
+        GoBackN = "go_back_n",
+        Reordering = "reordering",
+        PsnGap = "psn_gap",
+        RnrRetry = "rnr_retry",
+        Retransmission = "retransmission",
+        RnrNak = "rnr_nak",
+        NakError = "nak_error",
+        ReadResponseGap = "read_response_gap",
+        RttTimeout = "rtt_timeout",
+        UplinkImbalance = "uplink_imbalance",
+        EcmpPolarized = "ecmp_polarized",
+        CrcSeed = "crc_seed",
+        FewSourcePorts = "few_source_ports",
+        ElephantFlows = "elephant_flows",
+    }
+}
+
+codes! {
+    /// What a visibility note says the vantage point could not see (or what a merge could not
+    /// combine).
+    NoteCode {
+        HardwareRoceBypass = "hardware_roce_bypass",
+        NoRoce = "no_roce",
+        NoPfc = "no_pfc",
+        OneDirection = "one_direction",
+        Malformed = "malformed",
+        Partial = "partial",
+        SnapCut = "snap_cut",
+        Mirrored = "mirrored",
+        PfcUnplaced = "pfc_unplaced",
+        TimelineOff = "timeline_off",
+        CongestionTreeNotMerged = "congestion_tree_not_merged",
+        IncastNotMerged = "incast_not_merged",
+        RttNotMerged = "rtt_not_merged",
+        EcmpPredictedNotMerged = "ecmp_predicted_not_merged",
+    }
+}
+
+impl NoteCode {
+    /// Notes that depend on the whole capture: `merge` recomputes them over the merged report
+    /// instead of carrying each report's.
+    pub fn recomputed_by_merge(self) -> bool {
+        matches!(
+            self,
+            NoteCode::NoRoce | NoteCode::NoPfc | NoteCode::OneDirection | NoteCode::Malformed | NoteCode::Partial
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serde_names_are_the_contract() {
+        for c in FindingCode::ALL {
+            assert_eq!(serde_json::to_string(c).unwrap(), format!("\"{}\"", c.name()));
+        }
+        for c in NoteCode::ALL {
+            assert_eq!(serde_json::from_str::<NoteCode>(&format!("\"{}\"", c.name())).unwrap(), *c);
+        }
+        assert_eq!(serde_json::to_string(&Severity::Warning).unwrap(), "\"warning\"");
+        assert!(Severity::Error < Severity::Warning && Severity::Warning < Severity::Info);
+    }
+}

@@ -1,0 +1,8 @@
+//! Renderings of a report: the human summary, the HTML page, Graphviz, Prometheus metrics, and
+//! the refreshing live view (which also reads the running pipeline for rates).
+
+pub mod dot;
+pub mod html;
+pub mod human;
+pub mod live_view;
+pub mod metrics;

@@ -223,9 +223,14 @@ mod pod {
     use super::*;
     // SAFETY: repr(C), integer fields only, no implicit padding (sizes asserted above).
     unsafe impl aya::Pod for FlowCounters {}
+    // SAFETY: repr(C), integers only, no implicit padding (sizes asserted with the type).
     unsafe impl aya::Pod for ExtraKey {}
+    // SAFETY: repr(C), integers only, no implicit padding (sizes asserted with the type).
     unsafe impl aya::Pod for PfcKey {}
+    // SAFETY: repr(C), integers only, no implicit padding (sizes asserted with the type).
     unsafe impl aya::Pod for PfcCounters {}
+    // SAFETY: repr(C), integers only, no implicit padding (sizes asserted with the type).
     unsafe impl aya::Pod for Event {}
+    // SAFETY: repr(C), integers only, no implicit padding (sizes asserted with the type).
     unsafe impl aya::Pod for CmEvent {}
 }

@@ -273,6 +273,7 @@ impl PathKey {
 mod pod {
     // SAFETY: repr(C), integers only, no implicit padding (size asserted above).
     unsafe impl aya::Pod for super::PsnState {}
+    // SAFETY: repr(C), integers only, no implicit padding (sizes asserted with the type).
     unsafe impl aya::Pod for super::PathKey {}
 }
 

@@ -5,23 +5,16 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::analyses::config::{defaults, nanos};
 use crate::capture::input::InputSpec;
 use crate::capture::kernel::load::AttachMode;
-
-pub const EXIT_CODES: &str = "\
-Exit codes:
-  0  the analysis ran and the report is complete
-  1  error (unreadable or malformed input, I/O, privileges); the message names file and offset
-  2  usage error
-  3  report written, but partial: an input ended inside a record
-  4  a --fail-on gate tripped (each is printed with its value)";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "roce-analyzer",
     version,
     about = "RoCE v2 / PFC analyzer: live in the kernel with XDP (--iface) or offline on pcap/pcapng files (--pcap)",
-    after_help = EXIT_CODES,
+    after_help = crate::exit::help(),
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -94,16 +87,12 @@ pub struct FabricArgs {
     pub topology: Option<PathBuf>,
 
     /// A continuous pause at least this long is a PFC storm.
-    #[arg(long, default_value = "100ms", value_parser = positive_duration)]
-    pub pfc_storm: Duration,
+    #[arg(long, default_value_t = defaults::PFC_STORM.into(), value_parser = positive_duration)]
+    pub pfc_storm: humantime::Duration,
 
     /// A cycle of pauses all active together at least this long is a deadlock.
-    #[arg(long, default_value = "10ms", value_parser = positive_duration)]
-    pub deadlock_min: Duration,
-}
-
-fn nanos(d: Duration) -> u64 {
-    d.as_nanos().min(u64::MAX as u128) as u64
+    #[arg(long, default_value_t = defaults::DEADLOCK_MIN.into(), value_parser = positive_duration)]
+    pub deadlock_min: humantime::Duration,
 }
 
 impl FabricArgs {
@@ -111,8 +100,8 @@ impl FabricArgs {
     pub fn options(&self) -> Result<crate::report::merge::MergeOptions, crate::analyses::topology::TopologyError> {
         Ok(crate::report::merge::MergeOptions {
             topology: self.topology.as_deref().map(crate::analyses::topology::Topology::load).transpose()?,
-            pfc_storm_ns: nanos(self.pfc_storm),
-            deadlock_min_ns: nanos(self.deadlock_min),
+            pfc_storm_ns: nanos(*self.pfc_storm),
+            deadlock_min_ns: nanos(*self.deadlock_min),
         })
     }
 }
@@ -129,9 +118,14 @@ fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 500ms, 1s, 2m)"))
 }
 
-fn positive_duration(s: &str) -> Result<Duration, String> {
+fn positive_std_duration(s: &str) -> Result<Duration, String> {
     let d = duration(s)?;
     if d.is_zero() { Err("must be more than zero".into()) } else { Ok(d) }
+}
+
+/// A positive duration that shows as written (`100ms`) in `--help`'s defaults.
+fn positive_duration(s: &str) -> Result<humantime::Duration, String> {
+    positive_std_duration(s).map(Into::into)
 }
 
 #[derive(Debug, clap::Args)]
@@ -152,16 +146,16 @@ pub struct AnalyzeArgs {
     pub xdp_mode: AttachMode,
 
     /// Live: how often the kernel maps are read.
-    #[arg(long, default_value = "1s", value_parser = positive_duration)]
+    #[arg(long, default_value = "1s", value_parser = positive_std_duration)]
     pub interval: Duration,
 
     /// Live: stop after this long (otherwise at SIGINT or SIGTERM).
-    #[arg(long, value_parser = positive_duration)]
+    #[arg(long, value_parser = positive_std_duration)]
     pub duration: Option<Duration>,
 
     /// Live: flows without a packet for this long are removed from the kernel map (their
     /// totals stay in the report).
-    #[arg(long, default_value = "60s", value_parser = positive_duration)]
+    #[arg(long, default_value = "60s", value_parser = positive_std_duration)]
     pub idle_timeout: Duration,
 
     /// Live: entries of the kernel flow map; frames of flows beyond it are counted as lost.
@@ -219,39 +213,39 @@ pub struct AnalyzeArgs {
 pub struct AnalysisArgs {
     /// PMTU (bytes) a READ REQUEST is assumed to be cut to until a FIRST/MIDDLE payload between
     /// the same two hosts shows the path's own.
-    #[arg(long, default_value_t = analyzer_common::psn::DEFAULT_PMTU, value_parser = clap::value_parser!(u32).range(256..=65536))]
+    #[arg(long, default_value_t = defaults::PMTU, value_parser = clap::value_parser!(u32).range(256..=65536))]
     pub pmtu: u32,
 
     /// A request with AckReq not acknowledged within this is counted as an RTT timeout.
-    #[arg(long, default_value = "1s", value_parser = positive_duration)]
-    pub rtt_timeout: Duration,
+    #[arg(long, default_value_t = defaults::RTT_TIMEOUT.into(), value_parser = positive_duration)]
+    pub rtt_timeout: humantime::Duration,
 
     /// DSCP expected on RoCE data packets (the lossless class).
-    #[arg(long, default_value_t = 26, value_parser = clap::value_parser!(u8).range(0..64))]
+    #[arg(long, default_value_t = defaults::ROCE_DSCP, value_parser = clap::value_parser!(u8).range(0..64))]
     pub roce_dscp: u8,
 
     /// DSCP expected on CNPs.
-    #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u8).range(0..64))]
+    #[arg(long, default_value_t = defaults::CNP_DSCP, value_parser = clap::value_parser!(u8).range(0..64))]
     pub cnp_dscp: u8,
 
     /// A CE-marked packet with no CNP back within this is "unanswered" (audit).
-    #[arg(long, default_value = "1ms", value_parser = positive_duration)]
-    pub cnp_timeout: Duration,
+    #[arg(long, default_value_t = defaults::CNP_TIMEOUT.into(), value_parser = positive_duration)]
+    pub cnp_timeout: humantime::Duration,
 
     #[command(flatten)]
     pub fabric: FabricArgs,
 
     /// Link speed for pause quanta (512 bit times each) and incast rates: 25G, 100G, 200G,
     /// 400G or 800G.
-    #[arg(long, default_value = "100G", value_parser = link_speed)]
-    pub link_speed: u64,
+    #[arg(long, default_value_t = LinkSpeed(defaults::LINK_SPEED_BPS), value_parser = link_speed)]
+    pub link_speed: LinkSpeed,
 
     /// Incast: senders to one destination are counted over this sliding window.
-    #[arg(long, default_value = "100us", value_parser = positive_duration)]
-    pub incast_window: Duration,
+    #[arg(long, default_value_t = defaults::INCAST_WINDOW.into(), value_parser = positive_duration)]
+    pub incast_window: humantime::Duration,
 
     /// Incast: an episode starts at this many concurrent senders.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..))]
+    #[arg(long, default_value_t = defaults::INCAST_MIN_SENDERS, value_parser = clap::value_parser!(u32).range(2..))]
     pub incast_min_senders: u32,
 
     /// ECMP prediction, one per tier (repeat in path order): `HASH:FANOUT[:SEED[:SHIFT]]` with
@@ -260,13 +254,23 @@ pub struct AnalysisArgs {
     pub ecmp_tiers: Vec<crate::analyses::ecmp::Tier>,
 }
 
-fn link_speed(s: &str) -> Result<u64, String> {
+/// A link speed in bit/s, written as `100G`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkSpeed(pub u64);
+
+impl std::fmt::Display for LinkSpeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}G", self.0 / 1_000_000_000)
+    }
+}
+
+fn link_speed(s: &str) -> Result<LinkSpeed, String> {
     match s.to_ascii_uppercase().as_str() {
-        "25G" => Ok(25_000_000_000),
-        "100G" => Ok(100_000_000_000),
-        "200G" => Ok(200_000_000_000),
-        "400G" => Ok(400_000_000_000),
-        "800G" => Ok(800_000_000_000),
+        "25G" => Ok(LinkSpeed(25_000_000_000)),
+        "100G" => Ok(LinkSpeed(100_000_000_000)),
+        "200G" => Ok(LinkSpeed(200_000_000_000)),
+        "400G" => Ok(LinkSpeed(400_000_000_000)),
+        "800G" => Ok(LinkSpeed(800_000_000_000)),
         _ => Err(format!("{s:?}: one of 25G, 100G, 200G, 400G, 800G")),
     }
 }
@@ -277,14 +281,14 @@ impl AnalysisArgs {
         let fabric = self.fabric.options()?;
         Ok(crate::analyses::Config {
             pmtu: self.pmtu,
-            rtt_timeout_ns: nanos(self.rtt_timeout),
+            rtt_timeout_ns: nanos(*self.rtt_timeout),
             roce_dscp: self.roce_dscp,
             cnp_dscp: self.cnp_dscp,
-            cnp_timeout_ns: nanos(self.cnp_timeout),
-            link_speed_bps: self.link_speed,
+            cnp_timeout_ns: nanos(*self.cnp_timeout),
+            link_speed_bps: self.link_speed.0,
             pfc_storm_ns: fabric.pfc_storm_ns,
             deadlock_min_ns: fabric.deadlock_min_ns,
-            incast_window_ns: nanos(self.incast_window),
+            incast_window_ns: nanos(*self.incast_window),
             incast_min_senders: self.incast_min_senders,
             ecmp_tiers: self.ecmp_tiers.clone(),
             topology: fabric.topology,

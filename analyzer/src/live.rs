@@ -233,6 +233,131 @@ impl<M: MapSource> LiveLoop<M> {
 mod tests {
     use super::*;
 
+    use analyzer_common::flow::FlowKey;
+    use analyzer_common::maps::{FlowCounters, counter};
+    use analyzer_common::record::{Record, flag};
+
+    use crate::capture::kernel::snapshot::KernelSnapshot;
+    use crate::engine::DropReason;
+
+    /// A kernel without a kernel: the snapshot the next poll reads, records and events waiting
+    /// in the rings, and the flows the loop asked to delete.
+    #[derive(Default)]
+    struct FakeMaps {
+        snapshot: KernelSnapshot,
+        records: Vec<Record>,
+        removed: Vec<FlowKey>,
+    }
+
+    impl MapSource for FakeMaps {
+        fn snapshot(&mut self) -> Result<KernelSnapshot, KernelError> {
+            Ok(self.snapshot.clone())
+        }
+        fn remove_flows(&mut self, keys: &[FlowKey]) -> Result<(), KernelError> {
+            self.removed.extend_from_slice(keys);
+            self.snapshot.flows.retain(|(k, _)| !keys.contains(k));
+            Ok(())
+        }
+        fn drain_events(&mut self, _f: &mut dyn FnMut(KernelEvent)) -> u64 {
+            0
+        }
+        fn drain_records(&mut self, f: &mut dyn FnMut(&Record)) -> u64 {
+            let n = self.records.len() as u64;
+            for r in self.records.drain(..) {
+                f(&r);
+            }
+            n
+        }
+    }
+
+    fn key(qp: u32) -> FlowKey {
+        FlowKey {
+            src: [10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            dst_qp: qp,
+            ip_version: 4,
+            ..Default::default()
+        }
+    }
+
+    fn slot(packets: u64, last_ns: u64) -> FlowCounters {
+        let mut c = FlowCounters::zeroed();
+        c.packets = packets;
+        c.bytes = packets * 1000;
+        c.first_ns = 1;
+        c.last_ns = last_ns;
+        c
+    }
+
+    fn record(src: u8, dst: u8, qp: u32, opcode: u8, psn: u32, ts: u64, flags: u8) -> Record {
+        let mut r = Record { ts_ns: ts, psn, opcode, flags, ip_version: 4, dst_qp: qp, ..Default::default() };
+        r.src_ip[..4].copy_from_slice(&[10, 0, 0, src]);
+        r.dst_ip[..4].copy_from_slice(&[10, 0, 0, dst]);
+        r
+    }
+
+    fn live() -> LiveLoop<FakeMaps> {
+        let maps = FakeMaps {
+            snapshot: KernelSnapshot { counters: vec![0; counter::COUNT as usize], ..Default::default() },
+            ..Default::default()
+        };
+        let mut run = Pipeline::default();
+        let source = run.engine.add_source("live", "veth0", "veth0");
+        LiveLoop::new(maps, run, source, Clock { offset: 0 }, Duration::from_secs(60))
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn polls_add_interval_deltas_not_totals() {
+        let mut l = live();
+        l.maps.snapshot.flows = vec![(key(1), vec![slot(10, S), slot(5, S)])];
+        l.poll(2 * S, true).unwrap();
+        l.maps.snapshot.flows = vec![(key(1), vec![slot(25, 2 * S), slot(5, S)])];
+        l.poll(3 * S, true).unwrap();
+        l.poll(4 * S, true).unwrap();
+        let f = l.run.engine.flows.get(&key(1)).unwrap();
+        assert_eq!((f.packets, f.bytes), (30, 30_000), "10 + 5, then 15 more, then nothing new");
+    }
+
+    #[test]
+    fn idle_flows_are_evicted_and_keep_their_totals() {
+        let mut l = live();
+        l.maps.snapshot.flows = vec![(key(1), vec![slot(4, S)]), (key(2), vec![slot(6, 100 * S)])];
+        l.poll(100 * S, true).unwrap();
+        assert_eq!(l.maps.removed, vec![key(1)], "idle for 99 s > 60 s; key 2 is fresh");
+        // The kernel counts the evicted flow from zero when it comes back.
+        l.maps.snapshot.flows.push((key(1), vec![slot(3, 101 * S)]));
+        l.poll(101 * S, false).unwrap();
+        assert_eq!(l.run.engine.flows.get(&key(1)).unwrap().packets, 7);
+        assert_eq!(l.run.engine.flows.get(&key(2)).unwrap().packets, 6);
+        assert_eq!(l.maps.removed.len(), 1, "the last poll evicts nothing");
+    }
+
+    #[test]
+    fn ring_records_reach_the_analyses_on_drain_and_on_poll() {
+        let mut l = live();
+        l.maps.records.push(record(1, 2, 0x21, 0x0A, 7, 1_000, flag::ACK_REQ));
+        assert_eq!(l.drain(), 1);
+        assert_eq!(l.drain(), 0, "drained once");
+        l.maps.records.push(record(2, 1, 0x11, 0x11, 7, 4_000, flag::AETH));
+        l.poll(S, true).unwrap();
+        let rtt = &l.run.analyses.rtt.flows[&record(1, 2, 0x21, 0, 0, 0, 0).flow()];
+        assert_eq!(rtt.samples.values(), vec![3_000]);
+    }
+
+    #[test]
+    fn kernel_losses_are_counted() {
+        let mut l = live();
+        for (i, n) in [(counter::FLOW_MAP_FULL, 3), (counter::RINGBUF_FULL, 5), (counter::TIMELINE_FULL, 7)] {
+            l.maps.snapshot.counters[i as usize] = n;
+        }
+        l.poll(S, true).unwrap();
+        let d = &l.run.engine.dropped;
+        assert_eq!((d[&DropReason::FlowMapFull], d[&DropReason::RingbufFull], d[&DropReason::TimelineFull]), (3, 5, 7));
+        let r = Report::assemble(&l.run, RunKind::Live);
+        assert_eq!((r.capture.dropped["flow_map_full"], r.capture.dropped["timeline_full"]), (3, 7));
+    }
+
     #[test]
     fn hardware_rnic_is_found_and_its_blindness_stated() {
         let sys = tempfile::tempdir().unwrap();

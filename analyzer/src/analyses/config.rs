@@ -1,4 +1,7 @@
-//! Parameters of the analyses (the command line's `--pmtu`, `--rtt-timeout`, …).
+//! Parameters of the analyses (the command line's `--pmtu`, `--rtt-timeout`, …). Their
+//! defaults are the constants of [`defaults`], which the command line shows and uses too.
+
+use std::time::Duration;
 
 use super::ecmp::Tier;
 use super::topology::Topology;
@@ -22,19 +25,42 @@ pub struct Config {
     pub topology: Option<Topology>,
 }
 
+/// The analyses' defaults: one list for [`Config::default`] and the command line's flags.
+pub mod defaults {
+    use super::Duration;
+
+    pub const PMTU: u32 = analyzer_common::psn::DEFAULT_PMTU;
+    pub const RTT_TIMEOUT: Duration = Duration::from_secs(1);
+    /// The lossless class RoCE data is expected in (DSCP 26, AF31).
+    pub const ROCE_DSCP: u8 = 26;
+    /// CNPs are expected in DSCP 48 (CS6).
+    pub const CNP_DSCP: u8 = 48;
+    pub const CNP_TIMEOUT: Duration = Duration::from_millis(1);
+    pub const LINK_SPEED_BPS: u64 = 100_000_000_000;
+    pub const PFC_STORM: Duration = Duration::from_millis(100);
+    pub const DEADLOCK_MIN: Duration = Duration::from_millis(10);
+    pub const INCAST_WINDOW: Duration = Duration::from_micros(100);
+    pub const INCAST_MIN_SENDERS: u32 = 4;
+}
+
+/// Whole nanoseconds of `d` (saturating).
+pub fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
-            pmtu: analyzer_common::psn::DEFAULT_PMTU,
-            rtt_timeout_ns: 1_000_000_000,
-            roce_dscp: 26,
-            cnp_dscp: 48,
-            cnp_timeout_ns: 1_000_000,
-            link_speed_bps: 100_000_000_000,
-            pfc_storm_ns: 100_000_000,
-            deadlock_min_ns: 10_000_000,
-            incast_window_ns: 100_000,
-            incast_min_senders: 4,
+            pmtu: defaults::PMTU,
+            rtt_timeout_ns: nanos(defaults::RTT_TIMEOUT),
+            roce_dscp: defaults::ROCE_DSCP,
+            cnp_dscp: defaults::CNP_DSCP,
+            cnp_timeout_ns: nanos(defaults::CNP_TIMEOUT),
+            link_speed_bps: defaults::LINK_SPEED_BPS,
+            pfc_storm_ns: nanos(defaults::PFC_STORM),
+            deadlock_min_ns: nanos(defaults::DEADLOCK_MIN),
+            incast_window_ns: nanos(defaults::INCAST_WINDOW),
+            incast_min_senders: defaults::INCAST_MIN_SENDERS,
             ecmp_tiers: Vec::new(),
             topology: None,
         }

@@ -20,7 +20,7 @@ use crate::analyses::ecmp::{self, Tier};
 use crate::analyses::pause::{ALL_PRIORITIES, Pause, Timer};
 use crate::analyses::topology::{Topology, parse_mac};
 use crate::analyses::tree::{self, FlowSpan};
-use crate::report::assemble::visibility;
+use crate::report::assemble::{fabric, visibility};
 use crate::report::model::*;
 
 #[derive(Debug, thiserror::Error)]
@@ -400,17 +400,7 @@ fn fabric_from_intervals(report: &mut Report, opts: &MergeOptions) {
         unite(&s.mac, ALL_PRIORITIES, &mut s.pause);
     }
     let topo = opts.topology.as_ref();
-    report.pfc.storms = pause
-        .storms()
-        .into_iter()
-        .map(|st| StormJson {
-            mac: mac_string(&st.mac),
-            device: tree::owner_names(topo, &st.mac).0,
-            priority: st.priority,
-            start_ns: st.start_ns,
-            duration_ns: st.duration_ns,
-        })
-        .collect();
+    report.pfc.storms = fabric::storms(&pause, topo);
     let flows: Vec<FlowSpan> = report.flows.iter().filter_map(flow_span).collect();
     report.congestion_tree = tree::build(&pause, topo, &flows, opts.deadlock_min_ns);
 }

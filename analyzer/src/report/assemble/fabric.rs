@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use analyzer_common::flow::FlowKey;
 
-use crate::analyses::pause::ALL_PRIORITIES;
+use crate::analyses::pause::{ALL_PRIORITIES, Pause};
+use crate::analyses::topology::Topology;
 use crate::analyses::tree::FlowSpan;
 use crate::analyses::{ecmp, tree};
 use crate::pipeline::Pipeline;
@@ -47,20 +48,24 @@ pub fn pfc(run: &Pipeline) -> Pfc {
                 PauseSender { mac: mac_string(mac), device, port, counts: c.into(), pause: pause(mac, ALL_PRIORITIES) }
             })
             .collect(),
-        storms: a
-            .pause
-            .storms()
-            .into_iter()
-            .map(|s| StormJson {
-                mac: mac_string(&s.mac),
-                device: tree::owner_names(topo, &s.mac).0,
-                priority: s.priority,
-                start_ns: s.start_ns,
-                duration_ns: s.duration_ns,
-            })
-            .collect(),
+        storms: storms(&a.pause, topo),
         link_speed_bps: a.config.link_speed_bps,
     }
+}
+
+/// The storms of the pause timers, their senders named by the topology (a run and `merge`).
+pub fn storms(pause: &Pause, topo: Option<&Topology>) -> Vec<StormJson> {
+    pause
+        .storms()
+        .into_iter()
+        .map(|s| StormJson {
+            mac: mac_string(&s.mac),
+            device: tree::owner_names(topo, &s.mac).0,
+            priority: s.priority,
+            start_ns: s.start_ns,
+            duration_ns: s.duration_ns,
+        })
+        .collect()
 }
 
 pub fn congestion_tree(run: &Pipeline) -> CongestionTrees {

@@ -319,3 +319,25 @@ fn merge_qualifies_colliding_labels_and_refuses_other_schemas() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(run(&["merge"]).status.code(), Some(2), "no report is a usage error");
 }
+
+#[test]
+fn the_schema_lists_every_psn_and_aeth_counter() {
+    // A new counter is one more index and name in analyzer_common::psn: the schema must follow.
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../schema/report-v1.schema.json")).expect("the schema is JSON");
+    let flow = &schema["properties"]["flows"]["items"]["properties"];
+    for (section, names) in
+        [("psn", &analyzer_common::psn::count::NAMES[..]), ("naks", &analyzer_common::psn::aeth::NAMES[..])]
+    {
+        let props: Vec<&String> = flow[section]["properties"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{section} in the schema"))
+            .keys()
+            .collect();
+        let mut want: Vec<&str> = names.to_vec();
+        want.sort_unstable();
+        let mut got: Vec<&str> = props.iter().map(|s| s.as_str()).collect();
+        got.sort_unstable();
+        assert_eq!(got, want, "schema properties of flows[].{section}");
+    }
+}

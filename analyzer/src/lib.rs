@@ -14,7 +14,7 @@ pub mod engine;
 pub mod exit;
 pub mod frames;
 pub mod live;
-pub mod metrics_server;
+pub(crate) mod metrics_server;
 pub mod offline;
 pub mod pipeline;
 pub mod replay;

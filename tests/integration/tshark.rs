@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use analyzer::report::names::opcode_name;
+use analyzer::report::model::names::opcode_name;
 use analyzer_common::opcode::ext;
 use analyzer_common::{FrameClass, PacketSummary};
 use serde_json::Value;

@@ -16,28 +16,39 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use object::{Object, ObjectSection};
 
-/// Builds the object from source exactly as aya-build does; returns its path.
-pub fn build() -> anyhow::Result<PathBuf> {
+/// `cargo +nightly SUBCOMMAND` on the eBPF crate for the BPF target, as aya-build builds it.
+fn nightly_cargo(subcommand: &str, target_dir: &str, extra: &[&str]) -> anyhow::Result<()> {
     if let Some(why) = ebpf_object::toolchain_missing() {
         bail!("cannot build the XDP object: {why} (run scripts/setup)");
     }
     let root = crate::root();
-    let target_dir = root.join("target/ebpf");
     let flags = ["--cfg=bpf_target_arch=\"x86_64\"", "-Cdebuginfo=2", "-Clink-arg=--btf"].join("\x1f");
     let status = Command::new("rustup")
         .current_dir(&root)
-        .args(["run", "nightly", "cargo", "build", "--package", "analyzer-ebpf", "--bins", "--release"])
+        .args(["run", "nightly", "cargo", subcommand, "--package", "analyzer-ebpf", "--bins", "--release"])
         .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core", "--target-dir"])
-        .arg(&target_dir)
+        .arg(root.join(target_dir))
+        .args(extra)
         .env("CARGO_ENCODED_RUSTFLAGS", flags)
         .env_remove("RUSTC")
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
         .status()
         .context("running cargo +nightly")?;
     if !status.success() {
-        bail!("building analyzer-ebpf failed");
+        bail!("cargo {subcommand} of analyzer-ebpf failed");
     }
-    Ok(target_dir.join("bpfel-unknown-none/release/roce-analyzer"))
+    Ok(())
+}
+
+/// Builds the object from source exactly as aya-build does; returns its path.
+pub fn build() -> anyhow::Result<PathBuf> {
+    nightly_cargo("build", "target/ebpf", &[])?;
+    Ok(crate::root().join("target/ebpf/bpfel-unknown-none/release/roce-analyzer"))
+}
+
+/// Clippy over the XDP program, for its target, with warnings as errors (the workspace's lints).
+pub fn clippy() -> anyhow::Result<()> {
+    nightly_cargo("clippy", "target/ebpf-clippy", &["--", "-D", "warnings"])
 }
 
 /// The sections that make up the program: code, relocations, maps, read-only data.
@@ -58,7 +69,10 @@ fn program_sections(bytes: &[u8]) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     Ok(v)
 }
 
-pub fn run(check: bool) -> anyhow::Result<()> {
+pub fn run(check: bool, lint: bool) -> anyhow::Result<()> {
+    if lint {
+        return clippy();
+    }
     let root = crate::root();
     let committed = root.join(ebpf_object::OBJECT);
     let sources = ebpf_object::sources_hash(&root)?;

@@ -51,6 +51,9 @@ enum Task {
     Ebpf {
         #[arg(long)]
         check: bool,
+        /// Run clippy over the XDP program (for the BPF target) instead.
+        #[arg(long, conflicts_with = "check")]
+        clippy: bool,
     },
     /// (root) The XDP program per frame against XDP_PASS, replay over veth, agent CPU.
     BenchKernel {
@@ -79,7 +82,7 @@ fn main() -> ExitCode {
     let result = match cli.task {
         Task::Fixtures => fixtures::run(),
         Task::Test { no_setup } => test::run(no_setup),
-        Task::Ebpf { check } => ebpf::run(check),
+        Task::Ebpf { check, clippy } => ebpf::run(check, clippy),
         Task::Layers => layers::run(),
         Task::BenchKernel { repeat, seconds, compare } => bench_kernel::run(repeat, seconds, compare.as_deref()),
         Task::Bench { frames, repeat } => bench::run(frames, repeat.max(1)),

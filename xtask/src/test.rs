@@ -63,6 +63,7 @@ pub fn run(no_setup: bool) -> anyhow::Result<()> {
             "warnings",
         ]),
     )?;
+    step("lint (XDP program)", Command::new("cargo").args(["xtask", "ebpf", "--clippy"]))?;
     step(
         "docs",
         Command::new("cargo")

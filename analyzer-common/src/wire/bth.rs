@@ -2,6 +2,19 @@
 
 use super::{be16, be24, fixed_header_view, put16, put24};
 
+mod field {
+    pub const OPCODE: usize = 0;
+    /// SE (bit 7), MigReq (bit 6), PadCnt (bits 5..4), TVer (bits 3..0).
+    pub const FLAGS: usize = 1;
+    pub const PKEY: usize = 2;
+    /// FECN (bit 7), BECN (bit 6), reserved.
+    pub const ECN: usize = 4;
+    pub const DST_QP: usize = 5;
+    /// AckReq (bit 7), reserved.
+    pub const ACK_REQ: usize = 8;
+    pub const PSN: usize = 9;
+}
+
 fixed_header_view!(
     /// The 12-byte BTH.
     ; 12
@@ -9,47 +22,75 @@ fixed_header_view!(
 
 impl<T: AsRef<[u8]>> Packet<T> {
     pub fn opcode(&self) -> u8 {
-        self.buffer.as_ref()[0]
+        self.buffer.as_ref()[field::OPCODE]
     }
     /// Solicited event.
     pub fn se(&self) -> bool {
-        self.buffer.as_ref()[1] & 0x80 != 0
+        self.flags() & 0x80 != 0
     }
     /// Migration state.
     pub fn migreq(&self) -> bool {
-        self.buffer.as_ref()[1] & 0x40 != 0
+        self.flags() & 0x40 != 0
     }
     /// Pad bytes added to align the payload to 4 bytes.
     pub fn pad_count(&self) -> u8 {
-        (self.buffer.as_ref()[1] >> 4) & 3
+        (self.flags() >> 4) & 3
     }
     /// Transport header version.
     pub fn tver(&self) -> u8 {
-        self.buffer.as_ref()[1] & 0x0F
+        self.flags() & 0x0F
     }
     /// The flags byte (SE, M, PadCnt, TVer) as on the wire.
     pub fn flags(&self) -> u8 {
-        self.buffer.as_ref()[1]
+        self.buffer.as_ref()[field::FLAGS]
     }
     pub fn pkey(&self) -> u16 {
-        be16(self.buffer.as_ref(), 2)
+        be16(self.buffer.as_ref(), field::PKEY)
     }
     pub fn fecn(&self) -> bool {
-        self.buffer.as_ref()[4] & 0x80 != 0
+        self.buffer.as_ref()[field::ECN] & 0x80 != 0
     }
     pub fn becn(&self) -> bool {
-        self.buffer.as_ref()[4] & 0x40 != 0
+        self.buffer.as_ref()[field::ECN] & 0x40 != 0
     }
     pub fn dst_qp(&self) -> u32 {
-        be24(self.buffer.as_ref(), 5)
+        be24(self.buffer.as_ref(), field::DST_QP)
     }
     /// Acknowledge request.
     pub fn ack_req(&self) -> bool {
-        self.buffer.as_ref()[8] & 0x80 != 0
+        self.buffer.as_ref()[field::ACK_REQ] & 0x80 != 0
     }
     /// 24-bit packet sequence number.
     pub fn psn(&self) -> u32 {
-        be24(self.buffer.as_ref(), 9)
+        be24(self.buffer.as_ref(), field::PSN)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    pub fn set_opcode(&mut self, v: u8) {
+        self.buffer.as_mut()[field::OPCODE] = v;
+    }
+    /// SE, MigReq, PadCnt and TVer in one byte.
+    pub fn set_flags(&mut self, se: bool, migreq: bool, pad_count: u8, tver: u8) {
+        self.buffer.as_mut()[field::FLAGS] =
+            ((se as u8) << 7) | ((migreq as u8) << 6) | ((pad_count & 3) << 4) | (tver & 0x0F);
+    }
+    pub fn set_pkey(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::PKEY, v);
+    }
+    /// FECN and BECN (the byte's other bits are reserved, written as zero).
+    pub fn set_ecn(&mut self, fecn: bool, becn: bool) {
+        self.buffer.as_mut()[field::ECN] = ((fecn as u8) << 7) | ((becn as u8) << 6);
+    }
+    pub fn set_dst_qp(&mut self, v: u32) {
+        put24(self.buffer.as_mut(), field::DST_QP, v);
+    }
+    /// AckReq (the byte's other bits are reserved, written as zero).
+    pub fn set_ack_req(&mut self, v: bool) {
+        self.buffer.as_mut()[field::ACK_REQ] = (v as u8) << 7;
+    }
+    pub fn set_psn(&mut self, v: u32) {
+        put24(self.buffer.as_mut(), field::PSN, v);
     }
 }
 
@@ -88,14 +129,16 @@ impl Repr {
         }
     }
 
+    /// Writes the header into the first 12 bytes of `buf`.
     pub fn emit(&self, buf: &mut [u8]) {
-        buf[0] = self.opcode;
-        buf[1] = ((self.se as u8) << 7) | ((self.migreq as u8) << 6) | ((self.pad_count & 3) << 4) | (self.tver & 0x0F);
-        put16(buf, 2, self.pkey);
-        buf[4] = ((self.fecn as u8) << 7) | ((self.becn as u8) << 6);
-        put24(buf, 5, self.dst_qp);
-        buf[8] = (self.ack_req as u8) << 7;
-        put24(buf, 9, self.psn);
+        let mut p = Packet::new_unchecked(buf);
+        p.set_opcode(self.opcode);
+        p.set_flags(self.se, self.migreq, self.pad_count, self.tver);
+        p.set_pkey(self.pkey);
+        p.set_ecn(self.fecn, self.becn);
+        p.set_dst_qp(self.dst_qp);
+        p.set_ack_req(self.ack_req);
+        p.set_psn(self.psn);
     }
 }
 

@@ -3,6 +3,8 @@
 //! the REP the responder's and the REQ it answers (by communication ID): together they pair
 //! the two directions of a connection (IBTA vol. 1, 12.6.5 and 12.6.8).
 
+use super::{be16, be24, be32, put16, put24, put32};
+
 /// Management class of CM MADs.
 pub const MGMT_CLASS_CM: u8 = 0x07;
 pub const ATTR_REQ: u16 = 0x0010;
@@ -16,6 +18,8 @@ pub const BYTES: usize = 72;
 mod field {
     pub const BASE_VERSION: usize = 0;
     pub const MGMT_CLASS: usize = 1;
+    pub const CLASS_VERSION: usize = 2;
+    pub const METHOD: usize = 3;
     pub const ATTR_ID: usize = 16;
     pub const LOCAL_COMM_ID: usize = 24;
     pub const REQ_LOCAL_QPN: usize = 24 + 32;
@@ -42,14 +46,6 @@ pub struct Repr {
     pub starting_psn: u32,
 }
 
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn be24(b: &[u8], at: usize) -> u32 {
-    be32(b, at) >> 8
-}
-
 /// True for the frames that may carry a CM MAD: UD SEND ONLY to QP 1.
 #[inline(always)]
 pub fn is_carrier(opcode: u8, dst_qp: u32) -> bool {
@@ -64,7 +60,7 @@ impl Repr {
             return None;
         }
         let local_comm_id = be32(mad, field::LOCAL_COMM_ID);
-        match u16::from_be_bytes([mad[field::ATTR_ID], mad[field::ATTR_ID + 1]]) {
+        match be16(mad, field::ATTR_ID) {
             ATTR_REQ => Some(Repr {
                 kind: Kind::Req,
                 local_comm_id,
@@ -88,23 +84,21 @@ impl Repr {
     pub fn emit(&self, mad: &mut [u8]) {
         mad[field::BASE_VERSION] = 1;
         mad[field::MGMT_CLASS] = MGMT_CLASS_CM;
-        mad[2] = 2; // class version
-        mad[3] = 0x03; // method: Send
+        mad[field::CLASS_VERSION] = 2;
+        mad[field::METHOD] = 0x03; // Send
         let attr = match self.kind {
             Kind::Req => ATTR_REQ,
             Kind::Rep => ATTR_REP,
         };
-        mad[field::ATTR_ID..field::ATTR_ID + 2].copy_from_slice(&attr.to_be_bytes());
-        mad[field::LOCAL_COMM_ID..field::LOCAL_COMM_ID + 4].copy_from_slice(&self.local_comm_id.to_be_bytes());
-        let put24 = |mad: &mut [u8], at: usize, v: u32| mad[at..at + 3].copy_from_slice(&v.to_be_bytes()[1..]);
+        put16(mad, field::ATTR_ID, attr);
+        put32(mad, field::LOCAL_COMM_ID, self.local_comm_id);
         match self.kind {
             Kind::Req => {
                 put24(mad, field::REQ_LOCAL_QPN, self.local_qpn);
                 put24(mad, field::REQ_STARTING_PSN, self.starting_psn);
             }
             Kind::Rep => {
-                mad[field::REP_REMOTE_COMM_ID..field::REP_REMOTE_COMM_ID + 4]
-                    .copy_from_slice(&self.remote_comm_id.to_be_bytes());
+                put32(mad, field::REP_REMOTE_COMM_ID, self.remote_comm_id);
                 put24(mad, field::REP_LOCAL_QPN, self.local_qpn);
                 put24(mad, field::REP_STARTING_PSN, self.starting_psn);
             }

@@ -55,6 +55,18 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 }
 
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    pub fn set_dst(&mut self, m: [u8; 6]) {
+        self.buffer.as_mut()[field::DST].copy_from_slice(&m);
+    }
+    pub fn set_src(&mut self, m: [u8; 6]) {
+        self.buffer.as_mut()[field::SRC].copy_from_slice(&m);
+    }
+    pub fn set_ethertype(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::ETHERTYPE, v);
+    }
+}
+
 /// An Ethernet II header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Repr {
@@ -72,9 +84,10 @@ impl Repr {
 
     /// Writes the header into the first 14 bytes of `buf`.
     pub fn emit(&self, buf: &mut [u8]) {
-        buf[field::DST].copy_from_slice(&self.dst);
-        buf[field::SRC].copy_from_slice(&self.src);
-        put16(buf, field::ETHERTYPE, self.ethertype);
+        let mut p = Packet::new_unchecked(buf);
+        p.set_dst(self.dst);
+        p.set_src(self.src);
+        p.set_ethertype(self.ethertype);
     }
 }
 
@@ -82,23 +95,42 @@ impl Repr {
 pub mod vlan {
     use super::super::{be16, fixed_header_view, put16};
 
+    mod field {
+        /// PCP (bits 15..13), DEI (bit 12), VID (bits 11..0).
+        pub const TCI: usize = 0;
+        pub const ETHERTYPE: usize = 2;
+    }
+
     fixed_header_view!(
         /// The 4 bytes after a VLAN TPID: TCI (PCP, DEI, VID) and the next EtherType.
         ; 4
     );
 
     impl<T: AsRef<[u8]>> Packet<T> {
+        fn tci(&self) -> u16 {
+            be16(self.buffer.as_ref(), field::TCI)
+        }
         pub fn pcp(&self) -> u8 {
-            self.buffer.as_ref()[0] >> 5
+            (self.tci() >> 13) as u8
         }
         pub fn dei(&self) -> bool {
-            self.buffer.as_ref()[0] & 0x10 != 0
+            self.tci() & 0x1000 != 0
         }
         pub fn vid(&self) -> u16 {
-            be16(self.buffer.as_ref(), 0) & 0x0FFF
+            self.tci() & 0x0FFF
         }
         pub fn ethertype(&self) -> u16 {
-            be16(self.buffer.as_ref(), 2)
+            be16(self.buffer.as_ref(), field::ETHERTYPE)
+        }
+    }
+
+    impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+        /// PCP, DEI and VID.
+        pub fn set_tci(&mut self, pcp: u8, dei: bool, vid: u16) {
+            put16(self.buffer.as_mut(), field::TCI, ((pcp as u16 & 7) << 13) | ((dei as u16) << 12) | (vid & 0x0FFF));
+        }
+        pub fn set_ethertype(&mut self, v: u16) {
+            put16(self.buffer.as_mut(), field::ETHERTYPE, v);
         }
     }
 
@@ -116,8 +148,9 @@ pub mod vlan {
             Repr { pcp: p.pcp(), vid: p.vid(), ethertype: p.ethertype() }
         }
         pub fn emit(&self, buf: &mut [u8]) {
-            put16(buf, 0, ((self.pcp as u16 & 7) << 13) | (self.vid & 0x0FFF));
-            put16(buf, 2, self.ethertype);
+            let mut p = Packet::new_unchecked(buf);
+            p.set_tci(self.pcp, false, self.vid);
+            p.set_ethertype(self.ethertype);
         }
     }
 }

@@ -20,6 +20,27 @@ pub const ICRC_LEN: usize = 4;
 /// The reserved bytes of a RoCE v2 CNP after its BTH.
 pub const CNP_RESERVED_LEN: usize = 16;
 
+/// Byte offsets of the fields within each extended header.
+mod field {
+    pub mod reth {
+        pub const VA: usize = 0;
+        pub const RKEY: usize = 8;
+        pub const DMA_LEN: usize = 12;
+    }
+    pub mod aeth {
+        pub const SYNDROME: usize = 0;
+        pub const MSN: usize = 1;
+    }
+    pub mod atomic {
+        pub const VA: usize = 0;
+        pub const RKEY: usize = 8;
+        pub const SWAP_ADD: usize = 12;
+        pub const COMPARE: usize = 20;
+    }
+    /// AtomicAckETH's original data, ImmDt's and IETH's one word.
+    pub const VALUE: usize = 0;
+}
+
 /// RDMA Extended Transport Header: virtual address, R_Key, DMA length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Reth {
@@ -30,12 +51,14 @@ pub struct Reth {
 
 impl Reth {
     pub fn parse(b: &[u8; RETH_LEN]) -> Self {
-        Reth { va: be64(b, 0), rkey: be32(b, 8), dma_len: be32(b, 12) }
+        use field::reth::*;
+        Reth { va: be64(b, VA), rkey: be32(b, RKEY), dma_len: be32(b, DMA_LEN) }
     }
     pub fn emit(&self, b: &mut [u8]) {
-        put64(b, 0, self.va);
-        put32(b, 8, self.rkey);
-        put32(b, 12, self.dma_len);
+        use field::reth::*;
+        put64(b, VA, self.va);
+        put32(b, RKEY, self.rkey);
+        put32(b, DMA_LEN, self.dma_len);
     }
 }
 
@@ -67,11 +90,11 @@ pub struct Aeth {
 
 impl Aeth {
     pub fn parse(b: &[u8; AETH_LEN]) -> Self {
-        Aeth { syndrome: b[0], msn: be24(b, 1) }
+        Aeth { syndrome: b[field::aeth::SYNDROME], msn: be24(b, field::aeth::MSN) }
     }
     pub fn emit(&self, b: &mut [u8]) {
-        b[0] = self.syndrome;
-        put24(b, 1, self.msn);
+        b[field::aeth::SYNDROME] = self.syndrome;
+        put24(b, field::aeth::MSN, self.msn);
     }
     pub fn ack_type(&self) -> AckType {
         syndrome_type(self.syndrome)
@@ -112,30 +135,32 @@ pub struct AtomicEth {
 
 impl AtomicEth {
     pub fn parse(b: &[u8; ATOMIC_ETH_LEN]) -> Self {
-        AtomicEth { va: be64(b, 0), rkey: be32(b, 8), swap_add: be64(b, 12), compare: be64(b, 20) }
+        use field::atomic::*;
+        AtomicEth { va: be64(b, VA), rkey: be32(b, RKEY), swap_add: be64(b, SWAP_ADD), compare: be64(b, COMPARE) }
     }
     pub fn emit(&self, b: &mut [u8]) {
-        put64(b, 0, self.va);
-        put32(b, 8, self.rkey);
-        put64(b, 12, self.swap_add);
-        put64(b, 20, self.compare);
+        use field::atomic::*;
+        put64(b, VA, self.va);
+        put32(b, RKEY, self.rkey);
+        put64(b, SWAP_ADD, self.swap_add);
+        put64(b, COMPARE, self.compare);
     }
 }
 
 /// Atomic Acknowledge ETH: the original remote data.
 pub fn parse_atomic_ack(b: &[u8; ATOMIC_ACK_ETH_LEN]) -> u64 {
-    be64(b, 0)
+    be64(b, field::VALUE)
 }
 pub fn emit_atomic_ack(orig: u64, b: &mut [u8]) {
-    put64(b, 0, orig);
+    put64(b, field::VALUE, orig);
 }
 
 /// ImmDt and IETH are one 32-bit value each (immediate data, or the R_Key to invalidate).
 pub fn parse_u32(b: &[u8; 4]) -> u32 {
-    be32(b, 0)
+    be32(b, field::VALUE)
 }
 pub fn emit_u32(v: u32, b: &mut [u8]) {
-    put32(b, 0, v);
+    put32(b, field::VALUE, v);
 }
 
 /// Datagram ETH: Q_Key and source QP.

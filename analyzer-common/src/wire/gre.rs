@@ -25,12 +25,25 @@ fixed_header_view!(
     ; 4
 );
 
+mod field {
+    /// GRE: flags and version, then the protocol; the optional words follow.
+    pub const FLAGS: usize = 0;
+    pub const PROTOCOL: usize = 2;
+    pub const OPTIONAL: usize = 4;
+    /// ERSPAN II/III: version, VLAN, COS, truncated bit, session id in the first word.
+    pub const ERSPAN_WORD0: usize = 0;
+    /// ERSPAN II: index; ERSPAN III: timestamp.
+    pub const ERSPAN_WORD1: usize = 4;
+    /// ERSPAN III: SGT, frame type, hardware id, platform-subheader bit.
+    pub const ERSPAN_WORD2: usize = 8;
+}
+
 impl<T: AsRef<[u8]>> Packet<T> {
     pub fn flags(&self) -> u16 {
-        be16(self.buffer.as_ref(), 0)
+        be16(self.buffer.as_ref(), field::FLAGS)
     }
     pub fn protocol(&self) -> u16 {
-        be16(self.buffer.as_ref(), 2)
+        be16(self.buffer.as_ref(), field::PROTOCOL)
     }
     /// Length of the whole GRE header with its optional words, or `None` when the routing bit
     /// or a non-zero version makes it a GRE this tool does not follow.
@@ -40,6 +53,19 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 /// GRE header length for the given flags word; `None` for routing or version ≠ 0.
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    pub fn set_flags(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::FLAGS, v);
+    }
+    pub fn set_protocol(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::PROTOCOL, v);
+    }
+    /// The `i`-th optional word (checksum, key, sequence: those the flags announce, in order).
+    pub fn set_optional(&mut self, i: usize, v: u32) {
+        put32(self.buffer.as_mut(), field::OPTIONAL + 4 * i, v);
+    }
+}
+
 #[inline(always)]
 pub const fn gre_header_len(f: u16) -> Option<usize> {
     if f & (flags::ROUTING | flags::VERSION) != 0 {
@@ -72,15 +98,11 @@ impl Repr {
     }
     pub fn emit(&self, buf: &mut [u8]) {
         let f = if self.key.is_some() { flags::KEY } else { 0 } | if self.seq.is_some() { flags::SEQUENCE } else { 0 };
-        put16(buf, 0, f);
-        put16(buf, 2, self.protocol);
-        let mut at = 4;
-        if let Some(k) = self.key {
-            put32(buf, at, k);
-            at += 4;
-        }
-        if let Some(s) = self.seq {
-            put32(buf, at, s);
+        let mut p = Packet::new_unchecked(buf);
+        p.set_flags(f);
+        p.set_protocol(self.protocol);
+        for (i, word) in self.key.into_iter().chain(self.seq).enumerate() {
+            p.set_optional(i, word);
         }
     }
 }
@@ -101,25 +123,28 @@ pub struct ErspanII {
     pub index: u32,
 }
 
+/// The first word of ERSPAN II and III: (VLAN, COS, truncated, session).
+fn word0(w0: u32) -> (u16, u8, bool, u16) {
+    (((w0 >> 16) & 0x0FFF) as u16, ((w0 >> 13) & 7) as u8, (w0 >> 10) & 1 != 0, (w0 & 0x3FF) as u16)
+}
+
+fn put_word0(b: &mut [u8], version: u32, vlan: u16, cos: u8, truncated: bool, session: u16) {
+    let w0 = (version << 28)
+        | ((vlan as u32 & 0x0FFF) << 16)
+        | ((cos as u32 & 7) << 13)
+        | ((truncated as u32) << 10)
+        | (session as u32 & 0x3FF);
+    put32(b, field::ERSPAN_WORD0, w0);
+}
+
 impl ErspanII {
     pub fn parse(b: &[u8; ERSPAN_II_LEN]) -> Self {
-        let w0 = be32(b, 0);
-        ErspanII {
-            vlan: ((w0 >> 16) & 0x0FFF) as u16,
-            cos: ((w0 >> 13) & 7) as u8,
-            truncated: (w0 >> 10) & 1 != 0,
-            session: (w0 & 0x3FF) as u16,
-            index: be32(b, 4) & 0x000F_FFFF,
-        }
+        let (vlan, cos, truncated, session) = word0(be32(b, field::ERSPAN_WORD0));
+        ErspanII { vlan, cos, truncated, session, index: be32(b, field::ERSPAN_WORD1) & 0x000F_FFFF }
     }
     pub fn emit(&self, b: &mut [u8]) {
-        let w0 = (1u32 << 28)
-            | ((self.vlan as u32 & 0x0FFF) << 16)
-            | ((self.cos as u32 & 7) << 13)
-            | ((self.truncated as u32) << 10)
-            | (self.session as u32 & 0x3FF);
-        put32(b, 0, w0);
-        put32(b, 4, self.index & 0x000F_FFFF);
+        put_word0(b, 1, self.vlan, self.cos, self.truncated, self.session);
+        put32(b, field::ERSPAN_WORD1, self.index & 0x000F_FFFF);
     }
 }
 
@@ -141,14 +166,14 @@ pub struct ErspanIII {
 
 impl ErspanIII {
     pub fn parse(b: &[u8; ERSPAN_III_LEN]) -> Self {
-        let w0 = be32(b, 0);
-        let w2 = be32(b, 8);
+        let (vlan, cos, truncated, session) = word0(be32(b, field::ERSPAN_WORD0));
+        let w2 = be32(b, field::ERSPAN_WORD2);
         ErspanIII {
-            vlan: ((w0 >> 16) & 0x0FFF) as u16,
-            cos: ((w0 >> 13) & 7) as u8,
-            truncated: (w0 >> 10) & 1 != 0,
-            session: (w0 & 0x3FF) as u16,
-            timestamp: be32(b, 4),
+            vlan,
+            cos,
+            truncated,
+            session,
+            timestamp: be32(b, field::ERSPAN_WORD1),
             sgt: (w2 >> 16) as u16,
             frame_type: ((w2 >> 10) & 0x1F) as u8,
             hw_id: ((w2 >> 4) & 0x3F) as u8,
@@ -161,18 +186,13 @@ impl ErspanIII {
     }
     /// Writes the header (and a zeroed platform sub-header when the O bit is set).
     pub fn emit(&self, b: &mut [u8]) {
-        let w0 = (2u32 << 28)
-            | ((self.vlan as u32 & 0x0FFF) << 16)
-            | ((self.cos as u32 & 7) << 13)
-            | ((self.truncated as u32) << 10)
-            | (self.session as u32 & 0x3FF);
-        put32(b, 0, w0);
-        put32(b, 4, self.timestamp);
+        put_word0(b, 2, self.vlan, self.cos, self.truncated, self.session);
+        put32(b, field::ERSPAN_WORD1, self.timestamp);
         let w2 = ((self.sgt as u32) << 16)
             | ((self.frame_type as u32 & 0x1F) << 10)
             | ((self.hw_id as u32 & 0x3F) << 4)
             | self.platform_subheader as u32;
-        put32(b, 8, w2);
+        put32(b, field::ERSPAN_WORD2, w2);
         if self.platform_subheader {
             b[12..20].fill(0);
         }

@@ -66,12 +66,57 @@ impl<T: AsRef<[u8]>> Packet<T> {
         be16(self.buffer.as_ref(), field::CHECKSUM)
     }
     pub fn src(&self) -> [u8; 4] {
-        let b = self.buffer.as_ref();
-        [b[12], b[13], b[14], b[15]]
+        let mut a = [0; 4];
+        a.copy_from_slice(&self.buffer.as_ref()[field::SRC]);
+        a
     }
     pub fn dst(&self) -> [u8; 4] {
-        let b = self.buffer.as_ref();
-        [b[16], b[17], b[18], b[19]]
+        let mut a = [0; 4];
+        a.copy_from_slice(&self.buffer.as_ref()[field::DST]);
+        a
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Version 4 and the header length in bytes (a multiple of 4).
+    pub fn set_header_len(&mut self, len: usize) {
+        self.buffer.as_mut()[field::VER_IHL] = 0x40 | (len / 4) as u8;
+    }
+    pub fn set_tos(&mut self, dscp: u8, ecn: u8) {
+        self.buffer.as_mut()[field::TOS] = (dscp << 2) | (ecn & 3);
+    }
+    pub fn set_total_len(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::TOTAL_LEN, v);
+    }
+    pub fn set_ident(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::IDENT, v);
+    }
+    /// DF, MF and the fragment offset in bytes (a multiple of 8).
+    pub fn set_frag(&mut self, dont_frag: bool, more_frags: bool, offset: u16) {
+        let flags = ((dont_frag as u16) << 14) | ((more_frags as u16) << 13);
+        put16(self.buffer.as_mut(), field::FLAGS_FRAG, flags | (offset / 8));
+    }
+    pub fn set_ttl(&mut self, v: u8) {
+        self.buffer.as_mut()[field::TTL] = v;
+    }
+    pub fn set_protocol(&mut self, v: u8) {
+        self.buffer.as_mut()[field::PROTOCOL] = v;
+    }
+    pub fn set_checksum(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::CHECKSUM, v);
+    }
+    pub fn set_src(&mut self, a: [u8; 4]) {
+        self.buffer.as_mut()[field::SRC].copy_from_slice(&a);
+    }
+    pub fn set_dst(&mut self, a: [u8; 4]) {
+        self.buffer.as_mut()[field::DST].copy_from_slice(&a);
+    }
+    /// Computes the header checksum over `header_len()` bytes (options included) and stores it.
+    pub fn fill_checksum(&mut self) {
+        self.set_checksum(0);
+        let hl = self.header_len();
+        let c = checksum(&self.buffer.as_ref()[..hl]);
+        self.set_checksum(c);
     }
 }
 
@@ -139,17 +184,6 @@ impl Repr {
     /// Writes the header and options (with a correct checksum) into `buf`.
     pub fn emit(&self, buf: &mut [u8]) {
         let hl = self.header_len();
-        buf[field::VER_IHL] = 0x40 | (hl / 4) as u8;
-        buf[field::TOS] = (self.dscp << 2) | (self.ecn & 3);
-        put16(buf, field::TOTAL_LEN, (hl + self.payload_len as usize) as u16);
-        put16(buf, field::IDENT, self.ident);
-        let flags = ((self.dont_frag as u16) << 14) | ((self.more_frags as u16) << 13);
-        put16(buf, field::FLAGS_FRAG, flags | (self.frag_offset / 8));
-        buf[field::TTL] = self.ttl;
-        buf[field::PROTOCOL] = self.protocol;
-        put16(buf, field::CHECKSUM, 0);
-        buf[field::SRC].copy_from_slice(&self.src);
-        buf[field::DST].copy_from_slice(&self.dst);
         // Options: NOPs, then End of Option List in the last byte.
         for b in &mut buf[20..hl] {
             *b = 1;
@@ -157,8 +191,17 @@ impl Repr {
         if hl > 20 {
             buf[hl - 1] = 0;
         }
-        let c = checksum(&buf[..hl]);
-        put16(buf, field::CHECKSUM, c);
+        let mut p = Packet::new_unchecked(buf);
+        p.set_header_len(hl);
+        p.set_tos(self.dscp, self.ecn);
+        p.set_total_len((hl + self.payload_len as usize) as u16);
+        p.set_ident(self.ident);
+        p.set_frag(self.dont_frag, self.more_frags, self.frag_offset);
+        p.set_ttl(self.ttl);
+        p.set_protocol(self.protocol);
+        p.set_src(self.src);
+        p.set_dst(self.dst);
+        p.fill_checksum();
     }
 }
 

@@ -23,18 +23,30 @@ fn addr16(b: &[u8], at: usize) -> [u8; 16] {
 /// The GRH next-header value for an InfiniBand BTH (RoCE v1).
 pub const NEXT_HEADER_IB_BTH: u8 = 0x1B;
 
+mod field {
+    /// Version (4 bits), traffic class (8), flow label (20).
+    pub const VER_TC_FLOW: usize = 0;
+    pub const PAYLOAD_LEN: usize = 4;
+    pub const NEXT_HEADER: usize = 6;
+    pub const HOP_LIMIT: usize = 7;
+    pub const SRC: core::ops::Range<usize> = 8..24;
+    pub const DST: core::ops::Range<usize> = 24..40;
+}
+
 fixed_header_view!(
     /// The 40-byte IPv6 header (or InfiniBand GRH, same layout).
     ; 40
 );
 
 impl<T: AsRef<[u8]>> Packet<T> {
+    fn ver_tc_flow(&self) -> u32 {
+        super::be32(self.buffer.as_ref(), field::VER_TC_FLOW)
+    }
     pub fn version(&self) -> u8 {
-        self.buffer.as_ref()[0] >> 4
+        (self.ver_tc_flow() >> 28) as u8
     }
     pub fn traffic_class(&self) -> u8 {
-        let b = self.buffer.as_ref();
-        (b[0] << 4) | (b[1] >> 4)
+        (self.ver_tc_flow() >> 20) as u8
     }
     pub fn dscp(&self) -> u8 {
         self.traffic_class() >> 2
@@ -43,23 +55,45 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.traffic_class() & 3
     }
     pub fn flow_label(&self) -> u32 {
-        let b = self.buffer.as_ref();
-        u32::from_be_bytes([0, b[1] & 0x0F, b[2], b[3]])
+        self.ver_tc_flow() & 0x000F_FFFF
     }
     pub fn payload_len(&self) -> u16 {
-        be16(self.buffer.as_ref(), 4)
+        be16(self.buffer.as_ref(), field::PAYLOAD_LEN)
     }
     pub fn next_header(&self) -> u8 {
-        self.buffer.as_ref()[6]
+        self.buffer.as_ref()[field::NEXT_HEADER]
     }
     pub fn hop_limit(&self) -> u8 {
-        self.buffer.as_ref()[7]
+        self.buffer.as_ref()[field::HOP_LIMIT]
     }
     pub fn src(&self) -> [u8; 16] {
-        addr16(self.buffer.as_ref(), 8)
+        addr16(self.buffer.as_ref(), field::SRC.start)
     }
     pub fn dst(&self) -> [u8; 16] {
-        addr16(self.buffer.as_ref(), 24)
+        addr16(self.buffer.as_ref(), field::DST.start)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Version 6, the traffic class (DSCP and ECN) and the flow label.
+    pub fn set_ver_tc_flow(&mut self, dscp: u8, ecn: u8, flow_label: u32) {
+        let tc = ((dscp << 2) | (ecn & 3)) as u32;
+        super::put32(self.buffer.as_mut(), field::VER_TC_FLOW, (6 << 28) | (tc << 20) | (flow_label & 0x000F_FFFF));
+    }
+    pub fn set_payload_len(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::PAYLOAD_LEN, v);
+    }
+    pub fn set_next_header(&mut self, v: u8) {
+        self.buffer.as_mut()[field::NEXT_HEADER] = v;
+    }
+    pub fn set_hop_limit(&mut self, v: u8) {
+        self.buffer.as_mut()[field::HOP_LIMIT] = v;
+    }
+    pub fn set_src(&mut self, a: [u8; 16]) {
+        self.buffer.as_mut()[field::SRC].copy_from_slice(&a);
+    }
+    pub fn set_dst(&mut self, a: [u8; 16]) {
+        self.buffer.as_mut()[field::DST].copy_from_slice(&a);
     }
 }
 
@@ -95,17 +129,15 @@ impl Repr {
         })
     }
 
+    /// Writes the header into the first 40 bytes of `buf`.
     pub fn emit(&self, buf: &mut [u8]) {
-        let tc = (self.dscp << 2) | (self.ecn & 3);
-        let fl = self.flow_label & 0x000F_FFFF;
-        buf[0] = 0x60 | (tc >> 4);
-        buf[1] = (tc << 4) | (fl >> 16) as u8;
-        put16(buf, 2, fl as u16);
-        put16(buf, 4, self.payload_len);
-        buf[6] = self.next_header;
-        buf[7] = self.hop_limit;
-        buf[8..24].copy_from_slice(&self.src);
-        buf[24..40].copy_from_slice(&self.dst);
+        let mut p = Packet::new_unchecked(buf);
+        p.set_ver_tc_flow(self.dscp, self.ecn, self.flow_label);
+        p.set_payload_len(self.payload_len);
+        p.set_next_header(self.next_header);
+        p.set_hop_limit(self.hop_limit);
+        p.set_src(self.src);
+        p.set_dst(self.dst);
     }
 }
 

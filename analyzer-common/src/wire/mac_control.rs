@@ -12,6 +12,14 @@ pub mod opcode {
 /// The reserved multicast address MAC control frames are sent to.
 pub const MAC_CONTROL_DST: [u8; 6] = [0x01, 0x80, 0xC2, 0x00, 0x00, 0x01];
 
+mod field {
+    pub const OPCODE: usize = 0;
+    /// PFC: the class-enable vector; 802.3x PAUSE: the quanta.
+    pub const PARAM: usize = 2;
+    /// PFC: eight 2-byte quanta, priority 0 first.
+    pub const PFC_QUANTA: usize = 4;
+}
+
 fixed_header_view!(
     /// The MAC control payload as far as PFC needs it: opcode (2), class-enable vector (2) and
     /// eight quanta (16) — 20 bytes. An 802.3x PAUSE uses only the first 4.
@@ -20,19 +28,34 @@ fixed_header_view!(
 
 impl<T: AsRef<[u8]>> Packet<T> {
     pub fn opcode(&self) -> u16 {
-        be16(self.buffer.as_ref(), 0)
+        be16(self.buffer.as_ref(), field::OPCODE)
     }
     /// PFC: bit n set = priority n's quanta is valid. PAUSE: not present.
     pub fn class_enable(&self) -> u16 {
-        be16(self.buffer.as_ref(), 2)
+        be16(self.buffer.as_ref(), field::PARAM)
     }
     /// PFC quanta of priority `prio` (0..8).
     pub fn pfc_quanta(&self, prio: usize) -> u16 {
-        be16(self.buffer.as_ref(), 4 + 2 * prio)
+        be16(self.buffer.as_ref(), field::PFC_QUANTA + 2 * prio)
     }
     /// 802.3x PAUSE quanta (the two bytes after the opcode).
     pub fn pause_quanta(&self) -> u16 {
-        be16(self.buffer.as_ref(), 2)
+        be16(self.buffer.as_ref(), field::PARAM)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    pub fn set_opcode(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::OPCODE, v);
+    }
+    pub fn set_class_enable(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::PARAM, v);
+    }
+    pub fn set_pfc_quanta(&mut self, prio: usize, v: u16) {
+        put16(self.buffer.as_mut(), field::PFC_QUANTA + 2 * prio, v);
+    }
+    pub fn set_pause_quanta(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::PARAM, v);
     }
 }
 
@@ -53,10 +76,11 @@ impl PfcRepr {
         PfcRepr { class_enable: p.class_enable(), quanta }
     }
     pub fn emit(&self, buf: &mut [u8]) {
-        put16(buf, 0, opcode::PFC);
-        put16(buf, 2, self.class_enable);
+        let mut p = Packet::new_unchecked(buf);
+        p.set_opcode(opcode::PFC);
+        p.set_class_enable(self.class_enable);
         for (i, q) in self.quanta.iter().enumerate() {
-            put16(buf, 4 + 2 * i, *q);
+            p.set_pfc_quanta(i, *q);
         }
     }
 }
@@ -69,9 +93,11 @@ pub struct PauseRepr {
 
 impl PauseRepr {
     pub const LEN: usize = 4;
+    /// Writes the 4 bytes of a PAUSE payload.
     pub fn emit(&self, buf: &mut [u8]) {
-        put16(buf, 0, opcode::PAUSE);
-        put16(buf, 2, self.quanta);
+        let mut p = Packet::new_unchecked(buf);
+        p.set_opcode(opcode::PAUSE);
+        p.set_pause_quanta(self.quanta);
     }
 }
 

@@ -2,8 +2,10 @@
 //!
 //! Each header has a `Packet<T: AsRef<[u8]>>` view: `new_unchecked` wraps bytes, `new_checked`
 //! verifies the buffer is long enough for the fixed part, accessors read fields through the byte
-//! ranges in a private `field` module, and setters (for `T: AsMut<[u8]>`) write them. A `Repr`
-//! is the parsed, owned form with `parse` and `emit`, used to build frames in tests and fixtures.
+//! offsets in a private `field` module, and setters (for `T: AsMut<[u8]>`) write them. A `Repr`
+//! is the parsed, owned form with `parse` and `emit` (which writes through the setters), used to
+//! build frames in tests and fixtures. The extended transport headers ([`ext`]) and the CM MAD
+//! ([`cm`]) are read where they sit, with the same `field` tables.
 
 pub mod bth;
 pub mod cm;

@@ -5,6 +5,13 @@ use super::{be16, fixed_header_view, put16};
 /// The IANA port of RoCE v2.
 pub const ROCE_V2_PORT: u16 = 4791;
 
+mod field {
+    pub const SRC_PORT: usize = 0;
+    pub const DST_PORT: usize = 2;
+    pub const LENGTH: usize = 4;
+    pub const CHECKSUM: usize = 6;
+}
+
 fixed_header_view!(
     /// The 8-byte UDP header.
     ; 8
@@ -12,20 +19,36 @@ fixed_header_view!(
 
 impl<T: AsRef<[u8]>> Packet<T> {
     pub fn src_port(&self) -> u16 {
-        be16(self.buffer.as_ref(), 0)
+        be16(self.buffer.as_ref(), field::SRC_PORT)
     }
     pub fn dst_port(&self) -> u16 {
-        be16(self.buffer.as_ref(), 2)
+        be16(self.buffer.as_ref(), field::DST_PORT)
     }
     /// Length of header plus payload, as the header states it.
     pub fn len(&self) -> u16 {
-        be16(self.buffer.as_ref(), 4)
+        be16(self.buffer.as_ref(), field::LENGTH)
     }
     pub fn is_empty(&self) -> bool {
         self.len() <= 8
     }
     pub fn checksum(&self) -> u16 {
-        be16(self.buffer.as_ref(), 6)
+        be16(self.buffer.as_ref(), field::CHECKSUM)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    pub fn set_src_port(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::SRC_PORT, v);
+    }
+    pub fn set_dst_port(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::DST_PORT, v);
+    }
+    /// Header plus payload bytes.
+    pub fn set_len(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::LENGTH, v);
+    }
+    pub fn set_checksum(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::CHECKSUM, v);
     }
 }
 
@@ -48,11 +71,13 @@ impl Repr {
         Ok(Repr { src_port: p.src_port(), dst_port: p.dst_port(), payload_len: p.len() - 8, checksum: p.checksum() })
     }
 
+    /// Writes the header into the first 8 bytes of `buf`.
     pub fn emit(&self, buf: &mut [u8]) {
-        put16(buf, 0, self.src_port);
-        put16(buf, 2, self.dst_port);
-        put16(buf, 4, self.payload_len + 8);
-        put16(buf, 6, self.checksum);
+        let mut p = Packet::new_unchecked(buf);
+        p.set_src_port(self.src_port);
+        p.set_dst_port(self.dst_port);
+        p.set_len(self.payload_len + 8);
+        p.set_checksum(self.checksum);
     }
 }
 

@@ -6,11 +6,11 @@
 
 pub mod config;
 pub mod ecmp;
-pub mod ecn;
-pub mod incast;
+pub(crate) mod ecn;
+pub(crate) mod incast;
 pub mod pause;
 pub mod rtt;
-pub mod stats;
+pub(crate) mod stats;
 pub mod topology;
 pub mod tree;
 

@@ -92,116 +92,30 @@ impl Placed<'_> {
     }
 }
 
+/// Pause edges (priority, from, to) with their paused intervals (sorted, disjoint).
+type Edges = BTreeMap<(u8, Node, Node), Vec<(u64, u64)>>;
+
 pub fn build(pause: &Pause, topo: Option<&Topology>, flows: &[FlowSpan], deadlock_min_ns: u64) -> CongestionTrees {
     let mut out = CongestionTrees::default();
-    // (priority, from, to) → intervals.
-    let mut edges: BTreeMap<(u8, Node, Node), Vec<(u64, u64)>> = BTreeMap::new();
-    let mut unresolved_roots: BTreeMap<u8, BTreeSet<String>> = BTreeMap::new();
-    for ((mac, prio), timer) in &pause.timers {
-        let iv = timer.all_intervals();
-        if iv.is_empty() {
-            continue;
-        }
-        let from = topo.and_then(|t| t.owner(mac).map(|e| (t, e.clone())));
-        let resolved = from.and_then(|(t, e)| t.peer(&e).map(|p| (e.node(), p.node())));
-        match resolved {
-            Some((f, to)) => edges.entry((*prio, f, to)).or_default().extend(iv),
-            None => {
-                out.unresolved.push(mac_string(mac));
-                unresolved_roots.entry(*prio).or_default().insert(mac_string(mac));
-            }
-        }
-    }
-    out.unresolved.sort();
-    out.unresolved.dedup();
-    for v in edges.values_mut() {
-        *v = union(std::mem::take(v));
-    }
-    let name = |n: Node| topo.map_or_else(String::new, |t| t.name(n).to_string());
-    let placed: Vec<Placed> = match topo {
-        Some(t) => flows
-            .iter()
-            .filter_map(|stats| {
-                let key = &stats.key;
-                let src = t.host_of_ip(ip_of(key, true))?;
-                let dst = t.host_of_ip(ip_of(key, false))?;
-                let path = t.path(Node::Host(src), Node::Host(dst))?;
-                Some(Placed { key, stats, dst, path })
-            })
-            .collect(),
-        None => Vec::new(),
-    };
+    let (edges, mut unresolved_roots) = pause_edges(pause, topo, &mut out.unresolved);
+    let fabric = Fabric { topo, edges: &edges, placed: place(topo, flows) };
     let priorities: BTreeSet<u8> = edges.keys().map(|(p, _, _)| *p).chain(unresolved_roots.keys().copied()).collect();
     for p in priorities {
         let es: Vec<EdgeRef> = edges.iter().filter(|((q, _, _), _)| *q == p).collect();
-        let all: Vec<(u64, u64)> = union(es.iter().flat_map(|(_, v)| v.iter().copied()).collect());
         let unresolved = unresolved_roots.remove(&p).unwrap_or_default();
-        let (start, end) = match (all.first(), all.last()) {
-            (Some(f), Some(l)) => (f.0, l.1),
-            _ => {
-                let t: Vec<(u64, u64)> = pause
-                    .timers
-                    .iter()
-                    .filter(|((m, q), _)| *q == p && unresolved.contains(&mac_string(m)))
-                    .flat_map(|(_, t)| t.all_intervals())
-                    .collect();
-                (t.iter().map(|x| x.0).min().unwrap_or(0), t.iter().map(|x| x.1).max().unwrap_or(0))
-            }
-        };
-        // Roots: pause others, and are not paused while doing so.
-        let mut roots = Vec::new();
-        let froms: BTreeSet<Node> = es.iter().map(|((_, f, _), _)| *f).collect();
-        let mut congested: BTreeSet<usize> = BTreeSet::new();
-        for r in froms {
-            let out_iv: Vec<(u64, u64)> =
-                union(es.iter().filter(|((_, f, _), _)| *f == r).flat_map(|(_, v)| v.iter().copied()).collect());
-            let in_iv: Vec<(u64, u64)> =
-                union(es.iter().filter(|((_, _, t), _)| *t == r).flat_map(|(_, v)| v.iter().copied()).collect());
-            if !intersect(&out_iv, &in_iv).is_empty() {
-                continue;
-            }
-            let mut bytes: BTreeMap<usize, u64> = BTreeMap::new();
-            for f in placed.iter().filter(|f| f.on(p) && f.active(start, end) && f.path.contains(&r)) {
-                *bytes.entry(f.dst).or_default() += f.stats.bytes;
-            }
-            let host = bytes.iter().max_by_key(|(h, b)| (**b, std::cmp::Reverse(**h))).map(|(h, _)| *h);
-            if let Some(h) = host {
-                congested.insert(h);
-            }
-            let t = topo.expect("edges need a topology");
-            roots.push(Root {
-                device: name(r),
-                congested_port: match (r, host) {
-                    (Node::Device(d), Some(h)) => t.port_toward(d, Node::Host(h)),
-                    _ => None,
-                },
-                congested_host: host.map(|h| t.hosts[h].name.clone()),
-            });
-        }
-        for mac in &unresolved {
-            roots.push(Root { device: mac.clone(), congested_port: None, congested_host: None });
-        }
-        let (mut contributors, mut victims): (Vec<FlowRef>, Vec<FlowRef>) = (Vec::new(), Vec::new());
-        for f in placed.iter().filter(|f| f.on(p)) {
-            let paused = f
-                .path
-                .windows(2)
-                .any(|w| edges.get(&(p, w[1], w[0])).is_some_and(|iv| overlaps(iv, f.stats.first_ns, f.stats.last_ns)));
-            if paused {
-                if congested.contains(&f.dst) {
-                    contributors.push(flow_ref(f.key))
-                } else {
-                    victims.push(flow_ref(f.key))
-                }
-            }
-        }
-        contributors.sort();
-        victims.sort();
+        let (start, end) = span(pause, p, &es, &unresolved);
+        let (mut roots, congested) = fabric.roots(p, &es, start, end);
+        roots.extend(unresolved.iter().map(|mac| Root {
+            device: mac.clone(),
+            congested_port: None,
+            congested_host: None,
+        }));
+        let (contributors, victims) = fabric.paused_flows(p, &congested);
         let edges_json = es
             .iter()
             .map(|((_, f, t), iv)| PauseEdge {
-                from: name(*f),
-                to: name(*t),
+                from: fabric.name(*f),
+                to: fabric.name(*t),
                 priority: p,
                 first_ns: iv.first().map_or(0, |x| x.0),
                 paused_ns: iv.iter().map(|(s, e)| e - s).sum(),
@@ -216,9 +130,143 @@ pub fn build(pause: &Pause, topo: Option<&Topology>, flows: &[FlowSpan], deadloc
             start_ns: start,
             end_ns: end,
         });
-        out.deadlocks.extend(deadlocks(p, &es, deadlock_min_ns, &name));
+        out.deadlocks.extend(deadlocks(p, &es, deadlock_min_ns, &|n| fabric.name(n)));
     }
     out
+}
+
+/// The pause edges the topology resolves (a sender's port and the peer it pauses), and per
+/// priority the senders it cannot place (also listed, sorted, in `unresolved`).
+fn pause_edges(
+    pause: &Pause,
+    topo: Option<&Topology>,
+    unresolved: &mut Vec<String>,
+) -> (Edges, BTreeMap<u8, BTreeSet<String>>) {
+    let mut edges: Edges = BTreeMap::new();
+    let mut unresolved_roots: BTreeMap<u8, BTreeSet<String>> = BTreeMap::new();
+    for ((mac, prio), timer) in &pause.timers {
+        let iv = timer.all_intervals();
+        if iv.is_empty() {
+            continue;
+        }
+        let from = topo.and_then(|t| t.owner(mac).map(|e| (t, e.clone())));
+        let resolved = from.and_then(|(t, e)| t.peer(&e).map(|p| (e.node(), p.node())));
+        match resolved {
+            Some((f, to)) => edges.entry((*prio, f, to)).or_default().extend(iv),
+            None => {
+                unresolved.push(mac_string(mac));
+                unresolved_roots.entry(*prio).or_default().insert(mac_string(mac));
+            }
+        }
+    }
+    unresolved.sort();
+    unresolved.dedup();
+    for v in edges.values_mut() {
+        *v = union(std::mem::take(v));
+    }
+    (edges, unresolved_roots)
+}
+
+/// The flows whose two hosts the topology knows, with their path.
+fn place<'a>(topo: Option<&Topology>, flows: &'a [FlowSpan]) -> Vec<Placed<'a>> {
+    let Some(t) = topo else { return Vec::new() };
+    flows
+        .iter()
+        .filter_map(|stats| {
+            let key = &stats.key;
+            let src = t.host_of_ip(ip_of(key, true))?;
+            let dst = t.host_of_ip(ip_of(key, false))?;
+            let path = t.path(Node::Host(src), Node::Host(dst))?;
+            Some(Placed { key, stats, dst, path })
+        })
+        .collect()
+}
+
+/// When priority `p`'s tree lived: its edges' span, or (no resolved edge) its unplaced
+/// senders' pause span.
+fn span(pause: &Pause, p: u8, es: &[EdgeRef], unresolved: &BTreeSet<String>) -> (u64, u64) {
+    let all: Vec<(u64, u64)> = union(es.iter().flat_map(|(_, v)| v.iter().copied()).collect());
+    match (all.first(), all.last()) {
+        (Some(f), Some(l)) => (f.0, l.1),
+        _ => {
+            let t: Vec<(u64, u64)> = pause
+                .timers
+                .iter()
+                .filter(|((m, q), _)| *q == p && unresolved.contains(&mac_string(m)))
+                .flat_map(|(_, t)| t.all_intervals())
+                .collect();
+            (t.iter().map(|x| x.0).min().unwrap_or(0), t.iter().map(|x| x.1).max().unwrap_or(0))
+        }
+    }
+}
+
+/// What every tree of one build looks at: the topology, all pause edges, the placed flows.
+struct Fabric<'a> {
+    topo: Option<&'a Topology>,
+    edges: &'a Edges,
+    placed: Vec<Placed<'a>>,
+}
+
+impl Fabric<'_> {
+    fn name(&self, n: Node) -> String {
+        self.topo.map_or_else(String::new, |t| t.name(n).to_string())
+    }
+
+    /// Roots of priority `p` (they pause others and are not paused while doing so), each with
+    /// its likely congested egress; and the congested hosts.
+    fn roots(&self, p: u8, es: &[EdgeRef], start: u64, end: u64) -> (Vec<Root>, BTreeSet<usize>) {
+        let mut roots = Vec::new();
+        let froms: BTreeSet<Node> = es.iter().map(|((_, f, _), _)| *f).collect();
+        let mut congested: BTreeSet<usize> = BTreeSet::new();
+        for r in froms {
+            let out_iv: Vec<(u64, u64)> =
+                union(es.iter().filter(|((_, f, _), _)| *f == r).flat_map(|(_, v)| v.iter().copied()).collect());
+            let in_iv: Vec<(u64, u64)> =
+                union(es.iter().filter(|((_, _, t), _)| *t == r).flat_map(|(_, v)| v.iter().copied()).collect());
+            if !intersect(&out_iv, &in_iv).is_empty() {
+                continue;
+            }
+            let mut bytes: BTreeMap<usize, u64> = BTreeMap::new();
+            for f in self.placed.iter().filter(|f| f.on(p) && f.active(start, end) && f.path.contains(&r)) {
+                *bytes.entry(f.dst).or_default() += f.stats.bytes;
+            }
+            let host = bytes.iter().max_by_key(|(h, b)| (**b, std::cmp::Reverse(**h))).map(|(h, _)| *h);
+            if let Some(h) = host {
+                congested.insert(h);
+            }
+            let t = self.topo.expect("edges need a topology");
+            roots.push(Root {
+                device: self.name(r),
+                congested_port: match (r, host) {
+                    (Node::Device(d), Some(h)) => t.port_toward(d, Node::Host(h)),
+                    _ => None,
+                },
+                congested_host: host.map(|h| t.hosts[h].name.clone()),
+            });
+        }
+        (roots, congested)
+    }
+
+    /// Flows on priority `p` with a hop u → v while v pauses u: contributors when they go to a
+    /// congested host, victims otherwise (both sorted).
+    fn paused_flows(&self, p: u8, congested: &BTreeSet<usize>) -> (Vec<FlowRef>, Vec<FlowRef>) {
+        let (mut contributors, mut victims): (Vec<FlowRef>, Vec<FlowRef>) = (Vec::new(), Vec::new());
+        for f in self.placed.iter().filter(|f| f.on(p)) {
+            let paused = f.path.windows(2).any(|w| {
+                self.edges.get(&(p, w[1], w[0])).is_some_and(|iv| overlaps(iv, f.stats.first_ns, f.stats.last_ns))
+            });
+            if paused {
+                if congested.contains(&f.dst) {
+                    contributors.push(flow_ref(f.key))
+                } else {
+                    victims.push(flow_ref(f.key))
+                }
+            }
+        }
+        contributors.sort();
+        victims.sort();
+        (contributors, victims)
+    }
 }
 
 /// Cycles of pause edges on one priority whose edges are all active together for at least

@@ -41,123 +41,149 @@ pub fn read_stream(
     mut on_record: impl FnMut(&Record<'_>),
     mut on_progress: impl FnMut(u64),
 ) -> Result<ReadOutcome, CaptureError> {
-    let magic = std::sync::Arc::new(std::sync::Mutex::new(Vec::with_capacity(4)));
-    let peek = Peek { inner: stream, magic: magic.clone() };
-    let mut reader = match pcap_parser::create_reader(BUFFER, peek) {
-        Ok(r) => r,
-        Err(PcapError::Eof) => return Err(CaptureError::Empty { path: path.into() }),
-        Err(PcapError::ReadError) => {
-            let source = std::io::Error::other("read failed");
-            return Err(CaptureError::Read { path: path.into(), offset: 0, source });
-        }
-        Err(_) => {
-            let seen = magic.lock().map(|m| m.clone()).unwrap_or_default();
-            let magic = seen.iter().map(|b| format!("{b:02x}")).collect();
-            return Err(CaptureError::NotACapture { path: path.into(), magic });
-        }
-    };
-
-    let mut out = ReadOutcome::default();
-    let mut offset: u64 = 0;
-    // Legacy pcap state.
-    let mut legacy: Option<Legacy> = None;
-    // pcapng state: interfaces of the current section.
-    let mut interfaces: Vec<Interface> = Vec::new();
-
+    let mut reader = open(stream, path)?;
+    let mut st = State { path, out: ReadOutcome::default(), offset: 0, legacy: None, interfaces: Vec::new() };
     loop {
         match reader.next() {
             Ok((size, block)) => {
-                match block {
-                    PcapBlockOwned::LegacyHeader(h) => {
-                        let lt = h.network.0 as u32;
-                        let link = LinkType::from_linktype(lt).ok_or(CaptureError::UnsupportedLinkType {
-                            path: path.into(),
-                            offset: 20,
-                            linktype: lt,
-                        })?;
-                        legacy = Some(Legacy {
-                            link,
-                            nanosecond: h.is_nanosecond_precision(),
-                            big_endian: h.is_bigendian(),
-                        });
-                    }
-                    PcapBlockOwned::Legacy(b) => {
-                        let Legacy { link, nanosecond: ns, .. } = legacy.expect("legacy header precedes records");
-                        check_lengths(path, offset, b.caplen, b.origlen)?;
-                        let ts_ns = b.ts_sec as u64 * 1_000_000_000 + b.ts_usec as u64 * if ns { 1 } else { 1000 };
-                        on_record(&Record { ts_ns, orig_len: b.origlen, data: b.data, link, offset });
-                        out.records += 1;
-                    }
-                    PcapBlockOwned::NG(Block::SectionHeader(_)) => interfaces.clear(),
-                    PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
-                        let lt = idb.linktype.0 as u32;
-                        interfaces.push(Interface {
-                            link: LinkType::from_linktype(lt),
-                            linktype: lt,
-                            units_per_sec: idb.ts_resolution().unwrap_or(1_000_000),
-                            offset_sec: idb.ts_offset(),
-                        });
-                    }
-                    PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
-                        let i = ng_interface(path, offset, &interfaces, epb.if_id)?;
-                        check_lengths(path, offset, epb.caplen, epb.origlen)?;
-                        let units = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
-                        let ts_ns = ng_time(units, i.units_per_sec, i.offset_sec);
-                        let data = &epb.data[..(epb.caplen as usize).min(epb.data.len())];
-                        let link = i.link.expect("checked by ng_interface");
-                        on_record(&Record { ts_ns, orig_len: epb.origlen, data, link, offset });
-                        out.records += 1;
-                    }
-                    PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
-                        let i = ng_interface(path, offset, &interfaces, 0)?;
-                        let link = i.link.expect("checked by ng_interface");
-                        // No timestamp in a simple packet block: it inherits 0.
-                        on_record(&Record { ts_ns: 0, orig_len: spb.origlen, data: spb.data, link, offset });
-                        out.records += 1;
-                    }
-                    PcapBlockOwned::NG(_) => {}
-                }
+                st.block(block, &mut on_record)?;
                 reader.consume(size);
-                offset += size as u64;
-                out.bytes = offset;
-                on_progress(offset);
+                st.offset += size as u64;
+                st.out.bytes = st.offset;
+                on_progress(st.offset);
             }
             Err(PcapError::Eof) => break,
             Err(PcapError::Incomplete(_)) => {
                 reader.refill().map_err(|_| CaptureError::Read {
                     path: path.into(),
-                    offset,
+                    offset: st.offset,
                     source: std::io::Error::other("read failed"),
                 })?;
             }
             Err(PcapError::UnexpectedEof) => {
-                let have = reader.data().len();
-                out.truncated = Some(Truncation {
-                    path: path.into(),
-                    offset,
-                    cause: format!(
-                        "truncated last record: the file ends {have} bytes into a record{}",
-                        declared_len(reader.data(), legacy)
-                            .map_or(String::new(), |n| format!(" that declares {n} captured bytes"))
-                    ),
-                });
+                st.out.truncated = Some(st.truncation(reader.data()));
                 break;
             }
-            Err(PcapError::BufferTooSmall) => {
-                let detail = match declared_len(reader.data(), legacy) {
-                    Some(n) => {
-                        format!("record declares {n} captured bytes (more than {MAX_RECORD})")
-                    }
-                    None => format!("block longer than {} bytes", BUFFER),
-                };
-                return Err(CaptureError::CorruptRecordLength { path: path.into(), offset, detail });
-            }
+            Err(PcapError::BufferTooSmall) => return Err(st.too_long(reader.data())),
             Err(e) => {
-                return Err(CaptureError::Malformed { path: path.into(), offset, detail: describe(&e) });
+                return Err(CaptureError::Malformed { path: path.into(), offset: st.offset, detail: describe(&e) });
             }
         }
     }
-    Ok(out)
+    Ok(st.out)
+}
+
+/// A pcap-parser reader over `stream`, or why the stream is no capture.
+fn open<'b, R: std::io::Read + Send + 'b>(
+    stream: R,
+    path: &Path,
+) -> Result<Box<dyn pcap_parser::traits::PcapReaderIterator + Send + 'b>, CaptureError> {
+    let magic = std::sync::Arc::new(std::sync::Mutex::new(Vec::with_capacity(4)));
+    let peek = Peek { inner: stream, magic: magic.clone() };
+    match pcap_parser::create_reader(BUFFER, peek) {
+        Ok(r) => Ok(r),
+        Err(PcapError::Eof) => Err(CaptureError::Empty { path: path.into() }),
+        Err(PcapError::ReadError) => {
+            let source = std::io::Error::other("read failed");
+            Err(CaptureError::Read { path: path.into(), offset: 0, source })
+        }
+        Err(_) => {
+            let seen = magic.lock().map(|m| m.clone()).unwrap_or_default();
+            let magic = seen.iter().map(|b| format!("{b:02x}")).collect();
+            Err(CaptureError::NotACapture { path: path.into(), magic })
+        }
+    }
+}
+
+/// What a read knows between blocks: where it is, the legacy header, the current pcapng
+/// section's interfaces.
+struct State<'p> {
+    path: &'p Path,
+    out: ReadOutcome,
+    offset: u64,
+    legacy: Option<Legacy>,
+    interfaces: Vec<Interface>,
+}
+
+impl State<'_> {
+    /// One block: headers update the state, packets go to `on_record`.
+    fn block(
+        &mut self,
+        block: PcapBlockOwned<'_>,
+        on_record: &mut impl FnMut(&Record<'_>),
+    ) -> Result<(), CaptureError> {
+        let (path, offset) = (self.path, self.offset);
+        match block {
+            PcapBlockOwned::LegacyHeader(h) => {
+                let lt = h.network.0 as u32;
+                let link = LinkType::from_linktype(lt).ok_or(CaptureError::UnsupportedLinkType {
+                    path: path.into(),
+                    offset: 20,
+                    linktype: lt,
+                })?;
+                self.legacy =
+                    Some(Legacy { link, nanosecond: h.is_nanosecond_precision(), big_endian: h.is_bigendian() });
+            }
+            PcapBlockOwned::Legacy(b) => {
+                let Legacy { link, nanosecond: ns, .. } = self.legacy.expect("legacy header precedes records");
+                check_lengths(path, offset, b.caplen, b.origlen)?;
+                let ts_ns = b.ts_sec as u64 * 1_000_000_000 + b.ts_usec as u64 * if ns { 1 } else { 1000 };
+                on_record(&Record { ts_ns, orig_len: b.origlen, data: b.data, link, offset });
+                self.out.records += 1;
+            }
+            PcapBlockOwned::NG(Block::SectionHeader(_)) => self.interfaces.clear(),
+            PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
+                let lt = idb.linktype.0 as u32;
+                self.interfaces.push(Interface {
+                    link: LinkType::from_linktype(lt),
+                    linktype: lt,
+                    units_per_sec: idb.ts_resolution().unwrap_or(1_000_000),
+                    offset_sec: idb.ts_offset(),
+                });
+            }
+            PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
+                let i = ng_interface(path, offset, &self.interfaces, epb.if_id)?;
+                check_lengths(path, offset, epb.caplen, epb.origlen)?;
+                let units = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
+                let ts_ns = ng_time(units, i.units_per_sec, i.offset_sec);
+                let data = &epb.data[..(epb.caplen as usize).min(epb.data.len())];
+                let link = i.link.expect("checked by ng_interface");
+                on_record(&Record { ts_ns, orig_len: epb.origlen, data, link, offset });
+                self.out.records += 1;
+            }
+            PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
+                let i = ng_interface(path, offset, &self.interfaces, 0)?;
+                let link = i.link.expect("checked by ng_interface");
+                // No timestamp in a simple packet block: it inherits 0.
+                on_record(&Record { ts_ns: 0, orig_len: spb.origlen, data: spb.data, link, offset });
+                self.out.records += 1;
+            }
+            PcapBlockOwned::NG(_) => {}
+        }
+        Ok(())
+    }
+
+    /// The input ends inside a record (`rest` are its bytes).
+    fn truncation(&self, rest: &[u8]) -> Truncation {
+        Truncation {
+            path: self.path.into(),
+            offset: self.offset,
+            cause: format!(
+                "truncated last record: the file ends {} bytes into a record{}",
+                rest.len(),
+                declared_len(rest, self.legacy).map_or(String::new(), |n| format!(" that declares {n} captured bytes"))
+            ),
+        }
+    }
+
+    /// A record longer than the reader's buffer at the current offset (`rest`: its bytes).
+    fn too_long(&self, rest: &[u8]) -> CaptureError {
+        let detail = match declared_len(rest, self.legacy) {
+            Some(n) => format!("record declares {n} captured bytes (more than {MAX_RECORD})"),
+            None => format!("block longer than {} bytes", BUFFER),
+        };
+        CaptureError::CorruptRecordLength { path: self.path.into(), offset: self.offset, detail }
+    }
 }
 
 fn ng_interface(path: &Path, offset: u64, interfaces: &[Interface], id: u32) -> Result<Interface, CaptureError> {

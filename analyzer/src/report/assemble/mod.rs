@@ -2,9 +2,9 @@
 //! become the v1 document of [`super::model`], with the audit, the visibility notes and the
 //! fabric sections, which need the whole picture, computed here.
 
-pub mod audit;
-pub mod fabric;
-pub mod visibility;
+pub(crate) mod audit;
+pub(crate) mod fabric;
+pub(crate) mod visibility;
 
 use std::collections::BTreeMap;
 

@@ -27,7 +27,7 @@ impl Severity {
 
 impl std::fmt::Display for Severity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        f.pad(self.name())
     }
 }
 
@@ -52,7 +52,7 @@ macro_rules! codes {
 
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.name())
+                f.pad(self.name())
             }
         }
     };
@@ -130,5 +130,7 @@ mod tests {
         }
         assert_eq!(serde_json::to_string(&Severity::Warning).unwrap(), "\"warning\"");
         assert!(Severity::Error < Severity::Warning && Severity::Warning < Severity::Info);
+        // The human summary aligns severities in a column.
+        assert_eq!(format!("[{:<7}] [{:>8}]", Severity::Error, FindingCode::PsnGap), "[error  ] [ psn_gap]");
     }
 }

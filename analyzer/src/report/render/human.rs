@@ -10,6 +10,20 @@ use crate::report::model::Report;
 /// Renders the summary; `top` flows are listed.
 pub fn render(r: &Report, top: usize) -> String {
     let mut o = String::new();
+    totals(&mut o, r);
+    top_flows(&mut o, r, top);
+    health(&mut o, r, top);
+    pfc(&mut o, &r.pfc);
+    fabric(&mut o, r);
+    if let Some(n) = &r.nic {
+        nic(&mut o, n);
+    }
+    visibility(&mut o, r);
+    o
+}
+
+/// Sources, frames by class, malformed frames and drops.
+fn totals(o: &mut String, r: &Report) {
     let c = &r.capture;
     let span = c.end_ns.saturating_sub(c.start_ns) as f64 / 1e9;
     let _ = writeln!(
@@ -40,7 +54,10 @@ pub fn render(r: &Report, top: usize) -> String {
     }
     let drops: Vec<String> = c.dropped.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
     let _ = writeln!(o, "dropped: {}", if drops.is_empty() { "none".into() } else { drops.join(" · ") });
+}
 
+/// The `top` flows by bytes.
+fn top_flows(o: &mut String, r: &Report, top: usize) {
     let mut flows: Vec<_> = r.flows.iter().collect();
     flows.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.packets.cmp(&b.packets).reverse()));
     let _ = writeln!(o, "\nflows: {} (top {} by bytes)", r.flows.len(), top.min(r.flows.len()));
@@ -68,10 +85,10 @@ pub fn render(r: &Report, top: usize) -> String {
             );
         }
     }
+}
 
-    health(&mut o, r, top);
-
-    let p = &r.pfc;
+/// PFC and PAUSE senders with their pause time, and storms.
+fn pfc(o: &mut String, p: &crate::report::model::Pfc) {
     let _ = writeln!(o, "\nPFC: {} frames · 802.3x PAUSE: {} frames", p.frames, p.pause_8023x_frames);
     if !p.senders.is_empty() || !p.pause_senders.is_empty() {
         let _ = writeln!(
@@ -116,53 +133,57 @@ pub fn render(r: &Report, top: usize) -> String {
             st.start_ns
         );
     }
-    fabric(&mut o, r);
-    if let Some(nic) = &r.nic {
-        /// The counters that tell a RoCE story, as mlx5 names them.
-        const KEY: [&str; 8] = [
-            "np_cnp_sent",
-            "rp_cnp_handled",
-            "np_ecn_marked_roce_packets",
-            "out_of_sequence",
-            "duplicate_request",
-            "packet_seq_err",
-            "local_ack_timeout_err",
-            "rnr_nak_retry_err",
-        ];
-        let _ = writeln!(o, "\nNIC counters over the run:");
-        if nic.rdma.is_empty() {
-            let _ = writeln!(o, "  no RDMA device on {}", nic.netdev.name);
+}
+
+/// The NIC's own counters over the run.
+fn nic(o: &mut String, nic: &crate::report::model::Nic) {
+    /// The counters that tell a RoCE story, as mlx5 names them.
+    const KEY: [&str; 8] = [
+        "np_cnp_sent",
+        "rp_cnp_handled",
+        "np_ecn_marked_roce_packets",
+        "out_of_sequence",
+        "duplicate_request",
+        "packet_seq_err",
+        "local_ack_timeout_err",
+        "rnr_nak_retry_err",
+    ];
+    let _ = writeln!(o, "\nNIC counters over the run:");
+    if nic.rdma.is_empty() {
+        let _ = writeln!(o, "  no RDMA device on {}", nic.netdev.name);
+    }
+    for p in &nic.rdma {
+        let kv: Vec<String> = KEY.iter().filter_map(|k| p.counters.get(*k).map(|v| format!("{k} {v}"))).collect();
+        let _ = writeln!(o, "  {} port {}: {}", p.device, p.port, kv.join(" · "));
+    }
+    let pause: Vec<String> = nic
+        .netdev
+        .counters
+        .iter()
+        .filter(|(k, v)| k.contains("pause") && **v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    match &nic.netdev.error {
+        Some(e) => {
+            let _ = writeln!(o, "  {}: driver statistics unavailable ({e})", nic.netdev.name);
         }
-        for p in &nic.rdma {
-            let kv: Vec<String> = KEY.iter().filter_map(|k| p.counters.get(*k).map(|v| format!("{k} {v}"))).collect();
-            let _ = writeln!(o, "  {} port {}: {}", p.device, p.port, kv.join(" · "));
+        None if pause.is_empty() => {
+            let _ = writeln!(o, "  {}: no pause frames counted by the driver", nic.netdev.name);
         }
-        let pause: Vec<String> = nic
-            .netdev
-            .counters
-            .iter()
-            .filter(|(k, v)| k.contains("pause") && **v > 0)
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        match &nic.netdev.error {
-            Some(e) => {
-                let _ = writeln!(o, "  {}: driver statistics unavailable ({e})", nic.netdev.name);
-            }
-            None if pause.is_empty() => {
-                let _ = writeln!(o, "  {}: no pause frames counted by the driver", nic.netdev.name);
-            }
-            None => {
-                let _ = writeln!(o, "  {}: {}", nic.netdev.name, pause.join(" · "));
-            }
+        None => {
+            let _ = writeln!(o, "  {}: {}", nic.netdev.name, pause.join(" · "));
         }
     }
+}
+
+/// The visibility notes.
+fn visibility(o: &mut String, r: &Report) {
     if !r.visibility.is_empty() {
         let _ = writeln!(o, "\nwhat this vantage point could not see:");
         for n in &r.visibility {
             let _ = writeln!(o, "  - [{}] {}", n.code, n.message);
         }
     }
-    o
 }
 
 fn us(ns: u64) -> String {

@@ -90,27 +90,44 @@ fn rtt_buckets() -> impl Iterator<Item = f64> {
 /// RTT samples behind the report's percentiles (for the histogram).
 pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
     let mut reg = Registry::with_prefix("roce_analyzer");
+    totals(&mut reg, r);
+    flows(&mut reg, r, top);
+    pfc(&mut reg, r);
+    transport(&mut reg, r, rtt_ns);
+    if let Some(n) = &r.nic {
+        nic(&mut reg, n);
+    }
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");
+    out
+}
+
+/// Frames by class and losses.
+fn totals(reg: &mut Registry, r: &Report) {
     let frames = counter_family::<ClassLabel>(
-        &mut reg,
+        reg,
         "frames",
         "Frames by class (roce, cnp, pfc, pause, non_roce, malformed kinds)",
     );
     for (class, n) in &r.capture.classes {
         frames.get_or_create(&ClassLabel { class: class.clone() }).inc_by(*n);
     }
-    let dropped =
-        counter_family::<ReasonLabel>(&mut reg, "dropped", "Frames or events lost before analysis, by reason");
+    let dropped = counter_family::<ReasonLabel>(reg, "dropped", "Frames or events lost before analysis, by reason");
     for (reason, n) in &r.capture.dropped {
         dropped.get_or_create(&ReasonLabel { reason: reason.clone() }).inc_by(*n);
     }
+}
+
+/// The top flows by bytes with their own series, the rest in one bucket, CE and CNPs.
+fn flows(reg: &mut Registry, r: &Report, top: usize) {
     let mut flows: Vec<_> = r.flows.iter().collect();
     flows.sort_by(|a, b| {
         b.bytes
             .cmp(&a.bytes)
             .then_with(|| crate::report::model::flow_sort_key(a).cmp(&crate::report::model::flow_sort_key(b)))
     });
-    let bytes = counter_family::<FlowLabels>(&mut reg, "flow_bytes", "RoCE bytes of the top flows by bytes");
-    let packets = counter_family::<FlowLabels>(&mut reg, "flow_packets", "RoCE packets of the top flows by bytes");
+    let bytes = counter_family::<FlowLabels>(reg, "flow_bytes", "RoCE bytes of the top flows by bytes");
+    let packets = counter_family::<FlowLabels>(reg, "flow_packets", "RoCE packets of the top flows by bytes");
     for f in flows.iter().take(top) {
         let l = FlowLabels { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp };
         bytes.get_or_create(&l).inc_by(f.bytes);
@@ -118,19 +135,18 @@ pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
     }
     let rest = flows.iter().skip(top);
     let (other_bytes, other_packets) = rest.fold((0, 0), |(b, p), f| (b + f.bytes, p + f.packets));
-    gauge(
-        &mut reg,
-        "other_flows_bytes",
-        "RoCE bytes of the flows beyond the top ones (their set changes)",
-        other_bytes,
-    );
-    gauge(&mut reg, "other_flows_packets", "RoCE packets of the flows beyond the top ones", other_packets);
-    gauge(&mut reg, "flows", "Flows seen", r.flows.len() as u64);
-    counter(&mut reg, "ce_packets", "RoCE packets marked CE", r.flows.iter().map(|f| f.ecn.ce).sum());
-    counter(&mut reg, "cnp", "CNPs", r.capture.classes.get("cnp").copied().unwrap_or(0));
-    let pfc = counter_family::<SenderLabels>(&mut reg, "pfc_frames", "PFC/PAUSE frames per sender and priority");
+    gauge(reg, "other_flows_bytes", "RoCE bytes of the flows beyond the top ones (their set changes)", other_bytes);
+    gauge(reg, "other_flows_packets", "RoCE packets of the flows beyond the top ones", other_packets);
+    gauge(reg, "flows", "Flows seen", r.flows.len() as u64);
+    counter(reg, "ce_packets", "RoCE packets marked CE", r.flows.iter().map(|f| f.ecn.ce).sum());
+    counter(reg, "cnp", "CNPs", r.capture.classes.get("cnp").copied().unwrap_or(0));
+}
+
+/// PFC/PAUSE frames, quanta and pause time per sender and priority; storms.
+fn pfc(reg: &mut Registry, r: &Report) {
+    let pfc = counter_family::<SenderLabels>(reg, "pfc_frames", "PFC/PAUSE frames per sender and priority");
     let quanta =
-        counter_family::<SenderLabels>(&mut reg, "pfc_quanta", "Pause quanta (512 bit times) per sender and priority");
+        counter_family::<SenderLabels>(reg, "pfc_quanta", "Pause quanta (512 bit times) per sender and priority");
     for s in &r.pfc.senders {
         let l = SenderLabels { mac: s.mac.clone(), priority: s.priority.to_string() };
         pfc.get_or_create(&l).inc_by(s.counts.frames);
@@ -142,7 +158,7 @@ pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
         quanta.get_or_create(&l).inc_by(s.counts.quanta);
     }
     let paused = counter_family::<SenderLabels>(
-        &mut reg,
+        reg,
         "pfc_paused_ns",
         "Time paused (union of the pause intervals at --link-speed) per sender and priority, ns",
     );
@@ -154,8 +170,12 @@ pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
     for s in &r.pfc.pause_senders {
         paused.get_or_create(&SenderLabels { mac: s.mac.clone(), priority: "all".into() }).inc_by(s.pause.paused_ns);
     }
-    gauge(&mut reg, "pfc_storms", "Continuous pauses of at least --pfc-storm", r.pfc.storms.len() as u64);
-    let psn = counter_family::<KindLabel>(&mut reg, "psn_anomalies", "PSN anomalies over all flows, by kind");
+    gauge(reg, "pfc_storms", "Continuous pauses of at least --pfc-storm", r.pfc.storms.len() as u64);
+}
+
+/// PSN anomalies, AETHs, RTT, incast episodes and audit findings.
+fn transport(reg: &mut Registry, r: &Report, rtt_ns: &[u64]) {
+    let psn = counter_family::<KindLabel>(reg, "psn_anomalies", "PSN anomalies over all flows, by kind");
     let mut psn_sum = PsnJson::default();
     let mut aeth_sum = Naks::default();
     for f in &r.flows {
@@ -166,7 +186,7 @@ pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
     for (kind, n) in psn_sum.iter().filter(|(k, _)| *k != count::NAMES[count::REQUESTS]) {
         psn.get_or_create(&KindLabel { kind: kind.into() }).inc_by(n);
     }
-    let aeth = counter_family::<KindLabel>(&mut reg, "aeth", "ACKs and NAKs (AETH syndromes) over all flows, by kind");
+    let aeth = counter_family::<KindLabel>(reg, "aeth", "ACKs and NAKs (AETH syndromes) over all flows, by kind");
     for (kind, n) in aeth_sum.iter() {
         aeth.get_or_create(&KindLabel { kind: kind.into() }).inc_by(n);
     }
@@ -175,8 +195,8 @@ pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
         hist.observe(*v as f64 / 1e9);
     }
     reg.register("rtt_seconds", "Round-trip time, request with AckReq to the ACK covering it", hist);
-    counter(&mut reg, "rtt_timeouts", "Requests with AckReq not acknowledged within --rtt-timeout", r.rtt_ns.timeouts);
-    gauge(&mut reg, "incast_episodes", "Incast episodes", r.incast.episodes.len() as u64);
+    counter(reg, "rtt_timeouts", "Requests with AckReq not acknowledged within --rtt-timeout", r.rtt_ns.timeouts);
+    gauge(reg, "incast_episodes", "Incast episodes", r.incast.episodes.len() as u64);
     let audit = Family::<SeverityLabel, Gauge>::default();
     reg.register("audit_findings", "Audit findings by severity", audit.clone());
     for sev in Severity::ALL {
@@ -184,28 +204,20 @@ pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
             .get_or_create(&SeverityLabel { severity: sev.name().into() })
             .set(r.audit.iter().filter(|f| f.severity == sev).count() as i64);
     }
-    if let Some(nic) = &r.nic {
-        let rdma = counter_family::<NicPortLabels>(
-            &mut reg,
-            "nic_rdma",
-            "RDMA port counters (sysfs), since the agent started",
-        );
-        for p in &nic.rdma {
-            for (name, v) in &p.counters {
-                let l = NicPortLabels { device: p.device.clone(), port: p.port.clone(), counter: name.clone() };
-                rdma.get_or_create(&l).inc_by(*v);
-            }
-        }
-        let netdev = counter_family::<NetdevLabels>(
-            &mut reg,
-            "nic_netdev",
-            "Driver statistics (ethtool), since the agent started",
-        );
-        for (name, v) in &nic.netdev.counters {
-            netdev.get_or_create(&NetdevLabels { iface: nic.netdev.name.clone(), counter: name.clone() }).inc_by(*v);
+}
+
+/// The NIC's own counters.
+fn nic(reg: &mut Registry, nic: &crate::report::model::Nic) {
+    let rdma = counter_family::<NicPortLabels>(reg, "nic_rdma", "RDMA port counters (sysfs), since the agent started");
+    for p in &nic.rdma {
+        for (name, v) in &p.counters {
+            let l = NicPortLabels { device: p.device.clone(), port: p.port.clone(), counter: name.clone() };
+            rdma.get_or_create(&l).inc_by(*v);
         }
     }
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");
-    out
+    let netdev =
+        counter_family::<NetdevLabels>(reg, "nic_netdev", "Driver statistics (ethtool), since the agent started");
+    for (name, v) in &nic.netdev.counters {
+        netdev.get_or_create(&NetdevLabels { iface: nic.netdev.name.clone(), counter: name.clone() }).inc_by(*v);
+    }
 }

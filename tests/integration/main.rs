@@ -3,6 +3,7 @@
 mod cli;
 mod fabric;
 mod fixtures;
+mod hostile;
 mod kernel;
 mod live;
 mod transport;

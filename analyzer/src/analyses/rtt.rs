@@ -14,6 +14,11 @@
 //! A retransmitted request (a PSN already waiting) does not restart its clock (Karn). Requests
 //! not acknowledged within the timeout count as `timeouts`; those still waiting at the end of
 //! the capture, less than a timeout before it, as `pending` ([`Rtt::waiting`]).
+//!
+//! **Bounded.** A vantage point that sees one direction only (a mirror of the requests, never
+//! their ACKs) makes every AckReq request wait until its timeout. Each request costs O(1) (the
+//! waiting PSNs are a queue with a set beside it), and a flow keeps at most [`MAX_WAITING`]
+//! requests: beyond that the oldest is dropped undecided and counted (`pending_evicted`).
 
 use std::collections::VecDeque;
 
@@ -22,12 +27,16 @@ use analyzer_common::opcode::{self, Transport};
 use analyzer_common::psn::{PSN_HALF, psn_diff};
 use analyzer_common::record::Record;
 use analyzer_common::wire::ext::{AckType, syndrome_type};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::stats::Samples;
 
 /// PSNs an ACK may run ahead of the latest request PSN (a READ of up to 1024 PMTUs).
 pub const READ_SLACK: u32 = 1024;
+
+/// AckReq requests one flow keeps waiting for their ACK, at most. An RNIC has far fewer
+/// outstanding (its send queue depth); more means the ACKs are not seen here.
+pub const MAX_WAITING: usize = 1 << 16;
 
 #[derive(Debug, Default)]
 struct RequestFlow {
@@ -35,6 +44,16 @@ struct RequestFlow {
     last_psn: u32,
     /// (PSN, time) of AckReq requests not yet acknowledged, oldest first.
     waiting: VecDeque<(u32, u64)>,
+    /// The PSNs in `waiting` (each once), for O(1) retransmission checks.
+    waiting_psns: FxHashSet<u32>,
+}
+
+impl RequestFlow {
+    fn pop(&mut self) -> Option<(u32, u64)> {
+        let front = self.waiting.pop_front()?;
+        self.waiting_psns.remove(&front.0);
+        Some(front)
+    }
 }
 
 /// RTT results of one request flow.
@@ -66,6 +85,8 @@ pub struct Rtt {
     pub cm_paired: u64,
     /// ACKs no request flow's PSNs could account for (their requests were not captured).
     pub unpaired_acks: u64,
+    /// Requests dropped undecided because their flow had [`MAX_WAITING`] waiting.
+    pub pending_evicted: u64,
 }
 
 impl Rtt {
@@ -90,7 +111,7 @@ impl Rtt {
         let key = r.flow();
         let f = self.requests.entry(key).or_insert_with(|| {
             self.by_hosts.entry((key.src, key.dst)).or_default().push(key);
-            RequestFlow { first_psn: r.psn, last_psn: r.psn, waiting: VecDeque::new() }
+            RequestFlow { first_psn: r.psn, last_psn: r.psn, ..Default::default() }
         });
         if psn_diff(f.last_psn, r.psn) < PSN_HALF {
             f.last_psn = r.psn;
@@ -103,11 +124,15 @@ impl Rtt {
                 if r.ts_ns.saturating_sub(t) <= self.timeout_ns {
                     break;
                 }
-                f.waiting.pop_front();
+                f.pop();
                 stats.timeouts += 1;
             }
         }
-        if r.ack_req() && !f.waiting.iter().any(|&(p, _)| p == r.psn) {
+        if r.ack_req() && f.waiting_psns.insert(r.psn) {
+            if f.waiting.len() == MAX_WAITING {
+                f.pop();
+                self.pending_evicted += 1;
+            }
             f.waiting.push_back((r.psn, r.ts_ns));
         }
     }
@@ -184,7 +209,7 @@ impl Rtt {
             if psn_diff(psn, r.psn) >= PSN_HALF {
                 break;
             }
-            f.waiting.pop_front();
+            f.pop();
             let rtt = r.ts_ns.saturating_sub(t);
             if rtt <= self.timeout_ns {
                 stats.samples.push(rtt);
@@ -214,6 +239,18 @@ impl Rtt {
         let Some(f) = self.requests.get(key) else { return (0, 0) };
         let old = f.waiting.iter().filter(|(_, t)| end_ns.saturating_sub(*t) > self.timeout_ns).count() as u64;
         (old, f.waiting.len() as u64 - old)
+    }
+
+    /// A request flow's timeouts as of `end_ns` (decided so far, and waiting requests older than
+    /// the timeout) and its requests still pending. Read-only.
+    pub fn outcome(&self, key: &FlowKey, end_ns: u64) -> (u64, u64) {
+        let (late, pending) = self.waiting(key, end_ns);
+        (self.flows.get(key).map_or(0, |f| f.timeouts) + late, pending)
+    }
+
+    /// Every flow that sent requests of a reliable transport (acknowledged or not).
+    pub fn request_flows(&self) -> impl Iterator<Item = &FlowKey> {
+        self.requests.keys()
     }
 
     /// The request flow an ACK flow was paired with, and back.
@@ -277,6 +314,24 @@ mod tests {
         let f = &rtt.flows[&key];
         assert_eq!(f.samples.values(), vec![900]);
         assert_eq!((f.timeouts, rtt.waiting(&key, 4200), rtt.unpaired_acks), (1, (1, 1), 1));
+    }
+
+    #[test]
+    fn one_direction_floods_stay_bounded_and_count_what_falls_out() {
+        let mut rtt = Rtt::new(u64::MAX);
+        let n = MAX_WAITING as u32 + 10;
+        for psn in 0..n {
+            rtt.observe(&rec(1, 2, 0x21, 0x0A, psn, psn as u64, flag::ACK_REQ, 0));
+        }
+        // A retransmission of a waiting PSN neither waits twice nor evicts.
+        rtt.observe(&rec(1, 2, 0x21, 0x0A, n - 1, n as u64, flag::ACK_REQ, 0));
+        let key = rec(1, 2, 0x21, 0, 0, 0, 0, 0).flow();
+        assert_eq!(rtt.pending_evicted, 10);
+        assert_eq!(rtt.waiting(&key, n as u64), (0, MAX_WAITING as u64));
+        // The ACK of the newest covers everything still waiting.
+        rtt.observe(&rec(2, 1, 0x11, 0x11, n - 1, n as u64 + 5, flag::AETH, 0));
+        assert_eq!(rtt.flows[&key].samples.len(), MAX_WAITING as u64);
+        assert_eq!(rtt.waiting(&key, n as u64), (0, 0));
     }
 
     #[test]

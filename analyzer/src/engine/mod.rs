@@ -38,10 +38,13 @@ pub enum DropReason {
     /// Live: a timeline record found the timeline ring buffer full (RTT, CE/CNP timing and
     /// incast miss that frame).
     TimelineFull,
+    /// Live: a timeline record or event still in its ring when the run ended, after the agent
+    /// had drained for as long as it may (its analyses miss that frame).
+    Undrained,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 8] = [
+    pub const ALL: [DropReason; 9] = [
         DropReason::TruncatedRecord,
         DropReason::FlowMapFull,
         DropReason::RingbufFull,
@@ -50,6 +53,7 @@ impl DropReason {
         DropReason::PsnMapFull,
         DropReason::PmtuMapFull,
         DropReason::TimelineFull,
+        DropReason::Undrained,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -61,6 +65,7 @@ impl DropReason {
             DropReason::PsnMapFull => "psn_map_full",
             DropReason::PmtuMapFull => "pmtu_map_full",
             DropReason::TimelineFull => "timeline_full",
+            DropReason::Undrained => "undrained",
         }
     }
 }

@@ -37,10 +37,10 @@ pub trait MapSource {
     fn snapshot(&mut self) -> Result<KernelSnapshot, KernelError>;
     /// Deletes flows (and their extra entries) from the kernel maps.
     fn remove_flows(&mut self, keys: &[FlowKey]) -> Result<(), KernelError>;
-    /// Hands every pending ring-buffer event to `f`; returns how many there were.
-    fn drain_events(&mut self, f: &mut dyn FnMut(KernelEvent)) -> u64;
-    /// Hands every pending timeline record to `f`; returns how many there were.
-    fn drain_records(&mut self, f: &mut dyn FnMut(&Record)) -> u64;
+    /// Hands at most `max` pending ring-buffer events to `f`; returns how many it read.
+    fn drain_events(&mut self, max: u64, f: &mut dyn FnMut(KernelEvent)) -> u64;
+    /// Hands at most `max` pending timeline records to `f`; returns how many it read.
+    fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record)) -> u64;
 }
 
 /// An event of the event ring buffer.
@@ -187,9 +187,11 @@ impl MapSource for AyaMaps {
         Ok(())
     }
 
-    fn drain_events(&mut self, f: &mut dyn FnMut(KernelEvent)) -> u64 {
+    fn drain_events(&mut self, max: u64, f: &mut dyn FnMut(KernelEvent)) -> u64 {
         let mut n = 0;
-        while let Some(item) = self.events.next() {
+        while n < max
+            && let Some(item) = self.events.next()
+        {
             // Both layouts have their kind at byte 8.
             match item.get(8) {
                 Some(&event_kind::CM) if item.len() >= std::mem::size_of::<CmEvent>() => {
@@ -203,9 +205,11 @@ impl MapSource for AyaMaps {
         n
     }
 
-    fn drain_records(&mut self, f: &mut dyn FnMut(&Record)) -> u64 {
+    fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record)) -> u64 {
         let mut n = 0;
-        while let Some(item) = self.timeline.next() {
+        while n < max
+            && let Some(item) = self.timeline.next()
+        {
             if item.len() >= std::mem::size_of::<Record>() {
                 f(&pod::<Record>(&item));
             }

@@ -251,9 +251,8 @@ fn transport(run: &Pipeline) -> Vec<Finding> {
                 one(),
             ));
         }
-        if let Some(r) = run.analyses.rtt.flows.get(k) {
-            let (late, _) = run.analyses.rtt.waiting(k, run.engine.last_ns.unwrap_or(0));
-            let t = r.timeouts + late;
+        {
+            let (t, _) = run.analyses.rtt.outcome(k, run.engine.last_ns.unwrap_or(0));
             if t > 0 {
                 out.push(finding(
                     Severity::Warning,

@@ -81,21 +81,21 @@ fn end_ns(run: &Pipeline) -> u64 {
 }
 
 fn flow_rtt(run: &Pipeline, k: &FlowKey) -> Option<FlowRtt> {
-    let r = run.analyses.rtt.flows.get(k)?;
-    let (late, pending) = run.analyses.rtt.waiting(k, end_ns(run));
-    let timeouts = r.timeouts + late;
-    if r.samples.is_empty() && timeouts == 0 && pending == 0 {
+    let rtt = &run.analyses.rtt;
+    let (timeouts, pending) = rtt.outcome(k, end_ns(run));
+    let percentiles = rtt.flows.get(k).and_then(|r| r.samples.percentiles());
+    if percentiles.is_none() && timeouts == 0 && pending == 0 {
         return None;
     }
-    Some(FlowRtt { percentiles: r.samples.percentiles().unwrap_or_default(), timeouts, pending })
+    Some(FlowRtt { percentiles: percentiles.unwrap_or_default(), timeouts, pending })
 }
 
 fn rtt_summary(run: &Pipeline) -> RttSummary {
     let rtt = &run.analyses.rtt;
     let (mut timeouts, mut pending) = (0, 0);
-    for (k, f) in &rtt.flows {
-        let (late, p) = rtt.waiting(k, end_ns(run));
-        timeouts += f.timeouts + late;
+    for k in rtt.request_flows() {
+        let (t, p) = rtt.outcome(k, end_ns(run));
+        timeouts += t;
         pending += p;
     }
     RttSummary {
@@ -105,6 +105,7 @@ fn rtt_summary(run: &Pipeline) -> RttSummary {
         ambiguous_acks: rtt.ambiguous_acks,
         unpaired_acks: rtt.unpaired_acks,
         cm_paired: rtt.cm_paired,
+        pending_evicted: rtt.pending_evicted,
         timeout_ns: run.analyses.config.rtt_timeout_ns,
     }
 }

@@ -209,6 +209,10 @@ pub struct RttSummary {
     /// QP pairs (one per direction) learned from captured CM REQ/REP exchanges.
     #[serde(default)]
     pub cm_paired: u64,
+    /// Requests dropped undecided because their flow already had the most requests waiting a
+    /// flow keeps (a vantage point that does not see the ACKs).
+    #[serde(default)]
+    pub pending_evicted: u64,
     pub timeout_ns: u64,
 }
 

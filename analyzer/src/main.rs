@@ -10,6 +10,7 @@ use analyzer::exit;
 use analyzer::live::{LiveOptions, Notice};
 use analyzer::pipeline::Pipeline;
 use analyzer::report::render::live_view::LiveView;
+use analyzer::report::render::text::escape;
 use analyzer::report::render::{dot, html, human};
 use analyzer::report::{Report, RunKind, write};
 use anyhow::Context;
@@ -32,7 +33,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("roce-analyzer: error: {e:#}");
+            eprintln!("roce-analyzer: error: {}", escape(&format!("{e:#}")));
             ExitCode::from(exit::ERROR)
         }
     }
@@ -113,7 +114,7 @@ fn offline(args: &AnalyzeArgs) -> anyhow::Result<Pipeline> {
         b.finish_and_clear();
     }
     for t in &truncations? {
-        eprintln!("roce-analyzer: warning: {t}; the report is partial");
+        eprintln!("roce-analyzer: warning: {}; the report is partial", escape(&t.to_string()));
     }
     Ok(run)
 }
@@ -146,6 +147,7 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Pipeline> {
         metrics: args.metrics.clone().map(|a| (a, args.metrics_top_flows)),
         nic_counters: args.nic_counters,
     };
+    let shown = escape(iface);
     let show =
         !args.output.quiet && args.output.json.as_deref() != Some(Path::new("-")) && std::io::stdout().is_terminal();
     let mut view = LiveView::default();
@@ -154,9 +156,9 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Pipeline> {
         Notice::Attached { mode, fallback } => {
             mode_used = mode;
             if let Some(why) = fallback {
-                eprintln!("roce-analyzer: warning: native XDP is not available on {iface} ({why}); using generic (skb) XDP, which sees frames later and costs more CPU");
+                eprintln!("roce-analyzer: warning: native XDP is not available on {shown} ({why}); using generic (skb) XDP, which sees frames later and costs more CPU");
             }
-            eprintln!("roce-analyzer: attached to {iface} ({mode} XDP); stop with Ctrl-C");
+            eprintln!("roce-analyzer: attached to {shown} ({mode} XDP); stop with Ctrl-C");
         }
         Notice::Tick { run, elapsed } => {
             if show {
@@ -166,7 +168,7 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Pipeline> {
             }
         }
         Notice::HardwareBypass { devices } => eprintln!(
-            "roce-analyzer: warning: no RoCE frame after {:?} on {iface}, whose NIC has RDMA device(s) {}: \
+            "roce-analyzer: warning: no RoCE frame after {:?} on {shown}, whose NIC has RDMA device(s) {}: \
              hardware RoCE bypasses the kernel, so XDP here cannot see it. Capture on a switch mirror/ERSPAN \
              port or with the NIC's offloaded sniffer instead.",
             args.rdma_grace,

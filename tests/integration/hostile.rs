@@ -120,3 +120,57 @@ fn a_one_direction_flood_neither_stalls_metrics_nor_outlasts_duration() {
         assert!(v["capture"]["dropped"][reason].is_u64(), "{reason} is reported");
     }
 }
+
+/// A name that would retitle and clear a terminal, with a newline, a quote and a backslash.
+const HOSTILE: &str = "x\u{1b}]0;owned\u{7}\u{1b}[2J\"\\\n";
+
+fn no_raw_controls(text: &str, what: &str) {
+    let bad: Vec<char> = text.chars().filter(|c| c.is_control() && *c != '\n').collect();
+    assert!(bad.is_empty(), "{what} carries raw control characters {bad:?}:\n{text}");
+}
+
+#[test]
+fn names_cannot_inject_into_the_summary_or_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(format!("{HOSTILE}.pcap"));
+    std::fs::copy(tests::tools::root().join("tests/data/example.pcap"), &file).unwrap();
+    let out = run(&["-r", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    no_raw_controls(&text, "the summary");
+    assert!(text.contains("x\\x1b]0;owned\\x07\\x1b[2J\"\\\\\\x0a.pcap"), "{text}");
+    // Its source line is one line: the newline in the name is written out.
+    assert_eq!(text.lines().filter(|l| l.starts_with("  source ")).count(), 1, "{text}");
+    let missing = dir.path().join(format!("{HOSTILE}missing.pcap"));
+    let out = run(&["-r", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    no_raw_controls(&err, "the error");
+    assert!(err.contains("\\x1b]0;owned"), "{err}");
+}
+
+#[test]
+fn topology_names_cannot_break_the_graphviz_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let topo = std::fs::read_to_string(tests::tools::root().join("tests/data/cascade.toml")).unwrap();
+    // TOML basic-string escapes for a name with a quote, a newline, an escape sequence and a
+    // trailing backslash (which ended the quoted DOT string early before names were escaped).
+    let toml_name = r#"spine\"1\n\u001B[2J\\"#;
+    let topo = topo.replace("spine1", toml_name);
+    assert_ne!(topo, std::fs::read_to_string(tests::tools::root().join("tests/data/cascade.toml")).unwrap());
+    let t = dir.path().join("hostile.toml");
+    std::fs::write(&t, topo).unwrap();
+    let dotfile = dir.path().join("trees.dot");
+    let pcap = tests::tools::root().join("tests/data/pfc_cascade.pcap");
+    let out =
+        run(&["-r", pcap.to_str().unwrap(), "--topology", t.to_str().unwrap(), "--dot", dotfile.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    no_raw_controls(&String::from_utf8(out.stdout).unwrap(), "the summary with a hostile topology");
+    let dot_text = std::fs::read_to_string(&dotfile).unwrap();
+    no_raw_controls(&dot_text, "the DOT output");
+    assert!(dot_text.contains("spine"), "the device is in the tree:\n{dot_text}");
+    // Graphviz itself reads it.
+    let svg = std::process::Command::new(require("dot")).args(["-Tsvg"]).arg(&dotfile).output().unwrap();
+    assert!(svg.status.success(), "dot rejects the output: {}\n{dot_text}", String::from_utf8_lossy(&svg.stderr));
+    assert!(String::from_utf8_lossy(&svg.stdout).contains("<svg"));
+}

@@ -6,8 +6,10 @@ use crate::report::model::CongestionTrees;
 const ALL_PRIORITIES: u8 = analyzer_common::maps::PAUSE_PRIORITY;
 
 /// Graphviz of the trees: pause edges with their paused time, roots and congested egress
-/// marked.
+/// marked. Names have their control characters and backslashes escaped
+/// ([`super::text::escape`]), quotes too, so no name ends or breaks a statement.
 pub fn dot(trees: &CongestionTrees) -> String {
+    let trees = &super::text::escaped(trees);
     let mut o = String::from("digraph congestion {\n  rankdir=LR;\n  node [shape=box, fontname=\"Helvetica\"];\n");
     let q = |s: &str| format!("\"{}\"", s.replace('"', "\\\""));
     for t in &trees.trees {

@@ -7,8 +7,10 @@ use analyzer_common::psn::{aeth, count};
 
 use crate::report::model::Report;
 
-/// Renders the summary; `top` flows are listed.
+/// Renders the summary; `top` flows are listed. Every string of the report is printed with its
+/// control characters escaped ([`super::text`]).
 pub fn render(r: &Report, top: usize) -> String {
+    let r = &super::text::escaped(r);
     let mut o = String::new();
     totals(&mut o, r);
     top_flows(&mut o, r, top);

@@ -22,6 +22,7 @@ pub struct LiveView {
 
 impl LiveView {
     pub fn render(&mut self, run: &Pipeline, iface: &str, mode: &str, elapsed: Duration, top: usize) -> String {
+        let iface = super::text::escape(iface);
         let dt = (elapsed - self.prev_at).as_secs_f64().max(1e-9);
         let rate = |now: u64, before: u64| (now.saturating_sub(before)) as f64 / dt;
         let mut o = String::new();
@@ -111,5 +112,16 @@ impl LiveView {
         self.prev_classes = run.engine.classes;
         self.prev_flows = next;
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_interface_name_is_escaped() {
+        let run = crate::pipeline::Pipeline::default();
+        let text =
+            super::LiveView::default().render(&run, "eth\u{1b}[2J0", "native", std::time::Duration::from_secs(1), 5);
+        assert!(text.contains("eth\\x1b[2J0") && !text.contains('\u{1b}'), "{text}");
     }
 }

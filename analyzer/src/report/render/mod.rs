@@ -6,3 +6,4 @@ pub mod html;
 pub mod human;
 pub mod live_view;
 pub mod metrics;
+pub mod text;

@@ -1,0 +1,71 @@
+//! Text for terminals and Graphviz. Names in a report come from outside: capture file names
+//! used as labels, topology names, strings of reports `merge` read. A control character in one
+//! (an escape sequence, a bell, a newline) must reach no terminal raw: it could retitle or clear
+//! it, or forge lines. Every human-facing rendering goes through these.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// `s` with every control character (C0, DEL, C1; newlines and tabs too) written as `\xHH`
+/// or `\u{HHHH}`, and backslashes doubled so that the escapes cannot be forged.
+pub fn escape(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() || c == '\\') {
+        return Cow::Borrowed(s);
+    }
+    let mut o = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            c if c.is_control() && (c as u32) < 0x100 => {
+                let _ = write!(o, "\\x{:02x}", c as u32);
+            }
+            c if c.is_control() => {
+                let _ = write!(o, "\\u{{{:04x}}}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    Cow::Owned(o)
+}
+
+/// A copy of `r` (the report or a part of it) whose every string is [`escape`]d, for
+/// renderings that print them.
+pub fn escaped<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(r: &T) -> T {
+    fn walk(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::String(s) => {
+                if let Cow::Owned(e) = escape(s) {
+                    *s = e;
+                }
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(walk),
+            serde_json::Value::Object(m) => {
+                let keys: Vec<String> = m.keys().filter(|k| matches!(escape(k), Cow::Owned(_))).cloned().collect();
+                for k in keys {
+                    if let Some(x) = m.remove(&k) {
+                        m.insert(escape(&k).into_owned(), x);
+                    }
+                }
+                m.values_mut().for_each(walk);
+            }
+            _ => {}
+        }
+    }
+    let Ok(mut v) = serde_json::to_value(r) else { return r.clone() };
+    walk(&mut v);
+    serde_json::from_value(v).unwrap_or_else(|_| r.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_written_out() {
+        let hostile = "\u{1b}]0;owned\u{7}\u{1b}[2J.pcap";
+        assert_eq!(escape(hostile), "\\x1b]0;owned\\x07\\x1b[2J.pcap");
+        assert_eq!(escape("a\nb\\x1b"), "a\\x0ab\\\\x1b", "newlines escaped, a literal \\x1b cannot pass for one");
+        assert_eq!(escape("\u{9b}31m"), "\\x9b31m", "C1 CSI too");
+        assert!(matches!(escape("leaf1:p3 → h2"), Cow::Borrowed(_)));
+    }
+}

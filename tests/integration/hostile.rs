@@ -174,3 +174,63 @@ fn topology_names_cannot_break_the_graphviz_output() {
     assert!(svg.status.success(), "dot rejects the output: {}\n{dot_text}", String::from_utf8_lossy(&svg.stderr));
     assert!(String::from_utf8_lossy(&svg.stdout).contains("<svg"));
 }
+
+/// The example's report (JSON), for mutating.
+fn example_report(dir: &Path) -> serde_json::Value {
+    let p = dir.join("example.json");
+    let ex = tests::tools::root().join("tests/data/example.pcap");
+    let out = run(&["-q", "-r", ex.to_str().unwrap(), "--json", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    read_report(&p)
+}
+
+/// `merge` of `a` and `b` (written to DIR/a.json and DIR/b.json): exit code and stderr.
+fn merge_texts(dir: &Path, a: &str, b: &str) -> (Option<i32>, String) {
+    let (pa, pb) = (dir.join("a.json"), dir.join("b.json"));
+    std::fs::write(&pa, a).unwrap();
+    std::fs::write(&pb, b).unwrap();
+    let out = run(&["merge", pa.to_str().unwrap(), pb.to_str().unwrap(), "-q", "--json", "-"]);
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn merge_refuses_what_no_analysis_could_have_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = example_report(dir.path());
+    let text = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap();
+    let (code, err) = merge_texts(dir.path(), &text(&good), &text(&good));
+    assert_eq!(code, Some(0), "{err}");
+
+    // A sum past 64 bits: refused, naming the file and the field (it wrapped to 47 before).
+    let mut huge = good.clone();
+    huge["flows"][0]["packets"] = serde_json::json!(u64::MAX);
+    let (code, err) = merge_texts(dir.path(), &text(&huge), &text(&good));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("b.json") && err.contains("flows.packets") && err.contains("64 bits"), "{err}");
+
+    // An interval that ends before it starts (a storm of 2^64 ns before).
+    let mut backwards = good.clone();
+    let iv = &mut backwards["pfc"]["senders"][0]["intervals"][0];
+    *iv = serde_json::json!([iv[1].as_u64().unwrap(), iv[0].as_u64().unwrap()]);
+    let (code, err) = merge_texts(dir.path(), &text(&good), &text(&backwards));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("b.json") && err.contains("/pfc/senders/0/intervals/0"), "{err}");
+
+    // Impossible values and unknown fields: the schema's rules, with the field.
+    let mut prio = good.clone();
+    prio["pfc"]["senders"][0]["priority"] = serde_json::json!(200);
+    let (code, err) = merge_texts(dir.path(), &text(&prio), &text(&good));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("a.json") && err.contains("/pfc/senders/0/priority"), "{err}");
+    let mut unknown = good.clone();
+    unknown["flows"][0]["bogus"] = serde_json::json!(1);
+    let (code, err) = merge_texts(dir.path(), &text(&unknown), &text(&good));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("/flows/0") && err.contains("bogus"), "{err}");
+
+    // A key twice in one object (JSON parsers keep either one).
+    let dup = text(&good).replacen("\"frames\":", "\"frames\": 1, \"frames\":", 1);
+    let (code, err) = merge_texts(dir.path(), &dup, &text(&good));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("a.json") && err.contains("/capture/frames") && err.contains("twice"), "{err}");
+}

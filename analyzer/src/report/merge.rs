@@ -22,6 +22,7 @@ use crate::analyses::topology::{Topology, parse_mac};
 use crate::analyses::tree::{self, FlowSpan};
 use crate::report::assemble::{fabric, visibility};
 use crate::report::model::*;
+use crate::report::validate;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
@@ -31,11 +32,27 @@ pub enum MergeError {
     Parse { path: PathBuf, source: serde_json::Error },
     #[error("{path}: report schema {found:?}, this roce-analyzer merges {SCHEMA:?} only")]
     Schema { path: PathBuf, found: String },
+    #[error("{path}: {invalid}")]
+    Invalid { path: PathBuf, invalid: super::validate::Invalid },
+    #[error("{path}: field {field}: the sum over the reports does not fit 64 bits")]
+    Overflow { path: PathBuf, field: String },
     #[error("nothing to merge")]
     Empty,
 }
 
-/// Reads a report, refusing other schema versions before anything else is parsed.
+/// A sum that does not fit 64 bits: the field's name.
+#[derive(Debug)]
+struct Overflow(String);
+
+/// `$into += $v`, or the absorb fails naming `$field`.
+macro_rules! sum {
+    ($into:expr, $v:expr, $field:expr) => {
+        $into = $into.checked_add($v).ok_or_else(|| Overflow($field.to_string()))?
+    };
+}
+
+/// Reads a report, refusing other schema versions before anything else is parsed, and any
+/// report that breaks the schema's rules or repeats a key ([`validate`]).
 pub fn read(path: &Path) -> Result<Report, MergeError> {
     let bytes = std::fs::read(path).map_err(|source| MergeError::Read { path: path.into(), source })?;
     let v: serde_json::Value =
@@ -44,7 +61,15 @@ pub fn read(path: &Path) -> Result<Report, MergeError> {
     if found != SCHEMA {
         return Err(MergeError::Schema { path: path.into(), found: found.into() });
     }
-    serde_json::from_value(v).map_err(|source| MergeError::Parse { path: path.into(), source })
+    let invalid = |invalid| MergeError::Invalid { path: path.into(), invalid };
+    if let Some(i) = validate::duplicate_key(&bytes).or_else(|| validate::schema_violation(&v)) {
+        return Err(invalid(i));
+    }
+    let report: Report = serde_json::from_value(v).map_err(|source| MergeError::Parse { path: path.into(), source })?;
+    match validate::semantic_violation(&report) {
+        Some(i) => Err(invalid(i)),
+        None => Ok(report),
+    }
 }
 
 /// What the fabric analyses of a merged report need beyond the reports.
@@ -59,16 +84,18 @@ pub struct MergeOptions {
 pub fn merge(reports: Vec<(PathBuf, Report)>, opts: &MergeOptions) -> Result<Report, MergeError> {
     let mut m = Merger::new(&reports);
     for (path, r) in &reports {
-        m.absorb(path, r);
+        m.absorb(path, r)?;
     }
     m.finish(opts)
 }
 
-/// Sums `from` into `into` per key.
-fn add_counts(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+/// Sums `from` into `into` per key (`field` names the map).
+fn add_counts(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>, field: &str) -> Result<(), Overflow> {
     for (k, v) in from {
-        *into.entry(k.clone()).or_default() += v;
+        let e = into.entry(k.clone()).or_default();
+        sum!(*e, *v, format!("{field}.{k}"));
     }
+    Ok(())
 }
 
 fn span(first: &mut u64, last: &mut u64, f: u64, l: u64) {
@@ -135,8 +162,13 @@ impl Merger {
         }
     }
 
-    /// Adds one report, read from `path`.
-    pub fn absorb(&mut self, path: &Path, r: &Report) {
+    /// Adds one report, read from `path`; refuses it when a sum would overflow (the merger is
+    /// then partly updated: drop it).
+    pub fn absorb(&mut self, path: &Path, r: &Report) -> Result<(), MergeError> {
+        self.absorb_sums(path, r).map_err(|Overflow(field)| MergeError::Overflow { path: path.into(), field })
+    }
+
+    fn absorb_sums(&mut self, path: &Path, r: &Report) -> Result<(), Overflow> {
         self.reports += 1;
         for s in &r.capture.sources {
             let label = self.qualify(path, &s.label);
@@ -144,13 +176,13 @@ impl Merger {
                 self.sources.push(SourceJson { kind: s.kind.clone(), name: s.name.clone(), label });
             }
         }
-        self.absorb_capture(&r.capture);
+        self.absorb_capture(&r.capture)?;
         for f in &r.flows {
             let labels: Vec<String> = f.labels.iter().map(|l| self.qualify(path, l)).collect();
-            self.absorb_flow(f, labels);
+            self.absorb_flow(f, labels)?;
         }
-        self.absorb_pfc(&r.pfc);
-        self.absorb_ecmp(path, r);
+        self.absorb_pfc(&r.pfc)?;
+        self.absorb_ecmp(path, r)?;
         self.trees.extend(r.congestion_tree.trees.iter().cloned());
         self.deadlocks.extend(r.congestion_tree.deadlocks.iter().cloned());
         self.unresolved.extend(r.congestion_tree.unresolved.iter().cloned());
@@ -166,10 +198,10 @@ impl Merger {
                 ce_unanswered: 0,
                 ..p.clone()
             });
-            m.data_packets += p.data_packets;
-            m.ce += p.ce;
-            m.cnp_back += p.cnp_back;
-            m.ce_unanswered += p.ce_unanswered;
+            sum!(m.data_packets, p.data_packets, "pairs.data_packets");
+            sum!(m.ce, p.ce, "pairs.ce");
+            sum!(m.cnp_back, p.cnp_back, "pairs.cnp_back");
+            sum!(m.ce_unanswered, p.ce_unanswered, "pairs.ce_unanswered");
         }
         for c in &r.cnp_pacing {
             let slot = self.pacing.entry((c.dst.clone(), c.dst_qp)).or_insert_with(|| c.clone());
@@ -186,9 +218,10 @@ impl Merger {
         for n in r.visibility.iter().filter(|n| !n.code.recomputed_by_merge()) {
             self.carried.push(Note::new(n.code, format!("{}: {}", path.display(), n.message)));
         }
+        Ok(())
     }
 
-    fn absorb_capture(&mut self, c: &Capture) {
+    fn absorb_capture(&mut self, c: &Capture) -> Result<(), Overflow> {
         let m = self.capture.get_or_insert_with(|| Capture {
             sources: Vec::new(),
             start_ns: u64::MAX,
@@ -202,34 +235,32 @@ impl Merger {
             span(&mut m.start_ns, &mut m.end_ns, c.start_ns, c.end_ns);
         }
         m.partial |= c.partial;
-        m.frames += c.frames;
-        add_counts(&mut m.classes, &c.classes);
-        add_counts(&mut m.dropped, &c.dropped);
+        sum!(m.frames, c.frames, "capture.frames");
+        add_counts(&mut m.classes, &c.classes, "capture.classes")?;
+        add_counts(&mut m.dropped, &c.dropped, "capture.dropped")
     }
 
-    fn absorb_flow(&mut self, f: &Flow, labels: Vec<String>) {
+    fn absorb_flow(&mut self, f: &Flow, labels: Vec<String>) -> Result<(), Overflow> {
         let key = (f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp);
         let Some(m) = self.flows.get_mut(&key) else {
             self.flows.insert(key, Flow { labels, ..f.clone() });
-            return;
+            return Ok(());
         };
-        m.packets += f.packets;
-        m.bytes += f.bytes;
+        sum!(m.packets, f.packets, "flows.packets");
+        sum!(m.bytes, f.bytes, "flows.bytes");
         span(&mut m.first_ns, &mut m.last_ns, f.first_ns, f.last_ns);
-        add_counts(&mut m.opcodes, &f.opcodes);
-        add_counts(&mut m.dscp, &f.dscp);
-        add_counts(&mut m.pcp, &f.pcp);
-        m.ecn = Ecn {
-            not_ect: m.ecn.not_ect + f.ecn.not_ect,
-            ect0: m.ecn.ect0 + f.ecn.ect0,
-            ect1: m.ecn.ect1 + f.ecn.ect1,
-            ce: m.ecn.ce + f.ecn.ce,
-        };
-        m.fecn += f.fecn;
-        m.becn += f.becn;
-        m.ack_req += f.ack_req;
-        m.psn.add(&f.psn);
-        m.naks.add(&f.naks);
+        add_counts(&mut m.opcodes, &f.opcodes, "flows.opcodes")?;
+        add_counts(&mut m.dscp, &f.dscp, "flows.dscp")?;
+        add_counts(&mut m.pcp, &f.pcp, "flows.pcp")?;
+        sum!(m.ecn.not_ect, f.ecn.not_ect, "flows.ecn.not_ect");
+        sum!(m.ecn.ect0, f.ecn.ect0, "flows.ecn.ect0");
+        sum!(m.ecn.ect1, f.ecn.ect1, "flows.ecn.ect1");
+        sum!(m.ecn.ce, f.ecn.ce, "flows.ecn.ce");
+        sum!(m.fecn, f.fecn, "flows.fecn");
+        sum!(m.becn, f.becn, "flows.becn");
+        sum!(m.ack_req, f.ack_req, "flows.ack_req");
+        m.psn.checked_add(&f.psn).map_err(|name| Overflow(format!("flows.psn.{name}")))?;
+        m.naks.checked_add(&f.naks).map_err(|name| Overflow(format!("flows.naks.{name}")))?;
         // Percentiles of two vantage points cannot be combined without samples.
         m.rtt_ns = None;
         self.rtt_lost = true;
@@ -238,11 +269,12 @@ impl Merger {
                 m.labels.push(l);
             }
         }
+        Ok(())
     }
 
-    fn absorb_pfc(&mut self, p: &Pfc) {
-        self.pfc_frames += p.frames;
-        self.pause_frames += p.pause_8023x_frames;
+    fn absorb_pfc(&mut self, p: &Pfc) -> Result<(), Overflow> {
+        sum!(self.pfc_frames, p.frames, "pfc.frames");
+        sum!(self.pause_frames, p.pause_8023x_frames, "pfc.pause_8023x_frames");
         self.link_speed_bps.get_or_insert(p.link_speed_bps);
         for s in &p.senders {
             let e = self.senders.entry((s.mac.clone(), s.priority)).or_insert_with(|| PfcSender {
@@ -250,7 +282,7 @@ impl Merger {
                 pause: PauseTime::default(),
                 ..s.clone()
             });
-            e.counts.add(&s.counts);
+            e.counts.checked_add(&s.counts).map_err(|f| Overflow(format!("pfc.senders.{f}")))?;
             e.pause.join(&s.pause);
         }
         for s in &p.pause_senders {
@@ -259,20 +291,21 @@ impl Merger {
                 pause: PauseTime::default(),
                 ..s.clone()
             });
-            e.counts.add(&s.counts);
+            e.counts.checked_add(&s.counts).map_err(|f| Overflow(format!("pfc.pause_senders.{f}")))?;
             e.pause.join(&s.pause);
         }
         self.storms.extend(p.storms.iter().cloned());
+        Ok(())
     }
 
     /// Each report's bytes and flows per (qualified) label, and the tiers it predicted with.
-    fn absorb_ecmp(&mut self, path: &Path, r: &Report) {
+    fn absorb_ecmp(&mut self, path: &Path, r: &Report) -> Result<(), Overflow> {
         match &r.ecmp.observed {
             Some(o) => {
                 for (l, share) in &o.by_label {
                     let e = self.by_label.entry(self.qualify(path, l)).or_insert(LabelShare { bytes: 0, flows: 0 });
-                    e.bytes += share.bytes;
-                    e.flows += share.flows;
+                    sum!(e.bytes, share.bytes, "ecmp.observed.by_label.bytes");
+                    sum!(e.flows, share.flows, "ecmp.observed.by_label.flows");
                 }
             }
             None => {
@@ -282,8 +315,10 @@ impl Merger {
                         .by_label
                         .entry(labels.into_iter().next().expect("one"))
                         .or_insert(LabelShare { bytes: 0, flows: 0 });
-                    e.bytes += r.flows.iter().map(|f| f.bytes).sum::<u64>();
-                    e.flows += r.flows.len() as u64;
+                    for f in &r.flows {
+                        sum!(e.bytes, f.bytes, "flows.bytes");
+                    }
+                    sum!(e.flows, r.flows.len() as u64, "flows");
                 }
             }
         }
@@ -294,6 +329,7 @@ impl Merger {
                 Some(t) => self.tiers_differ |= *t != tiers,
             }
         }
+        Ok(())
     }
 
     /// The merged report: pause intervals joined on time (a sender seen at several vantage

@@ -13,6 +13,7 @@ pub mod gates;
 pub mod merge;
 pub mod model;
 pub mod render;
+pub mod validate;
 pub mod write;
 
 pub use assemble::RunKind;

@@ -38,6 +38,17 @@ impl<K: CounterNames, const N: usize> Counters<K, N> {
         }
     }
 
+    /// Adds another set, or names the first counter whose sum would not fit 64 bits (then
+    /// nothing is added).
+    pub fn checked_add(&mut self, o: &Self) -> Result<(), &'static str> {
+        let mut sum = self.values;
+        for (i, (a, b)) in sum.iter_mut().zip(o.values).enumerate() {
+            *a = a.checked_add(b).ok_or(K::NAMES[i])?;
+        }
+        self.values = sum;
+        Ok(())
+    }
+
     /// The increments from `old` to `self` (counters that only grow; a smaller value means the
     /// counter restarted, and then all of it is new).
     pub fn since(&self, old: &[u64; N]) -> Self {

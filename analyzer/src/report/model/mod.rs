@@ -519,14 +519,17 @@ impl From<&analyzer_common::maps::PfcCounters> for PauseCounts {
 impl PauseCounts {
     pub const ZERO: PauseCounts = PauseCounts { frames: 0, xoff: 0, xon: 0, quanta: 0, first_ns: 0, last_ns: 0 };
 
-    /// Adds another vantage point's counts of the same sender (merge).
-    pub fn add(&mut self, o: &PauseCounts) {
+    /// Adds another vantage point's counts of the same sender (merge), or names the first count
+    /// whose sum would not fit 64 bits (then nothing is added).
+    pub fn checked_add(&mut self, o: &PauseCounts) -> Result<(), &'static str> {
+        let frames = self.frames.checked_add(o.frames).ok_or("frames")?;
+        let xoff = self.xoff.checked_add(o.xoff).ok_or("xoff")?;
+        let xon = self.xon.checked_add(o.xon).ok_or("xon")?;
+        let quanta = self.quanta.checked_add(o.quanta).ok_or("quanta")?;
         self.first_ns = if self.frames == 0 { o.first_ns } else { self.first_ns.min(o.first_ns) };
         self.last_ns = self.last_ns.max(o.last_ns);
-        self.frames += o.frames;
-        self.xoff += o.xoff;
-        self.xon += o.xon;
-        self.quanta += o.quanta;
+        (self.frames, self.xoff, self.xon, self.quanta) = (frames, xoff, xon, quanta);
+        Ok(())
     }
 }
 

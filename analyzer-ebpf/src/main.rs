@@ -107,10 +107,14 @@ pub fn xdp_pass_baseline(_ctx: XdpContext) -> u32 {
 }
 
 #[inline(always)]
-fn count(index: u32) {
-    if let Some(c) = COUNTERS.get_ptr_mut(index) {
+fn count(index: u32) -> u64 {
+    match COUNTERS.get_ptr_mut(index) {
         // SAFETY: this CPU's slot.
-        unsafe { *c += 1 };
+        Some(c) => unsafe {
+            *c += 1;
+            *c
+        },
+        None => 0,
     }
 }
 
@@ -169,9 +173,18 @@ fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) {
         Some(c) => c,
         None => {
             if FLOWS.insert(key, &ZERO_FLOW, 0).is_err() {
-                count(counter::FLOW_MAP_FULL);
-                // Rare path; silent unless the agent runs with --kernel-log.
-                warn!(ctx, "flow map full: a frame to QP {} was not counted in a flow", s.dst_qp);
+                let n = count(counter::FLOW_MAP_FULL);
+                // Rare path; silent unless the agent runs with --kernel-log, and rate-limited:
+                // a line at the 1st, 2nd, 4th, 8th, ... such frame on each CPU, so a full map
+                // under a flood logs tens of lines, not one per frame.
+                if n & n.wrapping_sub(1) == 0 {
+                    warn!(
+                        ctx,
+                        "flow map full: {} frames on this CPU not counted in a flow so far (last to QP {}; logged at powers of two)",
+                        n,
+                        s.dst_qp
+                    );
+                }
                 return;
             }
             match FLOWS.get_ptr_mut(key) {
@@ -361,7 +374,9 @@ fn record(s: &PacketSummary) {
             r.submit(BPF_RB_NO_WAKEUP as u64);
             count(counter::RECORDS);
         }
-        None => count(counter::TIMELINE_FULL),
+        None => {
+            count(counter::TIMELINE_FULL);
+        }
     }
 }
 
@@ -388,7 +403,9 @@ fn event_at(s: &PacketSummary, now: u64, kind: u8) {
             e.submit(BPF_RB_NO_WAKEUP as u64);
             count(counter::EVENTS);
         }
-        None => count(counter::RINGBUF_FULL),
+        None => {
+            count(counter::RINGBUF_FULL);
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The live path: the XDP program on an interface → its maps, polled every interval → the
 //! same engine the offline path fills → the same report.
 
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use analyzer_common::FrameClass;
@@ -76,8 +77,24 @@ fn roce_frames(e: &Engine) -> u64 {
     e.class_count(FrameClass::Roce) + e.class_count(FrameClass::Cnp)
 }
 
-/// Runs until `--duration`, SIGINT or SIGTERM; returns the run with the final totals.
-pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Pipeline, LiveError> {
+/// The index of interface `name`, or 0 when there is none.
+fn interface_index(name: &str) -> u32 {
+    let Ok(c) = std::ffi::CString::new(name) else { return 0 };
+    // SAFETY: c is a valid NUL-terminated string.
+    unsafe { libc::if_nametoindex(c.as_ptr()) }
+}
+
+/// How a live run ended: with the run's final totals, and why it stopped early when it did
+/// (the interface went away): the caller writes the report and fails.
+#[derive(Debug)]
+pub struct Outcome {
+    pub run: Pipeline,
+    pub failed: Option<String>,
+}
+
+/// Runs until `--duration`, SIGINT or SIGTERM (or the interface goes away); returns the run
+/// with the final totals.
+pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Outcome, LiveError> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async move {
         // Before anything is attached: a SIGINT/SIGTERM from now on ends the run with a report.
@@ -114,12 +131,20 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Pip
             }
         };
         let pace = Pace { interval: opts.interval, drain: EVENT_DRAIN, duration: opts.duration };
-        drive(&mut live, pace, stop, |live, flush_only| {
+        let ifindex = interface_index(&opts.iface);
+        let broken = drive(&mut live, pace, stop, |live, flush_only| {
             if let Some(l) = &mut logger {
                 l.flush();
             }
             if flush_only {
-                return;
+                return ControlFlow::Continue(());
+            }
+            // An interface that was deleted (or replaced) sees nothing more: stop, with a report.
+            if interface_index(&opts.iface) != ifindex {
+                return ControlFlow::Break(format!(
+                    "interface {} disappeared during the run (deleted or replaced); the report covers the time before",
+                    crate::report::render::text::escape(&opts.iface)
+                ));
             }
             if let Some(n) = &nic {
                 live.run.engine.nic = Some(n.since());
@@ -137,6 +162,7 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Pip
                 bypass_said = true;
                 notify(Notice::HardwareBypass { devices: &devices });
             }
+            ControlFlow::Continue(())
         })
         .await?;
         if let Some(n) = &nic {
@@ -154,7 +180,7 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Pip
         run.engine.last_ns.get_or_insert(end_wall);
         // Dropping `ebpf` closes the bpf_link: the program leaves the interface.
         drop(ebpf);
-        Ok(run)
+        Ok(Outcome { run, failed: broken })
     })
 }
 
@@ -167,17 +193,18 @@ pub struct Pace {
     pub duration: Option<Duration>,
 }
 
-/// Runs the loop until `pace.duration` or `stop`: a drain every `pace.drain` (and right away
-/// while the rings hold more, each for at most [`DRAIN_TIME`]), a poll every `pace.interval`
-/// followed by `on_tick(live, false)` (`on_tick(live, true)` after each drain, for the kernel's
-/// log lines), and at the end a last poll and [`LiveLoop::finish`]. The signals, the deadline
-/// and the tick are polled before the drains (`biased`), so none waits on the input rate.
+/// Runs the loop until `pace.duration`, `stop`, or `on_tick` breaks (with the reason, which
+/// `drive` returns): a drain every `pace.drain` (and right away while the rings hold more, each
+/// for at most [`DRAIN_TIME`]), a poll every `pace.interval` followed by `on_tick(live, false)`
+/// (`on_tick(live, true)` after each drain, for the kernel's log lines), and at the end a last
+/// poll and [`LiveLoop::finish`]. The signals, the deadline and the tick are polled before the
+/// drains (`biased`), so none waits on the input rate.
 pub async fn drive<M: MapSource>(
     live: &mut LiveLoop<M>,
     pace: Pace,
     stop: impl std::future::Future<Output = ()>,
-    mut on_tick: impl FnMut(&mut LiveLoop<M>, bool),
-) -> Result<(), KernelError> {
+    mut on_tick: impl FnMut(&mut LiveLoop<M>, bool) -> ControlFlow<String>,
+) -> Result<Option<String>, KernelError> {
     let deadline = pace.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tick = tokio::time::interval(pace.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -195,29 +222,35 @@ pub async fn drive<M: MapSource>(
     };
     tokio::pin!(stop, until_end);
     let mut backlog = false;
+    let mut broken: Option<String> = None;
     loop {
-        let end = tokio::select! {
-            biased;
-            _ = &mut stop => true,
-            _ = &mut until_end => true,
-            _ = tick.tick() => false,
-            _ = drain.tick() => {
-                backlog = live.drain_for(DRAIN_TIME);
-                on_tick(live, true);
-                continue;
-            }
-            _ = std::future::ready(()), if backlog => {
-                backlog = live.drain_for(DRAIN_TIME);
-                tokio::task::yield_now().await;
-                continue;
-            }
-        };
+        let end = broken.is_some()
+            || tokio::select! {
+                biased;
+                _ = &mut stop => true,
+                _ = &mut until_end => true,
+                _ = tick.tick() => false,
+                _ = drain.tick() => {
+                    backlog = live.drain_for(DRAIN_TIME);
+                    if let ControlFlow::Break(why) = on_tick(live, true) {
+                        broken = Some(why);
+                    }
+                    continue;
+                }
+                _ = std::future::ready(()), if backlog => {
+                    backlog = live.drain_for(DRAIN_TIME);
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+            };
         backlog = live.poll(clock_ns(libc::CLOCK_MONOTONIC), !end)?;
         if end {
             live.finish(FINAL_DRAIN);
-            return Ok(());
+            return Ok(broken);
         }
-        on_tick(live, false);
+        if let ControlFlow::Break(why) = on_tick(live, false) {
+            broken = Some(why);
+        }
     }
 }
 
@@ -462,6 +495,7 @@ mod tests {
             if !flush_only {
                 ticks.push(live.run.engine.class_count(analyzer_common::FrameClass::Roce));
             }
+            ControlFlow::Continue(())
         }))
         .unwrap();
         let took = started.elapsed();

@@ -39,19 +39,48 @@ fn main() -> ExitCode {
     }
 }
 
+/// Checks before any work that every output can be written (and clears what killed runs left).
+fn prepare_outputs(out: &OutputArgs) -> anyhow::Result<()> {
+    for (what, path) in [("JSON report", &out.json), ("HTML page", &out.html), ("Graphviz file", &out.dot)] {
+        if let Some(p) = path {
+            let removed = write::prepare(p).with_context(|| format!("the {what} cannot be written"))?;
+            if removed > 0 {
+                eprintln!(
+                    "roce-analyzer: removed {removed} temporary file(s) beside {} that killed runs left",
+                    escape(&p.display().to_string())
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 fn analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
-    let (run, kind) = match (&args.iface, args.pcap.is_empty()) {
-        (Some(iface), _) => (live(&args, iface)?, RunKind::Live),
-        (None, false) => (offline(&args)?, RunKind::Offline),
+    prepare_outputs(&args.output)?;
+    let (run, kind, failed) = match (&args.iface, args.pcap.is_empty()) {
+        (Some(iface), _) => {
+            let o = live(&args, iface)?;
+            (o.run, RunKind::Live, o.failed)
+        }
+        (None, false) => (offline(&args)?, RunKind::Offline, None),
         (None, true) => {
             eprintln!("roce-analyzer: error: nothing to analyse: give --pcap FILE or --iface IFACE (see --help)");
             return Ok(exit::USAGE);
         }
     };
-    emit(&Report::assemble(&run, kind), &run.analyses.rtt.all_samples(), &args.output)
+    let code = emit(&Report::assemble(&run, kind), &run.analyses.rtt.all_samples(), &args.output)?;
+    match failed {
+        // The report is written; the run still failed.
+        Some(why) => {
+            eprintln!("roce-analyzer: error: {why}");
+            Ok(exit::ERROR)
+        }
+        None => Ok(code),
+    }
 }
 
 fn merge(m: MergeArgs) -> anyhow::Result<u8> {
+    prepare_outputs(&m.output)?;
     let mut reports = Vec::new();
     for p in &m.reports {
         reports.push((p.clone(), analyzer::report::merge::read(p)?));
@@ -119,7 +148,7 @@ fn offline(args: &AnalyzeArgs) -> anyhow::Result<Pipeline> {
     Ok(run)
 }
 
-fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<Pipeline> {
+fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<analyzer::live::Outcome> {
     if args.kernel_log {
         // aya-log hands the program's lines to the `log` crate; print them on stderr.
         // Only the program's own lines (target roce_analyzer), and warnings from the rest.

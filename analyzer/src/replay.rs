@@ -13,7 +13,7 @@ use crate::cli::Speed;
 pub enum ReplayError {
     #[error("unknown interface {0:?}")]
     UnknownInterface(String),
-    #[error("opening a packet socket on {iface}: {source} (needs CAP_NET_RAW)")]
+    #[error("opening a packet socket on {iface} (needs CAP_NET_RAW)")]
     Socket { iface: String, source: std::io::Error },
     #[error("{path}: link type {link:?} cannot be replayed (only Ethernet captures)")]
     LinkType { path: String, link: LinkType },

@@ -234,3 +234,73 @@ fn merge_refuses_what_no_analysis_could_have_written() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("a.json") && err.contains("/capture/frames") && err.contains("twice"), "{err}");
 }
+
+#[test]
+fn unwritable_outputs_and_stale_temporary_files_are_handled_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let ex = tests::tools::root().join("tests/data/example.pcap");
+    // An output that cannot be written fails the run before any work, naming it.
+    let bad = dir.path().join("no/such/dir/r.json");
+    let out = run(&["-q", "-r", ex.to_str().unwrap(), "--json", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("JSON report cannot be written") && err.contains("no/such/dir/r.json"), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "the OS error once: {err}");
+    // The same before a live run: it stops before it loads anything (no privilege needed).
+    let out = run(&["-q", "-i", "lo", "--duration", "1s", "--json", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be written"));
+    // A temporary file a killed run left beside the report is removed; one of a live process
+    // (ours) is not.
+    let dead = (100_000..4_000_000).find(|p| !Path::new(&format!("/proc/{p}")).exists()).unwrap();
+    let stale = dir.path().join(format!(".r.json.{dead}.tmp"));
+    let alive = dir.path().join(format!(".r.json.{}.tmp", std::process::id()));
+    std::fs::write(&stale, b"partial").unwrap();
+    std::fs::write(&alive, b"someone else's").unwrap();
+    let report = dir.path().join("r.json");
+    let out = run(&["-q", "-r", ex.to_str().unwrap(), "--json", report.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!stale.exists() && alive.exists() && report.exists());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("removed 1 temporary file"));
+}
+
+#[test]
+fn a_damaged_pcapng_section_header_is_named_and_a_huge_fanout_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(tests::tools::root().join("tests/data/two_interfaces.pcapng")).unwrap();
+    bytes[8] ^= 0xff;
+    let p = dir.path().join("damaged.pcapng");
+    std::fs::write(&p, bytes).unwrap();
+    let out = run(&["-q", "-r", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("damaged.pcapng: byte offset 8: damaged pcapng section header: byte-order magic"), "{err}");
+    let ex = tests::tools::root().join("tests/data/example.pcap");
+    let out = run(&["-q", "-r", ex.to_str().unwrap(), "--ecmp-tier", "crc32:4000000000"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error, not a 64 GB allocation");
+}
+
+#[test]
+fn a_deleted_interface_stops_the_agent_with_its_report_and_an_error() {
+    if !privileged("a_deleted_interface_stops_the_agent_with_its_report_and_an_error") {
+        return;
+    }
+    let ns = Netns::new("gone");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("live.json");
+    let mut agent = Agent::start(&ns, &["--interval", "200ms", "-q", "--json", json.to_str().unwrap()]);
+    assert!(ns.ip(&["link", "del", "va"]).status.success(), "deleting the pair deletes vb too");
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = agent.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "the agent goes on without its interface");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status.code(), Some(1), "a run that lost its interface fails");
+    let (_, _, err) = agent.stop();
+    assert!(err.iter().any(|l| l.contains("interface vb disappeared")), "{err:?}");
+    let v = read_report(&json);
+    assert_eq!(v["kind"], "live", "the report is written all the same");
+}

@@ -101,7 +101,7 @@ pub fn flows_capture(path: &Path, flows: u32, loops: u32) -> anyhow::Result<()> 
         .flat_map(|l| (0..flows).map(move |i| (l, i)))
         .map(|(l, i)| {
             let r = Roce::v4(
-                [10, 1, (i >> 8) as u8, i as u8],
+                [10, 1 + (i >> 16) as u8, (i >> 8) as u8, i as u8],
                 [10, 2, 0, 1],
                 0xC000 | (i as u16 & 0x3FFF),
                 op::RDMA_WRITE_ONLY,

@@ -74,7 +74,13 @@ enum Task {
     /// (Used by `bench-kernel`.) Write the 10 000-flow capture of the agent-CPU measurement,
     /// repeated LOOPS times with advancing timestamps.
     #[command(hide = true)]
-    FlowsCapture { path: std::path::PathBuf, loops: u32 },
+    FlowsCapture {
+        path: std::path::PathBuf,
+        loops: u32,
+        /// Distinct flows (each a source address, QP and UDP port of its own).
+        #[arg(long, default_value_t = 10_000)]
+        flows: u32,
+    },
 }
 
 fn main() -> ExitCode {
@@ -87,7 +93,7 @@ fn main() -> ExitCode {
         Task::BenchKernel { repeat, seconds, compare } => bench_kernel::run(repeat, seconds, compare.as_deref()),
         Task::Bench { frames, repeat } => bench::run(frames, repeat.max(1)),
         Task::BenchCapture { path, frames } => bench::write_capture(&path, frames).map(|n| println!("{n}")),
-        Task::FlowsCapture { path, loops } => bench_kernel::flows_capture(&path, 10_000, loops),
+        Task::FlowsCapture { path, loops, flows } => bench_kernel::flows_capture(&path, flows, loops),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

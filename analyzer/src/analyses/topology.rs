@@ -24,7 +24,7 @@ use toml::Spanned;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TopologyError {
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read")]
     Read { path: PathBuf, source: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },

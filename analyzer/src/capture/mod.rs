@@ -48,12 +48,14 @@ pub struct Record<'a> {
 /// offset of the record or block at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
-    #[error("{path}: cannot open: {source}")]
+    #[error("{path}: cannot open")]
     Open { path: PathBuf, source: std::io::Error },
-    #[error("{path}: byte offset {offset}: read error: {source}")]
+    #[error("{path}: byte offset {offset}: read error")]
     Read { path: PathBuf, offset: u64, source: std::io::Error },
     #[error("{path}: byte offset 0: not a pcap or pcapng capture (magic {magic})")]
     NotACapture { path: PathBuf, magic: String },
+    #[error("{path}: byte offset {offset}: damaged pcapng section header: {detail}")]
+    DamagedSectionHeader { path: PathBuf, offset: u64, detail: String },
     #[error("{path}: byte offset 0: empty file, not a capture")]
     Empty { path: PathBuf },
     #[error(

@@ -13,6 +13,8 @@ use super::{CaptureError, LinkType, ReadOutcome, Record, Truncation};
 /// are 9 KiB; 256 KiB is libpcap's own maximum snap length).
 pub const MAX_RECORD: u32 = 256 * 1024;
 const BUFFER: usize = 1 << 20;
+/// Bytes of a file's start kept for messages: the magic, or a pcapng section header's fixed part.
+const PEEK: usize = 28;
 
 /// One pcapng interface: link type and timestamp units per second.
 #[derive(Debug, Clone, Copy)]
@@ -89,7 +91,10 @@ fn open<'b, R: std::io::Read + Send + 'b>(
         }
         Err(_) => {
             let seen = magic.lock().map(|m| m.clone()).unwrap_or_default();
-            let magic = seen.iter().map(|b| format!("{b:02x}")).collect();
+            if let Some((offset, detail)) = damaged_section_header(&seen) {
+                return Err(CaptureError::DamagedSectionHeader { path: path.into(), offset, detail });
+            }
+            let magic = seen.iter().take(4).map(|b| format!("{b:02x}")).collect();
             Err(CaptureError::NotACapture { path: path.into(), magic })
         }
     }
@@ -249,6 +254,39 @@ fn describe(e: &PcapError<&[u8]>) -> String {
 }
 
 /// A reader that remembers the first four bytes it hands out (for the "not a capture" error).
+/// Where and how a pcapng section header block (the file's first bytes, `head`) is damaged,
+/// when it starts with the block type of one; `None` when it is no pcapng at all.
+fn damaged_section_header(head: &[u8]) -> Option<(u64, String)> {
+    const SHB: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+    if head.get(..4)? != SHB {
+        return None;
+    }
+    let word = |at: usize| head.get(at..at + 4).map(|b| [b[0], b[1], b[2], b[3]]);
+    let Some(bom) = word(8) else {
+        return Some((4, format!("the file ends after {} bytes, inside the block", head.len())));
+    };
+    let little = match bom {
+        [0x4d, 0x3c, 0x2b, 0x1a] => true,
+        [0x1a, 0x2b, 0x3c, 0x4d] => false,
+        b => {
+            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            return Some((8, format!("byte-order magic {hex}, not 1a2b3c4d")));
+        }
+    };
+    let u32_at = |at: usize| word(at).map(|w| if little { u32::from_le_bytes(w) } else { u32::from_be_bytes(w) });
+    let len = u32_at(4).unwrap_or(0);
+    if len < 28 || len % 4 != 0 {
+        return Some((4, format!("block length {len} (a section header takes at least 28 bytes, a multiple of 4)")));
+    }
+    let major = head
+        .get(12..14)
+        .map(|b| if little { u16::from_le_bytes([b[0], b[1]]) } else { u16::from_be_bytes([b[0], b[1]]) });
+    match major {
+        Some(1) | None => Some((0, "the block does not parse".into())),
+        Some(v) => Some((12, format!("major version {v}, not 1"))),
+    }
+}
+
 struct Peek<R> {
     inner: R,
     magic: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
@@ -258,9 +296,9 @@ impl<R: std::io::Read> std::io::Read for Peek<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         if let Ok(mut m) = self.magic.lock()
-            && m.len() < 4
+            && m.len() < PEEK
         {
-            let take = (4 - m.len()).min(n);
+            let take = (PEEK - m.len()).min(n);
             m.extend_from_slice(&buf[..take]);
         }
         Ok(n)
@@ -270,6 +308,24 @@ impl<R: std::io::Read> std::io::Read for Peek<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn damaged_section_headers_say_where() {
+        let mut shb = vec![0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0];
+        shb.extend_from_slice(&[0xff; 12]);
+        assert_eq!(damaged_section_header(&shb), Some((0, "the block does not parse".into())));
+        let mut bad_bom = shb.clone();
+        bad_bom[8] = 0x00;
+        assert_eq!(damaged_section_header(&bad_bom).unwrap().0, 8);
+        let mut bad_len = shb.clone();
+        bad_len[4] = 7;
+        assert!(damaged_section_header(&bad_len).unwrap().1.contains("block length 7"));
+        let mut bad_version = shb.clone();
+        bad_version[12] = 9;
+        assert_eq!(damaged_section_header(&bad_version).unwrap(), (12, "major version 9, not 1".into()));
+        assert_eq!(damaged_section_header(&[0xd4, 0xc3, 0xb2, 0xa1]), None, "a pcap is no pcapng");
+        assert_eq!(damaged_section_header(&shb[..6]).unwrap().0, 4);
+    }
 
     #[test]
     fn ng_time_units() {

@@ -26,9 +26,9 @@ use crate::report::validate;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read")]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("{path}: not a roce-analyzer report: {source}")]
+    #[error("{path}: not a roce-analyzer report")]
     Parse { path: PathBuf, source: serde_json::Error },
     #[error("{path}: report schema {found:?}, this roce-analyzer merges {SCHEMA:?} only")]
     Schema { path: PathBuf, found: String },

@@ -6,10 +6,53 @@ use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
-    #[error("{path}: cannot write report: {source}")]
+    #[error("{path}: cannot write report")]
     Io { path: String, source: std::io::Error },
     #[error("cannot serialise report: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+/// The temporary file a write to `dir/name` goes through, for process `pid`.
+fn temp_name(name: &str, pid: u32) -> String {
+    format!(".{name}.{pid}.tmp")
+}
+
+/// Before a run: makes sure `path` can be written (so a long live run does not find out at
+/// its end), and removes temporary files that earlier runs writing the same path left behind
+/// when they were killed mid-write (their process is gone). Returns how many it removed.
+pub fn prepare(path: &Path) -> Result<usize, WriteError> {
+    let io = |source| WriteError::Io { path: path.display().to_string(), source };
+    if path == Path::new("-") {
+        return Ok(0);
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return Err(io(std::io::Error::other("is a directory"))),
+        Ok(m) if !m.is_file() => {
+            std::fs::OpenOptions::new().write(true).open(path).map_err(io)?;
+            return Ok(0);
+        }
+        _ => {}
+    }
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into());
+    let mut removed = 0;
+    let prefix = format!(".{name}.");
+    for e in std::fs::read_dir(dir).map_err(io)?.filter_map(Result::ok) {
+        let file = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) =
+            file.strip_prefix(&prefix).and_then(|r| r.strip_suffix(".tmp")).and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() && std::fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    // Can a file be created there (the directory exists and is writable)?
+    let probe = dir.join(temp_name(&name, std::process::id()));
+    std::fs::File::create(&probe).map_err(io)?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(removed)
 }
 
 /// Writes `text` to `path` atomically, or to stdout when `path` is `-`.
@@ -28,7 +71,7 @@ pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), WriteError> {
     }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp = dir.join(temp_name(&name, std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(text)?;

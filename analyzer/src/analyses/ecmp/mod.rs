@@ -100,6 +100,10 @@ pub fn key(k: &FlowKey) -> Vec<u8> {
     v
 }
 
+/// The largest fan-out a tier may have: switch ECMP groups hold at most a few hundred members,
+/// and each path costs the prediction memory.
+pub const MAX_FANOUT: u32 = 4096;
+
 /// One tier of the fabric: its hash, fan-out, seed and shift.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tier {
@@ -131,8 +135,8 @@ impl Tier {
             r.map_err(|_| format!("{s:?}: {what} {t:?} is not a number"))
         };
         let fanout = num(parts[1], "fan-out")?;
-        if fanout == 0 {
-            return Err(format!("{s:?}: the fan-out must be at least 1"));
+        if fanout == 0 || fanout > MAX_FANOUT {
+            return Err(format!("{s:?}: the fan-out must be 1 to {MAX_FANOUT} (ECMP groups are far smaller)"));
         }
         let seed = parts.get(2).map(|t| num(t, "seed")).transpose()?.unwrap_or(0);
         let shift = parts.get(3).map(|t| num(t, "shift")).transpose()?.unwrap_or(0);
@@ -220,6 +224,8 @@ mod tests {
         assert_eq!(Tier::parse("crc32c:8:0x5a:16"), Ok(Tier { hash: Hash::Crc32c, fanout: 8, seed: 0x5a, shift: 16 }));
         assert_eq!(Tier::parse("toeplitz:2").unwrap().seed, 0);
         assert!(Tier::parse("md5:2").is_err() && Tier::parse("crc32:0").is_err() && Tier::parse("crc32").is_err());
+        assert!(Tier::parse("crc32:4000000000").unwrap_err().contains("1 to 4096"), "a huge fan-out is refused");
+        assert!(Tier::parse("crc32:4096").is_ok());
     }
 
     #[test]

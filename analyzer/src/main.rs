@@ -93,8 +93,7 @@ fn merge(m: MergeArgs) -> anyhow::Result<u8> {
 fn emit(report: &Report, rtt_ns: &[u64], out: &OutputArgs) -> anyhow::Result<u8> {
     let to_stdout = out.json.as_deref() == Some(Path::new("-"));
     if let Some(path) = &out.json {
-        let text = write::to_json(report)?;
-        write::write_atomic(path, &text).context("writing the JSON report")?;
+        write::write_json(path, report).context("writing the JSON report")?;
     }
     if let Some(path) = &out.dot {
         let text = dot::dot(&report.congestion_tree);

@@ -4,13 +4,15 @@ use analyzer_common::PacketSummary;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::PsnState;
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use super::FrameMeta;
 
 /// A small map of value → count, kept as a short vector: a flow sees few distinct opcodes,
-/// DSCPs or PCPs, and a linear scan of a handful beats hashing.
+/// DSCPs or PCPs, and a linear scan of a handful beats hashing. Up to three live in the flow
+/// itself, no allocation (a flow's memory is what bounds a run of many flows).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Counts(Vec<(u8, u64)>);
+pub struct Counts(SmallVec<[(u8, u64); 3]>);
 
 impl Counts {
     #[inline]
@@ -22,7 +24,7 @@ impl Counts {
     }
     /// Entries sorted by key.
     pub fn sorted(&self) -> Vec<(u8, u64)> {
-        let mut v = self.0.clone();
+        let mut v = self.0.to_vec();
         v.sort_unstable();
         v
     }
@@ -52,7 +54,7 @@ pub struct FlowStats {
     /// Bit i set: the flow was seen in source i (sources beyond 64 fold into bit 63).
     pub sources: u64,
     /// Bytes per source (capture file or interface), for the per-label shares of ECMP.
-    pub source_bytes: Vec<(u16, u64)>,
+    pub source_bytes: SmallVec<[(u16, u64); 1]>,
     /// PSN sequence and AETH counters (offline: the state machine itself; live: the counters
     /// accumulated from the kernel's PSN map).
     pub psn: PsnState,

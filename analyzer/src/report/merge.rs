@@ -98,6 +98,14 @@ fn add_counts(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>, fi
     Ok(())
 }
 
+/// The same for a flow's counts by name.
+fn add_count_map(into: &mut CountMap, from: &CountMap, field: &str) -> Result<(), Overflow> {
+    for (k, v) in from.iter() {
+        into.checked_add(k, *v).ok_or_else(|| Overflow(format!("{field}.{k}")))?;
+    }
+    Ok(())
+}
+
 fn span(first: &mut u64, last: &mut u64, f: u64, l: u64) {
     *first = (*first).min(f);
     *last = (*last).max(l);
@@ -249,9 +257,9 @@ impl Merger {
         sum!(m.packets, f.packets, "flows.packets");
         sum!(m.bytes, f.bytes, "flows.bytes");
         span(&mut m.first_ns, &mut m.last_ns, f.first_ns, f.last_ns);
-        add_counts(&mut m.opcodes, &f.opcodes, "flows.opcodes")?;
-        add_counts(&mut m.dscp, &f.dscp, "flows.dscp")?;
-        add_counts(&mut m.pcp, &f.pcp, "flows.pcp")?;
+        add_count_map(&mut m.opcodes, &f.opcodes, "flows.opcodes")?;
+        add_count_map(&mut m.dscp, &f.dscp, "flows.dscp")?;
+        add_count_map(&mut m.pcp, &f.pcp, "flows.pcp")?;
         sum!(m.ecn.not_ect, f.ecn.not_ect, "flows.ecn.not_ect");
         sum!(m.ecn.ect0, f.ecn.ect0, "flows.ecn.ect0");
         sum!(m.ecn.ect1, f.ecn.ect1, "flows.ecn.ect1");

@@ -8,8 +8,6 @@ use std::path::Path;
 pub enum WriteError {
     #[error("{path}: cannot write report")]
     Io { path: String, source: std::io::Error },
-    #[error("cannot serialise report: {0}")]
-    Json(#[from] serde_json::Error),
 }
 
 /// The temporary file a write to `dir/name` goes through, for process `pid`.
@@ -57,24 +55,38 @@ pub fn prepare(path: &Path) -> Result<usize, WriteError> {
 
 /// Writes `text` to `path` atomically, or to stdout when `path` is `-`.
 pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), WriteError> {
+    write_atomic_with(path, |w| w.write_all(text))
+}
+
+/// Writes what `fill` writes to `path` atomically (a temporary file in the same directory,
+/// then a rename), or to stdout for `-`, through a buffer: nothing is held whole in memory.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), WriteError> {
     let io = |source| WriteError::Io { path: path.display().to_string(), source };
+    let buffered = |w: &mut dyn Write, fill: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>| {
+        let mut b = std::io::BufWriter::with_capacity(1 << 16, w);
+        fill(&mut b)?;
+        b.flush()
+    };
+    let mut fill = Some(fill);
+    let mut once = |w: &mut dyn Write| fill.take().map_or(Ok(()), |f| f(w));
     if path == Path::new("-") {
-        let mut out = std::io::stdout().lock();
-        out.write_all(text).map_err(io)?;
-        return out.flush().map_err(io);
+        return buffered(&mut std::io::stdout().lock(), &mut once).map_err(io);
     }
     // A device, FIFO or socket (e.g. /dev/null) is written in place: renaming over it would
     // replace the special file itself.
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
         let mut f = std::fs::OpenOptions::new().write(true).open(path).map_err(io)?;
-        return f.write_all(text).map_err(io);
+        return buffered(&mut f, &mut once).map_err(io);
     }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into());
     let tmp = dir.join(temp_name(&name, std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text)?;
+        buffered(&mut f, &mut once)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
@@ -84,11 +96,12 @@ pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), WriteError> {
     result.map_err(io)
 }
 
-/// The report as pretty JSON with a trailing newline.
-pub fn to_json(report: &super::Report) -> Result<Vec<u8>, WriteError> {
-    let mut v = serde_json::to_vec_pretty(report)?;
-    v.push(b'\n');
-    Ok(v)
+/// Writes the report as pretty JSON with a trailing newline, streamed ([`write_atomic_with`]).
+pub fn write_json(path: &Path, report: &super::Report) -> Result<(), WriteError> {
+    write_atomic_with(path, |w| {
+        serde_json::to_writer_pretty(&mut *w, report).map_err(std::io::Error::other)?;
+        w.write_all(b"\n")
+    })
 }
 
 #[cfg(test)]

@@ -6,8 +6,6 @@ pub(crate) mod audit;
 pub(crate) mod fabric;
 pub(crate) mod visibility;
 
-use std::collections::BTreeMap;
-
 use analyzer_common::FrameClass;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::PsnState;
@@ -146,9 +144,9 @@ fn pacing_json(run: &Pipeline) -> Vec<CnpPacing> {
 }
 
 fn flow_json(run: &Pipeline, k: &FlowKey, s: &FlowStats) -> Flow {
-    let mut pcp: BTreeMap<String, u64> = s.pcp.sorted().into_iter().map(|(p, n)| (p.to_string(), n)).collect();
+    let mut pcp: CountMap = s.pcp.sorted().into_iter().map(|(p, n)| (count_map::number_name(p), n)).collect();
     if s.untagged > 0 {
-        pcp.insert("untagged".into(), s.untagged);
+        pcp.add("untagged", s.untagged);
     }
     let mut labels: Vec<String> = (0..64)
         .filter(|i| s.sources & (1u64 << i) != 0)
@@ -166,9 +164,9 @@ fn flow_json(run: &Pipeline, k: &FlowKey, s: &FlowStats) -> Flow {
         bytes: s.bytes,
         first_ns: s.first_ns,
         last_ns: s.last_ns,
-        opcodes: s.opcodes.sorted().into_iter().map(|(o, n)| (names::opcode_name(o), n)).collect(),
+        opcodes: s.opcodes.sorted().into_iter().map(|(o, n)| (names::opcode_name_static(o), n)).collect(),
         ecn: Ecn { not_ect: s.ecn[0], ect1: s.ecn[1], ect0: s.ecn[2], ce: s.ecn[3] },
-        dscp: s.dscp.sorted().into_iter().map(|(d, n)| (d.to_string(), n)).collect(),
+        dscp: s.dscp.sorted().into_iter().map(|(d, n)| (count_map::number_name(d), n)).collect(),
         pcp,
         fecn: s.fecn,
         becn: s.becn,

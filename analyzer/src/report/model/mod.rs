@@ -4,11 +4,13 @@
 
 pub mod addr;
 pub mod codes;
+pub mod count_map;
 pub mod counters;
 pub mod names;
 
 pub use addr::*;
 pub use codes::*;
+pub use count_map::CountMap;
 pub use counters::*;
 
 pub const SCHEMA: &str = "roce-analyzer/report/v1";
@@ -312,11 +314,11 @@ pub struct Flow {
     pub bytes: u64,
     pub first_ns: u64,
     pub last_ns: u64,
-    pub opcodes: BTreeMap<String, u64>,
+    pub opcodes: CountMap,
     pub ecn: Ecn,
-    pub dscp: BTreeMap<String, u64>,
+    pub dscp: CountMap,
     /// Frames by outer VLAN PCP; "untagged" counts frames without a tag.
-    pub pcp: BTreeMap<String, u64>,
+    pub pcp: CountMap,
     pub fecn: u64,
     pub becn: u64,
     pub ack_req: u64,

@@ -2,6 +2,12 @@
 
 use analyzer_common::opcode::{self, Transport};
 
+/// [`opcode_name`] from a table made once: shared by every flow of a report.
+pub fn opcode_name_static(op: u8) -> &'static str {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    &NAMES.get_or_init(|| (0..=255u8).map(opcode_name).collect())[op as usize]
+}
+
 /// "RC_RDMA_WRITE_FIRST", "UD_SEND_ONLY", "CNP", or "OPCODE_0xNN" for one the IBTA does not
 /// define.
 pub fn opcode_name(op: u8) -> String {

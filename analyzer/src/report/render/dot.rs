@@ -9,7 +9,7 @@ const ALL_PRIORITIES: u8 = analyzer_common::maps::PAUSE_PRIORITY;
 /// marked. Names have their control characters and backslashes escaped
 /// ([`super::text::escape`]), quotes too, so no name ends or breaks a statement.
 pub fn dot(trees: &CongestionTrees) -> String {
-    let trees = &super::text::escaped(trees);
+    let trees = &*super::text::escaped(trees);
     let mut o = String::from("digraph congestion {\n  rankdir=LR;\n  node [shape=box, fontname=\"Helvetica\"];\n");
     let q = |s: &str| format!("\"{}\"", s.replace('"', "\\\""));
     for t in &trees.trees {

@@ -10,7 +10,7 @@ use crate::report::model::Report;
 /// Renders the summary; `top` flows are listed. Every string of the report is printed with its
 /// control characters escaped ([`super::text`]).
 pub fn render(r: &Report, top: usize) -> String {
-    let r = &super::text::escaped(r);
+    let r = &*super::text::escaped(r);
     let mut o = String::new();
     totals(&mut o, r);
     top_flows(&mut o, r, top);
@@ -70,7 +70,7 @@ fn top_flows(o: &mut String, r: &Report, top: usize) {
             "src", "dst", "sport", "dst_qp", "packets", "bytes", "CE", "CNP", "dscp"
         );
         for f in flows.iter().take(top) {
-            let dscp: Vec<&str> = f.dscp.keys().map(String::as_str).collect();
+            let dscp: Vec<&str> = f.dscp.keys().collect();
             let _ = writeln!(
                 o,
                 "  {:<18} {:<18} {:>5} {:>#8x} {:>10} {:>12} {:>7} {:>6} {:>5}  {}",

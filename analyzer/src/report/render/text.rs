@@ -28,9 +28,37 @@ pub fn escape(s: &str) -> Cow<'_, str> {
     Cow::Owned(o)
 }
 
-/// A copy of `r` (the report or a part of it) whose every string is [`escape`]d, for
-/// renderings that print them.
-pub fn escaped<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(r: &T) -> T {
+/// Whether any string in `x` has a character [`escape`] rewrites. Scans `x` as JSON without
+/// keeping it: JSON writes control characters below 0x20 and backslashes with a backslash,
+/// and DEL and C1 controls as themselves.
+fn needs_escape<T: serde::Serialize>(x: &T) -> bool {
+    struct Scan {
+        found: bool,
+        after_c2: bool,
+    }
+    impl std::io::Write for Scan {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            for &b in buf {
+                self.found |= b == b'\\' || b == 0x7f || (self.after_c2 && (0x80..0xa0).contains(&b));
+                self.after_c2 = b == 0xc2;
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut scan = Scan { found: false, after_c2: false };
+    serde_json::to_writer(&mut scan, x).is_err() || scan.found
+}
+
+/// `r` (the report or a part of it) with every string [`escape`]d, for renderings that print
+/// them: `r` itself, not a copy, when no string needs it (the common case; a report of many
+/// flows is not doubled).
+pub fn escaped<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(r: &T) -> Cow<'_, T> {
+    if !needs_escape(r) {
+        return Cow::Borrowed(r);
+    }
     fn walk(v: &mut serde_json::Value) {
         match v {
             serde_json::Value::String(s) => {
@@ -51,9 +79,9 @@ pub fn escaped<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(r: &T)
             _ => {}
         }
     }
-    let Ok(mut v) = serde_json::to_value(r) else { return r.clone() };
+    let Ok(mut v) = serde_json::to_value(r) else { return Cow::Owned(r.clone()) };
     walk(&mut v);
-    serde_json::from_value(v).unwrap_or_else(|_| r.clone())
+    Cow::Owned(serde_json::from_value(v).unwrap_or_else(|_| r.clone()))
 }
 
 #[cfg(test)]
@@ -67,5 +95,16 @@ mod tests {
         assert_eq!(escape("a\nb\\x1b"), "a\\x0ab\\\\x1b", "newlines escaped, a literal \\x1b cannot pass for one");
         assert_eq!(escape("\u{9b}31m"), "\\x9b31m", "C1 CSI too");
         assert!(matches!(escape("leaf1:p3 → h2"), Cow::Borrowed(_)));
+        for (s, needs) in [
+            ("plain → text", false),
+            ("a\u{1b}", true),
+            ("a\\b", true),
+            ("\u{7f}", true),
+            ("\u{9b}", true),
+            ("é", false),
+        ] {
+            assert_eq!(needs_escape(&s.to_string()), needs, "{s:?}");
+            assert_eq!(matches!(escaped(&s.to_string()), Cow::Owned(_)), needs, "{s:?}");
+        }
     }
 }

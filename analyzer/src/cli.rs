@@ -158,9 +158,11 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value = "60s", value_parser = positive_std_duration)]
     pub idle_timeout: Duration,
 
-    /// Live: entries of the kernel flow map; frames of flows beyond it are counted as lost.
-    #[arg(long, default_value_t = analyzer_common::maps::DEFAULT_MAX_FLOWS, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_flows: u32,
+    /// Flows kept (live: entries of the kernel flow map, default 65536; offline: unbounded
+    /// unless given). Frames of flows beyond it are counted (`dropped.flow_map_full`), not
+    /// analysed per flow; each analysis keeps state for at most as many keys. Bounds memory.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_flows: Option<u32>,
 
     /// Live: bytes of the kernel event ring buffer (a power of two, at least 4096).
     #[arg(long, default_value_t = analyzer_common::maps::DEFAULT_RINGBUF_BYTES, value_parser = ringbuf_bytes)]
@@ -206,6 +208,20 @@ pub struct AnalyzeArgs {
     /// Progress bar on stderr (offline).
     #[arg(long, value_enum, default_value_t = Progress::Auto)]
     pub progress: Progress,
+}
+
+impl AnalyzeArgs {
+    /// The flows kept: `--max-flows`, live by default the kernel map's default size.
+    pub fn flow_limit(&self) -> Option<u32> {
+        self.max_flows.or(self.iface.is_some().then_some(analyzer_common::maps::DEFAULT_MAX_FLOWS))
+    }
+
+    /// The analyses' parameters with the flow limit; reads the topology file.
+    pub fn config(&self) -> Result<crate::analyses::Config, crate::analyses::topology::TopologyError> {
+        let mut c = self.analysis.config()?;
+        c.max_keys = self.flow_limit().map_or(usize::MAX, |n| n as usize);
+        Ok(c)
+    }
 }
 
 /// Parameters of the analyses, offline and live.
@@ -292,6 +308,7 @@ impl AnalysisArgs {
             incast_min_senders: self.incast_min_senders,
             ecmp_tiers: self.ecmp_tiers.clone(),
             topology: fabric.topology,
+            max_keys: usize::MAX,
         })
     }
 }

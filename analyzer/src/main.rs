@@ -130,7 +130,7 @@ fn emit(report: &Report, rtt_ns: &[u64], out: &OutputArgs) -> anyhow::Result<u8>
 }
 
 fn offline(args: &AnalyzeArgs) -> anyhow::Result<Pipeline> {
-    let mut run = Pipeline::new(args.analysis.config()?);
+    let mut run = Pipeline::new(args.config()?);
     let bar = progress_bar(args);
     let truncations = analyzer::offline::analyze_files(&mut run, &args.pcap, |path, bytes| {
         if let Some(b) = &bar {
@@ -164,13 +164,13 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<analyzer::live::Outco
         duration: args.duration,
         idle_timeout: args.idle_timeout,
         load: LoadOptions {
-            max_flows: args.max_flows,
+            max_flows: args.flow_limit().unwrap_or(analyzer_common::maps::DEFAULT_MAX_FLOWS),
             ringbuf_bytes: args.ringbuf_bytes,
             kernel_log: args.kernel_log,
             timeline: !args.no_timeline,
             pmtu: args.analysis.pmtu,
         },
-        config: args.analysis.config()?,
+        config: args.config()?,
         rdma_grace: args.rdma_grace,
         metrics: args.metrics.clone().map(|a| (a, args.metrics_top_flows)),
         nic_counters: args.nic_counters,

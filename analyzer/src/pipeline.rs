@@ -25,7 +25,9 @@ impl Default for Pipeline {
 
 impl Pipeline {
     pub fn new(config: Config) -> Self {
-        Pipeline { engine: Engine::with_pmtu(config.pmtu), analyses: Analyses::new(config) }
+        let mut engine = Engine::with_pmtu(config.pmtu);
+        engine.max_flows = config.max_keys;
+        Pipeline { engine, analyses: Analyses::new(config) }
     }
 
     /// Offline: one classified frame, to the counters and to the analyses.

@@ -304,3 +304,37 @@ fn a_deleted_interface_stops_the_agent_with_its_report_and_an_error() {
     let v = read_report(&json);
     assert_eq!(v["kind"], "live", "the report is written all the same");
 }
+
+#[test]
+fn max_flows_bounds_an_offline_run_and_counts_the_rest() {
+    let ex = tests::tools::root().join("tests/data/example.pcap");
+    let full = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["-q", "-r", ex.to_str().unwrap(), "--json", "-"];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        tests::tools::check_report(&v);
+        v
+    };
+    let all = full(&[]);
+    let kept = full(&["--max-flows", "4"]);
+    let flows = |v: &serde_json::Value| v["flows"].as_array().unwrap().clone();
+    assert!(flows(&all).len() > 4);
+    assert_eq!(flows(&kept).len(), 4);
+    // The kept flows are whole; the frames of the others are counted, as the kernel counts them.
+    let mut left_out = 0;
+    for f in flows(&all) {
+        match flows(&kept)
+            .iter()
+            .find(|k| k["src"] == f["src"] && k["dst_qp"] == f["dst_qp"] && k["udp_sport"] == f["udp_sport"])
+        {
+            Some(k) => assert_eq!(k["packets"], f["packets"]),
+            None => left_out += f["packets"].as_u64().unwrap(),
+        }
+    }
+    assert_eq!(kept["capture"]["dropped"]["flow_map_full"].as_u64(), Some(left_out));
+    assert_eq!(kept["capture"]["classes"], all["capture"]["classes"], "every frame is still classified");
+    assert!(kept["capture"]["dropped"]["analysis_state_full"].as_u64().unwrap() > 0, "the analyses are bounded too");
+    assert_eq!(all["capture"]["dropped"]["analysis_state_full"], 0);
+}

@@ -23,6 +23,9 @@ pub struct Config {
     pub incast_min_senders: u32,
     pub ecmp_tiers: Vec<Tier>,
     pub topology: Option<Topology>,
+    /// Keys (flows, address pairs, destinations) each analysis keeps state for, at most
+    /// (`--max-flows`; unbounded offline without it).
+    pub max_keys: usize,
 }
 
 /// The analyses' defaults: one list for [`Config::default`] and the command line's flags.
@@ -63,6 +66,7 @@ impl Default for Config {
             incast_min_senders: defaults::INCAST_MIN_SENDERS,
             ecmp_tiers: Vec::new(),
             topology: None,
+            max_keys: usize::MAX,
         }
     }
 }

@@ -10,6 +10,8 @@ use analyzer_common::opcode;
 use analyzer_common::record::Record;
 use rustc_hash::FxHashMap;
 
+use super::bounded;
+
 /// One direction of an IP pair: data from `a` to `b`, CNPs from `b` to `a`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PairStats {
@@ -59,30 +61,36 @@ pub struct Ecn {
     /// (CNP destination address, destination QP) → pacing.
     pub pacing: FxHashMap<(Addr, u32), Pacing>,
     pub flows: FxHashMap<FlowKey, FlowMarking>,
+    /// Keys each map keeps, at most.
+    cap: usize,
+    /// Frames whose flow, pair or QP found a map at its cap.
+    pub state_full: u64,
 }
 
 impl Ecn {
-    pub fn new(timeout_ns: u64, roce_dscp: u8, cnp_dscp: u8) -> Self {
-        Ecn { timeout_ns, roce_dscp, cnp_dscp, ..Default::default() }
+    pub fn new(timeout_ns: u64, roce_dscp: u8, cnp_dscp: u8, cap: usize) -> Self {
+        Ecn { timeout_ns, roce_dscp, cnp_dscp, cap, ..Default::default() }
     }
 
     pub fn observe(&mut self, r: &Record) {
         let src = (r.src_ip, r.ip_version);
         let dst = (r.dst_ip, r.ip_version);
+        let (cap, full) = (self.cap, &mut self.state_full);
         if r.is_cnp() {
-            let m = self.flows.entry(r.flow()).or_default();
+            let Some(m) = bounded(&mut self.flows, r.flow(), cap, full) else { return };
             m.cnps += 1;
             if r.dscp != self.cnp_dscp {
                 m.cnp_other_dscp += 1;
                 m.seen_cnp_dscp.get_or_insert(r.dscp);
             }
-            let p = self.pacing.entry((dst, r.dst_qp)).or_default();
-            p.cnps += 1;
-            if let Some(last) = p.last {
-                p.gaps.push(r.ts_ns.saturating_sub(last));
+            if let Some(p) = bounded(&mut self.pacing, (dst, r.dst_qp), cap, full) {
+                p.cnps += 1;
+                if let Some(last) = p.last {
+                    p.gaps.push(r.ts_ns.saturating_sub(last));
+                }
+                p.last = Some(r.ts_ns);
             }
-            p.last = Some(r.ts_ns);
-            let pair = self.pairs.entry((dst, src)).or_default();
+            let Some(pair) = bounded(&mut self.pairs, (dst, src), cap, full) else { return };
             pair.cnp_back += 1;
             while let Some(&t) = pair.waiting.front() {
                 if t > r.ts_ns {
@@ -96,7 +104,7 @@ impl Ecn {
                 }
             }
         } else if opcode::is_data(r.opcode) {
-            let m = self.flows.entry(r.flow()).or_default();
+            let Some(m) = bounded(&mut self.flows, r.flow(), cap, full) else { return };
             m.data += 1;
             if r.ecn & 3 == 0 {
                 m.data_not_ect += 1;
@@ -105,7 +113,7 @@ impl Ecn {
                 m.data_other_dscp += 1;
                 m.seen_data_dscp.get_or_insert(r.dscp);
             }
-            let pair = self.pairs.entry((src, dst)).or_default();
+            let Some(pair) = bounded(&mut self.pairs, (src, dst), cap, full) else { return };
             pair.data_packets += 1;
             while let Some(&t) = pair.waiting.front() {
                 if r.ts_ns.saturating_sub(t) <= self.timeout_ns {
@@ -143,7 +151,7 @@ mod tests {
 
     #[test]
     fn ce_answered_unanswered_and_pacing() {
-        let mut e = Ecn::new(1000, 26, 48);
+        let mut e = Ecn::new(1000, 26, 48, usize::MAX);
         e.observe(&rec(1, 2, 0x0A, 0, 3, 26)); // CE, answered at 400
         e.observe(&rec(1, 2, 0x0A, 100, 3, 26)); // CE, answered at 400
         e.observe(&rec(2, 1, 0x81, 400, 0, 48));

@@ -85,6 +85,10 @@ pub struct Incast {
     window_ns: u64,
     min_senders: u32,
     dests: FxHashMap<Addr, Dest>,
+    /// Destinations kept, at most.
+    cap: usize,
+    /// Data packets to destinations beyond `cap`.
+    pub state_full: u64,
 }
 
 impl Dest {
@@ -132,8 +136,8 @@ impl Dest {
 }
 
 impl Incast {
-    pub fn new(window_ns: u64, min_senders: u32) -> Self {
-        Incast { window_ns: window_ns.max(1), min_senders: min_senders.max(1), ..Default::default() }
+    pub fn new(window_ns: u64, min_senders: u32, cap: usize) -> Self {
+        Incast { window_ns: window_ns.max(1), min_senders: min_senders.max(1), cap, ..Default::default() }
     }
 
     pub fn observe(&mut self, r: &Record) {
@@ -152,7 +156,9 @@ impl Incast {
             return;
         }
         let src = (r.src_ip, r.ip_version);
-        let d = self.dests.entry((r.dst_ip, r.ip_version)).or_default();
+        let Some(d) = super::bounded(&mut self.dests, (r.dst_ip, r.ip_version), self.cap, &mut self.state_full) else {
+            return;
+        };
         d.advance(r.ts_ns, w, min);
         d.window.push_back((r.ts_ns, src, r.frame_len));
         d.window_bytes += r.frame_len as u64;
@@ -230,7 +236,7 @@ mod tests {
 
     #[test]
     fn an_episode_that_comes_back_within_a_window_goes_on() {
-        let mut i = Incast::new(100, 3);
+        let mut i = Incast::new(100, 3, usize::MAX);
         for (src, t) in [(1, 0), (2, 10), (3, 20)] {
             i.observe(&data(src, 9, t, false)); // three senders at 20: the episode starts
         }
@@ -254,7 +260,7 @@ mod tests {
 
     #[test]
     fn separate_episodes_more_than_a_window_apart() {
-        let mut i = Incast::new(100, 2);
+        let mut i = Incast::new(100, 2, usize::MAX);
         for (s, t) in [(1, 0), (2, 10), (1, 1000), (2, 1010), (3, 1020)] {
             i.observe(&data(s, 9, t, false));
         }

@@ -15,8 +15,25 @@ pub mod topology;
 pub mod tree;
 
 use analyzer_common::record::Record;
+use rustc_hash::FxHashMap;
 
 pub use config::Config;
+
+/// The state an analysis keeps per key (flow, address pair, destination) is bounded: past
+/// `cap` keys, a new key gets none and its frame is counted in `full` (the report's
+/// `dropped.analysis_state_full`), as the kernel counts a full map.
+pub(crate) fn bounded<'m, K: std::hash::Hash + Eq, V: Default>(
+    map: &'m mut FxHashMap<K, V>,
+    key: K,
+    cap: usize,
+    full: &mut u64,
+) -> Option<&'m mut V> {
+    if map.len() >= cap && !map.contains_key(&key) {
+        *full += 1;
+        return None;
+    }
+    Some(map.entry(key).or_default())
+}
 
 #[derive(Debug)]
 pub struct Analyses {
@@ -31,9 +48,9 @@ pub struct Analyses {
 impl Analyses {
     pub fn new(config: Config) -> Self {
         Analyses {
-            rtt: rtt::Rtt::new(config.rtt_timeout_ns),
-            ecn: ecn::Ecn::new(config.cnp_timeout_ns, config.roce_dscp, config.cnp_dscp),
-            incast: incast::Incast::new(config.incast_window_ns, config.incast_min_senders),
+            rtt: rtt::Rtt::new(config.rtt_timeout_ns, config.max_keys),
+            ecn: ecn::Ecn::new(config.cnp_timeout_ns, config.roce_dscp, config.cnp_dscp, config.max_keys),
+            incast: incast::Incast::new(config.incast_window_ns, config.incast_min_senders, config.max_keys),
             pause: pause::Pause::new(config.link_speed_bps, config.pfc_storm_ns),
             config,
         }
@@ -44,6 +61,11 @@ impl Analyses {
         self.rtt.observe(r);
         self.ecn.observe(r);
         self.incast.observe(r);
+    }
+
+    /// Frames whose key found an analysis' state full ([`bounded`]).
+    pub fn state_full(&self) -> u64 {
+        self.rtt.state_full + self.ecn.state_full + self.incast.state_full
     }
 
     /// A PFC or 802.3x PAUSE frame at `ts`.

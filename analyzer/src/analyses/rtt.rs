@@ -87,11 +87,15 @@ pub struct Rtt {
     pub unpaired_acks: u64,
     /// Requests dropped undecided because their flow had [`MAX_WAITING`] waiting.
     pub pending_evicted: u64,
+    /// Request flows kept, at most.
+    cap: usize,
+    /// Requests of flows beyond `cap` (not followed).
+    pub state_full: u64,
 }
 
 impl Rtt {
-    pub fn new(timeout_ns: u64) -> Self {
-        Rtt { timeout_ns, ..Default::default() }
+    pub fn new(timeout_ns: u64, cap: usize) -> Self {
+        Rtt { timeout_ns, cap, ..Default::default() }
     }
 
     pub fn observe(&mut self, r: &Record) {
@@ -109,6 +113,10 @@ impl Rtt {
 
     fn request(&mut self, r: &Record) {
         let key = r.flow();
+        if self.requests.len() >= self.cap && !self.requests.contains_key(&key) {
+            self.state_full += 1;
+            return;
+        }
         let f = self.requests.entry(key).or_insert_with(|| {
             self.by_hosts.entry((key.src, key.dst)).or_default().push(key);
             RequestFlow { first_psn: r.psn, last_psn: r.psn, ..Default::default() }
@@ -144,10 +152,16 @@ impl Rtt {
         use analyzer_common::wire::cm::Kind;
         match m.kind {
             Kind::Req => {
-                self.cm_reqs.insert((*src, m.local_comm_id), m.local_qpn);
+                if self.cm_reqs.len() < self.cap {
+                    self.cm_reqs.insert((*src, m.local_comm_id), m.local_qpn);
+                } else {
+                    self.state_full += 1;
+                }
             }
             Kind::Rep => {
-                if let Some(&requester_qp) = self.cm_reqs.get(&(*dst, m.remote_comm_id)) {
+                if let Some(&requester_qp) = self.cm_reqs.get(&(*dst, m.remote_comm_id))
+                    && self.cm_pairs.len() < self.cap
+                {
                     // ACKs from the responder (src) to the requester's QP answer requests to ours.
                     self.cm_pairs.insert((*src, *dst, requester_qp), m.local_qpn);
                     self.cm_pairs.insert((*dst, *src, m.local_qpn), requester_qp);
@@ -283,7 +297,7 @@ mod tests {
 
     #[test]
     fn pairs_by_psn_and_measures() {
-        let mut rtt = Rtt::new(1_000_000);
+        let mut rtt = Rtt::new(1_000_000, usize::MAX);
         // Two QPs from .1 to .2 with far-apart PSNs; ACKs come back on QPs 0x11 and 0x12.
         rtt.observe(&rec(1, 2, 0x21, 0x0A, 100, 1000, flag::ACK_REQ, 0));
         rtt.observe(&rec(1, 2, 0x22, 0x0A, 900_000, 1100, flag::ACK_REQ, 0));
@@ -302,7 +316,7 @@ mod tests {
 
     #[test]
     fn timeouts_pending_and_retransmissions() {
-        let mut rtt = Rtt::new(1000);
+        let mut rtt = Rtt::new(1000, usize::MAX);
         rtt.observe(&rec(1, 2, 0x21, 0x0A, 5, 0, flag::ACK_REQ, 0));
         rtt.observe(&rec(1, 2, 0x21, 0x0A, 5, 500, flag::ACK_REQ, 0)); // retransmission keeps t=0
         rtt.observe(&rec(2, 1, 0x11, 0x11, 5, 900, flag::AETH, 0));
@@ -318,7 +332,7 @@ mod tests {
 
     #[test]
     fn one_direction_floods_stay_bounded_and_count_what_falls_out() {
-        let mut rtt = Rtt::new(u64::MAX);
+        let mut rtt = Rtt::new(u64::MAX, usize::MAX);
         let n = MAX_WAITING as u32 + 10;
         for psn in 0..n {
             rtt.observe(&rec(1, 2, 0x21, 0x0A, psn, psn as u64, flag::ACK_REQ, 0));
@@ -336,7 +350,7 @@ mod tests {
 
     #[test]
     fn ambiguous_until_told_apart() {
-        let mut rtt = Rtt::new(1_000_000);
+        let mut rtt = Rtt::new(1_000_000, usize::MAX);
         rtt.observe(&rec(1, 2, 0x21, 0x0A, 10, 0, flag::ACK_REQ, 0));
         rtt.observe(&rec(1, 2, 0x22, 0x0A, 12, 0, flag::ACK_REQ, 0));
         rtt.observe(&rec(2, 1, 0x11, 0x11, 12, 100, flag::AETH, 0)); // both span 12 (with slack)

@@ -106,6 +106,14 @@ pub struct FlowTable {
 }
 
 impl FlowTable {
+    /// The flow's counters; `None` for a new flow when the table holds `max` flows already.
+    pub fn get_or_insert_within(&mut self, key: FlowKey, max: usize) -> Option<&mut FlowStats> {
+        if self.keys.len() >= max && !self.index.contains_key(&key) {
+            return None;
+        }
+        Some(self.get_or_insert(key))
+    }
+
     pub fn get_or_insert(&mut self, key: FlowKey) -> &mut FlowStats {
         let i = *self.index.entry(key).or_insert_with(|| {
             self.keys.push(key);

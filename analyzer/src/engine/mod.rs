@@ -23,7 +23,8 @@ pub use pfc::PfcTable;
 pub enum DropReason {
     /// The capture file ended inside a record.
     TruncatedRecord,
-    /// Live: the kernel flow map was full, the frame's flow was not counted.
+    /// The flow table was full (the kernel's flow map live, `--max-flows` offline): the frame's
+    /// flow was not counted.
     FlowMapFull,
     /// Live: the ring buffer had no room for an event.
     RingbufFull,
@@ -41,10 +42,13 @@ pub enum DropReason {
     /// Live: a timeline record or event still in its ring when the run ended, after the agent
     /// had drained for as long as it may (its analyses miss that frame).
     Undrained,
+    /// A frame whose flow, address pair or destination found an analysis' state at its bound
+    /// (`--max-flows` keys): that analysis did not follow it.
+    AnalysisStateFull,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 10] = [
         DropReason::TruncatedRecord,
         DropReason::FlowMapFull,
         DropReason::RingbufFull,
@@ -54,6 +58,7 @@ impl DropReason {
         DropReason::PmtuMapFull,
         DropReason::TimelineFull,
         DropReason::Undrained,
+        DropReason::AnalysisStateFull,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -66,6 +71,7 @@ impl DropReason {
             DropReason::PmtuMapFull => "pmtu_map_full",
             DropReason::TimelineFull => "timeline_full",
             DropReason::Undrained => "undrained",
+            DropReason::AnalysisStateFull => "analysis_state_full",
         }
     }
 }
@@ -134,6 +140,8 @@ pub struct Engine {
     pub nic: Option<crate::report::model::Nic>,
     /// Largest FIRST/MIDDLE payload per path (the kernel's PMTU map, offline).
     pmtu: PathPmtu,
+    /// Flows kept, at most (`--max-flows`); the frames of others count as `flow_map_full`.
+    pub max_flows: usize,
     /// False when live timeline records are off (`--no-timeline`): the packet-resolution
     /// analyses then have no input, and the report says so.
     pub timeline: bool,
@@ -165,6 +173,7 @@ impl Engine {
             partial: false,
             nic: None,
             pmtu: PathPmtu { paths: FxHashMap::default(), default: pmtu_default },
+            max_flows: usize::MAX,
             timeline: true,
         }
     }
@@ -191,7 +200,11 @@ impl Engine {
                 if s.ext_missing != 0 {
                     self.visibility.ext_cut += 1;
                 }
-                let stats = self.flows.get_or_insert(FlowKey::from_summary(s));
+                let Some(stats) = self.flows.get_or_insert_within(FlowKey::from_summary(s), self.max_flows) else {
+                    // As the XDP program with its flow map full: counted, not kept.
+                    self.count_drop(DropReason::FlowMapFull, 1);
+                    return;
+                };
                 stats.observe(meta, s);
                 if class == FrameClass::Roce {
                     // As the XDP program does, with the same function.

@@ -27,7 +27,13 @@ impl Report {
         let classes = FrameClass::ALL.iter().map(|c| (c.name().to_string(), run.engine.class_count(*c))).collect();
         let dropped = DropReason::ALL
             .iter()
-            .map(|r| (r.name().to_string(), run.engine.dropped.get(r).copied().unwrap_or(0)))
+            .map(|r| {
+                let n = match r {
+                    DropReason::AnalysisStateFull => run.analyses.state_full(),
+                    r => run.engine.dropped.get(r).copied().unwrap_or(0),
+                };
+                (r.name().to_string(), n)
+            })
             .collect();
         let mut flows: Vec<(&FlowKey, &FlowStats)> = run.engine.flows.iter().collect();
         flows.sort_unstable_by_key(|(k, _)| flow_order(k));

@@ -63,7 +63,7 @@ impl Analyses {
         self.incast.observe(r);
     }
 
-    /// Frames whose key found an analysis' state full ([`bounded`]).
+    /// Frames whose key found an analysis' state at its bound (`--max-flows` keys).
     pub fn state_full(&self) -> u64 {
         self.rtt.state_full + self.ecn.state_full + self.incast.state_full
     }

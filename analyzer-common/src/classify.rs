@@ -147,8 +147,10 @@ fn parse_frame<B: FrameBytes + ?Sized>(b: &B, start: usize, frame_len: u32, out:
             if ip.version() != 4 || ihl < 20 || total < ihl {
                 return Step::Done(FrameClass::BadIpHeader);
             }
-            if outer && (off - start) + total > frame_len as usize {
-                return Step::Done(FrameClass::BadIpHeader);
+            if (off - start) + total > frame_len as usize {
+                // A copy cut short by a truncating mirror session (no original length comes
+                // with it): the IP header says how long the frame was.
+                out.cut = 1;
             }
             out.ip_version = 4;
             let src = ip.src();
@@ -157,7 +159,7 @@ fn parse_frame<B: FrameBytes + ?Sized>(b: &B, start: usize, frame_len: u32, out:
             out.dst_ip[..4].copy_from_slice(&dst);
             out.dscp = ip.dscp();
             out.ecn = ip.ecn();
-            if !outer {
+            if !outer || out.cut != 0 {
                 out.frame_len = l2_len + total as u32;
             }
             if ip.frag_offset() != 0 {
@@ -170,15 +172,18 @@ fn parse_frame<B: FrameBytes + ?Sized>(b: &B, start: usize, frame_len: u32, out:
             let ip = read_or!(b, 40, off, TRUNC);
             let ip = ipv6::Packet::new_unchecked(&ip);
             let payload = ip.payload_len() as usize;
-            if ip.version() != 6 || (outer && (off - start) + 40 + payload > frame_len as usize) {
+            if ip.version() != 6 {
                 return Step::Done(FrameClass::BadIpHeader);
+            }
+            if (off - start) + 40 + payload > frame_len as usize {
+                out.cut = 1;
             }
             out.ip_version = 6;
             out.src_ip = ip.src();
             out.dst_ip = ip.dst();
             out.dscp = ip.dscp();
             out.ecn = ip.ecn();
-            if !outer {
+            if !outer || out.cut != 0 {
                 out.frame_len = l2_len + 40 + payload as u32;
             }
             let next = ip.next_header();

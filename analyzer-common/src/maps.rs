@@ -61,7 +61,9 @@ pub mod counter {
     pub const TIMELINE_FULL: u32 = FLOW_MAP_FULL + 9;
     /// Timeline records written.
     pub const RECORDS: u32 = FLOW_MAP_FULL + 10;
-    pub const COUNT: u32 = FLOW_MAP_FULL + 11;
+    /// Frames that were copies cut short (fewer bytes than their IP header states).
+    pub const CUT_COPIES: u32 = FLOW_MAP_FULL + 11;
+    pub const COUNT: u32 = FLOW_MAP_FULL + 12;
 }
 
 /// Outer-PCP value meaning "no VLAN tag" in [`FlowCounters::pcp`] and [`ExtraKey`].

@@ -81,7 +81,10 @@ pub struct PacketSummary {
     pub aeth_syndrome: u8,
     /// Offset of the RoCE payload (after the BTH and extended headers) in the frame.
     pub payload_off: u16,
-    pub _pad: [u8; 2],
+    /// 1: a copy cut short (a truncating mirror session): fewer bytes than its IP header
+    /// says the frame had; `frame_len` is the length the IP header states.
+    pub cut: u8,
+    pub _pad: [u8; 1],
 }
 
 const _: () = assert!(core::mem::size_of::<PacketSummary>() == 192);

@@ -133,6 +133,9 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
     if s.encap != 0 {
         count(counter::ENCAPSULATED);
     }
+    if s.cut != 0 {
+        count(counter::CUT_COPIES);
+    }
     match class {
         FrameClass::Roce | FrameClass::Cnp => {
             if s.ext_missing != 0 {

@@ -613,3 +613,85 @@ fn no_timeline_keeps_counters_and_says_what_is_missing() {
     assert_eq!(live["capture"]["dropped"]["timeline_full"], 0, "records were off, not lost");
     assert!(live["visibility"].as_array().unwrap().iter().any(|n| n["code"] == "timeline_off"));
 }
+
+#[test]
+fn cut_mirror_copies_live_equal_whole_frames_offline() {
+    if !privileged("cut_mirror_copies_live_equal_whole_frames_offline") {
+        return;
+    }
+    // A truncating mirror session: every copy cut to 128 bytes (RoCE headers kept, payload
+    // gone) and sent so, with no original length anywhere.
+    let ns = Netns::new("cut");
+    ns.mtu(9000); // the whole frames carry 4 KB payloads
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixtures::example();
+    // The example keeps 128 bytes of each frame; the rest of a synthesised frame is zeros
+    // (payload, ICRC), so padding restores the frames as they were sent.
+    let whole = dir.path().join("example.whole.pcap");
+    let padded: Vec<_> = f
+        .frames
+        .iter()
+        .map(|fr| {
+            let mut r = fr.record.clone();
+            r.data.resize(r.orig_len as usize, 0);
+            r
+        })
+        .collect();
+    std::fs::write(
+        &whole,
+        write_pcap(Vec::new(), PcapOptions { nanosecond: true, ..Default::default() }, &padded).unwrap(),
+    )
+    .unwrap();
+    let recs: Vec<_> = f
+        .frames
+        .iter()
+        .map(|fr| {
+            let mut r = fr.record.clone();
+            r.data.truncate(128);
+            r.orig_len = r.data.len() as u32;
+            r
+        })
+        .collect();
+    let cut = dir.path().join("example.cut128.pcap");
+    std::fs::write(
+        &cut,
+        write_pcap(Vec::new(), PcapOptions { nanosecond: true, ..Default::default() }, &recs).unwrap(),
+    )
+    .unwrap();
+    let reference = offline(&tests::tools::root().join("tests/data/example.pcap"));
+    let counted = |v: &Value| -> Value {
+        let flows: Vec<Value> = v["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                serde_json::json!([
+                    f["src"],
+                    f["dst"],
+                    f["udp_sport"],
+                    f["dst_qp"],
+                    f["packets"],
+                    f["bytes"],
+                    f["opcodes"]
+                ])
+            })
+            .collect();
+        serde_json::json!({"classes": v["capture"]["classes"], "flows": flows})
+    };
+    for (sent, is_cut) in [(&whole, false), (&cut, true)] {
+        let live = live_report(&ns, &["--xdp-mode", "native"], || assert!(ns.replay(sent).status.success()));
+        // Classes, flows, packets and bytes as the whole frames give them offline.
+        assert_eq!(counted(&live), counted(&reference), "live, {}", sent.display());
+        assert_eq!(counted(&offline(sent)), counted(&reference), "offline, {}", sent.display());
+        // The frames longer than 128 bytes arrive cut, and the report says how many.
+        let longer = f.frames.iter().filter(|fr| fr.record.orig_len > 128).count();
+        let said = live["visibility"].as_array().unwrap().iter().find(|n| n["code"] == "cut_copies").cloned();
+        match is_cut {
+            true => assert!(
+                said.as_ref().is_some_and(|n| n["message"].as_str().unwrap().starts_with(&format!("{longer} "))),
+                "{said:?}"
+            ),
+            false => assert!(said.is_none(), "whole frames are no cut copies: {said:?}"),
+        }
+    }
+}

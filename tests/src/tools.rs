@@ -96,6 +96,8 @@ pub fn is_root() -> bool {
 /// UDP source port, BTH, RETH DMA length, AETH syndrome, ECN/DSCP, GRH, MAC control.
 pub const TSHARK_FIELDS: &[&str] = &[
     "frame.len",
+    "ip.len",
+    "vlan.id",
     "eth.src",
     "ip.src",
     "ip.dst",

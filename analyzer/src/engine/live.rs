@@ -138,6 +138,7 @@ impl LiveAccount {
         }
         engine.visibility.ext_cut = snap.counter(counter::EXT_CUT);
         engine.visibility.encapsulated = snap.counter(counter::ENCAPSULATED);
+        engine.visibility.cut_copies = snap.counter(counter::CUT_COPIES);
 
         let bit = 1u64 << (self.source as u32).min(63);
         for (key, slots) in &snap.flows {

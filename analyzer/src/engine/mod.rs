@@ -98,6 +98,9 @@ pub struct Source {
 pub struct Visibility {
     pub encapsulated: u64,
     pub ext_cut: u64,
+    /// Copies cut short (a truncating mirror session): counted at the length their IP
+    /// header states.
+    pub cut_copies: u64,
     /// Live: RDMA devices of the interface, set when no RoCE was seen on it.
     pub rdma_devices: Vec<String>,
 }
@@ -194,6 +197,9 @@ impl Engine {
         self.last_ns = Some(self.last_ns.map_or(meta.ts_ns, |t| t.max(meta.ts_ns)));
         if s.encap != 0 {
             self.visibility.encapsulated += 1;
+        }
+        if s.cut != 0 {
+            self.visibility.cut_copies += 1;
         }
         match class {
             FrameClass::Roce | FrameClass::Cnp => {

@@ -39,6 +39,17 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
             ),
         ));
     }
+    if run.engine.visibility.cut_copies > 0 {
+        out.push(note(
+            NoteCode::CutCopies,
+            format!(
+                "{} frames were copies cut short (a truncating mirror session, or a capture that kept \
+                 no original length): they are classified and counted at the length their IP header \
+                 states; fields past the cut are unavailable for them.",
+                run.engine.visibility.cut_copies
+            ),
+        ));
+    }
     if !run.engine.timeline {
         out.push(note(
             NoteCode::TimelineOff,

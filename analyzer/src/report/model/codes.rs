@@ -95,6 +95,7 @@ codes! {
         Malformed = "malformed",
         Partial = "partial",
         SnapCut = "snap_cut",
+        CutCopies = "cut_copies",
         Mirrored = "mirrored",
         PfcUnplaced = "pfc_unplaced",
         TimelineOff = "timeline_off",

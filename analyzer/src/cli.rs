@@ -174,14 +174,14 @@ pub struct AnalyzeArgs {
 
     /// Live: serve Prometheus metrics on http://ADDR:PORT/metrics (frames by class, top flows
     /// bytes and packets plus an "other" bucket, CE, CNP, PFC per sender and priority, losses).
-    #[arg(long, value_name = "ADDR:PORT", requires = "iface")]
+    #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<String>,
 
     /// Live: add the NIC's own counters to the report and the metrics (RDMA port
     /// hw_counters from sysfs — CNPs sent/handled, ECN-marked RoCE, out-of-sequence, duplicate
     /// requests, sequence-error NAKs, local ACK timeouts — and the driver's ethtool statistics,
     /// e.g. per-priority pause frames and durations). For hosts whose RNIC bypasses XDP.
-    #[arg(long, requires = "iface")]
+    #[arg(long)]
     pub nic_counters: bool,
 
     /// Live: flows with their own metrics series (the rest are summed in one bucket).
@@ -208,6 +208,41 @@ pub struct AnalyzeArgs {
     /// Progress bar on stderr (offline).
     #[arg(long, value_enum, default_value_t = Progress::Auto)]
     pub progress: Progress,
+}
+
+/// The flags that only mean something on a live interface (their ids).
+pub const LIVE_ONLY: &[&str] = &[
+    "xdp_mode",
+    "interval",
+    "duration",
+    "idle_timeout",
+    "ringbuf_bytes",
+    "kernel_log",
+    "metrics",
+    "nic_counters",
+    "metrics_top_flows",
+    "rdma_grace",
+    "no_timeline",
+];
+
+/// Parses the command line. A live-only flag given with `--pcap` is a usage error (it would do
+/// nothing), as clap's own errors are.
+pub fn parse() -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut cmd = Cli::command();
+    let matches = cmd.try_get_matches_from_mut(std::env::args_os())?;
+    if matches.subcommand().is_none() && matches.contains_id("pcap") {
+        for id in LIVE_ONLY {
+            if matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine) {
+                let flag = format!("--{}", id.replace('_', "-"));
+                return Err(cmd.error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!("{flag} applies to a live interface (--iface), not to --pcap"),
+                ));
+            }
+        }
+    }
+    Cli::from_arg_matches(&matches)
 }
 
 impl AnalyzeArgs {

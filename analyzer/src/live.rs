@@ -57,7 +57,7 @@ pub enum LiveError {
     Kernel(#[from] KernelError),
     #[error(transparent)]
     Metrics(#[from] crate::metrics_server::MetricsError),
-    #[error("runtime: {0}")]
+    #[error("starting the async runtime or its signal handlers")]
     Runtime(#[from] std::io::Error),
 }
 

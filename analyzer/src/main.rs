@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use analyzer::capture::kernel::load::LoadOptions;
-use analyzer::cli::{AnalyzeArgs, Cli, Command, MergeArgs, OutputArgs, Progress, ReplayArgs};
+use analyzer::cli::{AnalyzeArgs, Command, MergeArgs, OutputArgs, Progress, ReplayArgs};
 use analyzer::exit;
 use analyzer::live::{LiveOptions, Notice};
 use analyzer::pipeline::Pipeline;
@@ -14,10 +14,9 @@ use analyzer::report::render::text::escape;
 use analyzer::report::render::{dot, html, human};
 use analyzer::report::{Report, RunKind, write};
 use anyhow::Context;
-use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match analyzer::cli::parse() {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
@@ -32,6 +31,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code),
+        // The reader of our output went away (`roce-analyzer … | head`): nothing to say.
+        Err(e) if broken_pipe(&e) => ExitCode::from(exit::OK),
         Err(e) => {
             eprintln!("roce-analyzer: error: {}", escape(&format!("{e:#}")));
             ExitCode::from(exit::ERROR)
@@ -53,6 +54,11 @@ fn prepare_outputs(out: &OutputArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether `e` comes from writing to a pipe whose reader has closed it.
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
 fn analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
@@ -104,7 +110,11 @@ fn emit(report: &Report, rtt_ns: &[u64], out: &OutputArgs) -> anyhow::Result<u8>
         write::write_atomic(path, text.as_bytes()).context("writing the HTML page")?;
     }
     if !out.quiet && !to_stdout {
-        print!("{}", human::render(report, out.top));
+        let mut stdout = std::io::stdout().lock();
+        stdout
+            .write_all(human::render(report, out.top).as_bytes())
+            .and_then(|_| stdout.flush())
+            .context("printing the summary")?;
     }
     if !out.fail_on.is_empty() {
         let value = serde_json::to_value(report).context("the report as JSON")?;

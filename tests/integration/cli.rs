@@ -341,3 +341,56 @@ fn the_schema_lists_every_psn_and_aeth_counter() {
         assert_eq!(got, want, "schema properties of flows[].{section}");
     }
 }
+
+#[test]
+fn cli_edges_are_usage_errors_or_quiet() {
+    let ex = tests::tools::root().join("tests/data/example.pcap");
+    let ex = ex.to_str().unwrap();
+    // A live-only flag with --pcap would do nothing: a usage error that names it.
+    for flag in
+        [&["--interval", "2s"][..], &["--metrics", "127.0.0.1:9464"], &["--no-timeline"], &["--xdp-mode", "skb"]]
+    {
+        let mut args = vec!["-q", "-r", ex];
+        args.extend_from_slice(flag);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{flag:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{} applies to a live interface", flag[0])));
+    }
+    // Every name in the list is a flag of the command line (the list cannot rot).
+    use clap::CommandFactory;
+    let cmd = analyzer::cli::Cli::command();
+    for id in analyzer::cli::LIVE_ONLY {
+        assert!(cmd.get_arguments().any(|a| a.get_id() == *id), "{id}");
+    }
+    // A reader that goes away early: no panic, no message.
+    for args in [&["-r", ex, "--top", "1000"][..], &["-r", ex, "--json", "-"]] {
+        let mut child = std::process::Command::new(tests::tools::binary())
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stderr.is_empty(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // A directory, a file too short for its header.
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["-q", "-r", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a directory, not a capture file"));
+    let short = dir.path().join("short.pcap");
+    std::fs::write(&short, [0xd4, 0xc3, 0xb2, 0xa1, 2, 0]).unwrap();
+    let out = run(&["-q", "-r", short.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("byte offset 6: the file ends inside the pcap file header (6 of its 24 bytes)")
+    );
+    // One UDP source port has no entropy: 0, never -0.
+    let psn_wrap = tests::tools::root().join("tests/data/psn_wrap.pcap");
+    let out = run(&["-q", "-r", psn_wrap.to_str().unwrap(), "--json", "-"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("\"sport_entropy_bits\": 0.0") && !text.contains("-0.0"), "{text}");
+}

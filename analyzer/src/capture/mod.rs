@@ -56,6 +56,10 @@ pub enum CaptureError {
     NotACapture { path: PathBuf, magic: String },
     #[error("{path}: byte offset {offset}: damaged pcapng section header: {detail}")]
     DamagedSectionHeader { path: PathBuf, offset: u64, detail: String },
+    #[error("{path}: {what}, not a capture file")]
+    NotAFile { path: PathBuf, what: &'static str },
+    #[error("{path}: byte offset {len}: the file ends inside the {kind} file header ({len} of its {need} bytes)")]
+    TooShort { path: PathBuf, kind: &'static str, len: usize, need: usize },
     #[error("{path}: byte offset 0: empty file, not a capture")]
     Empty { path: PathBuf },
     #[error(

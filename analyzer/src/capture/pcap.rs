@@ -32,6 +32,9 @@ pub fn read_file(
     on_record: impl FnMut(&Record<'_>),
     on_progress: impl FnMut(u64),
 ) -> Result<ReadOutcome, CaptureError> {
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        return Err(CaptureError::NotAFile { path: path.into(), what: "a directory" });
+    }
     let file = File::open(path).map_err(|source| CaptureError::Open { path: path.into(), source })?;
     read_stream(file, path, on_record, on_progress)
 }
@@ -93,6 +96,11 @@ fn open<'b, R: std::io::Read + Send + 'b>(
             let seen = magic.lock().map(|m| m.clone()).unwrap_or_default();
             if let Some((offset, detail)) = damaged_section_header(&seen) {
                 return Err(CaptureError::DamagedSectionHeader { path: path.into(), offset, detail });
+            }
+            if let Some(kind) = capture_kind(&seen)
+                && seen.len() < kind.1
+            {
+                return Err(CaptureError::TooShort { path: path.into(), kind: kind.0, len: seen.len(), need: kind.1 });
             }
             let magic = seen.iter().take(4).map(|b| format!("{b:02x}")).collect();
             Err(CaptureError::NotACapture { path: path.into(), magic })
@@ -254,6 +262,17 @@ fn describe(e: &PcapError<&[u8]>) -> String {
 }
 
 /// A reader that remembers the first four bytes it hands out (for the "not a capture" error).
+/// The kind of capture `head` starts as, and the bytes its file header takes.
+fn capture_kind(head: &[u8]) -> Option<(&'static str, usize)> {
+    match head.get(..4)? {
+        [0xd4, 0xc3, 0xb2, 0xa1] | [0xa1, 0xb2, 0xc3, 0xd4] | [0x4d, 0x3c, 0xb2, 0xa1] | [0xa1, 0xb2, 0x3c, 0x4d] => {
+            Some(("pcap", 24))
+        }
+        [0x0a, 0x0d, 0x0d, 0x0a] => Some(("pcapng", 28)),
+        _ => None,
+    }
+}
+
 /// Where and how a pcapng section header block (the file's first bytes, `head`) is damaged,
 /// when it starts with the block type of one; `None` when it is no pcapng at all.
 fn damaged_section_header(head: &[u8]) -> Option<(u64, String)> {

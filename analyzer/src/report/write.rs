@@ -99,7 +99,7 @@ pub fn write_atomic_with(
 /// Writes the report as pretty JSON with a trailing newline, streamed ([`write_atomic_with`]).
 pub fn write_json(path: &Path, report: &super::Report) -> Result<(), WriteError> {
     write_atomic_with(path, |w| {
-        serde_json::to_writer_pretty(&mut *w, report).map_err(std::io::Error::other)?;
+        serde_json::to_writer_pretty(&mut *w, report).map_err(std::io::Error::from)?;
         w.write_all(b"\n")
     })
 }

@@ -168,7 +168,9 @@ pub fn entropy_bits(counts: impl Iterator<Item = u64>) -> f64 {
     if n == 0 {
         return 0.0;
     }
-    -c.iter().filter(|x| **x > 0).map(|&x| x as f64 / n as f64).map(|p| p * p.log2()).sum::<f64>()
+    let h: f64 = c.iter().filter(|x| **x > 0).map(|&x| x as f64 / n as f64).map(|p| -p * p.log2()).sum();
+    // One value has no entropy: 0, never -0 (which a report would print as "-0.0").
+    if h == 0.0 { 0.0 } else { h }
 }
 
 /// The report's ECMP section. `by_label` (bytes and flows per vantage-point label) and
@@ -251,5 +253,6 @@ mod tests {
         assert!(!p.polarized && p.combinations_used > 8, "{}", p.combinations_used);
         assert_eq!(imbalance(&[10, 0, 0, 10]), 2.0);
         assert!((entropy_bits([1, 1, 1, 1].into_iter()) - 2.0).abs() < 1e-12);
+        assert!(entropy_bits([7].into_iter()).is_sign_positive(), "one port: 0, not -0");
     }
 }

@@ -261,9 +261,29 @@ fn tier_configurations_that_polarize_and_that_do_not() {
     // Same CRC, other seed: the second tier's choice follows the first's.
     let p = check_prediction(&[("crc32", 4, 1, 0), ("crc32", 4, 2, 0)]);
     assert_eq!((p["polarized"].as_bool(), p["combinations_total"].as_u64()), (Some(true), Some(16)));
+    assert_eq!(p["pairs"][0]["members_mean"].as_f64(), Some(1.0), "one member per branch");
     // Another polynomial on other bits: all 16 combinations.
     let p = check_prediction(&[("crc32", 4, 0, 0), ("crc32c", 4, 0, 8)]);
     assert_eq!((p["polarized"].as_bool(), p["combinations_used"].as_u64()), (Some(false), Some(16)));
+    assert_eq!((p["pairs"][0]["members_min"].as_u64(), p["pairs"][0]["idle_ratio"].as_f64()), (Some(4), Some(0.0)));
+    // Partial polarization: the same CRC's bits at two tiers of 2 and 4 members. Each
+    // second-tier switch uses 2 of its 4 uplinks, 4 of the 8 combinations; 64 flows hashed
+    // independently would use 8 (7.99 on average, 8 (1 - (7/8)^64)).
+    let p = check_prediction(&[("crc32", 2, 0, 0), ("crc32", 4, 0, 0)]);
+    assert_eq!((p["combinations_used"].as_u64(), p["combinations_total"].as_u64()), (Some(4), Some(8)));
+    assert!((p["combinations_expected"].as_f64().unwrap() - 8.0 * (1.0 - (7.0f64 / 8.0).powi(64))).abs() < 1e-9);
+    assert_eq!(p["polarized"].as_bool(), Some(true), "half the second tier's uplinks idle is polarization");
+    let pair = &p["pairs"][0];
+    assert_eq!(
+        (pair["members_min"].as_u64(), pair["members_mean"].as_f64(), pair["idle_ratio"].as_f64()),
+        (Some(2), Some(2.0), Some(0.5))
+    );
+    // The same fan-outs, decorrelated: every combination, nothing idle.
+    let p = check_prediction(&[("crc32", 2, 0, 0), ("crc32c", 4, 0, 8)]);
+    assert_eq!(
+        (p["polarized"].as_bool(), p["combinations_used"].as_u64(), p["pairs"][0]["idle_ratio"].as_f64()),
+        (Some(false), Some(8), Some(0.0))
+    );
     let r = report(&["-r", "ecmp_flows.pcap"]);
     assert_eq!(
         (r["ecmp"]["distinct_sports"].as_u64(), r["ecmp"]["sport_entropy_bits"].as_f64()),

@@ -5,7 +5,8 @@
 //! serve the command line.
 //!
 //! v1 is a contract: later versions add sections, never rename fields. Numbers are integers
-//! (but for ratios and rates: `imbalance`, `peak_gbps`, `peak_link_ratio`, `sport_entropy_bits`),
+//! (but for ratios and rates: `imbalance`, `combinations_expected`, `members_mean`, `idle_ratio`,
+//! `peak_gbps`, `peak_link_ratio`, `sport_entropy_bits`),
 //! timestamps Unix ns, flows sorted by key so that two runs give byte-identical JSON.
 
 pub mod assemble;

@@ -6,20 +6,51 @@ use std::collections::{BTreeMap, BTreeSet};
 use analyzer_common::flow::FlowKey;
 
 use super::{Hash, Tier, imbalance, key};
-use crate::report::model::{EcmpPredicted, Finding, FindingCode, LabelShare, Severity, TierJson};
+use crate::report::model::{EcmpPredicted, Finding, FindingCode, LabelShare, Severity, TierJson, TierPairJson};
 
-/// Per tier: (flows, bytes) per path; across tiers: combinations and polarization.
+/// Per tier: (flows, bytes) per path; across tiers: combinations, their spread per pair of
+/// tiers, and polarization.
 pub struct Prediction {
     pub per_path: Vec<Vec<(u64, u64)>>,
     pub combinations_used: u64,
     pub combinations_total: u64,
+    /// Combinations independent uniform hashing would use for this many flows, on average.
+    pub combinations_expected: f64,
     pub polarized: bool,
+    /// Per pair of tiers (earlier, later): later-tier members used per earlier branch.
+    pub pairs: Vec<PairSpread>,
 }
 
-/// Predicts the paths of `flows` (key, bytes) through `tiers`. A later tier is polarized by an
-/// earlier one when its choice is a function of the earlier choice over all flows, with at
-/// least fan-out(earlier) × fan-out(later) flows (independent hashes would almost surely show
-/// every pair then).
+/// How the flows of each branch of an earlier tier spread over a later tier's members.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairSpread {
+    pub earlier: usize,
+    pub later: usize,
+    /// Fewest and mean later-tier members used by the flows of one earlier branch (branches
+    /// with flows).
+    pub members_min: u32,
+    pub members_mean: f64,
+    /// The share of the later tier's capacity the branches leave idle: 1 - mean / fan-out.
+    pub idle_ratio: f64,
+}
+
+/// Occupied cells when `n` flows fall uniformly and independently into `cells`: the mean and
+/// the standard deviation.
+fn occupancy(cells: f64, n: f64) -> (f64, f64) {
+    if cells <= 1.0 {
+        return (cells.min(1.0), 0.0);
+    }
+    let q1 = (1.0 - 1.0 / cells).powf(n);
+    let q2 = (1.0 - 2.0 / cells).powf(n);
+    let mean = cells * (1.0 - q1);
+    let var = cells * (cells - 1.0) * q2 + cells * q1 - cells * cells * q1 * q1;
+    (mean, var.max(0.0).sqrt())
+}
+
+/// Predicts the paths of `flows` (key, bytes) through `tiers`. The tiers are polarized when
+/// the flows use fewer path combinations than independent uniform hashing would: more than
+/// four standard deviations, and at least one, below its expectation for that many flows
+/// (a later tier that follows an earlier one, or uses half its members per earlier branch).
 pub fn predict(tiers: &[Tier], flows: &[(Vec<u8>, u64)]) -> Prediction {
     let paths: Vec<Vec<u32>> = flows.iter().map(|(k, _)| tiers.iter().map(|t| t.path(k)).collect()).collect();
     let per_path = tiers
@@ -36,19 +67,35 @@ pub fn predict(tiers: &[Tier], flows: &[(Vec<u8>, u64)]) -> Prediction {
         .collect();
     let combos: BTreeSet<&Vec<u32>> = paths.iter().collect();
     let total = tiers.iter().fold(1u64, |a, t| a.saturating_mul(t.fanout as u64));
-    let mut polarized = false;
+    let (expected, sd) = occupancy(total as f64, flows.len() as f64);
+    let used = combos.len() as u64;
+    let polarized = tiers.len() >= 2 && (used as f64) < expected - (4.0 * sd).max(1.0);
+    let mut pairs = Vec::new();
     for j in 1..tiers.len() {
         for i in 0..j {
-            if tiers[j].fanout < 2 || (flows.len() as u64) < tiers[i].fanout as u64 * tiers[j].fanout as u64 {
-                continue;
+            let mut members: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+            for p in &paths {
+                members.entry(p[i]).or_default().insert(p[j]);
             }
-            let mut f: BTreeMap<u32, u32> = BTreeMap::new();
-            if paths.iter().all(|p| *f.entry(p[i]).or_insert(p[j]) == p[j]) {
-                polarized = true;
-            }
+            let counts: Vec<u32> = members.values().map(|s| s.len() as u32).collect();
+            let mean = if counts.is_empty() { 0.0 } else { counts.iter().sum::<u32>() as f64 / counts.len() as f64 };
+            pairs.push(PairSpread {
+                earlier: i,
+                later: j,
+                members_min: counts.iter().copied().min().unwrap_or(0),
+                members_mean: mean,
+                idle_ratio: 1.0 - mean / tiers[j].fanout as f64,
+            });
         }
     }
-    Prediction { per_path, combinations_used: combos.len() as u64, combinations_total: total, polarized }
+    Prediction {
+        per_path,
+        combinations_used: used,
+        combinations_total: total,
+        combinations_expected: expected,
+        polarized,
+        pairs,
+    }
 }
 
 /// The predicted section for `flows` (key, bytes) through `tiers` (none without tiers), with
@@ -80,10 +127,23 @@ pub fn predicted(tiers: &[Tier], flows: &[(FlowKey, u64)], findings: &mut Vec<Fi
             Severity::Warning,
             FindingCode::EcmpPolarized,
             format!(
-                "a later tier's path is determined by an earlier tier's: {} of {} path combinations used by {} flows",
+                "the tiers' hashes are correlated: {} flows use {} of {} path combinations where independent hashing would use {:.1}{}",
+                flows.len(),
                 p.combinations_used,
                 p.combinations_total,
-                flows.len()
+                p.combinations_expected,
+                p.pairs
+                    .iter()
+                    .filter(|x| x.idle_ratio > 0.0)
+                    .map(|x| format!(
+                        "; tier {} uses {:.1} of its {} members per branch of tier {} ({:.0}% idle)",
+                        x.later + 1,
+                        x.members_mean,
+                        tiers[x.later].fanout,
+                        x.earlier + 1,
+                        x.idle_ratio * 100.0
+                    ))
+                    .collect::<String>()
             ),
             Vec::new(),
         ));
@@ -103,7 +163,19 @@ pub fn predicted(tiers: &[Tier], flows: &[(FlowKey, u64)], findings: &mut Vec<Fi
         tiers: tiers_json,
         combinations_used: p.combinations_used,
         combinations_total: p.combinations_total,
+        combinations_expected: p.combinations_expected,
         polarized: p.polarized,
+        pairs: p
+            .pairs
+            .iter()
+            .map(|x| TierPairJson {
+                earlier: x.earlier as u32,
+                later: x.later as u32,
+                members_min: x.members_min,
+                members_mean: x.members_mean,
+                idle_ratio: x.idle_ratio,
+            })
+            .collect(),
     })
 }
 

@@ -126,7 +126,28 @@ pub struct EcmpPredicted {
     pub tiers: Vec<TierJson>,
     pub combinations_used: u64,
     pub combinations_total: u64,
+    /// Combinations independent uniform hashing would use for as many flows, on average.
+    #[serde(default)]
+    pub combinations_expected: f64,
+    /// Fewer combinations used than independent hashing would (by more than four standard
+    /// deviations).
     pub polarized: bool,
+    /// Per pair of tiers: how the flows of each earlier branch spread over the later tier.
+    #[serde(default)]
+    pub pairs: Vec<TierPairJson>,
+}
+
+/// One pair of tiers (0-based, in path order).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierPairJson {
+    pub earlier: u32,
+    pub later: u32,
+    /// Fewest later-tier members the flows of one earlier branch use.
+    pub members_min: u32,
+    /// Later-tier members used per earlier branch, on average.
+    pub members_mean: f64,
+    /// The later tier's capacity the branches leave idle (1 - mean / fan-out).
+    pub idle_ratio: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -38,6 +38,10 @@ pub fn analyze_files(
             |bytes| progress(&input.path, done + bytes),
         )?;
         done += outcome.bytes;
+        if outcome.skipped > 0 {
+            run.engine.count_drop(DropReason::UnreadLinkType, outcome.skipped);
+            run.engine.visibility.skipped_linktypes.extend(&outcome.skipped_linktypes);
+        }
         if let Some(t) = outcome.truncated {
             run.engine.partial = true;
             run.engine.count_drop(DropReason::TruncatedRecord, 1);

@@ -394,3 +394,108 @@ fn cli_edges_are_usage_errors_or_quiet() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("\"sport_entropy_bits\": 0.0") && !text.contains("-0.0"), "{text}");
 }
+
+/// (classes, flows with their packets and bytes) of a report: what must not depend on how the
+/// capture reached the analyzer.
+fn counted(v: &Value) -> Value {
+    let flows: Vec<Value> = v["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| serde_json::json!([f["src"], f["dst"], f["udp_sport"], f["dst_qp"], f["packets"], f["bytes"]]))
+        .collect();
+    serde_json::json!({"classes": v["capture"]["classes"], "flows": flows})
+}
+
+/// The report of a run that must succeed, checked against the schema.
+fn report_of(args: &[&str]) -> Value {
+    let (v, out) = json_of(&[&["-q"], args].concat());
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    tests::tools::check_report(&v);
+    v
+}
+
+#[test]
+fn captures_as_sites_produce_them() {
+    use std::io::Write;
+    use tests::synth::pcap::{DataLink, NgInterface, PcapOptions, write_pcap, write_pcapng};
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixtures::example();
+    let ex = data_dir().join("example.pcap");
+    let reference = counted(&report_of(&["-r", ex.to_str().unwrap()]));
+    // Raw IP link types (101, and 228 for IPv4): the records start at the IP header. Bytes
+    // count the Ethernet header the wire had, as for Ethernet captures: the same frames with
+    // their Ethernet header are the reference.
+    let untagged: Vec<_> = fixtures::all()
+        .into_iter()
+        .flat_map(|f| f.frames)
+        .map(|fr| fr.record)
+        .filter(|r| r.data.len() > 34 && r.data[12..14] == [0x08, 0x00])
+        .collect();
+    assert!(untagged.len() > 100, "the fixtures have untagged IPv4 frames");
+    let eth = dir.path().join("untagged.pcap");
+    std::fs::write(&eth, write_pcap(Vec::new(), PcapOptions::default(), &untagged).unwrap()).unwrap();
+    let eth_counted = counted(&report_of(&["-r", eth.to_str().unwrap()]));
+    for linktype in [DataLink::RAW, DataLink::IPV4] {
+        let recs: Vec<_> = untagged
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.data.drain(..14);
+                r.orig_len -= 14;
+                r
+            })
+            .collect();
+        let p = dir.path().join(format!("raw{}.pcap", u32::from(linktype)));
+        std::fs::write(&p, write_pcap(Vec::new(), PcapOptions { linktype, ..Default::default() }, &recs).unwrap())
+            .unwrap();
+        assert_eq!(counted(&report_of(&["-r", p.to_str().unwrap()])), eth_counted, "link type {linktype:?}");
+    }
+    // Standard input, and gzip or zstd compressed captures, read as they are.
+    let bytes = std::fs::read(&ex).unwrap();
+    let mut child = std::process::Command::new(tests::tools::binary())
+        .args(["-q", "-r", "-", "--json", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(counted(&v), reference, "stdin");
+    assert_eq!(v["capture"]["sources"][0]["label"], "stdin");
+    let gz = dir.path().join("example.pcap.gz");
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(&bytes).unwrap();
+    std::fs::write(&gz, e.finish().unwrap()).unwrap();
+    assert_eq!(counted(&report_of(&["-r", gz.to_str().unwrap()])), reference, "gzip");
+    let zst = dir.path().join("example.pcap.zst");
+    std::fs::write(&zst, zstd::encode_all(&bytes[..], 3).unwrap()).unwrap();
+    assert_eq!(counted(&report_of(&["-r", zst.to_str().unwrap()])), reference, "zstd");
+    // A pcapng with a loopback (NULL) interface beside the Ethernet one: the loopback's packets
+    // are skipped and counted, the rest analysed.
+    let mut recs: Vec<_> = f.frames.iter().map(|fr| fr.record.clone()).collect();
+    let lo = tests::synth::pcap::Record {
+        ts_ns: recs[0].ts_ns,
+        data: vec![2, 0, 0, 0, 0x45, 0, 0, 20],
+        orig_len: 8,
+        interface: 1,
+    };
+    recs.insert(1, lo.clone());
+    recs.push(lo);
+    let ifaces = [
+        NgInterface { linktype: DataLink::ETHERNET, tsresol_pow10: 9 },
+        NgInterface { linktype: DataLink::NULL, tsresol_pow10: 9 },
+    ];
+    let ng = dir.path().join("with_loopback.pcapng");
+    std::fs::write(&ng, write_pcapng(Vec::new(), &ifaces, &recs).unwrap()).unwrap();
+    let v = report_of(&["-r", ng.to_str().unwrap()]);
+    assert_eq!(counted(&v), reference, "the Ethernet interface's frames, all of them");
+    assert_eq!(v["capture"]["dropped"]["unread_link_type"], 2);
+    assert!(
+        v["visibility"].as_array().unwrap().iter().any(|n| n["code"] == "skipped_interfaces"),
+        "{}",
+        v["visibility"]
+    );
+}

@@ -10,7 +10,7 @@ pub struct InputSpec {
 }
 
 impl InputSpec {
-    /// Parses `LABEL=FILE` or `FILE`. The label defaults to the file name. A string that
+    /// Parses `LABEL=FILE` or `FILE` (`-`: standard input, labelled `stdin`). The label defaults to the file name. A string that
     /// names an existing file is taken as a file even if it contains `=`.
     pub fn parse(arg: &str) -> Result<Self, String> {
         if arg.is_empty() {
@@ -26,6 +26,9 @@ impl InputSpec {
                 return Err(format!("no file after the label in {arg:?}"));
             }
             return Ok(InputSpec { label: label.into(), path: path.into() });
+        }
+        if arg == "-" {
+            return Ok(InputSpec { label: "stdin".into(), path: "-".into() });
         }
         let path = PathBuf::from(arg);
         let label = path.file_name().map_or_else(|| arg.to_string(), |n| n.to_string_lossy().into_owned());

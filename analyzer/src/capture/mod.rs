@@ -17,6 +17,12 @@ pub enum LinkType {
     LinuxSll,
     /// Linux cooked capture v2.
     LinuxSll2,
+    /// Raw IP (LINKTYPE_RAW 101): the record starts at the IP header, version by its nibble.
+    RawIp,
+    /// Raw IPv4 (228).
+    Ipv4,
+    /// Raw IPv6 (229).
+    Ipv6,
 }
 
 impl LinkType {
@@ -26,6 +32,9 @@ impl LinkType {
             1 => Some(LinkType::Ethernet),
             113 => Some(LinkType::LinuxSll),
             276 => Some(LinkType::LinuxSll2),
+            101 => Some(LinkType::RawIp),
+            228 => Some(LinkType::Ipv4),
+            229 => Some(LinkType::Ipv6),
             _ => None,
         }
     }
@@ -64,7 +73,7 @@ pub enum CaptureError {
     Empty { path: PathBuf },
     #[error(
         "{path}: byte offset {offset}: unsupported link type {linktype} \
-         (supported: Ethernet 1, Linux cooked SLL 113, SLL2 276)"
+         (supported: Ethernet 1, Linux cooked SLL 113, SLL2 276, raw IP 101, IPv4 228, IPv6 229)"
     )]
     UnsupportedLinkType { path: PathBuf, offset: u64, linktype: u32 },
     #[error("{path}: byte offset {offset}: corrupt record length: {detail}")]
@@ -96,6 +105,10 @@ impl std::fmt::Display for Truncation {
 pub struct ReadOutcome {
     pub records: u64,
     pub bytes: u64,
+    /// pcapng: packets of interfaces whose link type this tool does not read (e.g. a loopback
+    /// interface beside the Ethernet one), skipped, and those link types.
+    pub skipped: u64,
+    pub skipped_linktypes: std::collections::BTreeSet<u32>,
     /// Set when the file ends inside a record (the report is then partial).
     pub truncated: Option<Truncation>,
 }

@@ -25,18 +25,39 @@ struct Interface {
     offset_sec: i64,
 }
 
-/// Reads `path`, calling `on_record` for every frame in file order. `on_progress` is told
-/// how many bytes were consumed so far (for a progress bar).
+/// Reads `path` (`-`: standard input), calling `on_record` for every frame in file order.
+/// `on_progress` is told how many bytes were consumed so far (for a progress bar).
 pub fn read_file(
     path: &Path,
     on_record: impl FnMut(&Record<'_>),
     on_progress: impl FnMut(u64),
 ) -> Result<ReadOutcome, CaptureError> {
+    if path == Path::new("-") {
+        let stdin = decompressed(std::io::BufReader::with_capacity(1 << 16, std::io::stdin()), path)?;
+        return read_stream(stdin, path, on_record, on_progress);
+    }
     if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
         return Err(CaptureError::NotAFile { path: path.into(), what: "a directory" });
     }
     let file = File::open(path).map_err(|source| CaptureError::Open { path: path.into(), source })?;
-    read_stream(file, path, on_record, on_progress)
+    read_stream(decompressed(std::io::BufReader::new(file), path)?, path, on_record, on_progress)
+}
+
+/// The capture inside `r`: gzip and zstd compressed captures are read as they are (byte
+/// offsets in messages are then those of the decompressed capture).
+fn decompressed<R: std::io::BufRead + Send + 'static>(
+    mut r: R,
+    path: &Path,
+) -> Result<Box<dyn std::io::Read + Send>, CaptureError> {
+    let read_err = |source| CaptureError::Read { path: path.into(), offset: 0, source };
+    let head = r.fill_buf().map_err(read_err)?;
+    Ok(if head.starts_with(&[0x1f, 0x8b]) {
+        Box::new(flate2::bufread::MultiGzDecoder::new(r))
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Box::new(zstd::stream::read::Decoder::with_buffer(r).map_err(read_err)?)
+    } else {
+        Box::new(r)
+    })
 }
 
 /// Reads a capture from any byte stream; `path` names it in errors.
@@ -155,18 +176,18 @@ impl State<'_> {
                 });
             }
             PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
-                let i = ng_interface(path, offset, &self.interfaces, epb.if_id)?;
+                let Some(i) = self.readable(epb.if_id)? else { return Ok(()) };
                 check_lengths(path, offset, epb.caplen, epb.origlen)?;
                 let units = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
                 let ts_ns = ng_time(units, i.units_per_sec, i.offset_sec);
                 let data = &epb.data[..(epb.caplen as usize).min(epb.data.len())];
-                let link = i.link.expect("checked by ng_interface");
+                let link = i.link.expect("checked by readable");
                 on_record(&Record { ts_ns, orig_len: epb.origlen, data, link, offset });
                 self.out.records += 1;
             }
             PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
-                let i = ng_interface(path, offset, &self.interfaces, 0)?;
-                let link = i.link.expect("checked by ng_interface");
+                let Some(i) = self.readable(0)? else { return Ok(()) };
+                let link = i.link.expect("checked by readable");
                 // No timestamp in a simple packet block: it inherits 0.
                 on_record(&Record { ts_ns: 0, orig_len: spb.origlen, data: spb.data, link, offset });
                 self.out.records += 1;
@@ -174,6 +195,22 @@ impl State<'_> {
             PcapBlockOwned::NG(_) => {}
         }
         Ok(())
+    }
+
+    /// The interface `id` of a packet, or `None` (the packet counted as skipped) when this tool
+    /// does not read its link type: the other interfaces of the file are still analysed.
+    fn readable(&mut self, id: u32) -> Result<Option<Interface>, CaptureError> {
+        let i = *self.interfaces.get(id as usize).ok_or(CaptureError::UnknownInterface {
+            path: self.path.into(),
+            offset: self.offset,
+            interface: id,
+        })?;
+        if i.link.is_none() {
+            self.out.skipped += 1;
+            self.out.skipped_linktypes.insert(i.linktype);
+            return Ok(None);
+        }
+        Ok(Some(i))
     }
 
     /// The input ends inside a record (`rest` are its bytes).
@@ -197,18 +234,6 @@ impl State<'_> {
         };
         CaptureError::CorruptRecordLength { path: self.path.into(), offset: self.offset, detail }
     }
-}
-
-fn ng_interface(path: &Path, offset: u64, interfaces: &[Interface], id: u32) -> Result<Interface, CaptureError> {
-    let i = *interfaces.get(id as usize).ok_or(CaptureError::UnknownInterface {
-        path: path.into(),
-        offset,
-        interface: id,
-    })?;
-    if i.link.is_none() {
-        return Err(CaptureError::UnsupportedLinkType { path: path.into(), offset, linktype: i.linktype });
-    }
-    Ok(i)
 }
 
 /// pcapng timestamp units → Unix ns (`if_tsresol` units per second, `if_tsoffset` seconds).

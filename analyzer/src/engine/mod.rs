@@ -45,10 +45,13 @@ pub enum DropReason {
     /// A frame whose flow, address pair or destination found an analysis' state at its bound
     /// (`--max-flows` keys): that analysis did not follow it.
     AnalysisStateFull,
+    /// A pcapng packet of an interface whose link type this tool does not read (skipped; the
+    /// file's other interfaces are analysed).
+    UnreadLinkType,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 11] = [
         DropReason::TruncatedRecord,
         DropReason::FlowMapFull,
         DropReason::RingbufFull,
@@ -59,6 +62,7 @@ impl DropReason {
         DropReason::TimelineFull,
         DropReason::Undrained,
         DropReason::AnalysisStateFull,
+        DropReason::UnreadLinkType,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -72,6 +76,7 @@ impl DropReason {
             DropReason::TimelineFull => "timeline_full",
             DropReason::Undrained => "undrained",
             DropReason::AnalysisStateFull => "analysis_state_full",
+            DropReason::UnreadLinkType => "unread_link_type",
         }
     }
 }
@@ -101,6 +106,8 @@ pub struct Visibility {
     /// Copies cut short (a truncating mirror session): counted at the length their IP
     /// header states.
     pub cut_copies: u64,
+    /// pcapng link types skipped (their packets count as `unread_link_type`).
+    pub skipped_linktypes: std::collections::BTreeSet<u32>,
     /// Live: RDMA devices of the interface, set when no RoCE was seen on it.
     pub rdma_devices: Vec<String>,
 }

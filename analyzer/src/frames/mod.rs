@@ -1,9 +1,10 @@
 //! Frames: from a record's link layer to a classified [`PacketSummary`], through the one
 //! classifier of `analyzer_common` that the XDP program runs too.
 //!
-//! Linux cooked captures (SLL, SLL2) have no Ethernet header; they are presented to the
-//! classifier as an Ethernet frame whose header is synthesised from the cooked header
-//! (source address, protocol) and whose body is the captured bytes, without copying them.
+//! Linux cooked captures (SLL, SLL2) and raw IP captures (link types 101, 228, 229: RoCE v2
+//! starts at the IP header) have no Ethernet header; they are presented to the classifier as
+//! an Ethernet frame whose header is synthesised (from the cooked header's source address and
+//! protocol, or the IP version) and whose body is the captured bytes, without copying them.
 
 use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
 
@@ -22,6 +23,7 @@ pub fn bytes_at(link: LinkType, data: &[u8], at: usize, len: usize) -> Option<&[
         LinkType::Ethernet => at,
         LinkType::LinuxSll => (at.checked_sub(14)?) + SLL_LEN,
         LinkType::LinuxSll2 => (at.checked_sub(14)?) + SLL2_LEN,
+        LinkType::RawIp | LinkType::Ipv4 | LinkType::Ipv6 => at.checked_sub(14)?,
     };
     data.get(start..start.checked_add(len)?)
 }
@@ -29,6 +31,17 @@ pub fn bytes_at(link: LinkType, data: &[u8], at: usize, len: usize) -> Option<&[
 pub fn decode(link: LinkType, data: &[u8], orig_len: u32, out: &mut PacketSummary) -> FrameClass {
     match link {
         LinkType::Ethernet => classify(data, orig_len, out),
+        LinkType::RawIp | LinkType::Ipv4 | LinkType::Ipv6 => {
+            let v6 = match link {
+                LinkType::Ipv4 => false,
+                LinkType::Ipv6 => true,
+                _ => data.first().is_some_and(|b| b >> 4 == 6),
+            };
+            let mut head = [0u8; 14];
+            let ethertype: u16 = if v6 { 0x86DD } else { 0x0800 };
+            head[12..14].copy_from_slice(&ethertype.to_be_bytes());
+            classify(&Spliced { head, tail: data }, orig_len.saturating_add(14), out)
+        }
         LinkType::LinuxSll | LinkType::LinuxSll2 => {
             let (hlen, proto_at, halen_at, addr_at) = match link {
                 LinkType::LinuxSll => (SLL_LEN, 14, 4, 6),

@@ -39,6 +39,18 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
             ),
         ));
     }
+    if !run.engine.visibility.skipped_linktypes.is_empty() {
+        let types: Vec<String> = run.engine.visibility.skipped_linktypes.iter().map(|t| t.to_string()).collect();
+        out.push(note(
+            NoteCode::SkippedInterfaces,
+            format!(
+                "{} packets of pcapng interfaces with link type {} (not read by this tool) were skipped; \
+                 the other interfaces were analysed.",
+                run.engine.dropped.get(&crate::engine::DropReason::UnreadLinkType).copied().unwrap_or(0),
+                types.join(", ")
+            ),
+        ));
+    }
     if run.engine.visibility.cut_copies > 0 {
         out.push(note(
             NoteCode::CutCopies,

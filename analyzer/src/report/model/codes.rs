@@ -96,6 +96,7 @@ codes! {
         Partial = "partial",
         SnapCut = "snap_cut",
         CutCopies = "cut_copies",
+        SkippedInterfaces = "skipped_interfaces",
         Mirrored = "mirrored",
         PfcUnplaced = "pfc_unplaced",
         TimelineOff = "timeline_off",

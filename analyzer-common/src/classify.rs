@@ -186,11 +186,25 @@ fn parse_frame<B: FrameBytes + ?Sized>(b: &B, start: usize, frame_len: u32, out:
             if !outer || out.cut != 0 {
                 out.frame_len = l2_len + 40 + payload as u32;
             }
-            let next = ip.next_header();
+            let mut next = ip.next_header();
+            let mut at = off + 40;
+            let mut rest = payload;
+            // A hop-by-hop options header (MLD's router alert, in almost every Linux capture)
+            // is followed; other extension headers are counted apart.
+            if next == ipv6::HOP_BY_HOP {
+                let h = read_or!(b, 2, at, TRUNC);
+                let len = (h[1] as usize + 1) * 8;
+                if len > rest {
+                    return Step::Done(FrameClass::BadIpHeader);
+                }
+                next = h[0];
+                at = b.widen(at + len);
+                rest -= len;
+            }
             if ipv6::is_extension_header(next) {
                 return Step::Done(FrameClass::UnsupportedIpv6Ext);
             }
-            l4(b, off + 40, next, payload, false, outer, out)
+            l4(b, at, next, rest, false, outer, out)
         }
         _ => Step::Done(FrameClass::NonRoce),
     }

@@ -234,12 +234,33 @@ fn ipv6() -> Fixture {
         r.ecn = i as u8 % 4;
         b.add(if opc == CNP { FrameClass::Cnp } else { FrameClass::Roce }, r.build());
     }
-    // A hop-by-hop extension header before UDP.
-    let mut r = full(op::SEND_ONLY, 9);
-    r.ip = IpAddrs::V6(ip6(1), ip6(2));
-    let mut f = r.build();
-    f[14 + 6] = 0; // next header: hop-by-hop
-    b.add(FrameClass::UnsupportedIpv6Ext, f);
+    // An extension header of `bytes` (its own next header first) inserted after the IPv6
+    // header, which then names it with `next`.
+    let with_ext = |mut f: Vec<u8>, next: u8, ext: &[u8]| {
+        f[14 + 6] = next;
+        let plen = u16::from_be_bytes([f[18], f[19]]) + ext.len() as u16;
+        f[18..20].copy_from_slice(&plen.to_be_bytes());
+        f.splice(54..54, ext.iter().copied());
+        f
+    };
+    let v6 = |opc: u8, psn: u32| {
+        let mut r = full(opc, psn);
+        r.ip = IpAddrs::V6(ip6(1), ip6(2));
+        r.build()
+    };
+    // A hop-by-hop options header (PadN) before UDP: followed, the RoCE frame is analysed.
+    b.add(FrameClass::Roce, with_ext(v6(op::SEND_ONLY, 9), 0, &[17, 0, 1, 4, 0, 0, 0, 0]));
+    // MLD, as in almost every Linux capture: hop-by-hop (router alert) then ICMPv6.
+    let mut mld = ethernet([2, 0, 0, 0, 0, 1], [0x33, 0x33, 0, 0, 0, 0x16], &[], 0x86DD, &[0u8; 40]);
+    mld[14] = 0x60;
+    mld[14 + 7] = 1;
+    mld[14 + 8..14 + 24].copy_from_slice(&ip6(1));
+    mld[14 + 24..14 + 40].copy_from_slice(&[0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x16]);
+    mld.extend_from_slice(&[143, 0, 0, 0, 0, 0, 0, 0]); // MLDv2 report, no records
+    mld[18..20].copy_from_slice(&8u16.to_be_bytes());
+    b.add(FrameClass::NonRoce, with_ext(mld, 0, &[58, 0, 5, 2, 0, 0, 1, 0]));
+    // A routing header before UDP: not followed, counted apart.
+    b.add(FrameClass::UnsupportedIpv6Ext, with_ext(v6(op::SEND_ONLY, 10), 43, &[17, 0, 0, 0, 0, 0, 0, 0]));
     Fixture {
         name: "ipv6.pcap",
         format: Format::Pcap(PcapOptions { nanosecond: true, ..Default::default() }),

@@ -20,6 +20,9 @@ fn addr16(b: &[u8], at: usize) -> [u8; 16] {
     a
 }
 
+/// The hop-by-hop options header's next-header value.
+pub const HOP_BY_HOP: u8 = 0;
+
 /// The GRH next-header value for an InfiniBand BTH (RoCE v1).
 pub const NEXT_HEADER_IB_BTH: u8 = 0x1B;
 

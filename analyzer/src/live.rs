@@ -384,14 +384,7 @@ mod tests {
         }
     }
 
-    fn key(qp: u32) -> FlowKey {
-        FlowKey {
-            src: [10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-            dst_qp: qp,
-            ip_version: 4,
-            ..Default::default()
-        }
-    }
+    use crate::engine::live::tests::key;
 
     fn slot(packets: u64, last_ns: u64) -> FlowCounters {
         let mut c = FlowCounters::zeroed();

@@ -221,11 +221,12 @@ impl LiveAccount {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::engine::Engine;
 
-    fn key(qp: u32) -> FlowKey {
+    /// A flow from 10.0.0.1 to QP `qp` (the live loop's tests use it too).
+    pub(crate) fn key(qp: u32) -> FlowKey {
         FlowKey {
             src: [10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
             dst_qp: qp,

@@ -34,6 +34,13 @@ pub struct Percentiles {
     pub exact: bool,
 }
 
+impl Percentiles {
+    /// min, p50, p90, p99, p99.9 and max, in that order (for tables).
+    pub fn ladder(&self) -> [u64; 6] {
+        [self.min, self.p50, self.p90, self.p99, self.p999, self.max]
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub schema: String,

@@ -321,18 +321,12 @@ fn incast_svg(o: &mut String, r: &Report) {
 /// A histogram of the samples on doubling buckets, and the percentiles.
 fn rtt_svg(o: &mut String, r: &Report, samples: &[u64]) {
     let p = &r.rtt_ns.percentiles;
+    let cells: String = p.ladder().iter().map(|v| format!("<td class=\"n\">{}</td>", us(*v))).collect();
     let _ = writeln!(
         o,
         "<table id=\"rtt\"><tr><th>samples</th><th>min</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>timeouts</th></tr>\
-         <tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr></table>",
-        p.samples,
-        us(p.min),
-        us(p.p50),
-        us(p.p90),
-        us(p.p99),
-        us(p.p999),
-        us(p.max),
-        r.rtt_ns.timeouts
+         <tr><td class=\"n\">{}</td>{cells}<td class=\"n\">{}</td></tr></table>",
+        p.samples, r.rtt_ns.timeouts
     );
     if samples.is_empty() {
         return;

@@ -257,17 +257,12 @@ fn health(o: &mut String, r: &Report, top: usize) {
     let t = &r.rtt_ns;
     if t.percentiles.samples > 0 || t.timeouts > 0 {
         let p = &t.percentiles;
+        let [min, p50, p90, p99, p999, max] = p.ladder().map(us);
         let _ = writeln!(
             o,
-            "RTT: {} samples{} · min {} · p50 {} · p90 {} · p99 {} · p99.9 {} · max {} us · {} timeouts · {} pending",
+            "RTT: {} samples{} · min {min} · p50 {p50} · p90 {p90} · p99 {p99} · p99.9 {p999} · max {max} us · {} timeouts · {} pending",
             p.samples,
             if p.exact { "" } else { " (1% histogram)" },
-            us(p.min),
-            us(p.p50),
-            us(p.p90),
-            us(p.p99),
-            us(p.p999),
-            us(p.max),
             t.timeouts,
             t.pending
         );

@@ -312,6 +312,9 @@ fn parse_bth<B: FrameBytes + ?Sized>(b: &B, off: usize, len: usize, out: &mut Pa
         return FrameClass::ShortBth;
     }
     let Some(h) = b.read::<12>(off) else {
+        // RoCE all the same: say so, and how many bytes a capture must keep for its BTH.
+        out.bth_cut = 1;
+        out.payload_off = (off + 12).min(u16::MAX as usize) as u16;
         return FrameClass::TruncatedHeader;
     };
     let h = bth::Packet::new_unchecked(&h);

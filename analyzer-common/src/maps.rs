@@ -63,7 +63,9 @@ pub mod counter {
     pub const RECORDS: u32 = FLOW_MAP_FULL + 10;
     /// Frames that were copies cut short (fewer bytes than their IP header states).
     pub const CUT_COPIES: u32 = FLOW_MAP_FULL + 11;
-    pub const COUNT: u32 = FLOW_MAP_FULL + 12;
+    /// RoCE frames cut before the end of their BTH.
+    pub const BTH_CUT: u32 = FLOW_MAP_FULL + 12;
+    pub const COUNT: u32 = FLOW_MAP_FULL + 13;
 }
 
 /// Outer-PCP value meaning "no VLAN tag" in [`FlowCounters::pcp`] and [`ExtraKey`].

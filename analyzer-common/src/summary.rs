@@ -79,12 +79,15 @@ pub struct PacketSummary {
     pub becn: u8,
     pub ack_req: u8,
     pub aeth_syndrome: u8,
-    /// Offset of the RoCE payload (after the BTH and extended headers) in the frame.
+    /// Offset of the RoCE payload (after the BTH and extended headers) in the frame; for a
+    /// frame whose BTH was cut off (`bth_cut`), the bytes a capture must keep to hold it.
     pub payload_off: u16,
     /// 1: a copy cut short (a truncating mirror session): fewer bytes than its IP header
     /// says the frame had; `frame_len` is the length the IP header states.
     pub cut: u8,
-    pub _pad: [u8; 1],
+    /// 1: a RoCE frame (UDP 4791, or RoCE v1) cut before the end of its BTH (class
+    /// `truncated_header`).
+    pub bth_cut: u8,
 }
 
 const _: () = assert!(core::mem::size_of::<PacketSummary>() == 192);

@@ -136,6 +136,9 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
     if s.cut != 0 {
         count(counter::CUT_COPIES);
     }
+    if s.bth_cut != 0 {
+        count(counter::BTH_CUT);
+    }
     match class {
         FrameClass::Roce | FrameClass::Cnp => {
             if s.ext_missing != 0 {

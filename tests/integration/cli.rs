@@ -499,3 +499,22 @@ fn captures_as_sites_produce_them() {
         v["visibility"]
     );
 }
+
+#[test]
+fn a_snap_length_that_cuts_the_bth_says_roce_was_seen_and_what_it_needs() {
+    use tests::synth::pcap::{PcapOptions, write_pcap};
+    let f = fixtures::example();
+    let recs: Vec<_> = f.frames.iter().map(|fr| fr.record.clone().snap(50)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("snap50.pcap");
+    std::fs::write(&p, write_pcap(Vec::new(), PcapOptions { snaplen: 50, ..Default::default() }, &recs).unwrap())
+        .unwrap();
+    let v = report_of(&["-r", p.to_str().unwrap()]);
+    let notes = v["visibility"].as_array().unwrap();
+    assert!(!notes.iter().any(|n| n["code"] == "no_roce"), "RoCE was seen: {notes:?}");
+    let cut = notes.iter().find(|n| n["code"] == "bth_cut").expect("a bth_cut note");
+    // By hand: the example's 240 RoCE frames and 6 CNPs, VLAN-tagged IPv4: 14 + 4 + 20 + 8 bytes
+    // of headers and the 12-byte BTH need 58 bytes kept.
+    let text = cut["message"].as_str().unwrap();
+    assert!(text.contains("but 246 RoCE frames") && text.contains("at least 58 bytes"), "{text}");
+}

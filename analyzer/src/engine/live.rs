@@ -139,6 +139,7 @@ impl LiveAccount {
         engine.visibility.ext_cut = snap.counter(counter::EXT_CUT);
         engine.visibility.encapsulated = snap.counter(counter::ENCAPSULATED);
         engine.visibility.cut_copies = snap.counter(counter::CUT_COPIES);
+        engine.visibility.bth_cut = snap.counter(counter::BTH_CUT);
 
         let bit = 1u64 << (self.source as u32).min(63);
         for (key, slots) in &snap.flows {

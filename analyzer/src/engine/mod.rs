@@ -106,6 +106,10 @@ pub struct Visibility {
     /// Copies cut short (a truncating mirror session): counted at the length their IP
     /// header states.
     pub cut_copies: u64,
+    /// RoCE frames cut before the end of their BTH, and the most bytes one of them needed kept
+    /// (offline; 0 live, where the kernel counts them only).
+    pub bth_cut: u64,
+    pub bth_needs: u16,
     /// pcapng link types skipped (their packets count as `unread_link_type`).
     pub skipped_linktypes: std::collections::BTreeSet<u32>,
     /// Live: RDMA devices of the interface, set when no RoCE was seen on it.
@@ -207,6 +211,10 @@ impl Engine {
         }
         if s.cut != 0 {
             self.visibility.cut_copies += 1;
+        }
+        if s.bth_cut != 0 {
+            self.visibility.bth_cut += 1;
+            self.visibility.bth_needs = self.visibility.bth_needs.max(s.payload_off);
         }
         match class {
             FrameClass::Roce | FrameClass::Cnp => {

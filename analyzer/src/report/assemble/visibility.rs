@@ -28,7 +28,24 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
             ),
         ));
     }
-    out.extend(report_notes(report).into_iter().filter(|n| !(bypass && n.code == NoteCode::NoRoce)));
+    // RoCE cut before its BTH ends is RoCE seen: no "no RoCE" note then, but what the capture
+    // needs.
+    let bth_cut = run.engine.visibility.bth_cut;
+    out.extend(report_notes(report).into_iter().filter(|n| !((bypass || bth_cut > 0) && n.code == NoteCode::NoRoce)));
+    if bth_cut > 0 {
+        let needs = match run.engine.visibility.bth_needs {
+            0 => "the headers up to the end of the BTH (about 60 to 100 bytes)".to_string(),
+            n => format!("{n} bytes"),
+        };
+        out.push(note(
+            NoteCode::BthCut,
+            format!(
+                "RoCE was seen, but {bth_cut} RoCE frames were cut before the end of their BTH (a snap length or \
+                 truncating mirror session too short) and counted as truncated_header: a capture must keep at \
+                 least {needs} (128 keeps every RoCE header)."
+            ),
+        ));
+    }
     if run.engine.visibility.ext_cut > 0 {
         out.push(note(
             NoteCode::SnapCut,

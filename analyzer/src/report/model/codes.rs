@@ -96,6 +96,7 @@ codes! {
         Partial = "partial",
         SnapCut = "snap_cut",
         CutCopies = "cut_copies",
+        BthCut = "bth_cut",
         SkippedInterfaces = "skipped_interfaces",
         Mirrored = "mirrored",
         PfcUnplaced = "pfc_unplaced",

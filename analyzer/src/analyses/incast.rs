@@ -16,12 +16,19 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 pub type Addr = ([u8; 16], u8);
 
+/// Senders an episode lists, at most (its counts still cover every sender's data).
+pub const MAX_EPISODE_SENDERS: usize = 4096;
+/// Episodes kept per destination, at most; later ones are counted, not kept.
+pub const MAX_EPISODES_PER_DEST: usize = 1024;
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Tally {
     bytes: u64,
     ce: u64,
     cnp: u64,
     senders: FxHashSet<Addr>,
+    /// Senders past [`MAX_EPISODE_SENDERS`] were not listed.
+    senders_capped: bool,
 }
 
 impl Tally {
@@ -29,7 +36,18 @@ impl Tally {
         self.bytes += o.bytes;
         self.ce += o.ce;
         self.cnp += o.cnp;
-        self.senders.extend(o.senders);
+        self.senders_capped |= o.senders_capped;
+        for s in o.senders {
+            self.add_sender(s);
+        }
+    }
+
+    fn add_sender(&mut self, s: Addr) {
+        if self.senders.len() < MAX_EPISODE_SENDERS || self.senders.contains(&s) {
+            self.senders.insert(s);
+        } else {
+            self.senders_capped = true;
+        }
     }
 }
 
@@ -52,6 +70,10 @@ impl Episode {
     }
     pub fn cnp(&self) -> u64 {
         self.tally.cnp
+    }
+    /// Whether the episode had more senders than it lists ([`MAX_EPISODE_SENDERS`]).
+    pub fn senders_capped(&self) -> bool {
+        self.tally.senders_capped
     }
     /// The senders, in address order.
     pub fn senders(&self) -> Vec<Addr> {
@@ -78,6 +100,8 @@ struct Dest {
     window_bytes: u64,
     open: Open,
     done: Vec<Episode>,
+    /// Episodes past [`MAX_EPISODES_PER_DEST`], counted only.
+    dropped: u64,
 }
 
 #[derive(Debug, Default)]
@@ -121,7 +145,11 @@ impl Dest {
         {
             let mut ep = self.open.ep.take().expect("below_since implies an episode");
             ep.end_ns = b;
-            self.done.push(ep);
+            if self.done.len() < MAX_EPISODES_PER_DEST {
+                self.done.push(ep);
+            } else {
+                self.dropped += 1;
+            }
             self.open = Open::default();
         }
     }
@@ -171,7 +199,11 @@ impl Incast {
                     end_ns: r.ts_ns,
                     peak_senders: 0,
                     peak_window_bytes: 0,
-                    tally: Tally { senders: d.per_src.keys().copied().collect(), ..Default::default() },
+                    tally: Tally {
+                        senders: d.per_src.keys().take(MAX_EPISODE_SENDERS).copied().collect(),
+                        senders_capped: d.per_src.len() > MAX_EPISODE_SENDERS,
+                        ..Default::default()
+                    },
                 });
             }
             let pending = std::mem::take(&mut d.open.pending);
@@ -184,7 +216,7 @@ impl Incast {
         if let Some(t) = d.tally() {
             t.bytes += r.frame_len as u64;
             t.ce += r.ce() as u64;
-            t.senders.insert(src);
+            t.add_sender(src);
         }
     }
 
@@ -200,11 +232,26 @@ impl Incast {
             out.extend(d.done.iter().map(|e| (*addr, e.clone())));
             if d.open.ep.is_some() {
                 let mut d = d.clone();
+                let kept = d.done.len();
                 d.advance(u64::MAX - w, w, min);
-                out.extend(d.done.last().map(|e| (*addr, e.clone())));
+                if d.done.len() > kept {
+                    out.extend(d.done.last().map(|e| (*addr, e.clone())));
+                }
             }
         }
         out
+    }
+
+    /// Episodes (kept, or open) that list fewer senders than they had.
+    pub fn episodes_with_senders_capped(&self) -> u64 {
+        let open = |d: &Dest| d.open.ep.as_ref().is_some_and(|e| e.tally.senders_capped) as u64;
+        self.dests.values().map(|d| d.done.iter().filter(|e| e.tally.senders_capped).count() as u64 + open(d)).sum()
+    }
+
+    /// Episodes counted but not kept (past [`MAX_EPISODES_PER_DEST`] at a destination).
+    pub fn episodes_dropped(&self) -> u64 {
+        let open_past_cap = |d: &Dest| (d.open.ep.is_some() && d.done.len() >= MAX_EPISODES_PER_DEST) as u64;
+        self.dests.values().map(|d| d.dropped + open_past_cap(d)).sum()
     }
 
     pub fn window_ns(&self) -> u64 {
@@ -219,6 +266,33 @@ impl Incast {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn episodes_and_their_senders_are_capped_and_say_so() {
+        let mut i = Incast::new(100, 2, usize::MAX);
+        // MAX_EPISODES_PER_DEST + 5 episodes at one destination, 1000 ns apart: each two senders.
+        for e in 0..(MAX_EPISODES_PER_DEST as u64 + 5) {
+            let t = e * 1000;
+            i.observe(&data(1, 9, t, false));
+            i.observe(&data(2, 9, t + 1, false));
+        }
+        let eps = i.episodes();
+        assert_eq!(eps.len(), MAX_EPISODES_PER_DEST);
+        // Four closed past the cap, and the last one, still open, would be the fifth.
+        assert_eq!(i.episodes_dropped(), 5);
+        // One episode with more senders than it lists.
+        let mut j = Incast::new(1_000_000, 2, usize::MAX);
+        for s in 0..(MAX_EPISODE_SENDERS as u32 + 10) {
+            let mut r = data(0, 9, s as u64, false);
+            r.src_ip[..4].copy_from_slice(&(0x0a00_0000u32 + s).to_be_bytes());
+            j.observe(&r);
+        }
+        let eps = j.episodes();
+        assert_eq!(eps[0].1.senders().len(), MAX_EPISODE_SENDERS);
+        assert!(eps[0].1.senders_capped());
+        assert_eq!(eps[0].1.bytes(), (MAX_EPISODE_SENDERS as u64 + 10 - 1) * 1000, "all senders' bytes from the start");
+        assert_eq!(j.episodes_with_senders_capped(), 1);
+    }
 
     fn data(src: u8, dst: u8, ts: u64, ce: bool) -> Record {
         let mut r = Record {

@@ -68,6 +68,19 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
             ),
         ));
     }
+    let (dropped, capped) =
+        (run.analyses.incast.episodes_dropped(), run.analyses.incast.episodes_with_senders_capped());
+    if dropped + capped > 0 {
+        use crate::analyses::incast::{MAX_EPISODE_SENDERS, MAX_EPISODES_PER_DEST};
+        out.push(note(
+            NoteCode::ListsCapped,
+            format!(
+                "lists were capped to bound memory: {dropped} incast episodes past {MAX_EPISODES_PER_DEST} at one \
+                 destination were counted, not listed; {capped} episodes list only their first \
+                 {MAX_EPISODE_SENDERS} senders (their bytes, CE and CNP counts cover all)."
+            ),
+        ));
+    }
     if run.engine.visibility.cut_copies > 0 {
         out.push(note(
             NoteCode::CutCopies,

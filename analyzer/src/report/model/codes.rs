@@ -97,6 +97,7 @@ codes! {
         SnapCut = "snap_cut",
         CutCopies = "cut_copies",
         BthCut = "bth_cut",
+        ListsCapped = "lists_capped",
         SkippedInterfaces = "skipped_interfaces",
         Mirrored = "mirrored",
         PfcUnplaced = "pfc_unplaced",

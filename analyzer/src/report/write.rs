@@ -65,28 +65,21 @@ pub fn write_atomic_with(
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), WriteError> {
     let io = |source| WriteError::Io { path: path.display().to_string(), source };
-    let buffered = |w: &mut dyn Write, fill: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>| {
-        let mut b = std::io::BufWriter::with_capacity(1 << 16, w);
-        fill(&mut b)?;
-        b.flush()
-    };
-    let mut fill = Some(fill);
-    let mut once = |w: &mut dyn Write| fill.take().map_or(Ok(()), |f| f(w));
     if path == Path::new("-") {
-        return buffered(&mut std::io::stdout().lock(), &mut once).map_err(io);
+        return buffered(&mut std::io::stdout().lock(), fill).map_err(io);
     }
     // A device, FIFO or socket (e.g. /dev/null) is written in place: renaming over it would
     // replace the special file itself.
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
         let mut f = std::fs::OpenOptions::new().write(true).open(path).map_err(io)?;
-        return buffered(&mut f, &mut once).map_err(io);
+        return buffered(&mut f, fill).map_err(io);
     }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into());
     let tmp = dir.join(temp_name(&name, std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
-        buffered(&mut f, &mut once)?;
+        buffered(&mut f, fill)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
@@ -94,6 +87,13 @@ pub fn write_atomic_with(
         let _ = std::fs::remove_file(&tmp);
     }
     result.map_err(io)
+}
+
+/// `fill` writing into `w` through a buffer, flushed.
+fn buffered(w: &mut dyn Write, fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> std::io::Result<()> {
+    let mut b = std::io::BufWriter::with_capacity(1 << 16, w);
+    fill(&mut b)?;
+    b.flush()
 }
 
 /// Writes the report as pretty JSON with a trailing newline, streamed ([`write_atomic_with`]).

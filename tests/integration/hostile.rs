@@ -338,3 +338,25 @@ fn max_flows_bounds_an_offline_run_and_counts_the_rest() {
     assert!(kept["capture"]["dropped"]["analysis_state_full"].as_u64().unwrap() > 0, "the analyses are bounded too");
     assert_eq!(all["capture"]["dropped"]["analysis_state_full"], 0);
 }
+
+#[test]
+fn a_finding_over_many_flows_lists_a_thousand_and_counts_the_rest() {
+    // 1200 flows of Not-ECT RoCE data: one not_ect finding over all of them.
+    let recs: Vec<Record> = (0..1200u32)
+        .map(|i| {
+            let mut r = Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, 0x0A, 0x100 + i, 7).payload(64);
+            r.ecn = 0;
+            Record::new(1_700_000_000_000_000_000 + i as u64 * 1000, r.build())
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("not_ect.pcap");
+    std::fs::write(&p, write_pcap(Vec::new(), PcapOptions::default(), &recs).unwrap()).unwrap();
+    let out = run(&["-q", "-r", p.to_str().unwrap(), "--json", "-"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    tests::tools::check_report(&v);
+    let f = v["audit"].as_array().unwrap().iter().find(|f| f["code"] == "not_ect").expect("a not_ect finding");
+    assert_eq!((f["flows"].as_array().unwrap().len(), f["flows_omitted"].as_u64()), (1000, Some(200)));
+    assert!(v["visibility"].as_array().unwrap().iter().any(|n| n["code"] == "lists_capped"));
+}

@@ -18,7 +18,9 @@ use analyzer_common::flow::FlowKey;
 
 use super::pause::{ALL_PRIORITIES, Pause};
 use super::topology::{End, Node, Topology};
-use crate::report::model::{CongestionTrees, Deadlock, FlowRef, PauseEdge, Root, Tree, flow_ref, mac_string};
+use crate::report::model::{
+    CongestionTrees, Deadlock, FlowRef, PauseEdge, Root, Tree, cap_flows, flow_ref, mac_string,
+};
 
 /// A flow as the congestion trees see it: where it went, how much, when, on which priorities.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +112,8 @@ pub fn build(pause: &Pause, topo: Option<&Topology>, flows: &[FlowSpan], deadloc
             congested_port: None,
             congested_host: None,
         }));
-        let (contributors, victims) = fabric.paused_flows(p, &congested);
+        let (mut contributors, mut victims) = fabric.paused_flows(p, &congested);
+        let flows_omitted = cap_flows(&mut contributors) + cap_flows(&mut victims);
         let edges_json = es
             .iter()
             .map(|((_, f, t), iv)| PauseEdge {
@@ -129,6 +132,7 @@ pub fn build(pause: &Pause, topo: Option<&Topology>, flows: &[FlowSpan], deadloc
             victims,
             start_ns: start,
             end_ns: end,
+            flows_omitted,
         });
         out.deadlocks.extend(deadlocks(p, &es, deadlock_min_ns, &|n| fabric.name(n)));
     }

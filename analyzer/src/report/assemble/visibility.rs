@@ -70,14 +70,18 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
     }
     let (dropped, capped) =
         (run.analyses.incast.episodes_dropped(), run.analyses.incast.episodes_with_senders_capped());
-    if dropped + capped > 0 {
+    let findings = report.audit.iter().chain(&report.ecmp.findings).filter(|f| f.flows_omitted > 0).count();
+    let trees = report.congestion_tree.trees.iter().filter(|t| t.flows_omitted > 0).count();
+    if dropped + capped > 0 || findings + trees > 0 {
         use crate::analyses::incast::{MAX_EPISODE_SENDERS, MAX_EPISODES_PER_DEST};
+        use crate::report::model::MAX_LISTED_FLOWS;
         out.push(note(
             NoteCode::ListsCapped,
             format!(
                 "lists were capped to bound memory: {dropped} incast episodes past {MAX_EPISODES_PER_DEST} at one \
                  destination were counted, not listed; {capped} episodes list only their first \
-                 {MAX_EPISODE_SENDERS} senders (their bytes, CE and CNP counts cover all)."
+                 {MAX_EPISODE_SENDERS} senders (their bytes, CE and CNP counts cover all); {findings} findings and \
+                 {trees} congestion trees list their first {MAX_LISTED_FLOWS} flows (flows_omitted counts the rest)."
             ),
         ));
     }

@@ -276,7 +276,11 @@ pub struct Finding {
     /// Stable identifier.
     pub code: FindingCode,
     pub message: String,
+    /// The flows concerned, in order (the first [`MAX_LISTED_FLOWS`]).
     pub flows: Vec<FlowRef>,
+    /// Flows concerned past [`MAX_LISTED_FLOWS`], counted, not listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub flows_omitted: u64,
 }
 
 /// NIC counters, as increments over the run (end − start).
@@ -486,12 +490,29 @@ pub struct Tree {
     pub priority: u8,
     pub roots: Vec<Root>,
     pub edges: Vec<PauseEdge>,
-    /// Flows paused on the way to a congested host.
+    /// Flows paused on the way to a congested host (the first [`MAX_LISTED_FLOWS`]).
     pub contributors: Vec<FlowRef>,
-    /// Flows paused on the way elsewhere: head-of-line blocking.
+    /// Flows paused on the way elsewhere: head-of-line blocking (likewise).
     pub victims: Vec<FlowRef>,
     pub start_ns: u64,
     pub end_ns: u64,
+    /// Contributors and victims past [`MAX_LISTED_FLOWS`], counted, not listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub flows_omitted: u64,
+}
+
+/// Flows a finding or a tree lists, at most (the rest are counted in `flows_omitted`).
+pub const MAX_LISTED_FLOWS: usize = 1000;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Keeps the first [`MAX_LISTED_FLOWS`] of `flows`; returns how many it left out.
+pub fn cap_flows(flows: &mut Vec<FlowRef>) -> u64 {
+    let omitted = flows.len().saturating_sub(MAX_LISTED_FLOWS) as u64;
+    flows.truncate(MAX_LISTED_FLOWS);
+    omitted
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -575,7 +596,8 @@ impl Finding {
     pub fn new(severity: Severity, code: FindingCode, message: String, mut flows: Vec<FlowRef>) -> Finding {
         flows.sort();
         flows.dedup();
-        Finding { severity, code, message, flows }
+        let flows_omitted = cap_flows(&mut flows);
+        Finding { severity, code, message, flows, flows_omitted }
     }
 }
 

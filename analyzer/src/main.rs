@@ -154,6 +154,12 @@ fn offline(args: &AnalyzeArgs) -> anyhow::Result<Pipeline> {
     for t in &truncations? {
         eprintln!("roce-analyzer: warning: {}; the report is partial", escape(&t.to_string()));
     }
+    if run.engine.implausible_timestamps > 0 {
+        eprintln!(
+            "roce-analyzer: warning: {} frames carry timestamps more than a year from the rest; they are left out of the capture's span",
+            run.engine.implausible_timestamps
+        );
+    }
     Ok(run)
 }
 

@@ -48,5 +48,6 @@ pub fn analyze_files(
             truncations.push(t);
         }
     }
+    run.engine.settle_span();
     Ok(truncations)
 }

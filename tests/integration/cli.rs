@@ -518,3 +518,28 @@ fn a_snap_length_that_cuts_the_bth_says_roce_was_seen_and_what_it_needs() {
     let text = cut["message"].as_str().unwrap();
     assert!(text.contains("but 246 RoCE frames") && text.contains("at least 58 bytes"), "{text}");
 }
+
+#[test]
+fn timestamps_that_cannot_be_right_warn_and_leave_the_span_alone() {
+    use tests::synth::pcap::{PcapOptions, write_pcap};
+    let f = fixtures::example();
+    let mut recs: Vec<_> = f.frames.iter().map(|fr| fr.record.clone()).collect();
+    let (first, last) = (recs.first().unwrap().ts_ns, recs.last().unwrap().ts_ns);
+    recs[3].ts_ns = 0; // 1970
+    recs[7].ts_ns = 100 * 365 * 86_400 * 1_000_000_000; // 2069
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad_clock.pcap");
+    std::fs::write(&p, write_pcap(Vec::new(), PcapOptions { nanosecond: true, ..Default::default() }, &recs).unwrap())
+        .unwrap();
+    let (v, out) = json_of(&["-r", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!((v["capture"]["start_ns"].as_u64(), v["capture"]["end_ns"].as_u64()), (Some(first), Some(last)));
+    assert!(
+        v["visibility"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["code"] == "implausible_timestamps" && n["message"].as_str().unwrap().starts_with("2 frames"))
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning: 2 frames carry timestamps more than a year"));
+}

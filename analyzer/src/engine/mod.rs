@@ -81,6 +81,11 @@ impl DropReason {
     }
 }
 
+/// The bucket of timestamps [`Engine::settle_span`] groups frames by.
+const PERIOD_NS: u64 = 30 * 86_400 * 1_000_000_000;
+/// Periods further apart than this are not one capture.
+const YEAR_NS: u64 = 365 * 86_400 * 1_000_000_000;
+
 /// Metadata of a frame that is not in its summary.
 #[derive(Debug, Clone, Copy)]
 pub struct FrameMeta {
@@ -144,6 +149,14 @@ pub struct Engine {
     pub frames: u64,
     pub first_ns: Option<u64>,
     pub last_ns: Option<u64>,
+    /// Offline: frames per 30-day period of their timestamps, (first, last, frames), to tell
+    /// a capture's span from timestamps that cannot be right ([`Engine::settle_span`]).
+    periods: Vec<(u64, (u64, u64, u64))>,
+    /// The index in `periods` of the last frame's period (consecutive frames share one).
+    period_hit: usize,
+    /// Frames whose timestamps lie more than a year from the capture's bulk (left out of its
+    /// span).
+    pub implausible_timestamps: u64,
     pub flows: FlowTable,
     pub pfc: PfcTable,
     pub dropped: BTreeMap<DropReason, u64>,
@@ -180,6 +193,9 @@ impl Engine {
             frames: 0,
             first_ns: None,
             last_ns: None,
+            periods: Vec::new(),
+            period_hit: 0,
+            implausible_timestamps: 0,
             flows: FlowTable::default(),
             pfc: PfcTable::default(),
             dropped: BTreeMap::new(),
@@ -206,6 +222,7 @@ impl Engine {
         self.frames += 1;
         self.first_ns = Some(self.first_ns.map_or(meta.ts_ns, |t| t.min(meta.ts_ns)));
         self.last_ns = Some(self.last_ns.map_or(meta.ts_ns, |t| t.max(meta.ts_ns)));
+        self.count_period(meta.ts_ns);
         if s.encap != 0 {
             self.visibility.encapsulated += 1;
         }
@@ -234,6 +251,44 @@ impl Engine {
             }
             FrameClass::Pfc | FrameClass::Pause => self.pfc.observe(meta, s),
             _ => {}
+        }
+    }
+
+    /// Counts `ts` in its period (sorted by period; the last one hit is tried first).
+    #[inline]
+    fn count_period(&mut self, ts: u64) {
+        let period = ts / PERIOD_NS;
+        let i = match self.periods.get(self.period_hit) {
+            Some((p, _)) if *p == period => self.period_hit,
+            _ => match self.periods.binary_search_by_key(&period, |(p, _)| *p) {
+                Ok(i) => i,
+                Err(i) => {
+                    self.periods.insert(i, (period, (ts, ts, 0)));
+                    i
+                }
+            },
+        };
+        self.period_hit = i;
+        let (_, p) = &mut self.periods[i];
+        *p = (p.0.min(ts), p.1.max(ts), p.2 + 1);
+    }
+
+    /// Offline, after the last frame: the capture's span is that of its bulk, the periods whose
+    /// timestamps lie within a year of each other that hold the most frames; frames outside it
+    /// (a clock at 1970, a year field gone wrong) are counted, not taken as a 540-year capture.
+    pub fn settle_span(&mut self) {
+        let mut groups: Vec<(u64, u64, u64)> = Vec::new();
+        for &(_, (first, last, n)) in &self.periods {
+            match groups.last_mut() {
+                Some(g) if first.saturating_sub(g.1) <= YEAR_NS => *g = (g.0, last, g.2 + n),
+                _ => groups.push((first, last, n)),
+            }
+        }
+        let Some(&(first, last, n)) = groups.iter().max_by_key(|g| g.2) else { return };
+        if groups.len() > 1 {
+            self.first_ns = Some(first);
+            self.last_ns = Some(last);
+            self.implausible_timestamps = self.frames.saturating_sub(n);
         }
     }
 

@@ -85,6 +85,16 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
             ),
         ));
     }
+    if run.engine.implausible_timestamps > 0 {
+        out.push(note(
+            NoteCode::ImplausibleTimestamps,
+            format!(
+                "{} frames carry timestamps more than a year away from the rest of the capture: they are left \
+                 out of its span (a capture clock gone wrong?); their flows' first/last times show them as read.",
+                run.engine.implausible_timestamps
+            ),
+        ));
+    }
     if run.engine.visibility.cut_copies > 0 {
         out.push(note(
             NoteCode::CutCopies,

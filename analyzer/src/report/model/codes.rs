@@ -98,6 +98,7 @@ codes! {
         CutCopies = "cut_copies",
         BthCut = "bth_cut",
         ListsCapped = "lists_capped",
+        ImplausibleTimestamps = "implausible_timestamps",
         SkippedInterfaces = "skipped_interfaces",
         Mirrored = "mirrored",
         PfcUnplaced = "pfc_unplaced",

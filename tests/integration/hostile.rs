@@ -50,17 +50,8 @@ fn one_direction_requests_cost_linear_time_offline() {
     assert!(ratio < 8.0, "200k vs 50k one-direction requests: {ratio:.1}x the time ({secs:?})");
 }
 
-/// http://127.0.0.1:PORT/metrics from inside the namespace, or None while it does not answer.
-fn scrape(ns: &Netns, port: u16) -> Option<String> {
-    let code = format!(
-        "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=5).read().decode(),end='')"
-    );
-    let out = ns.cmd(require("python3")).args(["-c", &code]).output().unwrap();
-    out.status.success().then(|| String::from_utf8(out.stdout).unwrap())
-}
-
 fn roce_frames(text: &str) -> u64 {
-    text.lines().find_map(|l| l.strip_prefix(r#"roce_analyzer_frames_total{class="roce"} "#)?.parse().ok()).unwrap_or(0)
+    tests::tools::metric(text, r#"roce_analyzer_frames_total{class="roce"}"#).unwrap_or(0)
 }
 
 #[test]
@@ -91,9 +82,9 @@ fn a_one_direction_flood_neither_stalls_metrics_nor_outlasts_duration() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(2));
-    let first = scrape(&ns, port).expect("metrics answer during the flood");
+    let first = ns.scrape(port).expect("metrics answer during the flood");
     std::thread::sleep(Duration::from_secs(2));
-    let second = scrape(&ns, port).expect("metrics answer during the flood");
+    let second = ns.scrape(port).expect("metrics answer during the flood");
     let (a, b) = (roce_frames(&first), roce_frames(&second));
     assert!(a > 0 && b > a, "RoCE frames in /metrics advance during the flood: {a} then {b}");
     // --duration holds: the agent ends by itself, with its report, while the flood goes on.

@@ -8,7 +8,7 @@ use serde_json::Value;
 use tests::fixtures::{self, Fixture};
 use tests::netns::{Agent, Netns, privileged};
 use tests::synth::pcap::{PcapOptions, write_pcap};
-use tests::tools::{require, run};
+use tests::tools::{metric, require, run};
 
 /// The frames as they go on the wire: a replayer sends the captured bytes, so a record cut by
 /// the snap length becomes a short frame. The live report is compared with the offline report
@@ -284,20 +284,6 @@ fn replay_keeps_the_capture_pacing_scaled_by_speed() {
     assert!(faster < original, "--speed 4 ({faster:?}) is faster than 1.0 ({original:?})");
 }
 
-/// Scrapes http://127.0.0.1:PORT/metrics from inside the namespace (loopback only).
-fn scrape(ns: &Netns, port: u16) -> String {
-    let code = format!(
-        "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{port}/metrics').read().decode(),end='')"
-    );
-    let out = ns.cmd(require("python3")).args(["-c", &code]).output().unwrap();
-    assert!(out.status.success(), "scrape: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn metric(text: &str, series: &str) -> Option<u64> {
-    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 #[test]
 fn metrics_scraped_over_loopback_equal_the_report() {
     if !privileged("metrics_scraped_over_loopback_equal_the_report") {
@@ -314,7 +300,7 @@ fn metrics_scraped_over_loopback_equal_the_report() {
     let agent = Agent::start(&ns, &["--interval", "200ms", "-q", "--json", json.to_str().unwrap(), "--metrics", &addr]);
     assert!(ns.replay(&sent).status.success());
     std::thread::sleep(Duration::from_millis(900));
-    let text = scrape(&ns, port);
+    let text = ns.scrape(port).unwrap_or_else(|e| panic!("scrape: {e}"));
     let (code, _, err) = agent.stop();
     assert_eq!(code, Some(0), "{err:?}");
     let v = tests::tools::read_report(&json);

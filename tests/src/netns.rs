@@ -110,6 +110,19 @@ impl Netns {
         s.contains("prog/xdp") || s.contains(" xdp ") || s.contains("xdpgeneric")
     }
 
+    /// http://127.0.0.1:PORT/metrics fetched from inside the namespace (loopback only), or why
+    /// it could not be.
+    pub fn scrape(&self, port: u16) -> Result<String, String> {
+        let code = format!(
+            "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=5).read().decode(),end='')"
+        );
+        let out = self.cmd(crate::tools::require("python3")).args(["-c", &code]).output().map_err(|e| e.to_string())?;
+        match out.status.success() {
+            true => String::from_utf8(out.stdout).map_err(|e| e.to_string()),
+            false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+        }
+    }
+
     /// Runs `roce-analyzer replay FILE -i va` inside the namespace.
     pub fn replay(&self, file: &Path) -> std::process::Output {
         self.cmd(binary()).args(["replay"]).arg(file).args(["-i", "va"]).output().unwrap()

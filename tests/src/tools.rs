@@ -49,6 +49,11 @@ pub fn run(args: &[&str]) -> Output {
     out
 }
 
+/// The value of one series (`name{labels}`) in Prometheus text.
+pub fn metric(text: &str, series: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 /// The report JSON Schema shipped in the repository (schema/report-v1.schema.json).
 pub fn schema() -> serde_json::Value {
     let p = root().join("schema/report-v1.schema.json");

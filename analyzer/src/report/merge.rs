@@ -453,10 +453,10 @@ fn fabric_from_intervals(report: &mut Report, opts: &MergeOptions) {
 fn flow_span(f: &Flow) -> Option<FlowSpan> {
     let mut pcps = 0u8;
     let mut untagged = false;
-    for (pcp, n) in f.pcp.iter().filter(|(_, n)| **n > 0) {
+    for (pcp, _) in f.pcp.iter().filter(|(_, n)| **n > 0) {
         match pcp.parse::<u8>() {
             Ok(p) if p < 8 => pcps |= 1 << p,
-            _ => untagged |= *n > 0,
+            _ => untagged = true,
         }
     }
     Some(FlowSpan { key: flow_key(f)?, bytes: f.bytes, first_ns: f.first_ns, last_ns: f.last_ns, pcps, untagged })

@@ -2,8 +2,7 @@
 
 use crate::report::model::CongestionTrees;
 
-/// 802.3x PAUSE trees carry this priority (all priorities).
-const ALL_PRIORITIES: u8 = analyzer_common::maps::PAUSE_PRIORITY;
+use crate::analyses::pause::ALL_PRIORITIES;
 
 /// Graphviz of the trees: pause edges with their paused time, roots and congested egress
 /// marked. Names have their control characters and backslashes escaped

@@ -12,13 +12,16 @@ pub const MAP_COUNTERS: &str = "COUNTERS";
 pub const MAP_EVENTS: &str = "EVENTS";
 /// Shared (not per-CPU) hash map: [`crate::flow::FlowKey`] → [`crate::psn::PsnState`].
 pub const MAP_PSN: &str = "PSN";
-/// [`crate::psn::PathKey`] → largest FIRST/MIDDLE payload seen between the two addresses.
-pub const MAP_PMTU: &str = "PMTU";
+/// LRU hash map [`crate::psn::PeerKey`] → note ([`crate::psn::PeerNotes`]): the MTU a READ
+/// RESPONSE showed, or an RNR NAK, for the request at that PSN. LRU: a note is a hint for the
+/// peer flow's next request, and an evicted one only means the PSN alone decides.
+pub const MAP_NOTES: &str = "NOTES";
 /// Ring buffer of [`crate::record::Record`]s, one per RoCE/CNP frame when enabled.
 pub const MAP_TIMELINE: &str = "TIMELINE";
 /// Read-only global of the XDP program: 1 (default) writes timeline records, 0 does not.
 pub const GLOBAL_TIMELINE_ON: &str = "TIMELINE_ON";
-/// Read-only u32 global: the PMTU assumed before a path shows its own (`--pmtu`).
+/// Read-only u32 global: the PMTU of flows that have not shown their own (`--pmtu`); 0 (the
+/// default) learns it per flow.
 pub const GLOBAL_PMTU_DEFAULT: &str = "PMTU_DEFAULT";
 /// Per-CPU scratch slot holding the summary of the frame being classified (the last one when
 /// the program returns; the kernel-equals-host test reads it).
@@ -31,7 +34,7 @@ pub const DEFAULT_MAX_FLOWS: u32 = 65536;
 pub const DEFAULT_MAX_EXTRA: u32 = 16384;
 pub const DEFAULT_MAX_PFC: u32 = 4096;
 pub const DEFAULT_RINGBUF_BYTES: u32 = 1 << 20;
-pub const DEFAULT_MAX_PATHS: u32 = 16384;
+pub const DEFAULT_MAX_NOTES: u32 = 16384;
 /// 8 MiB: 131072 records, 170 ms of a 759 k frames/s stream between two 10 ms drains.
 pub const DEFAULT_TIMELINE_BYTES: u32 = 8 << 20;
 
@@ -55,17 +58,15 @@ pub mod counter {
     pub const EVENTS: u32 = FLOW_MAP_FULL + 6;
     /// A RoCE frame whose flow found the PSN map full: its PSN/AETH were not accounted.
     pub const PSN_MAP_FULL: u32 = FLOW_MAP_FULL + 7;
-    /// A FIRST/MIDDLE payload whose path found the PMTU map full.
-    pub const PMTU_MAP_FULL: u32 = FLOW_MAP_FULL + 8;
     /// A timeline record that found the timeline ring buffer full.
-    pub const TIMELINE_FULL: u32 = FLOW_MAP_FULL + 9;
+    pub const TIMELINE_FULL: u32 = FLOW_MAP_FULL + 8;
     /// Timeline records written.
-    pub const RECORDS: u32 = FLOW_MAP_FULL + 10;
+    pub const RECORDS: u32 = FLOW_MAP_FULL + 9;
     /// Frames that were copies cut short (fewer bytes than their IP header states).
-    pub const CUT_COPIES: u32 = FLOW_MAP_FULL + 11;
+    pub const CUT_COPIES: u32 = FLOW_MAP_FULL + 10;
     /// RoCE frames cut before the end of their BTH.
-    pub const BTH_CUT: u32 = FLOW_MAP_FULL + 12;
-    pub const COUNT: u32 = FLOW_MAP_FULL + 13;
+    pub const BTH_CUT: u32 = FLOW_MAP_FULL + 11;
+    pub const COUNT: u32 = FLOW_MAP_FULL + 12;
 }
 
 /// Outer-PCP value meaning "no VLAN tag" in [`FlowCounters::pcp`] and [`ExtraKey`].

@@ -8,6 +8,20 @@
 //! REQUEST consumes `max(1, ceil(DMA length / PMTU))` PSNs. READ RESPONSE packets are checked
 //! within one response only (FIRST … LAST). Every AETH is counted by its syndrome on the flow
 //! that carries it.
+//!
+//! The PMTU a READ is cut to belongs to its queue pair (issue "real vantage points", 3): two QPs
+//! between the same hosts can have different MTUs, and a READ can come before any packet that
+//! shows the MTU. So each flow learns its own: from its FIRST/MIDDLE payloads (exactly one
+//! PMTU each), from the READ RESPONSE its peer sends for a READ (a note keyed by requester,
+//! responder and the READ's PSN, [`PeerKey`]), or from the PSN of the request that follows a
+//! READ, which must be where the READ ends at one of the legal MTUs (256 … 4096). Until then a
+//! READ whose span depends on the MTU leaves the flow's expected PSN pending, and the next
+//! request decides it.
+//!
+//! Besides the observer's view, the state models the responder as an RC responder (and the
+//! rxe driver's counters) see the requests: an out-of-sequence request is not accepted (and
+//! counted once per NAK episode), a request behind the expected PSN is a duplicate, and a
+//! request answered by an RNR NAK was not accepted (learned from a note its NAK leaves).
 
 use crate::PacketSummary;
 use crate::opcode::{self, op};
@@ -17,8 +31,12 @@ use crate::wire::ext::{AckType, nak_code, syndrome_type};
 pub const PSN_MASK: u32 = 0x00FF_FFFF;
 /// Half the PSN space: differences below it are "ahead", the rest "behind".
 pub const PSN_HALF: u32 = 1 << 23;
-/// The PMTU assumed for READ REQUESTs until a FIRST/MIDDLE payload reveals it (`--pmtu`).
-pub const DEFAULT_PMTU: u32 = 4096;
+/// The legal MTUs: `MIN_MTU << i` for i below [`MTU_COUNT`] (256, 512, 1024, 2048, 4096).
+pub const MIN_MTU: u32 = 256;
+pub const MTU_COUNT: u32 = 5;
+/// A note's value saying that the request at its PSN was refused with an RNR NAK (never an
+/// MTU: those are at least [`MIN_MTU`]).
+pub const NOTE_RNR: u32 = 1;
 
 /// Indices of [`PsnState::count`]: the request stream's and READ RESPONSEs' sequence counters.
 pub mod count {
@@ -33,6 +51,17 @@ pub mod count {
     /// Report names, by index.
     pub const NAMES: [&str; COUNT] =
         ["requests", "out_of_sequence", "psn_skipped", "duplicates", "response_out_of_sequence"];
+}
+
+/// Indices of [`PsnState::responder`]: what the responder's NIC counts for these requests.
+pub mod responder {
+    /// Out-of-sequence requests, once per NAK episode (rxe's `out_of_seq_request`).
+    pub const OUT_OF_SEQ_REQUEST: usize = 0;
+    /// Requests behind the responder's expected PSN (rxe's `duplicate_request`).
+    pub const DUPLICATE_REQUEST: usize = 1;
+    pub const COUNT: usize = 2;
+    /// Report names, by index.
+    pub const NAMES: [&str; COUNT] = ["out_of_seq_request", "duplicate_request"];
 }
 
 /// Indices of [`PsnState::aeth`]: AETHs by syndrome.
@@ -85,18 +114,12 @@ pub const fn psn_diff(a: u32, b: u32) -> u32 {
     b.wrapping_sub(a) & PSN_MASK
 }
 
-/// PSNs a READ REQUEST for `dma_len` bytes consumes at `pmtu` (0 means the default).
+/// PSNs a READ REQUEST for `dma_len` bytes consumes at `pmtu` (at least 1; `pmtu` is never 0).
 #[inline(always)]
 pub fn read_psns(dma_len: u32, pmtu: u32) -> u32 {
-    let pmtu = if pmtu == 0 { DEFAULT_PMTU } else { pmtu } as u64;
+    let pmtu = if pmtu == 0 { MIN_MTU } else { pmtu } as u64;
     let n = (dma_len as u64).div_ceil(pmtu);
     if n == 0 { 1 } else { (n as u32) & PSN_MASK }
-}
-
-/// Whether a frame is cut by its path's PMTU: a READ REQUEST.
-#[inline(always)]
-pub const fn reads_path_pmtu(opcode: u8) -> bool {
-    opcode::is_request(opcode) && opcode & 0x1F == op::RDMA_READ_REQUEST
 }
 
 /// True for FIRST and MIDDLE packets, whose payload is exactly one PMTU.
@@ -125,18 +148,40 @@ pub struct PsnState {
     pub count: [u64; count::COUNT],
     /// AETHs by [`aeth`] index.
     pub aeth: [u64; aeth::COUNT],
+    /// The responder model's counters by [`responder`] index.
+    pub responder: [u64; responder::COUNT],
     /// Next PSN expected in the request stream (valid when `started`).
     pub expected: u32,
     /// PSN of the previous READ RESPONSE packet (valid when `in_response`).
     pub response_psn: u32,
-    /// The largest FIRST/MIDDLE payload this flow has published to its path's PMTU entry.
+    /// This flow's PMTU once known (0 until then).
     pub pmtu: u32,
+    /// The responder's expected PSN (valid when `started`).
+    pub responder_expected: u32,
+    /// The READ REQUEST whose span is pending: its PSN and DMA length.
+    pub read_psn: u32,
+    pub read_len: u32,
     pub started: u8,
     pub in_response: u8,
-    pub _pad: [u8; 2],
+    /// Legal MTUs ruled out for this flow, bit i for `MIN_MTU << i` (0: none yet).
+    pub mtus_excluded: u8,
+    /// Whose expected PSN waits for the pending READ's span: [`pending::OBSERVER`],
+    /// [`pending::RESPONDER`] (0: no READ pending).
+    pub read_pending: u8,
+    /// 1 while the responder is in a NAK episode (it counts one out-of-sequence request).
+    pub responder_nak: u8,
+    pub _pad: [u8; 3],
 }
 
-const _: () = assert!(core::mem::size_of::<PsnState>() == 120);
+const _: () = assert!(core::mem::size_of::<PsnState>() == 152);
+
+/// Bits of [`PsnState::read_pending`].
+pub mod pending {
+    pub const OBSERVER: u8 = 1;
+    pub const RESPONDER: u8 = 2;
+}
+
+const ALL_MTUS: u8 = (1 << MTU_COUNT) - 1;
 
 impl PsnState {
     pub const fn zeroed() -> Self {
@@ -144,65 +189,128 @@ impl PsnState {
         unsafe { core::mem::zeroed() }
     }
 
-    /// True when this frame raises the PMTU this flow has published for its path (a FIRST or
-    /// MIDDLE payload larger than any before on this flow); records it. Only then does the
-    /// path's PMTU entry need an update, which spares the XDP program a lookup per packet.
+    /// Takes a PMTU a packet showed (own FIRST/MIDDLE payload, or the peer's READ RESPONSE).
     #[inline(always)]
-    pub fn publishes_pmtu(&mut self, s: &PacketSummary) -> bool {
-        if reveals_pmtu(s.opcode) && s.payload_len > self.pmtu {
-            self.pmtu = s.payload_len;
-            return true;
+    fn learn_pmtu(&mut self, pmtu: u32) {
+        if pmtu > self.pmtu {
+            self.pmtu = pmtu;
         }
-        false
     }
 
-    /// Accounts one RoCE packet of this flow; `pmtu` is the path's PMTU as known now, read for
-    /// a READ REQUEST only (callers pass 0 for other frames; 0 also means [`DEFAULT_PMTU`]).
+    /// Rules out the MTUs of `bits`; when one is left, it is the PMTU.
     #[inline(always)]
-    pub fn observe(&mut self, s: &PacketSummary, pmtu: u32) {
-        if s.ext & opcode::ext::AETH != 0 {
-            let i = aeth_index(s.aeth_syndrome);
-            self.aeth[i] += 1;
+    fn exclude(&mut self, bits: u8) {
+        self.mtus_excluded |= bits;
+        let left = ALL_MTUS & !self.mtus_excluded;
+        if left != 0 && left & (left - 1) == 0 {
+            self.learn_pmtu(MIN_MTU << left.trailing_zeros());
         }
-        let o = s.opcode & 0x1F;
-        if opcode::is_request(s.opcode) {
-            let n = if o == op::RDMA_READ_REQUEST { read_psns(s.reth_dma_len, pmtu) } else { 1 };
-            self.request(s.psn & PSN_MASK, n);
-        } else if opcode::is_response(s.opcode) {
-            match o {
-                op::RDMA_READ_RESPONSE_FIRST => {
-                    self.in_response = 1;
-                    self.response_psn = s.psn & PSN_MASK;
-                }
-                op::RDMA_READ_RESPONSE_MIDDLE | op::RDMA_READ_RESPONSE_LAST => {
-                    if self.in_response != 0 && psn_diff(self.response_psn, s.psn) != 1 {
-                        self.count[count::RESPONSE_OUT_OF_SEQUENCE] += 1;
+    }
+
+    /// PSNs this READ spans, and whether that depends on an MTU not known yet (then the span
+    /// returned is the shortest possible one).
+    #[inline(always)]
+    fn read_span(&self, dma_len: u32, default_pmtu: u32) -> (u32, bool) {
+        let pmtu = if self.pmtu != 0 { self.pmtu } else { default_pmtu };
+        if pmtu != 0 {
+            return (read_psns(dma_len, pmtu), false);
+        }
+        let left = ALL_MTUS & !self.mtus_excluded;
+        let largest = MIN_MTU << (7 - (left | 1).leading_zeros());
+        let smallest = MIN_MTU << (left | 0x80).trailing_zeros().min(MTU_COUNT - 1);
+        let (short, long) = (read_psns(dma_len, largest), read_psns(dma_len, smallest));
+        (short, short != long)
+    }
+
+    /// Decides the pending READ's span now that a request at `psn` followed it (`note`: the
+    /// MTU its READ RESPONSE showed, if one did), and moves the expected PSNs that waited.
+    #[inline(always)]
+    fn resolve_read(&mut self, psn: u32, note: Option<u32>) {
+        let (p, len) = (self.read_psn, self.read_len);
+        let left = ALL_MTUS & !self.mtus_excluded;
+        let mut span = read_psns(len, MIN_MTU << (7 - (left | 1).leading_zeros()));
+        if let Some(m) = note {
+            self.learn_pmtu(m);
+            span = read_psns(len, m);
+        } else {
+            // The MTUs at which the READ ends exactly here; else the one ending closest
+            // before (fewest PSNs skipped).
+            let mut exact = 0u8;
+            let mut closest = PSN_HALF;
+            let mut i = 0;
+            while i < MTU_COUNT {
+                if left & (1 << i) != 0 {
+                    let n = read_psns(len, MIN_MTU << i);
+                    let d = psn_diff(p.wrapping_add(n), psn);
+                    if d == 0 {
+                        exact |= 1 << i;
                     }
-                    self.in_response = if o == op::RDMA_READ_RESPONSE_LAST { 0 } else { 1 };
-                    self.response_psn = s.psn & PSN_MASK;
+                    if d < closest {
+                        closest = d;
+                        span = n;
+                    }
                 }
-                _ => {}
+                i += 1;
+            }
+            if exact != 0 {
+                self.exclude(left & !exact);
             }
         }
+        let end = p.wrapping_add(span) & PSN_MASK;
+        if self.read_pending & pending::OBSERVER != 0 {
+            self.expected = end;
+        }
+        if self.read_pending & pending::RESPONDER != 0 {
+            self.responder_expected = end;
+        }
+        self.read_pending = 0;
     }
 
+    /// The observer's view of a request: returns whether it moved the expected PSN.
     #[inline(always)]
-    fn request(&mut self, psn: u32, n: u32) {
-        self.count[count::REQUESTS] += 1;
-        if self.started == 0 {
-            self.started = 1;
-            self.expected = psn.wrapping_add(n) & PSN_MASK;
-            return;
-        }
+    fn observe_request(&mut self, psn: u32, n: u32) -> bool {
         let d = psn_diff(self.expected, psn);
         if d == 0 {
             self.expected = psn.wrapping_add(n) & PSN_MASK;
+            true
         } else if d < PSN_HALF {
             self.count[count::OUT_OF_SEQUENCE] += 1;
             self.count[count::PSN_SKIPPED] += d as u64;
             self.expected = psn.wrapping_add(n) & PSN_MASK;
+            true
         } else {
             self.count[count::DUPLICATES] += 1;
+            false
+        }
+    }
+
+    /// The responder's view of a request behind its expected PSN unless `refused` (answered
+    /// by an RNR NAK: then it was never accepted). Returns whether the responder accepts it.
+    #[inline(always)]
+    fn respond(&mut self, psn: u32, n: u32, refused: bool) -> bool {
+        let d = psn_diff(self.responder_expected, psn);
+        let end = psn.wrapping_add(n) & PSN_MASK;
+        if d == 0 {
+            self.responder_expected = end;
+            self.responder_nak = 0;
+            true
+        } else if d < PSN_HALF {
+            if self.responder_nak == 0 {
+                self.responder_nak = 1;
+                self.responder[responder::OUT_OF_SEQ_REQUEST] += 1;
+            }
+            false
+        } else if refused {
+            // Requests taken after it were out of sequence at the responder (one episode).
+            if self.responder_expected != end && self.responder_nak == 0 {
+                self.responder[responder::OUT_OF_SEQ_REQUEST] += 1;
+            }
+            self.responder_expected = end;
+            self.responder_nak = 0;
+            true
+        } else {
+            self.responder[responder::DUPLICATE_REQUEST] += 1;
+            false
         }
     }
 
@@ -218,54 +326,99 @@ impl PsnState {
     }
 }
 
-/// Where paths' PMTUs are kept: the XDP program's PMTU map, or a host map offline.
-pub trait PmtuTable {
-    /// The path's PMTU as learned so far.
-    fn get(&self, path: &PathKey) -> Option<u32>;
-    /// Raises the path's PMTU to `payload` (a larger FIRST/MIDDLE payload than before).
-    fn raise(&mut self, path: &PathKey, payload: u32);
-    /// The PMTU assumed on a path that has not shown its own (`--pmtu`).
+/// Notes one flow leaves for its peer's (the reverse direction's): the MTU a READ RESPONSE
+/// showed, an RNR NAK. The XDP program keeps them in an LRU map, the host in a bounded map.
+pub trait PeerNotes {
+    fn get(&self, key: &PeerKey) -> Option<u32>;
+    fn put(&mut self, key: &PeerKey, note: u32);
+    /// Returns and forgets a note.
+    fn take(&mut self, key: &PeerKey) -> Option<u32>;
+    /// The PMTU of flows that have not shown theirs (`--pmtu`); 0 learns it per flow.
     fn default_pmtu(&self) -> u32;
 }
 
-/// Accounts one RoCE frame of a flow: PMTU learning and the PSN/AETH state machine. The one
-/// function the XDP program and the host both call, so they count alike. The path's PMTU is
-/// read for a READ REQUEST only (other frames pass 0), and the path's entry is touched only
-/// when this flow shows a larger FIRST/MIDDLE payload than it did before.
+/// Accounts one RoCE frame of a flow: PMTU learning, notes for the peer, the observer's and
+/// the responder's PSN state machines, AETHs. The one function the XDP program and the host
+/// both call, so they count alike. Notes are written for READ RESPONSE FIRST packets and RNR
+/// NAKs only, and read only to settle a pending READ or a request behind the responder.
 #[inline(always)]
-pub fn account<T: PmtuTable>(st: &mut PsnState, s: &PacketSummary, paths: &mut T) {
-    let pmtu = if reads_path_pmtu(s.opcode) {
-        match paths.get(&PathKey::of(s)) {
-            Some(p) => p,
-            None => paths.default_pmtu(),
-        }
-    } else {
-        0
-    };
-    if st.publishes_pmtu(s) {
-        paths.raise(&PathKey::of(s), s.payload_len);
+pub fn account<T: PeerNotes>(st: &mut PsnState, s: &PacketSummary, notes: &mut T) {
+    let o = s.opcode & 0x1F;
+    if reveals_pmtu(s.opcode) {
+        st.learn_pmtu(s.payload_len);
     }
-    st.observe(s, pmtu);
+    if s.ext & opcode::ext::AETH != 0 {
+        st.aeth[aeth_index(s.aeth_syndrome)] += 1;
+        if syndrome_type(s.aeth_syndrome) as u8 == AckType::RnrNak as u8 {
+            notes.put(&PeerKey::toward_requester(s), NOTE_RNR);
+        }
+    }
+    if opcode::is_request(s.opcode) {
+        let psn = s.psn & PSN_MASK;
+        if st.read_pending != 0 && psn_diff(st.read_psn, psn).wrapping_sub(1) < PSN_HALF - 1 {
+            let note = match notes.get(&PeerKey { requester: s.src_ip, responder: s.dst_ip, psn: st.read_psn }) {
+                Some(m) if m >= MIN_MTU => Some(m),
+                _ => None,
+            };
+            st.resolve_read(psn, note);
+        }
+        let (n, unsure) =
+            if o == op::RDMA_READ_REQUEST { st.read_span(s.reth_dma_len, notes.default_pmtu()) } else { (1, false) };
+        st.count[count::REQUESTS] += 1;
+        let (seen, taken) = if st.started == 0 {
+            st.started = 1;
+            st.expected = psn.wrapping_add(n) & PSN_MASK;
+            st.responder_expected = st.expected;
+            (true, true)
+        } else {
+            let seen = st.observe_request(psn, n);
+            let behind = psn_diff(st.responder_expected, psn) >= PSN_HALF;
+            let refused = behind
+                && matches!(notes.take(&PeerKey { requester: s.src_ip, responder: s.dst_ip, psn }), Some(NOTE_RNR));
+            (seen, st.respond(psn, n, refused))
+        };
+        if unsure && (seen || taken) {
+            st.read_psn = psn;
+            st.read_len = s.reth_dma_len;
+            st.read_pending = ((seen as u8) * pending::OBSERVER) | ((taken as u8) * pending::RESPONDER);
+        }
+    } else if opcode::is_response(s.opcode) {
+        match o {
+            op::RDMA_READ_RESPONSE_FIRST => {
+                st.in_response = 1;
+                st.response_psn = s.psn & PSN_MASK;
+                notes.put(&PeerKey::toward_requester(s), s.payload_len);
+            }
+            op::RDMA_READ_RESPONSE_MIDDLE | op::RDMA_READ_RESPONSE_LAST => {
+                if st.in_response != 0 && psn_diff(st.response_psn, s.psn) != 1 {
+                    st.count[count::RESPONSE_OUT_OF_SEQUENCE] += 1;
+                }
+                st.in_response = if o == op::RDMA_READ_RESPONSE_LAST { 0 } else { 1 };
+                st.response_psn = s.psn & PSN_MASK;
+            }
+            _ => {}
+        }
+    }
 }
 
-/// Key of the PMTU map: the two addresses of a path in ascending order. PMTU is a property of
-/// the path, the same both ways, so READ RESPONSEs (which travel the other way on another flow)
-/// reveal the PMTU the requester's READ REQUESTs are cut to.
+/// Key of a note between the two directions of a connection: the request's PSN with its
+/// requester and responder. A response or NAK carries the PSN of the request it answers, and
+/// travels from the responder to the requester.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct PathKey {
-    pub lo: [u8; 16],
-    pub hi: [u8; 16],
+pub struct PeerKey {
+    pub requester: [u8; 16],
+    pub responder: [u8; 16],
+    pub psn: u32,
 }
 
-impl PathKey {
+const _: () = assert!(core::mem::size_of::<PeerKey>() == 36);
+
+impl PeerKey {
+    /// The key of the request a response or NAK (from the responder) answers.
     #[inline(always)]
-    pub fn of(s: &PacketSummary) -> Self {
-        if s.src_ip <= s.dst_ip {
-            PathKey { lo: s.src_ip, hi: s.dst_ip }
-        } else {
-            PathKey { lo: s.dst_ip, hi: s.src_ip }
-        }
+    pub fn toward_requester(s: &PacketSummary) -> Self {
+        PeerKey { requester: s.dst_ip, responder: s.src_ip, psn: s.psn & PSN_MASK }
     }
 }
 
@@ -274,7 +427,7 @@ mod pod {
     // SAFETY: repr(C), integers only, no implicit padding (size asserted above).
     unsafe impl aya::Pod for super::PsnState {}
     // SAFETY: repr(C), integers only, no implicit padding (sizes asserted with the type).
-    unsafe impl aya::Pod for super::PathKey {}
+    unsafe impl aya::Pod for super::PeerKey {}
 }
 
 #[cfg(test)]
@@ -282,24 +435,68 @@ mod tests {
     use super::*;
     use crate::opcode::ext;
 
+    /// Notes in a small array (the host's and the kernel's maps are tested elsewhere).
+    #[derive(Default)]
+    struct Notes {
+        list: [(PeerKey, u32); 8],
+        len: usize,
+        default: u32,
+    }
+
+    impl PeerNotes for Notes {
+        fn get(&self, key: &PeerKey) -> Option<u32> {
+            self.list[..self.len].iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+        }
+        fn put(&mut self, key: &PeerKey, note: u32) {
+            self.list[self.len] = (*key, note);
+            self.len += 1;
+        }
+        fn take(&mut self, key: &PeerKey) -> Option<u32> {
+            let i = self.list[..self.len].iter().position(|(k, _)| k == key)?;
+            let v = self.list[i].1;
+            self.list[i] = self.list[self.len - 1];
+            self.len -= 1;
+            Some(v)
+        }
+        fn default_pmtu(&self) -> u32 {
+            self.default
+        }
+    }
+
+    const A: [u8; 16] = [10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    const B: [u8; 16] = [10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+
+    /// A packet from A to B (requests) or, for responses and ACKs, from B to A.
     fn pkt(opcode: u8, psn: u32) -> PacketSummary {
         let mut s = PacketSummary::zeroed();
         s.opcode = opcode;
         s.psn = psn;
         s.ext = crate::opcode::headers(opcode);
+        let back = crate::opcode::is_response(opcode);
+        (s.src_ip, s.dst_ip) = if back { (B, A) } else { (A, B) };
         s
     }
 
-    fn run(st: &mut PsnState, ops: &[(u8, u32)]) {
+    fn read(psn: u32, len: u32) -> PacketSummary {
+        let mut r = pkt(0x0C, psn);
+        r.reth_dma_len = len;
+        r
+    }
+
+    fn run(st: &mut PsnState, notes: &mut Notes, ops: &[(u8, u32)]) {
         for &(o, p) in ops {
-            st.observe(&pkt(o, p), 0);
+            account(st, &pkt(o, p), notes);
         }
+    }
+
+    fn seq(st: &PsnState) -> (u64, u64, u64, u32) {
+        (st.count[count::OUT_OF_SEQUENCE], st.count[count::PSN_SKIPPED], st.count[count::DUPLICATES], st.expected)
     }
 
     #[test]
     fn in_order_loss_and_duplicates() {
         let mut st = PsnState::zeroed();
-        run(&mut st, &[(0x06, 10), (0x07, 11), (0x07, 14), (0x08, 15), (0x07, 12), (0x07, 13)]);
+        run(&mut st, &mut Notes::default(), &[(0x06, 10), (0x07, 11), (0x07, 14), (0x08, 15), (0x07, 12), (0x07, 13)]);
         assert_eq!(st.count[..4], [6, 1, 2, 2]);
         assert_eq!(st.expected, 16);
     }
@@ -307,25 +504,112 @@ mod tests {
     #[test]
     fn wraps_at_two_to_the_24() {
         let mut st = PsnState::zeroed();
-        run(&mut st, &[(0x0A, 0xFF_FFFE), (0x0A, 0xFF_FFFF), (0x0A, 0), (0x0A, 1), (0x0A, 0xFF_FFFF)]);
-        assert_eq!((st.count[count::OUT_OF_SEQUENCE], st.count[count::DUPLICATES], st.expected), (0, 1, 2));
+        let ops = [(0x0A, 0xFF_FFFE), (0x0A, 0xFF_FFFF), (0x0A, 0), (0x0A, 1), (0x0A, 0xFF_FFFF)];
+        run(&mut st, &mut Notes::default(), &ops);
+        assert_eq!(seq(&st), (0, 0, 1, 2));
     }
 
     #[test]
     fn read_request_consumes_ceil_dma_over_pmtu() {
         let mut st = PsnState::zeroed();
-        let mut r = pkt(0x0C, 100);
-        r.reth_dma_len = 3 * 1024 + 1;
-        st.observe(&r, 1024);
-        st.observe(&pkt(0x0A, 104), 1024);
-        assert_eq!((st.count[count::OUT_OF_SEQUENCE], st.count[count::DUPLICATES], st.expected), (0, 0, 105));
-        assert_eq!((read_psns(0, 0), read_psns(4096, 0), read_psns(4097, 0), read_psns(8192, 4096)), (1, 1, 2, 2));
+        let mut notes = Notes { default: 1024, ..Default::default() };
+        account(&mut st, &read(100, 3 * 1024 + 1), &mut notes);
+        account(&mut st, &pkt(0x0A, 104), &mut notes);
+        assert_eq!(seq(&st), (0, 0, 0, 105));
+        assert_eq!(
+            (read_psns(0, 256), read_psns(4096, 4096), read_psns(4097, 4096), read_psns(8192, 4096)),
+            (1, 1, 2, 2)
+        );
+    }
+
+    /// A READ first on a flow: the next request's PSN is where the READ ends at the flow's
+    /// MTU. 4096 bytes end at +16, +8, +4, +2 or +1 for 256 … 4096; +4 says 1024.
+    #[test]
+    fn the_request_after_a_read_teaches_the_mtu() {
+        let mut st = PsnState::zeroed();
+        let mut notes = Notes::default();
+        account(&mut st, &read(100, 4096), &mut notes);
+        assert_eq!((st.read_pending, st.pmtu), (pending::OBSERVER | pending::RESPONDER, 0));
+        account(&mut st, &read(104, 3000), &mut notes);
+        assert_eq!((st.pmtu, seq(&st)), (1024, (0, 0, 0, 107)), "known: 3000 bytes are 3 PSNs at once");
+        assert_eq!(st.read_pending, 0);
+        account(&mut st, &pkt(0x0A, 107), &mut notes);
+        assert_eq!(seq(&st), (0, 0, 0, 108));
+        assert_eq!(st.responder, [0, 0]);
+    }
+
+    /// 1000 bytes end at +4, +2 or +1: +1 leaves 1024, 2048 and 4096 possible, and a later
+    /// READ of 3000 bytes then spans 3, 2 or 1: the next PSN decides again.
+    #[test]
+    fn ambiguous_ends_narrow_the_candidates() {
+        let mut st = PsnState::zeroed();
+        let mut notes = Notes::default();
+        account(&mut st, &read(0, 1000), &mut notes);
+        account(&mut st, &read(1, 3000), &mut notes);
+        assert_eq!((st.pmtu, st.mtus_excluded, st.read_pending != 0), (0, 0b11, true));
+        account(&mut st, &pkt(0x0A, 3), &mut notes);
+        assert_eq!((st.pmtu, seq(&st)), (2048, (0, 0, 0, 4)));
+    }
+
+    /// The READ RESPONSE FIRST of the peer shows the MTU (1024) before the next request: then
+    /// a request at +4 is two PSNs beyond the READ's end (+2), not an end at 512.
+    #[test]
+    fn the_peers_read_response_teaches_the_mtu() {
+        let mut st = PsnState::zeroed();
+        let mut peer = PsnState::zeroed();
+        let mut notes = Notes::default();
+        account(&mut st, &read(300, 2048), &mut notes);
+        let mut first = pkt(0x0D, 300);
+        first.payload_len = 1024;
+        account(&mut peer, &first, &mut notes);
+        account(&mut st, &pkt(0x0A, 304), &mut notes);
+        assert_eq!((st.pmtu, seq(&st)), (1024, (1, 2, 0, 305)));
+        assert_eq!(st.responder[responder::OUT_OF_SEQ_REQUEST], 1);
+        assert_eq!(peer.pmtu, 1024, "a response's own flow learns it too");
+    }
+
+    #[test]
+    fn own_first_payload_and_default_pmtu() {
+        let mut st = PsnState::zeroed();
+        let mut notes = Notes::default();
+        let mut w = pkt(0x06, 10);
+        w.payload_len = 4096;
+        account(&mut st, &w, &mut notes);
+        account(&mut st, &read(11, 8192), &mut notes);
+        assert_eq!((st.pmtu, st.read_pending, st.expected), (4096, 0, 13));
+        let mut st = PsnState::zeroed();
+        let mut notes = Notes { default: 512, ..Default::default() };
+        account(&mut st, &read(0, 2048), &mut notes);
+        assert_eq!((st.read_pending, st.expected), (0, 4), "--pmtu 512: known at once");
+    }
+
+    /// rxe's responder: 403 out of sequence (a NAK episode, 404 inside it), 402 … 404 again,
+    /// 403 a duplicate; 405 refused with an RNR NAK seen only after 406: 406 was out of
+    /// sequence there, and 405, 406 again are accepted.
+    #[test]
+    fn responder_model() {
+        let mut st = PsnState::zeroed();
+        let mut notes = Notes::default();
+        let send = 0x04;
+        run(&mut st, &mut notes, &[(send, 400), (send, 401), (send, 403), (send, 404)]);
+        assert_eq!((st.responder, st.responder_nak, st.responder_expected), ([1, 0], 1, 402));
+        run(&mut st, &mut notes, &[(send, 402), (send, 403), (send, 404), (send, 403), (send, 405), (send, 406)]);
+        assert_eq!((st.responder, st.responder_expected), ([1, 1], 407));
+        let mut nak = pkt(0x11, 405);
+        nak.aeth_syndrome = 0x20 | 14;
+        account(&mut PsnState::zeroed(), &nak, &mut notes);
+        run(&mut st, &mut notes, &[(send, 405)]);
+        assert_eq!((st.responder, st.responder_expected), ([2, 1], 406));
+        run(&mut st, &mut notes, &[(send, 406)]);
+        assert_eq!((st.responder, st.responder_expected, notes.len), ([2, 1], 407, 0));
+        assert_eq!(seq(&st), (1, 1, 6, 407), "the observer's view of the same requests");
     }
 
     #[test]
     fn responses_are_checked_within_one_response_only() {
         let mut st = PsnState::zeroed();
-        run(&mut st, &[(0x0D, 50), (0x0E, 51), (0x0F, 52), (0x0D, 90), (0x0E, 92), (0x0F, 93), (0x10, 7)]);
+        let ops = [(0x0D, 50), (0x0E, 51), (0x0F, 52), (0x0D, 90), (0x0E, 92), (0x0F, 93), (0x10, 7)];
+        run(&mut st, &mut Notes::default(), &ops);
         assert_eq!((st.count[count::REQUESTS], st.count[count::RESPONSE_OUT_OF_SEQUENCE]), (0, 1));
         assert_eq!(st.aeth[aeth::ACK], 5, "FIRST and LAST of both responses and the ONLY carry an AETH");
     }
@@ -333,17 +617,18 @@ mod tests {
     #[test]
     fn aeth_syndromes() {
         let mut st = PsnState::zeroed();
+        let mut notes = Notes::default();
         for syn in [0x1F, 0x60, 0x21, 0x61, 0x62, 0x63, 0x64, 0x65, 0x40] {
             let mut s = pkt(0x11, 1);
             s.aeth_syndrome = syn;
-            st.observe(&s, 0);
+            account(&mut st, &s, &mut notes);
         }
         assert_eq!(st.aeth, [1, 1, 1, 1, 1, 1, 1, 2]);
         assert_eq!(st.naks(), 8);
         assert_eq!(st.count[count::REQUESTS], 0, "ACKs are not requests");
         let mut cnp = pkt(crate::opcode::CNP, 5);
         cnp.ext = ext::CNP_RESERVED;
-        st.observe(&cnp, 0);
+        account(&mut st, &cnp, &mut notes);
         assert_eq!((st.count[count::REQUESTS], st.started), (0, 0));
     }
 }

@@ -10,10 +10,10 @@
 use analyzer_common::classify::MAX_HEADER_OFFSET;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
-    self, CmEvent, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS, DEFAULT_MAX_PATHS, DEFAULT_MAX_PFC, DEFAULT_RINGBUF_BYTES,
+    self, CmEvent, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS, DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_RINGBUF_BYTES,
     DEFAULT_TIMELINE_BYTES, Event, ExtraKey, FlowCounters, PfcCounters, PfcKey, counter, event_kind, extra_kind,
 };
-use analyzer_common::psn::{self, PathKey, PsnState};
+use analyzer_common::psn::{self, PeerKey, PsnState};
 use analyzer_common::record::{Record, write_addresses};
 use analyzer_common::wire::cm;
 use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
@@ -21,7 +21,7 @@ use aya_ebpf::bindings::{BPF_RB_NO_WAKEUP, xdp_action};
 use aya_ebpf::helpers::bpf_ktime_get_ns;
 use aya_ebpf::helpers::generated::{bpf_ktime_get_coarse_ns, bpf_xdp_get_buff_len, bpf_xdp_load_bytes};
 use aya_ebpf::macros::{map, xdp};
-use aya_ebpf::maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf};
+use aya_ebpf::maps::{HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya_ebpf::programs::XdpContext;
 use aya_log_ebpf::warn;
 
@@ -40,16 +40,18 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RINGBUF_BYTES, 0);
 /// flow on one queue, so in practice one CPU updates each flow.
 #[map]
 static PSN: HashMap<FlowKey, PsnState> = HashMap::with_max_entries(DEFAULT_MAX_FLOWS, 0);
+/// Notes between the two directions of a connection ([`psn::PeerNotes`]): the MTU a READ
+/// RESPONSE showed, RNR NAKs. LRU: an evicted note is a lost hint, not a lost count.
 #[map]
-static PMTU: HashMap<PathKey, u32> = HashMap::with_max_entries(DEFAULT_MAX_PATHS, 0);
+static NOTES: LruHashMap<PeerKey, u32> = LruHashMap::with_max_entries(DEFAULT_MAX_NOTES, 0);
 #[map]
 static TIMELINE: RingBuf = RingBuf::with_byte_size(DEFAULT_TIMELINE_BYTES, 0);
 /// Whether to write timeline records (set by the loader; the verifier prunes the dead branch).
 #[unsafe(no_mangle)]
 static TIMELINE_ON: u8 = 1;
-/// PMTU assumed for READ REQUESTs on paths whose PMTU no packet has shown yet (`--pmtu`).
+/// PMTU of flows that have not shown their own (`--pmtu`); 0 learns it per flow.
 #[unsafe(no_mangle)]
-static PMTU_DEFAULT: u32 = psn::DEFAULT_PMTU;
+static PMTU_DEFAULT: u32 = 0;
 /// The summary of the frame being classified (192 bytes: too large for the stack budget).
 #[map]
 static SCRATCH: PerCpuArray<PacketSummary> = PerCpuArray::with_max_entries(1, 0);
@@ -285,33 +287,28 @@ fn pfc_one(mac: [u8; 6], priority: u8, quanta: u16, now: u64) {
     unsafe { (*c).record(now, quanta) };
 }
 
-/// The PMTU map as the shared accounting sees it ([`psn::account`]).
-struct KernelPmtu;
+/// The notes map as the shared accounting sees it ([`psn::account`]).
+struct KernelNotes;
 
-impl psn::PmtuTable for KernelPmtu {
-    /// The largest FIRST/MIDDLE payload seen between the two hosts.
+impl psn::PeerNotes for KernelNotes {
     #[inline(never)]
-    fn get(&self, path: &PathKey) -> Option<u32> {
+    fn get(&self, key: &PeerKey) -> Option<u32> {
         // SAFETY: the map value.
-        PMTU.get_ptr(path).map(|p| unsafe { *p })
+        NOTES.get_ptr(key).map(|p| unsafe { *p })
     }
 
-    /// Raises the path's PMTU entry to `payload`.
     #[inline(never)]
-    fn raise(&mut self, path: &PathKey, payload: u32) {
-        match PMTU.get_ptr_mut(path) {
-            // SAFETY: the map value (shared; a racing writer can only store another maximum).
-            Some(p) => unsafe {
-                if payload > *p {
-                    *p = payload;
-                }
-            },
-            None => {
-                if PMTU.insert(path, &payload, 0).is_err() {
-                    count(counter::PMTU_MAP_FULL);
-                }
-            }
-        }
+    fn put(&mut self, key: &PeerKey, note: u32) {
+        // An LRU map makes room by evicting: this cannot fail for want of space.
+        let _ = NOTES.insert(key, &note, 0);
+    }
+
+    #[inline(never)]
+    fn take(&mut self, key: &PeerKey) -> Option<u32> {
+        // SAFETY: the map value, read before the entry is removed.
+        let v = NOTES.get_ptr(key).map(|p| unsafe { *p })?;
+        let _ = NOTES.remove(key);
+        Some(v)
     }
 
     #[inline(always)]
@@ -337,7 +334,7 @@ fn account_psn(key: &FlowKey, s: &PacketSummary) {
         }
     };
     // SAFETY: the flow's map value.
-    psn::account(unsafe { &mut *st }, s, &mut KernelPmtu);
+    psn::account(unsafe { &mut *st }, s, &mut KernelNotes);
 }
 
 /// A CM MAD's first bytes (rare: connection set-up), for the agent to pair QPs with.

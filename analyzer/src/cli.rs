@@ -262,10 +262,11 @@ impl AnalyzeArgs {
 /// Parameters of the analyses, offline and live.
 #[derive(Debug, clap::Args)]
 pub struct AnalysisArgs {
-    /// PMTU (bytes) a READ REQUEST is assumed to be cut to until a FIRST/MIDDLE payload between
-    /// the same two hosts shows the path's own.
-    #[arg(long, default_value_t = defaults::PMTU, value_parser = clap::value_parser!(u32).range(256..=65536))]
-    pub pmtu: u32,
+    /// PMTU (bytes) of every QP that has not shown its own in a FIRST/MIDDLE payload. Without
+    /// it each QP's PMTU is learned: from those payloads, its peer's READ RESPONSEs, or the PSN
+    /// after a READ (which must be where the READ ends at a legal MTU, 256 to 4096).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(256..=65536))]
+    pub pmtu: Option<u32>,
 
     /// A request with AckReq not acknowledged within this is counted as an RTT timeout.
     #[arg(long, default_value_t = defaults::RTT_TIMEOUT.into(), value_parser = positive_duration)]
@@ -331,7 +332,7 @@ impl AnalysisArgs {
     pub fn config(&self) -> Result<crate::analyses::Config, crate::analyses::topology::TopologyError> {
         let fabric = self.fabric.options()?;
         Ok(crate::analyses::Config {
-            pmtu: self.pmtu,
+            pmtu: self.pmtu.unwrap_or(defaults::PMTU),
             rtt_timeout_ns: nanos(*self.rtt_timeout),
             roce_dscp: self.roce_dscp,
             cnp_dscp: self.cnp_dscp,

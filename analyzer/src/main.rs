@@ -173,6 +173,7 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<analyzer::live::Outco
             .with_env_filter(tracing_subscriber::EnvFilter::new("warn,roce_analyzer=trace"))
             .try_init();
     }
+    let config = args.config()?;
     let opts = LiveOptions {
         iface: iface.to_string(),
         mode: args.xdp_mode,
@@ -184,9 +185,9 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<analyzer::live::Outco
             ringbuf_bytes: args.ringbuf_bytes,
             kernel_log: args.kernel_log,
             timeline: !args.no_timeline,
-            pmtu: args.analysis.pmtu,
+            pmtu: config.pmtu,
         },
-        config: args.config()?,
+        config,
         rdma_grace: args.rdma_grace,
         metrics: args.metrics.clone().map(|a| (a, args.metrics_top_flows)),
         nic_counters: args.nic_counters,

@@ -335,11 +335,19 @@ fn the_schema_lists_every_psn_and_aeth_counter() {
             .keys()
             .collect();
         let mut want: Vec<&str> = names.to_vec();
+        if section == "psn" {
+            want.push("responder");
+        }
         want.sort_unstable();
         let mut got: Vec<&str> = props.iter().map(|s| s.as_str()).collect();
         got.sort_unstable();
         assert_eq!(got, want, "schema properties of flows[].{section}");
     }
+    let mut responder: Vec<&str> =
+        flow["psn"]["properties"]["responder"]["properties"].as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    let mut want = analyzer_common::psn::responder::NAMES.to_vec();
+    (responder.sort_unstable(), want.sort_unstable());
+    assert_eq!(responder, want, "flows[].psn.responder");
 }
 
 #[test]

@@ -110,6 +110,7 @@ fn live_equals_offline_for_every_fixture() {
         return;
     }
     let ns = Netns::new("eq");
+    ns.mtu(9000); // qp_mtus.pcap carries 4 KB payloads
     let dir = tempfile::tempdir().unwrap();
     for f in replayable() {
         let sent = as_sent(&f, dir.path());

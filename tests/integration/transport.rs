@@ -25,9 +25,12 @@ fn flow<'a>(r: &'a Value, src: &str, qp: u32) -> &'a Value {
         .unwrap_or_else(|| panic!("no flow from 10.0.1.{src} to QP {qp:#x}"))
 }
 
-fn psn(requests: u64, oos: u64, skipped: u64, dup: u64) -> Value {
+/// `flows[].psn`: the observer's counters, then the responder model's (out_of_seq_request,
+/// duplicate_request).
+fn psn(requests: u64, oos: u64, skipped: u64, dup: u64, (r_oos, r_dup): (u64, u64)) -> Value {
     json!({"requests": requests, "out_of_sequence": oos, "psn_skipped": skipped, "duplicates": dup,
-           "response_out_of_sequence": 0})
+           "response_out_of_sequence": 0,
+           "responder": {"out_of_seq_request": r_oos, "duplicate_request": r_dup}})
 }
 
 fn naks(acks: u64, seq: u64, rnr: u64) -> Value {
@@ -67,8 +70,9 @@ fn one(severity: &str, code: &str, flow: &str) -> (String, String, Vec<String>) 
 #[test]
 fn loss_nak_and_go_back_n() {
     let r = report("gobackn.pcap", &[]);
-    // 100..103, 105..109 (105 skips 104), then 104..109 again behind the expected 110.
-    assert_eq!(flow(&r, "1", 0x200)["psn"], psn(15, 1, 1, 6));
+    // 100..103, 105..109 (105 skips 104), then 104..109 again behind the expected 110. The
+    // responder took none of 105..109 the first time (one NAK episode): no duplicates there.
+    assert_eq!(flow(&r, "1", 0x200)["psn"], psn(15, 1, 1, 6, (1, 0)));
     assert_eq!(flow(&r, "2", 0x100)["naks"], naks(1, 1, 0));
     assert_eq!(findings(&r), vec![one("warning", "go_back_n", "10.0.1.1→10.0.1.2 0x200")]);
 }
@@ -76,7 +80,8 @@ fn loss_nak_and_go_back_n() {
 #[test]
 fn reordering_without_nak() {
     let r = report("reorder.pcap", &[]);
-    assert_eq!(flow(&r, "3", 0x300)["psn"], psn(6, 1, 1, 1));
+    // The responder drops 503, takes 502, then sees 504 out of sequence again: two episodes.
+    assert_eq!(flow(&r, "3", 0x300)["psn"], psn(6, 1, 1, 1, (2, 0)));
     assert_eq!(flow(&r, "4", 0x103)["naks"], naks(1, 0, 0));
     assert_eq!(findings(&r), vec![one("warning", "reordering", "10.0.1.3→10.0.1.4 0x300")]);
 }
@@ -86,21 +91,44 @@ fn reads_of_several_pmtus_interleaved_with_writes() {
     let r = report("reads.pcap", &[]);
     // Requests 1000..1002 (WRITE), READ 1003 (4 PSNs), WRITE 1007, READ 1008 (1), READ 1009 (8),
     // WRITE 1017: in sequence once the PMTU (1024) is known from the WRITE FIRST/MIDDLE.
-    assert_eq!(flow(&r, "5", 0x600)["psn"], psn(8, 0, 0, 0));
-    assert_eq!(flow(&r, "6", 0x105)["psn"], psn(0, 0, 0, 0), "responses in sequence within each");
+    assert_eq!(flow(&r, "5", 0x600)["psn"], psn(8, 0, 0, 0, (0, 0)));
+    assert_eq!(flow(&r, "6", 0x105)["psn"], psn(0, 0, 0, 0, (0, 0)), "responses in sequence within each");
     assert_eq!(flow(&r, "6", 0x105)["naks"]["acks"], 6, "AETHs: FIRST and LAST of two responses, one ONLY, one ACK");
-    // The read-only QP's first READ (2048 bytes) is cut by --pmtu: 4096 makes it one PSN.
-    assert_eq!(flow(&r, "7", 0x610)["psn"], psn(2, 1, 1, 0));
+    // The read-only QP's first READ (2048 bytes) ends where the next (52) starts at MTU 1024:
+    // learned, no gap. A fixed --pmtu 4096 makes it one PSN, and 52 a false gap.
+    assert_eq!(flow(&r, "7", 0x610)["psn"], psn(2, 0, 0, 0, (0, 0)));
+    assert_eq!(findings(&r), vec![]);
+    let r = report("reads.pcap", &["--pmtu", "4096"]);
+    assert_eq!(flow(&r, "7", 0x610)["psn"], psn(2, 1, 1, 0, (1, 0)));
     assert_eq!(findings(&r), vec![one("warning", "psn_gap", "10.0.1.7→10.0.1.6 0x610")]);
-    let r = report("reads.pcap", &["--pmtu", "1024"]);
-    assert_eq!(flow(&r, "7", 0x610)["psn"], psn(2, 0, 0, 0));
-    assert_eq!(findings(&r), vec![], "no anomaly at the right PMTU");
+}
+
+#[test]
+fn each_qp_learns_its_own_pmtu() {
+    let r = report("qp_mtus.pcap", &[]);
+    // MTU 4096 shown by its WRITE: the 8192-byte READ at 203 spans 2, the WRITE at 205 follows.
+    assert_eq!(flow(&r, "20", 0xB01)["psn"], psn(5, 0, 0, 0, (0, 0)));
+    // READs before anything else, MTU 1024 next to the 4096 QP: 100 (4 PSNs), 104 (3), 107.
+    assert_eq!(flow(&r, "20", 0xB00)["psn"], psn(3, 0, 0, 0, (0, 0)));
+    // The READ RESPONSE showed 1024 before the SEND at 304: 302 and 303 missing.
+    assert_eq!(flow(&r, "20", 0xB02)["psn"], psn(2, 1, 2, 0, (1, 0)));
+    // 400 401 403 404 402 403 404 403 405 406 405 406: the observer sees 403 skip 402 and six
+    // requests behind; the responder 2 episodes out of sequence and one duplicate (see the
+    // fixture's comment).
+    assert_eq!(flow(&r, "20", 0xB03)["psn"], psn(12, 1, 1, 6, (2, 1)));
+    assert_eq!(flow(&r, "21", 0x1B03)["naks"], naks(1, 1, 1));
+    assert_eq!(flow(&r, "21", 0x1B00)["psn"]["response_out_of_sequence"], 0);
+    // A fixed PMTU of 4096 gets the 1024 QP's READs wrong: 100 spans 1 (104 skips 3), 104
+    // spans 1 (107 skips 2).
+    let r = report("qp_mtus.pcap", &["--pmtu", "4096"]);
+    assert_eq!(flow(&r, "20", 0xB00)["psn"], psn(3, 2, 5, 0, (1, 0)));
 }
 
 #[test]
 fn rnr_naks_and_retries() {
     let r = report("rnr.pcap", &[]);
-    assert_eq!(flow(&r, "8", 0x800)["psn"], psn(3, 0, 0, 2));
+    // Refused twice with an RNR NAK: the retries are not duplicates to the responder.
+    assert_eq!(flow(&r, "8", 0x800)["psn"], psn(3, 0, 0, 2, (0, 0)));
     assert_eq!(flow(&r, "9", 0x108)["naks"], naks(1, 0, 2));
     assert_eq!(
         findings(&r),
@@ -114,9 +142,9 @@ fn rnr_naks_and_retries() {
 #[test]
 fn psn_wraps_at_two_to_the_24() {
     let r = report("psn_wrap.pcap", &[]);
-    assert_eq!(flow(&r, "10", 0xA00)["psn"], psn(7, 0, 0, 0));
+    assert_eq!(flow(&r, "10", 0xA00)["psn"], psn(7, 0, 0, 0, (0, 0)));
     // 0xFFFFFE, then 1 (skipping 0xFFFFFF and 0), the straggler 0xFFFFFF, then 2.
-    assert_eq!(flow(&r, "10", 0xA01)["psn"], psn(4, 1, 2, 1));
+    assert_eq!(flow(&r, "10", 0xA01)["psn"], psn(4, 1, 2, 1, (2, 0)));
 }
 
 /// Nearest rank, written independently of the analyzer's.

@@ -85,18 +85,7 @@ fn read_request(src: u8, dst: u8, qp: u32, psn: u32, dma_len: u32) -> Roce {
 
 /// A READ RESPONSE of `n` packets from `src` to the requester's QP, PMTU 1024.
 fn read_response(a: &mut At, t: u64, src: u8, dst: u8, qp: u32, psn: u32, n: u32) {
-    for i in 0..n {
-        let opcode = match (n, i) {
-            (1, _) => op::RDMA_READ_RESPONSE_ONLY,
-            (_, 0) => op::RDMA_READ_RESPONSE_FIRST,
-            (_, i) if i == n - 1 => op::RDMA_READ_RESPONSE_LAST,
-            _ => op::RDMA_READ_RESPONSE_MIDDLE,
-        };
-        let mut r = Roce::v4(ip(src), ip(dst), sport(src), opcode, qp, psn + i);
-        r.payload_len = if i == n - 1 { 100 } else { 1024 };
-        r.ext.aeth = Aeth::ack(31, 1);
-        a.roce(t + i as u64 * US, &r);
-    }
+    read_response_at(a, t, (src, dst, qp), psn, n, 1024);
 }
 
 /// PMTU 1024. QP 5 → 6 (0x600): a 3-packet WRITE shows the PMTU, then READs of 4, 1 and 8
@@ -130,6 +119,84 @@ pub fn reads() -> Fixture {
     read_response(&mut a, 42 * US, 6, 7, 0x107, 50, 2);
     read_response(&mut a, 45 * US, 6, 7, 0x107, 52, 1);
     a.fixture("reads.pcap")
+}
+
+/// A READ RESPONSE of `n` packets at PMTU `mtu` (the last one 100 bytes).
+fn read_response_at(a: &mut At, t: u64, (src, dst, qp): (u8, u8, u32), psn: u32, n: u32, mtu: usize) {
+    for i in 0..n {
+        let opcode = match (n, i) {
+            (1, _) => op::RDMA_READ_RESPONSE_ONLY,
+            (_, 0) => op::RDMA_READ_RESPONSE_FIRST,
+            (_, i) if i == n - 1 => op::RDMA_READ_RESPONSE_LAST,
+            _ => op::RDMA_READ_RESPONSE_MIDDLE,
+        };
+        let mut r = Roce::v4(ip(src), ip(dst), sport(src), opcode, qp, psn + i);
+        r.payload_len = if i == n - 1 { 100 } else { mtu };
+        r.ext.aeth = Aeth::ack(31, 1);
+        a.roce(t + i as u64 * US, &r);
+    }
+}
+
+/// Per-QP PMTUs between the same two hosts (20 → 21; responses and ACKs to QP + 0x1000):
+/// - QP 0xB01, MTU 4096: a 3-packet WRITE shows it, then a READ of 8192 bytes (2 PSNs).
+/// - QP 0xB00, MTU 1024: READs first (4096 bytes at 100, 3000 at 104), responses only after
+///   both: 104 is where the first READ ends at 1024 (at 4096, the other QP's, it would be a
+///   gap of 3). Then a WRITE at 107.
+/// - QP 0xB02: a READ of 2048 at 300, whose response FIRST (1024 bytes) arrives before the
+///   next request, a SEND at 304: the READ ended at 302, so 302 and 303 were lost (at 512 it
+///   would have ended at 304: the response, not the PSN, decides).
+/// - QP 0xB03, the responder model: SENDs 400 401 403 404, a PSN-sequence NAK (402), 402 403
+///   404 again, 403 once more, 405 406, an RNR NAK for 405 (after 406), 405 406 again, an ACK.
+///   The responder counts 403 (one NAK episode with 404), 406 (taken while 405 was refused),
+///   and the duplicate 403: out_of_seq_request 2, duplicate_request 1.
+pub fn qp_mtus() -> Fixture {
+    let mut a = At::default();
+    let mut t = 0;
+    let mut next = |a: &mut At, r: &Roce| {
+        a.roce(t, r);
+        t += US;
+    };
+    for (opcode, psn, len) in
+        [(op::RDMA_WRITE_FIRST, 200, 4096), (op::RDMA_WRITE_MIDDLE, 201, 4096), (op::RDMA_WRITE_LAST, 202, 100)]
+    {
+        let mut w = req(20, 21, 0xB01, opcode, psn);
+        w.payload_len = len;
+        w.ext.reth = Reth { va: 0x1000, rkey: 7, dma_len: 8292 };
+        next(&mut a, &w);
+    }
+    next(&mut a, &read_request(20, 21, 0xB01, 203, 8192));
+    next(&mut a, &write(20, 21, 0xB01, 205, true));
+    read_response_at(&mut a, 10 * US, (21, 20, 0x1B01), 203, 2, 4096);
+
+    let mut t = 20 * US;
+    for r in [read_request(20, 21, 0xB00, 100, 4096), read_request(20, 21, 0xB00, 104, 3000)] {
+        a.roce(t, &r);
+        t += US;
+    }
+    read_response_at(&mut a, t, (21, 20, 0x1B00), 100, 4, 1024);
+    read_response_at(&mut a, t + 4 * US, (21, 20, 0x1B00), 104, 3, 1024);
+    a.roce(t + 8 * US, &write(20, 21, 0xB00, 107, true));
+
+    a.roce(40 * US, &read_request(20, 21, 0xB02, 300, 2048));
+    read_response_at(&mut a, 41 * US, (21, 20, 0x1B02), 300, 2, 1024);
+    a.roce(45 * US, &req(20, 21, 0xB02, op::SEND_ONLY, 304));
+
+    let mut t = 60 * US;
+    let send = |psn| req(20, 21, 0xB03, op::SEND_ONLY, psn);
+    let nak_seq = ack(21, 20, 0x1B03, 402, Aeth::nak(nak_code::PSN_SEQUENCE_ERROR, 3));
+    let rnr = ack(21, 20, 0x1B03, 405, Aeth::rnr_nak(14, 0));
+    let done = ack(21, 20, 0x1B03, 406, Aeth::ack(31, 5));
+    let mut frames: Vec<Roce> = [400, 401, 403, 404].map(send).into();
+    frames.push(nak_seq);
+    frames.extend([402, 403, 404, 403, 405, 406].map(send));
+    frames.push(rnr);
+    frames.extend([405, 406].map(send));
+    frames.push(done);
+    for r in &frames {
+        a.roce(t, r);
+        t += US;
+    }
+    a.fixture("qp_mtus.pcap")
 }
 
 /// RNR NAKs: a SEND to a receiver with no receive posted, retried twice (8 → 9, QP 0x800).
@@ -252,5 +319,5 @@ pub fn rtt_cm() -> Fixture {
 }
 
 pub fn all() -> Vec<Fixture> {
-    vec![gobackn(), reorder(), reads(), rnr(), psn_wrap(), rtt(), rtt_cm(), ecn_audit()]
+    vec![gobackn(), reorder(), reads(), qp_mtus(), rnr(), psn_wrap(), rtt(), rtt_cm(), ecn_audit()]
 }

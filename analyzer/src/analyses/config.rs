@@ -8,7 +8,7 @@ use super::topology::Topology;
 
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// PMTU assumed for READ REQUESTs before a path shows its own.
+    /// PMTU of flows that have not shown their own (`--pmtu`); 0 learns each flow's.
     pub pmtu: u32,
     pub rtt_timeout_ns: u64,
     /// DSCP expected on RoCE data and on CNPs.
@@ -32,7 +32,8 @@ pub struct Config {
 pub mod defaults {
     use super::Duration;
 
-    pub const PMTU: u32 = analyzer_common::psn::DEFAULT_PMTU;
+    /// 0: each flow's PMTU is learned from its own frames.
+    pub const PMTU: u32 = 0;
     pub const RTT_TIMEOUT: Duration = Duration::from_secs(1);
     /// The lossless class RoCE data is expected in (DSCP 26, AF31).
     pub const ROCE_DSCP: u8 = 26;

@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 use super::pfc::PauseCounters;
 use super::{DropReason, Engine, FlowStats};
 use crate::capture::kernel::snapshot::KernelSnapshot;
-use crate::report::model::{Naks, PsnJson};
+use crate::report::model::{Naks, PsnJson, Responder};
 
 /// Converts `bpf_ktime_get_ns` (CLOCK_MONOTONIC) to Unix ns.
 #[derive(Debug, Clone, Copy)]
@@ -54,18 +54,18 @@ pub struct LiveAccount {
 /// Adds the counters of a PSN map value's progress since the previous read (its u64 counters
 /// do not wrap; an entry deleted on eviction is forgotten and starts from zero).
 fn add_psn(s: &mut PsnState, new: &PsnState, old: &PsnState) {
-    for (sum, d) in s.count.iter_mut().zip(PsnJson::new(new.count).since(&old.count).values) {
+    let mut sum = *s;
+    for (sum, d) in sum.count.iter_mut().zip(PsnJson::new(new.count).since(&old.count).values) {
         *sum += d;
     }
-    for (sum, d) in s.aeth.iter_mut().zip(Naks::new(new.aeth).since(&old.aeth).values) {
+    for (sum, d) in sum.aeth.iter_mut().zip(Naks::new(new.aeth).since(&old.aeth).values) {
         *sum += d;
     }
-    // The sequence state is the kernel's as of this read.
-    s.expected = new.expected;
-    s.response_psn = new.response_psn;
-    s.pmtu = new.pmtu;
-    s.started = new.started;
-    s.in_response = new.in_response;
+    for (sum, d) in sum.responder.iter_mut().zip(Responder::new(new.responder).since(&old.responder).values) {
+        *sum += d;
+    }
+    // The sequence state (expected PSNs, PMTU, pending READ) is the kernel's as of this read.
+    *s = PsnState { count: sum.count, aeth: sum.aeth, responder: sum.responder, ..*new };
 }
 
 fn add_slot(s: &mut FlowStats, new: &FlowCounters, old: &FlowCounters, clock: &Clock, source: u16) {
@@ -131,7 +131,6 @@ impl LiveAccount {
             (DropReason::PfcMapFull, counter::PFC_MAP_FULL),
             (DropReason::RingbufFull, counter::RINGBUF_FULL),
             (DropReason::PsnMapFull, counter::PSN_MAP_FULL),
-            (DropReason::PmtuMapFull, counter::PMTU_MAP_FULL),
             (DropReason::TimelineFull, counter::TIMELINE_FULL),
         ] {
             engine.dropped.insert(reason, snap.counter(index));

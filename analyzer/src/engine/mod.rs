@@ -11,7 +11,8 @@ pub mod pfc;
 use std::collections::BTreeMap;
 
 use analyzer_common::flow::FlowKey;
-use analyzer_common::psn::{self, PathKey};
+use analyzer_common::maps;
+use analyzer_common::psn::{self, PeerKey};
 use analyzer_common::{FrameClass, PacketSummary};
 use rustc_hash::FxHashMap;
 
@@ -34,8 +35,6 @@ pub enum DropReason {
     PfcMapFull,
     /// Live: a RoCE frame's flow found the PSN map full (its PSN/AETH not accounted).
     PsnMapFull,
-    /// Live: a path's PMTU found the PMTU map full (READ REQUESTs there assume `--pmtu`).
-    PmtuMapFull,
     /// Live: a timeline record found the timeline ring buffer full (RTT, CE/CNP timing and
     /// incast miss that frame).
     TimelineFull,
@@ -51,14 +50,13 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 11] = [
+    pub const ALL: [DropReason; 10] = [
         DropReason::TruncatedRecord,
         DropReason::FlowMapFull,
         DropReason::RingbufFull,
         DropReason::ExtraMapFull,
         DropReason::PfcMapFull,
         DropReason::PsnMapFull,
-        DropReason::PmtuMapFull,
         DropReason::TimelineFull,
         DropReason::Undrained,
         DropReason::AnalysisStateFull,
@@ -72,7 +70,6 @@ impl DropReason {
             DropReason::ExtraMapFull => "extra_map_full",
             DropReason::PfcMapFull => "pfc_map_full",
             DropReason::PsnMapFull => "psn_map_full",
-            DropReason::PmtuMapFull => "pmtu_map_full",
             DropReason::TimelineFull => "timeline_full",
             DropReason::Undrained => "undrained",
             DropReason::AnalysisStateFull => "analysis_state_full",
@@ -121,21 +118,39 @@ pub struct Visibility {
     pub rdma_devices: Vec<String>,
 }
 
-/// The host's PMTU table for [`psn::account`]: the kernel's PMTU map, offline.
+/// The host's notes between a connection's two directions for [`psn::account`]: the XDP
+/// program's LRU map, offline. Bounded alike ([`maps::DEFAULT_MAX_NOTES`]); the oldest note
+/// goes first (a hint lost, not a count).
 #[derive(Debug)]
-struct PathPmtu {
-    paths: FxHashMap<PathKey, u32>,
-    /// Assumed on a path that has not shown its own (`--pmtu`).
+struct HostNotes {
+    /// Note and the sequence number of its put.
+    notes: FxHashMap<PeerKey, (u32, u64)>,
+    /// Puts in order; an entry whose sequence number is not its key's current one is stale.
+    order: std::collections::VecDeque<(PeerKey, u64)>,
+    puts: u64,
+    /// `--pmtu`, 0 to learn each flow's.
     default: u32,
 }
 
-impl psn::PmtuTable for PathPmtu {
-    fn get(&self, path: &PathKey) -> Option<u32> {
-        self.paths.get(path).copied()
+impl psn::PeerNotes for HostNotes {
+    fn get(&self, key: &PeerKey) -> Option<u32> {
+        self.notes.get(key).map(|n| n.0)
     }
-    fn raise(&mut self, path: &PathKey, payload: u32) {
-        let e = self.paths.entry(*path).or_default();
-        *e = (*e).max(payload);
+    fn put(&mut self, key: &PeerKey, note: u32) {
+        self.puts += 1;
+        self.notes.insert(*key, (note, self.puts));
+        self.order.push_back((*key, self.puts));
+        while self.notes.len() > maps::DEFAULT_MAX_NOTES as usize
+            || self.order.len() > 2 * maps::DEFAULT_MAX_NOTES as usize
+        {
+            let Some((old, seq)) = self.order.pop_front() else { break };
+            if self.notes.get(&old).is_some_and(|n| n.1 == seq) {
+                self.notes.remove(&old);
+            }
+        }
+    }
+    fn take(&mut self, key: &PeerKey) -> Option<u32> {
+        self.notes.remove(key).map(|n| n.0)
     }
     fn default_pmtu(&self) -> u32 {
         self.default
@@ -165,8 +180,8 @@ pub struct Engine {
     pub partial: bool,
     /// Live with `--nic-counters`: the NIC's counters over the run so far.
     pub nic: Option<crate::report::model::Nic>,
-    /// Largest FIRST/MIDDLE payload per path (the kernel's PMTU map, offline).
-    pmtu: PathPmtu,
+    /// Notes between connections' two directions (the kernel's notes map, offline).
+    notes: HostNotes,
     /// Flows kept, at most (`--max-flows`); the frames of others count as `flow_map_full`.
     pub max_flows: usize,
     /// False when live timeline records are off (`--no-timeline`): the packet-resolution
@@ -176,7 +191,7 @@ pub struct Engine {
 
 impl Default for Engine {
     fn default() -> Self {
-        Engine::with_pmtu(psn::DEFAULT_PMTU)
+        Engine::with_pmtu(0)
     }
 }
 
@@ -185,7 +200,7 @@ impl Engine {
         Self::default()
     }
 
-    /// An engine whose READ REQUESTs assume `pmtu` until their path shows its own.
+    /// An engine whose flows' PMTU is `pmtu_default` until they show their own (0: learned).
     pub fn with_pmtu(pmtu_default: u32) -> Self {
         Engine {
             sources: Vec::new(),
@@ -202,7 +217,7 @@ impl Engine {
             visibility: Visibility::default(),
             partial: false,
             nic: None,
-            pmtu: PathPmtu { paths: FxHashMap::default(), default: pmtu_default },
+            notes: HostNotes { notes: FxHashMap::default(), order: Default::default(), puts: 0, default: pmtu_default },
             max_flows: usize::MAX,
             timeline: true,
         }
@@ -246,7 +261,7 @@ impl Engine {
                 stats.observe(meta, s);
                 if class == FrameClass::Roce {
                     // As the XDP program does, with the same function.
-                    psn::account(&mut stats.psn, s, &mut self.pmtu);
+                    psn::account(&mut stats.psn, s, &mut self.notes);
                 }
             }
             FrameClass::Pfc | FrameClass::Pause => self.pfc.observe(meta, s),

@@ -15,7 +15,7 @@ pub struct LoadOptions {
     pub kernel_log: bool,
     /// Write a timeline record per RoCE/CNP frame (RTT, CE/CNP timing, incast).
     pub timeline: bool,
-    /// PMTU assumed for READ REQUESTs before a path shows its own.
+    /// PMTU of flows that have not shown their own (`--pmtu`); 0 learns each flow's.
     pub pmtu: u32,
 }
 
@@ -26,7 +26,7 @@ impl Default for LoadOptions {
             ringbuf_bytes: maps::DEFAULT_RINGBUF_BYTES,
             kernel_log: false,
             timeline: true,
-            pmtu: analyzer_common::psn::DEFAULT_PMTU,
+            pmtu: 0,
         }
     }
 }

@@ -76,8 +76,8 @@ impl Report {
     }
 }
 
-fn psn_json(p: &PsnState) -> (PsnJson, Naks) {
-    (PsnJson::new(p.count), Naks::new(p.aeth))
+fn psn_json(p: &PsnState) -> (FlowPsn, Naks) {
+    (FlowPsn { sequence: PsnJson::new(p.count), responder: Responder::new(p.responder) }, Naks::new(p.aeth))
 }
 
 fn end_ns(run: &Pipeline) -> u64 {

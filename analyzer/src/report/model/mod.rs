@@ -191,6 +191,38 @@ pub struct FlowRef {
 /// packets out of sequence within one response), named by `analyzer_common::psn::count`.
 pub type PsnJson = Counters<PsnNames, { psn::count::COUNT }>;
 
+/// What the responder's NIC would count for a flow's requests (`out_of_seq_request`,
+/// `duplicate_request`), named by `analyzer_common::psn::responder`.
+pub type Responder = Counters<ResponderNames, { psn::responder::COUNT }>;
+
+/// `flows[].psn`: the observer's sequence counters, and the responder model's under
+/// `responder`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowPsn {
+    #[serde(flatten)]
+    pub sequence: PsnJson,
+    pub responder: Responder,
+}
+
+impl FlowPsn {
+    /// Adds another flow's, or names the first counter whose sum would not fit 64 bits.
+    pub fn checked_add(&mut self, o: &Self) -> Result<(), String> {
+        let mut sum = *self;
+        sum.sequence.checked_add(&o.sequence).map_err(str::to_string)?;
+        sum.responder.checked_add(&o.responder).map_err(|n| format!("responder.{n}"))?;
+        *self = sum;
+        Ok(())
+    }
+}
+
+impl std::ops::Index<usize> for FlowPsn {
+    type Output = u64;
+    /// The sequence counter at a `psn::count` index.
+    fn index(&self, i: usize) -> &u64 {
+        &self.sequence.values[i]
+    }
+}
+
 /// AETHs carried by a flow, by syndrome (`acks`, the NAK kinds, `reserved`), named by
 /// `analyzer_common::psn::aeth`.
 pub type Naks = Counters<AethNames, { psn::aeth::COUNT }>;
@@ -199,6 +231,12 @@ pub type Naks = Counters<AethNames, { psn::aeth::COUNT }>;
 pub struct PsnNames;
 impl CounterNames for PsnNames {
     const NAMES: &'static [&'static str] = &psn::count::NAMES;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ResponderNames;
+impl CounterNames for ResponderNames {
+    const NAMES: &'static [&'static str] = &psn::responder::NAMES;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -356,7 +394,7 @@ pub struct Flow {
     pub ack_req: u64,
     pub labels: Vec<String>,
     #[serde(default)]
-    pub psn: PsnJson,
+    pub psn: FlowPsn,
     #[serde(default)]
     pub naks: Naks,
     /// Present on flows that sent requests with AckReq.

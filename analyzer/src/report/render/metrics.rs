@@ -9,7 +9,7 @@ use prometheus_client::registry::Registry;
 
 use analyzer_common::psn::count;
 
-use crate::report::model::{Naks, PsnJson, Report, Severity};
+use crate::report::model::{Naks, PsnJson, Report, Responder, Severity};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabel {
@@ -177,10 +177,20 @@ fn pfc(reg: &mut Registry, r: &Report) {
 fn transport(reg: &mut Registry, r: &Report, rtt_ns: &[u64]) {
     let psn = counter_family::<KindLabel>(reg, "psn_anomalies", "PSN anomalies over all flows, by kind");
     let mut psn_sum = PsnJson::default();
+    let mut responder_sum = Responder::default();
     let mut aeth_sum = Naks::default();
     for f in &r.flows {
-        psn_sum.add(&f.psn);
+        psn_sum.add(&f.psn.sequence);
+        responder_sum.add(&f.psn.responder);
         aeth_sum.add(&f.naks);
+    }
+    let responder = counter_family::<KindLabel>(
+        reg,
+        "responder_anomalies",
+        "Requests the responder's NIC would count as out of sequence (once per NAK episode) or duplicate, by kind",
+    );
+    for (kind, n) in responder_sum.iter() {
+        responder.get_or_create(&KindLabel { kind: kind.into() }).inc_by(n);
     }
     // Every sequence counter but the request count itself is an anomaly.
     for (kind, n) in psn_sum.iter().filter(|(k, _)| *k != count::NAMES[count::REQUESTS]) {

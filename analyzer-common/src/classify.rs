@@ -53,13 +53,17 @@ pub fn classify<B: FrameBytes + ?Sized>(b: &B, wire_len: u32, out: &mut PacketSu
     out.frame_len = wire_len;
     let class = match parse_frame(b, 0, wire_len, out) {
         Step::Done(c) => c,
-        Step::Inner { offset, kind } => {
-            // The mirrored frame: its own L2..L4, but no further encapsulation.
+        Step::Inner { offset, kind, session } => {
+            // The mirrored frame: its own L2..L4, but no further encapsulation. The outer
+            // source (who sent the copy) is kept: it names the vantage point.
             let inner_len = wire_len.saturating_sub(offset as u32);
             let keep_encap = kind;
+            let origin = out.src_ip;
             out.clear();
             out.frame_len = inner_len;
             out.encap = keep_encap;
+            out.origin_ip = origin;
+            out.origin_session = session;
             match parse_frame(b, b.widen(offset), inner_len, out) {
                 Step::Done(c) => c,
                 Step::Inner { .. } => FrameClass::UnsupportedEncap,
@@ -76,6 +80,8 @@ enum Step {
     Inner {
         offset: usize,
         kind: u8,
+        /// ERSPAN session id + 1, or 0.
+        session: u16,
     },
 }
 
@@ -159,6 +165,7 @@ fn parse_frame<B: FrameBytes + ?Sized>(b: &B, start: usize, frame_len: u32, out:
             out.dst_ip[..4].copy_from_slice(&dst);
             out.dscp = ip.dscp();
             out.ecn = ip.ecn();
+            out.ip_id = ip.ident();
             if !outer || out.cut != 0 {
                 out.frame_len = l2_len + total as u32;
             }
@@ -253,14 +260,17 @@ fn parse_gre<B: FrameBytes + ?Sized>(b: &B, off: usize) -> Step {
     };
     let at = off + len;
     match g.protocol() {
-        et::TEB => Step::Inner { offset: at, kind: encap::GRE_TEB },
-        et::ERSPAN_II if g.flags() & gre::flags::SEQUENCE == 0 => Step::Inner { offset: at, kind: encap::ERSPAN_I },
+        et::TEB => Step::Inner { offset: at, kind: encap::GRE_TEB, session: 0 },
+        et::ERSPAN_II if g.flags() & gre::flags::SEQUENCE == 0 => {
+            Step::Inner { offset: at, kind: encap::ERSPAN_I, session: 0 }
+        }
         et::ERSPAN_II => {
             let h = read_or!(b, 8, at, TRUNC);
             if gre::erspan_version(h[0]) != 1 {
                 return Step::Done(FrameClass::UnsupportedEncap);
             }
-            Step::Inner { offset: at + gre::ERSPAN_II_LEN, kind: encap::ERSPAN_II }
+            let session = gre::ErspanII::parse(&h).session + 1;
+            Step::Inner { offset: at + gre::ERSPAN_II_LEN, kind: encap::ERSPAN_II, session }
         }
         et::ERSPAN_III => {
             let h = read_or!(b, 12, at, TRUNC);
@@ -268,7 +278,7 @@ fn parse_gre<B: FrameBytes + ?Sized>(b: &B, off: usize) -> Step {
             if gre::erspan_version(h[0]) != 2 || e.frame_type != 0 {
                 return Step::Done(FrameClass::UnsupportedEncap);
             }
-            Step::Inner { offset: at + e.header_len(), kind: encap::ERSPAN_III }
+            Step::Inner { offset: at + e.header_len(), kind: encap::ERSPAN_III, session: e.session + 1 }
         }
         _ => Step::Done(FrameClass::NonRoce),
     }

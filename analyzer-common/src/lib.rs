@@ -9,6 +9,8 @@
 //!   program (bounds-checked packet reads) and the host (byte slices) run the same code.
 //! * [`summary`]: the `#[repr(C)]` per-frame result both sides fill.
 //! * [`flow`]: flow keys and the per-flow counters of the kernel maps.
+//! * [`vantage`]: a frame's identity across vantage points, and when a mirrored copy is one
+//!   already counted.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -20,6 +22,7 @@ pub mod opcode;
 pub mod psn;
 pub mod record;
 pub mod summary;
+pub mod vantage;
 pub mod wire;
 
 pub use class::FrameClass;

@@ -16,6 +16,11 @@ pub const MAP_PSN: &str = "PSN";
 /// RESPONSE showed, or an RNR NAK, for the request at that PSN. LRU: a note is a hint for the
 /// peer flow's next request, and an evicted one only means the PSN alone decides.
 pub const MAP_NOTES: &str = "NOTES";
+/// LRU hash map [`crate::vantage::FrameId`] → [`crate::vantage::Sighting`]: frames seen in
+/// mirrored copies, to count a frame that several switches mirror once.
+pub const MAP_SIGHTINGS: &str = "SIGHTINGS";
+/// Read-only u64 global: copies of one frame are matched within this (`--match-window`).
+pub const GLOBAL_MATCH_WINDOW_NS: &str = "MATCH_WINDOW_NS";
 /// Ring buffer of [`crate::record::Record`]s, one per RoCE/CNP frame when enabled.
 pub const MAP_TIMELINE: &str = "TIMELINE";
 /// Read-only global of the XDP program: 1 (default) writes timeline records, 0 does not.
@@ -35,6 +40,7 @@ pub const DEFAULT_MAX_EXTRA: u32 = 16384;
 pub const DEFAULT_MAX_PFC: u32 = 4096;
 pub const DEFAULT_RINGBUF_BYTES: u32 = 1 << 20;
 pub const DEFAULT_MAX_NOTES: u32 = 16384;
+pub const DEFAULT_MAX_SIGHTINGS: u32 = 65536;
 /// 8 MiB: 131072 records, 170 ms of a 759 k frames/s stream between two 10 ms drains.
 pub const DEFAULT_TIMELINE_BYTES: u32 = 8 << 20;
 
@@ -66,7 +72,9 @@ pub mod counter {
     pub const CUT_COPIES: u32 = FLOW_MAP_FULL + 10;
     /// RoCE frames cut before the end of their BTH.
     pub const BTH_CUT: u32 = FLOW_MAP_FULL + 11;
-    pub const COUNT: u32 = FLOW_MAP_FULL + 12;
+    /// Mirrored copies of a frame already counted (another origin sent it within the window).
+    pub const MATCHED_COPIES: u32 = FLOW_MAP_FULL + 12;
+    pub const COUNT: u32 = FLOW_MAP_FULL + 13;
 }
 
 /// Outer-PCP value meaning "no VLAN tag" in [`FlowCounters::pcp`] and [`ExtraKey`].
@@ -125,6 +133,9 @@ pub mod extra_kind {
     pub const OPCODE: u8 = 0;
     pub const DSCP: u8 = 1;
     pub const PCP: u8 = 2;
+    /// Mirrored copies of a counted frame whose ECN differed from the previous copy's: `value`
+    /// is `previous << 2 | this` (the flow's count moves from one to the other).
+    pub const ECN_MOVED: u8 = 3;
 }
 
 /// Key of the extra map: a flow, what is counted and its value; the map's value is a u64.
@@ -221,7 +232,7 @@ pub struct Event {
     pub summary: PacketSummary,
 }
 
-const _: () = assert!(core::mem::size_of::<Event>() == 208);
+const _: () = assert!(core::mem::size_of::<Event>() == 232);
 
 #[cfg(feature = "user")]
 mod pod {

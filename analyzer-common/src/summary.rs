@@ -88,9 +88,18 @@ pub struct PacketSummary {
     /// 1: a RoCE frame (UDP 4791, or RoCE v1) cut before the end of its BTH (class
     /// `truncated_header`).
     pub bth_cut: u8,
+    /// For a mirrored copy (`encap` set): the outer source address, the switch or host that
+    /// sent the copy, part of the copy's vantage point.
+    pub origin_ip: [u8; 16],
+    /// For ERSPAN II/III copies: the session id + 1 (0: no session, as for GRE and ERSPAN I).
+    pub origin_session: u16,
+    /// The IPv4 identification of the analysed frame (0 for IPv6): part of a frame's identity
+    /// across vantage points.
+    pub ip_id: u16,
+    pub _pad: [u8; 4],
 }
 
-const _: () = assert!(core::mem::size_of::<PacketSummary>() == 192);
+const _: () = assert!(core::mem::size_of::<PacketSummary>() == 216);
 
 impl PacketSummary {
     pub const fn zeroed() -> Self {
@@ -98,8 +107,8 @@ impl PacketSummary {
         unsafe { core::mem::zeroed() }
     }
 
-    /// Zeroes every field with 24 word stores. (A plain `*self = Self::zeroed()` becomes a
-    /// 192-byte `memset`, which the BPF backend emits as a byte-at-a-time call: about a
+    /// Zeroes every field with 27 word stores. (A plain `*self = Self::zeroed()` becomes a
+    /// 216-byte `memset`, which the BPF backend emits as a byte-at-a-time call: about a
     /// thousand instructions per frame in the XDP program.)
     #[inline(always)]
     pub fn clear(&mut self) {
@@ -107,7 +116,7 @@ impl PacketSummary {
         let p = self as *mut PacketSummary as *mut u64;
         let mut i = 0;
         while i < WORDS {
-            // SAFETY: PacketSummary is 192 bytes, 8-aligned (it has u64 fields), all integers.
+            // SAFETY: PacketSummary is 216 bytes, 8-aligned (it has u64 fields), all integers.
             unsafe { core::ptr::write_volatile(p.add(i), 0) };
             i += 1;
         }

@@ -10,11 +10,13 @@
 use analyzer_common::classify::MAX_HEADER_OFFSET;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
-    self, CmEvent, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS, DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_RINGBUF_BYTES,
-    DEFAULT_TIMELINE_BYTES, Event, ExtraKey, FlowCounters, PfcCounters, PfcKey, counter, event_kind, extra_kind,
+    self, CmEvent, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS, DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_MAX_SIGHTINGS,
+    DEFAULT_RINGBUF_BYTES, DEFAULT_TIMELINE_BYTES, Event, ExtraKey, FlowCounters, PfcCounters, PfcKey, counter,
+    event_kind, extra_kind,
 };
 use analyzer_common::psn::{self, PeerKey, PsnState};
 use analyzer_common::record::{Record, write_addresses};
+use analyzer_common::vantage::{self, FrameId, Sighting, Verdict};
 use analyzer_common::wire::cm;
 use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
 use aya_ebpf::bindings::{BPF_RB_NO_WAKEUP, xdp_action};
@@ -44,6 +46,13 @@ static PSN: HashMap<FlowKey, PsnState> = HashMap::with_max_entries(DEFAULT_MAX_F
 /// RESPONSE showed, RNR NAKs. LRU: an evicted note is a lost hint, not a lost count.
 #[map]
 static NOTES: LruHashMap<PeerKey, u32> = LruHashMap::with_max_entries(DEFAULT_MAX_NOTES, 0);
+/// Frames seen in mirrored copies ([`vantage::sight`]): a frame several switches mirror to
+/// this port counts once. LRU: an evicted sighting makes a late copy count as a frame.
+#[map]
+static SIGHTINGS: LruHashMap<FrameId, Sighting> = LruHashMap::with_max_entries(DEFAULT_MAX_SIGHTINGS, 0);
+/// Copies of one frame are matched within this (`--match-window`).
+#[unsafe(no_mangle)]
+static MATCH_WINDOW_NS: u64 = vantage::DEFAULT_WINDOW_NS;
 #[map]
 static TIMELINE: RingBuf = RingBuf::with_byte_size(DEFAULT_TIMELINE_BYTES, 0);
 /// Whether to write timeline records (set by the loader; the verifier prunes the dead branch).
@@ -150,7 +159,16 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
             // Flow first/last times use the coarse clock (the kernel tick): the precise one
             // costs ~25 ns per call here, more than the rest of the frame's accounting.
             // SAFETY: helper without arguments.
-            account_flow(ctx, &key, s, unsafe { bpf_ktime_get_coarse_ns() });
+            let now = unsafe { bpf_ktime_get_coarse_ns() };
+            if s.encap != 0
+                && let Some(previous_ecn) = matched_copy(s, now)
+            {
+                // Counted already from another mirror origin: only its ECN is the newer.
+                count(counter::MATCHED_COPIES);
+                restate_ecn(&key, previous_ecn, s.ecn & 3);
+                return Ok(());
+            }
+            account_flow(ctx, &key, s, now);
             if class == FrameClass::Roce {
                 account_psn(&key, s);
             }
@@ -234,6 +252,38 @@ fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) {
         c.pcp_packets = c.pcp_packets.wrapping_add(1);
     } else {
         extra(*key, extra_kind::PCP, pcp);
+    }
+}
+
+/// Whether a mirrored copy is a frame counted already (from another origin, within the
+/// window): then the ECN its previous copy had.
+#[inline(never)]
+fn matched_copy(s: &PacketSummary, now: u64) -> Option<u8> {
+    let id = FrameId::of(s);
+    // SAFETY: a read-only global of this program.
+    let window = unsafe { core::ptr::read_volatile(&MATCH_WINDOW_NS) };
+    match SIGHTINGS.get_ptr_mut(&id) {
+        // SAFETY: the map value (shared; a racing copy at worst counts once more).
+        Some(e) => match vantage::sight(unsafe { &mut *e }, true, s, now, window) {
+            Verdict::Copy { previous_ecn } => Some(previous_ecn),
+            Verdict::New => None,
+        },
+        None => {
+            let mut e = Sighting::default();
+            vantage::sight(&mut e, false, s, now, window);
+            // An LRU map makes room by evicting: this cannot fail for want of space.
+            let _ = SIGHTINGS.insert(&id, &e, 0);
+            None
+        }
+    }
+}
+
+/// Moves one of the flow's ECN counts from `from` to `to`: a count in the extra map (rare:
+/// copies that differ in ECN), which the host applies to the flow.
+#[inline(always)]
+fn restate_ecn(key: &FlowKey, from: u8, to: u8) {
+    if from != to {
+        extra(*key, extra_kind::ECN_MOVED, ((from & 3) << 2) | (to & 3));
     }
 }
 

@@ -123,6 +123,21 @@ fn positive_std_duration(s: &str) -> Result<Duration, String> {
     if d.is_zero() { Err("must be more than zero".into()) } else { Ok(d) }
 }
 
+/// `LABEL=+DURATION` or `LABEL=-DURATION` as (label, signed nanoseconds).
+fn clock_offset(s: &str) -> Result<(String, i64), String> {
+    let (label, d) = s.split_once('=').ok_or("expected LABEL=±DURATION, e.g. spine1=+1.5ms")?;
+    let (sign, d) = match d.as_bytes().first() {
+        Some(b'+') => (1, &d[1..]),
+        Some(b'-') => (-1, &d[1..]),
+        _ => return Err(format!("{d:?}: give the sign, + or - (e.g. {label}=+{d})")),
+    };
+    let ns = i64::try_from(duration(d)?.as_nanos()).map_err(|_| "too large".to_string())?;
+    if label.is_empty() {
+        return Err("no label before '='".into());
+    }
+    Ok((label.to_string(), sign * ns))
+}
+
 /// A positive duration that shows as written (`100ms`) in `--help`'s defaults.
 fn positive_duration(s: &str) -> Result<humantime::Duration, String> {
     positive_std_duration(s).map(Into::into)
@@ -134,6 +149,11 @@ pub struct AnalyzeArgs {
     /// vantage points (e.g. one per uplink mirror). All go through one analysis.
     #[arg(short = 'r', long = "pcap", value_name = "[LABEL=]FILE", value_parser = InputSpec::parse, conflicts_with = "iface")]
     pub pcap: Vec<InputSpec>,
+
+    /// Corrects the clock of the inputs labelled LABEL by ±DURATION (e.g. a=+1ms, b=-250us),
+    /// so that vantage points' latencies compare: they need synchronised (PTP) capture clocks.
+    #[arg(long = "clock-offset", value_name = "LABEL=±DURATION", value_parser = clock_offset, conflicts_with = "iface")]
+    pub clock_offset: Vec<(String, i64)>,
 
     /// Analyse live: attach the XDP program to IFACE (a mirror/ERSPAN collector port, a tap, a
     /// soft-RoCE host). Needs CAP_BPF and CAP_NET_ADMIN.
@@ -292,6 +312,11 @@ pub struct AnalysisArgs {
     #[arg(long, default_value_t = LinkSpeed(defaults::LINK_SPEED_BPS), value_parser = link_speed)]
     pub link_speed: LinkSpeed,
 
+    /// Vantage points: copies of one frame seen at several points (labelled inputs, mirror
+    /// origins) are matched within this window; memory holds the frames of one window.
+    #[arg(long, default_value_t = defaults::MATCH_WINDOW.into(), value_parser = positive_duration)]
+    pub match_window: humantime::Duration,
+
     /// Incast: senders to one destination are counted over this sliding window.
     #[arg(long, default_value_t = defaults::INCAST_WINDOW.into(), value_parser = positive_duration)]
     pub incast_window: humantime::Duration,
@@ -345,6 +370,7 @@ impl AnalysisArgs {
             ecmp_tiers: self.ecmp_tiers.clone(),
             topology: fabric.topology,
             max_keys: usize::MAX,
+            match_window_ns: nanos(*self.match_window),
         })
     }
 }

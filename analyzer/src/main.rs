@@ -142,7 +142,16 @@ fn emit(report: &Report, rtt_ns: &[u64], out: &OutputArgs) -> anyhow::Result<u8>
 fn offline(args: &AnalyzeArgs) -> anyhow::Result<Pipeline> {
     let mut run = Pipeline::new(args.config()?);
     let bar = progress_bar(args);
-    let truncations = analyzer::offline::analyze_files(&mut run, &args.pcap, |path, bytes| {
+    let mut inputs = args.pcap.clone();
+    for (label, ns) in &args.clock_offset {
+        let mut hit = false;
+        for i in inputs.iter_mut().filter(|i| &i.label == label) {
+            i.clock_offset_ns = *ns;
+            hit = true;
+        }
+        anyhow::ensure!(hit, "--clock-offset {label}=…: no --pcap input is labelled {label:?}");
+    }
+    let truncations = analyzer::offline::analyze_files(&mut run, &inputs, |path, bytes| {
         if let Some(b) = &bar {
             b.set_message(path.display().to_string());
             b.set_position(bytes);
@@ -186,6 +195,7 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<analyzer::live::Outco
             kernel_log: args.kernel_log,
             timeline: !args.no_timeline,
             pmtu: config.pmtu,
+            match_window_ns: config.match_window_ns,
         },
         config,
         rdma_grace: args.rdma_grace,

@@ -8,6 +8,7 @@ use analyzer_common::record::Record;
 use analyzer_common::wire::cm;
 use analyzer_common::{FrameClass, PacketSummary};
 
+use crate::analyses::vantage::Held;
 use crate::analyses::{Analyses, Config};
 use crate::engine::{Engine, FrameMeta};
 
@@ -30,9 +31,53 @@ impl Pipeline {
         Pipeline { engine, analyses: Analyses::new(config) }
     }
 
-    /// Offline: one classified frame, to the counters and to the analyses.
+    /// Offline: one classified frame (in time order). With several vantage points it is held
+    /// for the match window first, so that its copies count once ([`crate::analyses::vantage`]).
     #[inline]
     pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) {
+        let vantage = &mut self.analyses.vantage;
+        if !vantage.active() && s.encap != 0 {
+            vantage.activate();
+        }
+        if !vantage.active() {
+            return self.count(meta, s);
+        }
+        let label = self.engine.sources.get(meta.source as usize).map_or("", |s| s.label.as_str());
+        vantage.offer(meta, s, label);
+        while let Some(h) = self.analyses.vantage.due(Some(meta.ts_ns)) {
+            self.count_held(h);
+        }
+    }
+
+    /// Several inputs are several vantage points: match their frames from the first on.
+    pub fn expect_vantage_points(&mut self) {
+        self.analyses.vantage.activate();
+    }
+
+    /// Offline, at the end of the inputs: counts the frames still held for matching.
+    pub fn finish(&mut self) {
+        while let Some(h) = self.analyses.vantage.due(None) {
+            self.count_held(h);
+        }
+    }
+
+    /// A frame whose match window closed: once, with its copies' per-input shares.
+    fn count_held(&mut self, h: Held) {
+        self.count(h.meta, &h.summary);
+        // Each input's byte share counts the frame once, however many of its origins sent it.
+        let mut inputs: smallvec::SmallVec<[u16; 2]> = smallvec::smallvec![h.meta.source];
+        for c in &h.copies {
+            let first_of_input = !inputs.contains(&c.source);
+            if first_of_input {
+                inputs.push(c.source);
+            }
+            self.engine.observe_copy(c.source, first_of_input.then_some(c.frame_len), (c.encap, c.cut), &h.summary);
+        }
+    }
+
+    /// One frame to the counters and to the analyses.
+    #[inline]
+    fn count(&mut self, meta: FrameMeta, s: &PacketSummary) {
         self.engine.observe(meta, s);
         match s.class() {
             FrameClass::Roce | FrameClass::Cnp => self.analyses.observe(&Record::from_summary(meta.ts_ns, s)),

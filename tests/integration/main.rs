@@ -9,3 +9,4 @@ mod live;
 mod transport;
 mod tshark;
 mod units;
+mod vantage;

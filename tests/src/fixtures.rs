@@ -495,6 +495,7 @@ pub fn all() -> Vec<Fixture> {
     .into_iter()
     .chain(crate::transport::all())
     .chain(crate::fabric::all())
+    .chain(crate::vantage::all())
     .collect()
 }
 

@@ -8,3 +8,4 @@ pub mod netns;
 pub mod synth;
 pub mod tools;
 pub mod transport;
+pub mod vantage;

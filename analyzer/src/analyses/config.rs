@@ -26,6 +26,8 @@ pub struct Config {
     /// Keys (flows, address pairs, destinations) each analysis keeps state for, at most
     /// (`--max-flows`; unbounded offline without it).
     pub max_keys: usize,
+    /// Copies of a frame at several vantage points are matched within this (`--match-window`).
+    pub match_window_ns: u64,
 }
 
 /// The analyses' defaults: one list for [`Config::default`] and the command line's flags.
@@ -45,6 +47,7 @@ pub mod defaults {
     pub const DEADLOCK_MIN: Duration = Duration::from_millis(10);
     pub const INCAST_WINDOW: Duration = Duration::from_micros(100);
     pub const INCAST_MIN_SENDERS: u32 = 4;
+    pub const MATCH_WINDOW: Duration = Duration::from_nanos(analyzer_common::vantage::DEFAULT_WINDOW_NS);
 }
 
 /// Whole nanoseconds of `d` (saturating).
@@ -68,6 +71,7 @@ impl Default for Config {
             ecmp_tiers: Vec::new(),
             topology: None,
             max_keys: usize::MAX,
+            match_window_ns: nanos(defaults::MATCH_WINDOW),
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod rtt;
 pub(crate) mod stats;
 pub mod topology;
 pub mod tree;
+pub mod vantage;
 
 use analyzer_common::record::Record;
 use rustc_hash::FxHashMap;
@@ -43,6 +44,8 @@ pub struct Analyses {
     pub incast: incast::Incast,
     /// PFC / PAUSE timers (fed by the frames offline, by the kernel's events live).
     pub pause: pause::Pause,
+    /// Vantage points and the frames several of them saw.
+    pub vantage: vantage::Vantage,
 }
 
 impl Analyses {
@@ -52,6 +55,7 @@ impl Analyses {
             ecn: ecn::Ecn::new(config.cnp_timeout_ns, config.roce_dscp, config.cnp_dscp, config.max_keys),
             incast: incast::Incast::new(config.incast_window_ns, config.incast_min_senders, config.max_keys),
             pause: pause::Pause::new(config.link_speed_bps, config.pfc_storm_ns),
+            vantage: vantage::Vantage::new(config.match_window_ns),
             config,
         }
     }

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 pub struct InputSpec {
     pub label: String,
     pub path: PathBuf,
+    /// Added to the input's timestamps (`--clock-offset LABEL=±DURATION`).
+    pub clock_offset_ns: i64,
 }
 
 impl InputSpec {
@@ -25,14 +27,14 @@ impl InputSpec {
             if path.is_empty() {
                 return Err(format!("no file after the label in {arg:?}"));
             }
-            return Ok(InputSpec { label: label.into(), path: path.into() });
+            return Ok(InputSpec { label: label.into(), path: path.into(), clock_offset_ns: 0 });
         }
         if arg == "-" {
-            return Ok(InputSpec { label: "stdin".into(), path: "-".into() });
+            return Ok(InputSpec { label: "stdin".into(), path: "-".into(), clock_offset_ns: 0 });
         }
         let path = PathBuf::from(arg);
         let label = path.file_name().map_or_else(|| arg.to_string(), |n| n.to_string_lossy().into_owned());
-        Ok(InputSpec { label, path })
+        Ok(InputSpec { label, path, clock_offset_ns: 0 })
     }
 }
 
@@ -44,7 +46,7 @@ mod tests {
     fn labels() {
         assert_eq!(
             InputSpec::parse("up1=/x/a.pcap").unwrap(),
-            InputSpec { label: "up1".into(), path: "/x/a.pcap".into() }
+            InputSpec { label: "up1".into(), path: "/x/a.pcap".into(), clock_offset_ns: 0 }
         );
         assert_eq!(InputSpec::parse("/x/b.pcapng").unwrap().label, "b.pcapng");
         assert!(InputSpec::parse("bad label=/x").is_err());

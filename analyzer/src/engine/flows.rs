@@ -127,6 +127,10 @@ impl FlowTable {
         self.index.get(key).map(|&i| &self.stats[i as usize])
     }
 
+    pub fn get_mut(&mut self, key: &FlowKey) -> Option<&mut FlowStats> {
+        self.index.get(key).map(|&i| &mut self.stats[i as usize])
+    }
+
     pub fn len(&self) -> usize {
         self.keys.len()
     }

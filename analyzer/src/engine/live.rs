@@ -139,6 +139,7 @@ impl LiveAccount {
         engine.visibility.encapsulated = snap.counter(counter::ENCAPSULATED);
         engine.visibility.cut_copies = snap.counter(counter::CUT_COPIES);
         engine.visibility.bth_cut = snap.counter(counter::BTH_CUT);
+        engine.visibility.matched_copies = snap.counter(counter::MATCHED_COPIES);
 
         let bit = 1u64 << (self.source as u32).min(63);
         for (key, slots) in &snap.flows {
@@ -167,6 +168,13 @@ impl LiveAccount {
             match key.kind {
                 extra_kind::OPCODE => stats.opcodes.add(key.value, n),
                 extra_kind::DSCP => stats.dscp.add(key.value, n),
+                extra_kind::ECN_MOVED => {
+                    // Mirrored copies whose ECN differed from the copy counted: the flow's
+                    // ECN is its last copy's (the increments were counted, in order, before).
+                    let (from, to) = ((key.value >> 2 & 3) as usize, (key.value & 3) as usize);
+                    stats.ecn[from] = stats.ecn[from].wrapping_sub(n);
+                    stats.ecn[to] = stats.ecn[to].wrapping_add(n);
+                }
                 _ if key.value == UNTAGGED => stats.untagged += n,
                 _ => stats.pcp.add(key.value, n),
             }

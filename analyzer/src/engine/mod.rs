@@ -112,6 +112,9 @@ pub struct Visibility {
     /// (offline; 0 live, where the kernel counts them only).
     pub bth_cut: u64,
     pub bth_needs: u16,
+    /// Copies of a frame counted already (seen at another vantage point: an input, or a mirror
+    /// origin), counted once.
+    pub matched_copies: u64,
     /// pcapng link types skipped (their packets count as `unread_link_type`).
     pub skipped_linktypes: std::collections::BTreeSet<u32>,
     /// Live: RDMA devices of the interface, set when no RoCE was seen on it.
@@ -266,6 +269,29 @@ impl Engine {
             }
             FrameClass::Pfc | FrameClass::Pause => self.pfc.observe(meta, s),
             _ => {}
+        }
+    }
+
+    /// A copy of a frame counted already (another vantage point saw it): a frame of the
+    /// capture and of its input's byte share, not one more packet of its flow.
+    /// `frame_len` is given for the first copy of its input (its byte share counts it once).
+    pub fn observe_copy(
+        &mut self,
+        source: u16,
+        frame_len: Option<u32>,
+        (encap, cut): (bool, bool),
+        first: &PacketSummary,
+    ) {
+        self.classes[first.class() as usize] += 1;
+        self.frames += 1;
+        self.visibility.encapsulated += encap as u64;
+        self.visibility.cut_copies += cut as u64;
+        self.visibility.matched_copies += 1;
+        if let Some(stats) = self.flows.get_mut(&FlowKey::from_summary(first)) {
+            stats.sources |= 1u64 << (source as u32).min(63);
+            if let Some(len) = frame_len {
+                stats.add_source_bytes(source, len as u64);
+            }
         }
     }
 

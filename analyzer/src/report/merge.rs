@@ -134,6 +134,11 @@ pub struct Merger {
     audit: Vec<Finding>,
     rtt_reports: Vec<RttSummary>,
     rtt_lost: bool,
+    /// Flows found in more than one report (their packets are summed: frames cannot be matched).
+    shared_flows: u64,
+    /// Reports with a vantage section (frames matched within them), and the first one's.
+    vantage_reports: u64,
+    vantage: Option<Vantage>,
     storms: BTreeSet<StormJson>,
     trees: Vec<Tree>,
     deadlocks: Vec<Deadlock>,
@@ -185,6 +190,10 @@ impl Merger {
             }
         }
         self.absorb_capture(&r.capture)?;
+        if let Some(v) = &r.vantage {
+            self.vantage_reports += 1;
+            self.vantage.get_or_insert_with(|| v.clone());
+        }
         for f in &r.flows {
             let labels: Vec<String> = f.labels.iter().map(|l| self.qualify(path, l)).collect();
             self.absorb_flow(f, labels)?;
@@ -254,6 +263,7 @@ impl Merger {
             self.flows.insert(key, Flow { labels, ..f.clone() });
             return Ok(());
         };
+        self.shared_flows += 1;
         sum!(m.packets, f.packets, "flows.packets");
         sum!(m.bytes, f.bytes, "flows.bytes");
         span(&mut m.first_ns, &mut m.last_ns, f.first_ns, f.last_ns);
@@ -381,6 +391,7 @@ impl Merger {
             },
             incast: self.incast.unwrap_or_default(),
             ecmp: Ecmp::default(),
+            vantage: None,
         };
         let complete = report.pfc.senders.iter().all(|s| s.pause.intervals_complete)
             && report.pfc.pause_senders.iter().all(|s| s.pause.intervals_complete);
@@ -407,6 +418,19 @@ impl Merger {
                 NoteCode::IncastNotMerged,
                 "incast episodes are those of each report, not recomputed over the union: the reports do not \
                  carry per-packet times",
+            ));
+        }
+        if self.reports == 1 {
+            report.vantage = self.vantage;
+        } else if self.shared_flows > 0 || self.vantage_reports > 0 {
+            report.visibility.push(Note::new(
+                NoteCode::VantageNotMerged,
+                format!(
+                    "merge cannot match frames across reports: {} flows appear in more than one report and \
+                     their packets are summed, so a frame seen at two vantage points counts twice; no vantage \
+                     section. For hop-by-hop loss and latency give the captures to one run (--pcap LABEL=FILE …)",
+                    self.shared_flows
+                ),
             ));
         }
         if rtt_not_merged {

@@ -322,18 +322,25 @@ pub enum Encap {
 /// GRE / ERSPAN header / inner frame. `truncate` cuts the inner copy like a mirror session's
 /// truncation setting.
 pub fn mirror(kind: Encap, inner: &[u8], truncate: Option<usize>) -> Vec<u8> {
+    let session = if matches!(kind, Encap::ErspanIII(_)) { 9 } else { 7 };
+    mirror_from([10, 255, 0, 1], session, kind, inner, truncate)
+}
+
+/// A mirrored copy sent by `origin` (the outer source address), with ERSPAN session `session`
+/// for ERSPAN II and III.
+pub fn mirror_from(origin: [u8; 4], session: u16, kind: Encap, inner: &[u8], truncate: Option<usize>) -> Vec<u8> {
     let inner = &inner[..truncate.map_or(inner.len(), |n| n.min(inner.len()))];
     let (protocol, seq, hdr): (u16, Option<u32>, Vec<u8>) = match kind {
         Encap::GreTeb => (ethertype::TEB, None, vec![]),
         Encap::ErspanI => (ethertype::ERSPAN_II, None, vec![]),
         Encap::ErspanII => {
             let mut h = vec![0u8; gre::ERSPAN_II_LEN];
-            gre::ErspanII { vlan: 0, cos: 0, truncated: truncate.is_some(), session: 7, index: 1 }.emit(&mut h);
+            gre::ErspanII { vlan: 0, cos: 0, truncated: truncate.is_some(), session, index: 1 }.emit(&mut h);
             (ethertype::ERSPAN_II, Some(1), h)
         }
         Encap::ErspanIII(o) => {
             let e = gre::ErspanIII {
-                session: 9,
+                session,
                 truncated: truncate.is_some(),
                 timestamp: 0x1234_5678,
                 platform_subheader: o,
@@ -350,7 +357,7 @@ pub fn mirror(kind: Encap, inner: &[u8], truncate: Option<usize>) -> Vec<u8> {
     let at = g.header_len();
     l4[at..at + hdr.len()].copy_from_slice(&hdr);
     l4[at + hdr.len()..].copy_from_slice(inner);
-    let mut outer = Roce::v4([10, 255, 0, 1], [10, 255, 0, 2], 0, 0, 0, 0);
+    let mut outer = Roce::v4(origin, [10, 255, 0, 2], 0, 0, 0, 0);
     outer.dscp = 0;
     outer.ecn = 0;
     outer.ip_packet(ipv4::protocol::GRE, &l4)

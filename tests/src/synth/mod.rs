@@ -5,4 +5,4 @@ mod frame;
 pub mod pcap;
 pub mod scenario;
 
-pub use frame::{Encap, Ext, IpAddrs, Roce, Vlan, cm_mad, ethernet, mirror, pause, pfc, udp_ipv4};
+pub use frame::{Encap, Ext, IpAddrs, Roce, Vlan, cm_mad, ethernet, mirror, mirror_from, pause, pfc, udp_ipv4};

@@ -17,6 +17,8 @@ pub struct LoadOptions {
     pub timeline: bool,
     /// PMTU of flows that have not shown their own (`--pmtu`); 0 learns each flow's.
     pub pmtu: u32,
+    /// Mirrored copies of one frame are matched within this (`--match-window`).
+    pub match_window_ns: u64,
 }
 
 impl Default for LoadOptions {
@@ -27,6 +29,7 @@ impl Default for LoadOptions {
             kernel_log: false,
             timeline: true,
             pmtu: 0,
+            match_window_ns: analyzer_common::vantage::DEFAULT_WINDOW_NS,
         }
     }
 }
@@ -80,6 +83,7 @@ pub fn load_object(
         .override_global(aya_log::LEVEL, &level, false)
         .override_global(maps::GLOBAL_TIMELINE_ON, &(opts.timeline as u8), strict)
         .override_global(maps::GLOBAL_PMTU_DEFAULT, &opts.pmtu, strict)
+        .override_global(maps::GLOBAL_MATCH_WINDOW_NS, &opts.match_window_ns, strict)
         .map_max_entries(MAP_FLOWS, opts.max_flows)
         .map_max_entries(maps::MAP_PSN, opts.max_flows)
         .map_max_entries(MAP_EVENTS, opts.ringbuf_bytes)

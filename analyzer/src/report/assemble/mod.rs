@@ -4,6 +4,7 @@
 
 pub(crate) mod audit;
 pub(crate) mod fabric;
+pub(crate) mod vantage;
 pub(crate) mod visibility;
 
 use analyzer_common::FrameClass;
@@ -70,7 +71,9 @@ impl Report {
             congestion_tree: fabric::congestion_tree(run),
             incast: fabric::incast(run),
             ecmp: fabric::ecmp(run),
+            vantage: None,
         };
+        report.vantage = vantage::section(run, &mut report.audit);
         report.visibility = visibility::notes(run, &report);
         report
     }

@@ -81,6 +81,8 @@ codes! {
         CrcSeed = "crc_seed",
         FewSourcePorts = "few_source_ports",
         ElephantFlows = "elephant_flows",
+        /// Frames seen at one vantage point never reached the next.
+        LossBetween = "loss_between",
     }
 }
 
@@ -101,12 +103,14 @@ codes! {
         ImplausibleTimestamps = "implausible_timestamps",
         SkippedInterfaces = "skipped_interfaces",
         Mirrored = "mirrored",
+        MatchedCopies = "matched_copies",
         PfcUnplaced = "pfc_unplaced",
         TimelineOff = "timeline_off",
         CongestionTreeNotMerged = "congestion_tree_not_merged",
         IncastNotMerged = "incast_not_merged",
         RttNotMerged = "rtt_not_merged",
         EcmpPredictedNotMerged = "ecmp_predicted_not_merged",
+        VantageNotMerged = "vantage_not_merged",
     }
 }
 

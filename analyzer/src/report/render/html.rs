@@ -113,6 +113,33 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
         );
     }
 
+    if let Some(v) = &r.vantage {
+        let _ = writeln!(
+            o,
+            "<h2>Vantage points</h2><table id=\"vantage\"><tr><th>from</th><th>to</th><th>flows</th><th>matched</th><th>missing</th><th>CE-marked between</th><th>latency min / p50 / p99 / max (µs)</th></tr>"
+        );
+        for h in &v.hops {
+            let l = &h.latency_ns;
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{}>{}</td><td>{}</td><td>{} / {} / {} / {}</td></tr>",
+                esc(&h.from),
+                esc(&h.to),
+                h.flows,
+                h.frames_matched,
+                if h.frames_missing > 0 { " class=\"warning\"" } else { "" },
+                h.frames_missing,
+                h.ce_marked,
+                us(l.min),
+                us(l.p50),
+                us(l.p99),
+                us(l.max)
+            );
+        }
+        let points: Vec<String> = v.points.iter().map(|p| format!("{} ({} frames)", esc(&p.name), p.frames)).collect();
+        let _ = writeln!(o, "</table><p>Points: {}; {} copies counted once.</p>", points.join(", "), v.copies);
+    }
+
     let _ = writeln!(o, "<h2>Incast timeline</h2>");
     incast_svg(&mut o, r);
 

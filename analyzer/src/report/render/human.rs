@@ -17,11 +17,37 @@ pub fn render(r: &Report, top: usize) -> String {
     health(&mut o, r, top);
     pfc(&mut o, &r.pfc);
     fabric(&mut o, r);
+    if let Some(v) = &r.vantage {
+        vantage(&mut o, v);
+    }
     if let Some(n) = &r.nic {
         nic(&mut o, n);
     }
     visibility(&mut o, r);
     o
+}
+
+/// Vantage points and the hops between them.
+fn vantage(o: &mut String, v: &crate::report::model::Vantage) {
+    let points: Vec<String> = v.points.iter().map(|p| format!("{} {} frames", p.name, p.frames)).collect();
+    let _ = writeln!(o, "\nVantage points: {} · {} copies counted once", points.join(" · "), v.copies);
+    for h in &v.hops {
+        let l = &h.latency_ns;
+        let _ = writeln!(
+            o,
+            "  {} → {}: {} frames matched ({} flows), {} missing, {} CE-marked between · latency min/p50/p99/max {}/{}/{}/{} µs",
+            h.from,
+            h.to,
+            h.frames_matched,
+            h.flows,
+            h.frames_missing,
+            h.ce_marked,
+            us(l.min),
+            us(l.p50),
+            us(l.p99),
+            us(l.max)
+        );
+    }
 }
 
 /// Sources, frames by class, malformed frames and drops.

@@ -94,12 +94,61 @@ pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
     flows(&mut reg, r, top);
     pfc(&mut reg, r);
     transport(&mut reg, r, rtt_ns);
+    if let Some(v) = &r.vantage {
+        vantage(&mut reg, v);
+    }
     if let Some(n) = &r.nic {
         nic(&mut reg, n);
     }
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");
     out
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HopLabels {
+    from: String,
+    to: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HopQuantileLabels {
+    from: String,
+    to: String,
+    quantile: String,
+}
+
+/// Per hop between vantage points: frames matched, missing, CE-marked between, latency.
+fn vantage(reg: &mut Registry, v: &crate::report::model::Vantage) {
+    let matched = counter_family::<HopLabels>(reg, "vantage_hop_frames_matched", "Frames seen at both points of a hop");
+    let missing = counter_family::<HopLabels>(
+        reg,
+        "vantage_hop_frames_missing",
+        "Frames of flows seen at both points that the first point saw and the second never did",
+    );
+    let ce = counter_family::<HopLabels>(
+        reg,
+        "vantage_hop_ce_marked",
+        "Matched frames CE-marked at the second point and not at the first",
+    );
+    let latency = Family::<HopQuantileLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    reg.register(
+        "vantage_hop_latency_seconds",
+        "Time from the first point to the second over matched frames, by quantile (synchronised capture clocks)",
+        latency.clone(),
+    );
+    for h in &v.hops {
+        let l = HopLabels { from: h.from.clone(), to: h.to.clone() };
+        matched.get_or_create(&l).inc_by(h.frames_matched);
+        missing.get_or_create(&l).inc_by(h.frames_missing);
+        ce.get_or_create(&l).inc_by(h.ce_marked);
+        for (q, ns) in
+            [("0", h.latency_ns.min), ("0.5", h.latency_ns.p50), ("0.99", h.latency_ns.p99), ("1", h.latency_ns.max)]
+        {
+            let q = HopQuantileLabels { from: h.from.clone(), to: h.to.clone(), quantile: q.into() };
+            latency.get_or_create(&q).set(ns as f64 / 1e9);
+        }
+    }
 }
 
 /// Frames by class and losses.

@@ -1,0 +1,273 @@
+//! Vantage points, and the frames several of them saw (issue "real vantage points", 2).
+//!
+//! A vantage point is an input's label, and for a mirrored copy the label plus the copy's
+//! origin (outer source address, and the ERSPAN session where there is one): one collector
+//! that receives ERSPAN from many switches has many vantage points. A RoCE frame seen at
+//! several points is one frame: its identity is `analyzer_common::vantage::FrameId`, and copies at other points within the match
+//! window are folded into the first sighting. Repeats at a point it has already been seen at
+//! are new frames (retransmissions), matched in time order.
+//!
+//! Frames are held here for the match window before the pipeline counts them, so that a
+//! frame is counted once, at the time of its first copy, with the ECN of its last copy (the
+//! one the receiver got: switches mark CE along the path); memory is bounded by the frames of
+//! one window. What the copies say about the path — per ordered pair of points the frames
+//! matched, their latency, CE marks added between, frames that never arrived — is kept here.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use analyzer_common::flow::FlowKey;
+use analyzer_common::vantage::FrameId;
+use analyzer_common::{FrameClass, PacketSummary};
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
+
+use super::stats::Samples;
+use crate::engine::FrameMeta;
+
+/// Points beyond this many share the last bit of a frame's point set.
+const MAX_POINT_BITS: u16 = 64;
+
+/// One vantage point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Point {
+    /// The label, and `@origin` for mirrored copies.
+    pub name: String,
+    pub label: String,
+    /// Outer source address of mirrored copies, with `/session N` for ERSPAN.
+    pub origin: Option<String>,
+    /// Frames seen at this point (copies included).
+    pub frames: u64,
+}
+
+/// A frame held for the match window: its first copy (with the last copy's ECN), the points
+/// that saw it and where the copies came from.
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub meta: FrameMeta,
+    pub summary: PacketSummary,
+    /// Every copy after the first, as the capture counts it.
+    pub copies: SmallVec<[Copy; 1]>,
+    id: Option<FrameId>,
+    /// Points that saw it (bit per point) and (point, time, ECN) per sighting.
+    points: u64,
+    sightings: SmallVec<[(u16, u64, u8); 2]>,
+}
+
+/// A copy folded into a first sighting: its input (per-input byte shares), length, and
+/// whether it was a mirrored or cut copy (the capture's visibility counts).
+#[derive(Debug, Clone, Copy)]
+pub struct Copy {
+    pub source: u16,
+    pub frame_len: u32,
+    pub encap: bool,
+    pub cut: bool,
+}
+
+/// Frames one ordered pair of points shares.
+#[derive(Debug, Default)]
+pub struct HopState {
+    pub matched: u64,
+    /// Matched frames not CE-marked at `from` and CE-marked at `to`.
+    pub ce_marked: u64,
+    pub latency: Samples,
+    /// Frames matched per flow.
+    pub flows: FxHashMap<FlowKey, u64>,
+}
+
+/// A hop as the report gives it: `missing` computed over the flows seen at both points.
+#[derive(Debug)]
+pub struct Hop<'a> {
+    pub from: u16,
+    pub to: u16,
+    pub state: &'a HopState,
+    pub missing: u64,
+    /// Flows with frames missing, most first.
+    pub worst: Vec<(FlowKey, u64)>,
+}
+
+#[derive(Debug)]
+pub struct Vantage {
+    pub window_ns: u64,
+    /// Matching runs for runs with several inputs, or from the first mirrored copy on.
+    active: bool,
+    pub points: Vec<Point>,
+    point_index: FxHashMap<(u16, [u8; 16], u16), u16>,
+    held: VecDeque<Held>,
+    /// Sequence number of `held[0]`.
+    front: u64,
+    /// Held frames by identity, oldest first (sequence numbers).
+    by_identity: FxHashMap<FrameId, SmallVec<[u64; 1]>>,
+    pub hops: BTreeMap<(u16, u16), HopState>,
+    /// Per flow: frames counted by the set of points that saw them.
+    seen_by: FxHashMap<FlowKey, SmallVec<[(u64, u64); 2]>>,
+    /// Most frames held at once (the memory the matching needed).
+    pub peak_held: usize,
+    /// Copies folded into a first sighting.
+    pub copies: u64,
+}
+
+impl Vantage {
+    pub fn new(window_ns: u64) -> Self {
+        Vantage {
+            window_ns,
+            active: false,
+            points: Vec::new(),
+            point_index: FxHashMap::default(),
+            held: VecDeque::new(),
+            front: 0,
+            by_identity: FxHashMap::default(),
+            hops: BTreeMap::new(),
+            seen_by: FxHashMap::default(),
+            peak_held: 0,
+            copies: 0,
+        }
+    }
+
+    /// Whether frames go through the match window (several inputs, or mirrored copies).
+    pub fn active(&self) -> bool {
+        self.active
+    }
+
+    pub fn activate(&mut self) {
+        self.active = true;
+    }
+
+    /// The point of a frame from input `source` labelled `label`.
+    fn point(&mut self, source: u16, label: &str, s: &PacketSummary) -> u16 {
+        let origin = if s.encap != 0 { s.origin_ip } else { [0; 16] };
+        let session = if s.encap != 0 { s.origin_session } else { 0 };
+        let key = (source, origin, session);
+        if let Some(p) = self.point_index.get(&key) {
+            return *p;
+        }
+        let origin = (s.encap != 0).then(|| {
+            let v4 = s.origin_ip[4..].iter().all(|b| *b == 0);
+            let addr = crate::report::model::addr::addr_string(if v4 { 4 } else { 6 }, &s.origin_ip);
+            if session != 0 { format!("{addr}/session {}", session - 1) } else { addr }
+        });
+        let name = match &origin {
+            Some(o) => format!("{label}@{o}"),
+            None => label.to_string(),
+        };
+        // Two inputs of one label (one capture cut in files) are one point.
+        if let Some(i) = self.points.iter().position(|p| p.name == name) {
+            self.point_index.insert(key, i as u16);
+            return i as u16;
+        }
+        self.points.push(Point { name, label: label.into(), origin, frames: 0 });
+        let i = (self.points.len() - 1) as u16;
+        self.point_index.insert(key, i);
+        i
+    }
+
+    /// Takes one frame (in time order); frames whose window has closed are then due.
+    pub fn offer(&mut self, meta: FrameMeta, s: &PacketSummary, label: &str) {
+        let point = self.point(meta.source, label, s);
+        self.points[point as usize].frames += 1;
+        let bit = 1u64 << point.min(MAX_POINT_BITS - 1);
+        let id = matches!(s.class(), FrameClass::Roce | FrameClass::Cnp).then(|| FrameId::of(s));
+        if let Some(id) = id
+            && let Some(seqs) = self.by_identity.get(&id)
+        {
+            let window = self.window_ns;
+            let front = self.front;
+            let held = &self.held;
+            // Within one input only mirrored copies match each other (as the XDP program
+            // matches them live); across inputs every frame does.
+            let found = seqs.iter().copied().find(|&seq| {
+                let h = &held[(seq - front) as usize];
+                let comparable = h.meta.source != meta.source || (h.summary.encap != 0 && s.encap != 0);
+                comparable && h.points & bit == 0 && meta.ts_ns.saturating_sub(h.meta.ts_ns) <= window
+            });
+            if let Some(seq) = found {
+                let h = &mut self.held[(seq - front) as usize];
+                self.copies += 1;
+                let ecn = s.ecn & 3;
+                let flow = FlowKey::from_summary(&h.summary);
+                for &(q, tq, ecn_q) in &h.sightings {
+                    let hop = self.hops.entry((q, point)).or_default();
+                    hop.matched += 1;
+                    hop.ce_marked += (ecn_q != 3 && ecn == 3) as u64;
+                    hop.latency.push(meta.ts_ns.saturating_sub(tq));
+                    *hop.flows.entry(flow).or_default() += 1;
+                }
+                h.sightings.push((point, meta.ts_ns, ecn));
+                h.points |= bit;
+                h.summary.ecn = ecn;
+                h.copies.push(Copy {
+                    source: meta.source,
+                    frame_len: s.frame_len,
+                    encap: s.encap != 0,
+                    cut: s.cut != 0,
+                });
+                return;
+            }
+        }
+        let seq = self.front + self.held.len() as u64;
+        if let Some(id) = id {
+            self.by_identity.entry(id).or_default().push(seq);
+        }
+        self.held.push_back(Held {
+            meta,
+            summary: *s,
+            copies: SmallVec::new(),
+            id,
+            points: bit,
+            sightings: SmallVec::from_slice(&[(point, meta.ts_ns, s.ecn & 3)]),
+        });
+        self.peak_held = self.peak_held.max(self.held.len());
+    }
+
+    /// The oldest held frame if its window closed before `now` (or, `now` = None, any).
+    pub fn due(&mut self, now: Option<u64>) -> Option<Held> {
+        let h = self.held.front()?;
+        if let Some(now) = now
+            && now.saturating_sub(h.meta.ts_ns) <= self.window_ns
+        {
+            return None;
+        }
+        let h = self.held.pop_front()?;
+        let seq = self.front;
+        self.front += 1;
+        if let Some(id) = &h.id {
+            if let Some(seqs) = self.by_identity.get_mut(id) {
+                seqs.retain(|s| *s != seq);
+                if seqs.is_empty() {
+                    self.by_identity.remove(id);
+                }
+            }
+            let sets = self.seen_by.entry(FlowKey::from_summary(&h.summary)).or_default();
+            match sets.iter_mut().find(|(m, _)| *m == h.points) {
+                Some((_, n)) => *n += 1,
+                None => sets.push((h.points, 1)),
+            }
+        }
+        Some(h)
+    }
+
+    /// The hops, with the frames of flows seen at both points that `from` saw and `to` never
+    /// did, and the flows that lost most.
+    pub fn hop_list(&self) -> Vec<Hop<'_>> {
+        self.hops
+            .iter()
+            .map(|(&(from, to), state)| {
+                let (a, b) = (1u64 << from.min(MAX_POINT_BITS - 1), 1u64 << to.min(MAX_POINT_BITS - 1));
+                let mut worst: Vec<(FlowKey, u64)> = self
+                    .seen_by
+                    .iter()
+                    .filter_map(|(k, sets)| {
+                        let union = sets.iter().fold(0, |u, (m, _)| u | m);
+                        if union & a == 0 || union & b == 0 {
+                            return None;
+                        }
+                        let lost: u64 = sets.iter().filter(|(m, _)| m & a != 0 && m & b == 0).map(|(_, n)| n).sum();
+                        (lost > 0).then_some((*k, lost))
+                    })
+                    .collect();
+                worst.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+                let missing = worst.iter().map(|(_, n)| n).sum();
+                Hop { from, to, state, missing, worst }
+            })
+            .collect()
+    }
+}

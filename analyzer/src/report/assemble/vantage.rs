@@ -1,0 +1,62 @@
+//! The `vantage` section: points, hops, and a `loss_between` finding per hop that lost frames.
+
+use super::super::model::*;
+use crate::pipeline::Pipeline;
+
+/// The section when the run had several vantage points (else none); findings go to `audit`.
+pub fn section(run: &Pipeline, audit: &mut Vec<Finding>) -> Option<Vantage> {
+    let v = &run.analyses.vantage;
+    if v.points.len() < 2 {
+        return None;
+    }
+    let name = |i: u16| v.points[i as usize].name.clone();
+    let mut hops = Vec::new();
+    for hop in v.hop_list() {
+        let (from, to) = (name(hop.from), name(hop.to));
+        if hop.missing > 0 {
+            let flows = hop.worst.len();
+            let worst = hop.worst.iter().take(3).map(|(k, n)| format!("{} ({n})", flow_label(k))).collect::<Vec<_>>();
+            audit.push(Finding::new(
+                Severity::Warning,
+                FindingCode::LossBetween,
+                format!(
+                    "{} frames of {flows} flows seen at {from} never reached {to}; most: {}",
+                    hop.missing,
+                    worst.join(", ")
+                ),
+                hop.worst.iter().map(|(k, _)| flow_ref(k)).collect(),
+            ));
+        }
+        hops.push(VantageHop {
+            from,
+            to,
+            flows: hop.state.flows.len() as u64,
+            frames_matched: hop.state.matched,
+            frames_missing: hop.missing,
+            ce_marked: hop.state.ce_marked,
+            latency_ns: hop.state.latency.percentiles().unwrap_or_default(),
+        });
+    }
+    Some(Vantage {
+        match_window_ns: v.window_ns,
+        points: v
+            .points
+            .iter()
+            .map(|p| VantagePoint {
+                name: p.name.clone(),
+                label: p.label.clone(),
+                origin: p.origin.clone(),
+                frames: p.frames,
+            })
+            .collect(),
+        hops,
+        copies: v.copies,
+        peak_held: v.peak_held as u64,
+    })
+}
+
+/// "src→dst QP" of a flow, for messages.
+fn flow_label(k: &analyzer_common::flow::FlowKey) -> String {
+    let r = flow_ref(k);
+    format!("{}→{} {:#x}", r.src, r.dst, r.dst_qp)
+}

@@ -1,0 +1,208 @@
+//! Vantage points: the same frames seen at two points count once, and the hops between the
+//! points say what happened on the way — answers stated by hand from how the fixtures were
+//! built (tests/src/vantage.rs).
+
+use serde_json::{Value, json};
+use tests::fixtures::data_dir;
+use tests::tools::{metric, run};
+
+fn report(args: &[&str]) -> Value {
+    let mut a = vec!["-q", "--json", "-"];
+    a.extend_from_slice(args);
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn data(name: &str) -> String {
+    data_dir().join(name).to_str().unwrap().to_string()
+}
+
+fn leaf_and_spine(extra: &[&str]) -> Value {
+    let (l, s) = (format!("leaf={}", data("vantage_leaf.pcap")), format!("spine={}", data("vantage_spine.pcap")));
+    let mut a = vec!["-r", &l, "-r", &s];
+    a.extend_from_slice(extra);
+    report(&a)
+}
+
+fn flow<'a>(r: &'a Value, src: &str) -> &'a Value {
+    r["flows"].as_array().unwrap().iter().find(|f| f["src"] == src).unwrap_or_else(|| panic!("no flow from {src}"))
+}
+
+/// (from, to, flows, matched, missing, ce_marked, latency min, p50, p99, max) per hop.
+fn hops(r: &Value) -> Vec<Value> {
+    r["vantage"]["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            let l = &h["latency_ns"];
+            json!([
+                h["from"],
+                h["to"],
+                h["flows"],
+                h["frames_matched"],
+                h["frames_missing"],
+                h["ce_marked"],
+                l["min"],
+                l["p50"],
+                l["p99"],
+                l["max"]
+            ])
+        })
+        .collect()
+}
+
+/// The fixture's hops: X (leaf → spine) 99 frames matched (PSN 0..99 but 40 and 41, and the
+/// resent 99), latency 3000 + (PSN mod 5) × 100 ns (20 at 3000 with the resend, 19 at 3100, 20
+/// each at 3200, 3300, 3400: the 50th of 99 is 3200), 2 missing, 60..69 CE-marked on the way;
+/// Y (spine → leaf) 10 ACKs 2 µs apart.
+fn fixture_hops(leaf: &str, spine: &str) -> Vec<Value> {
+    vec![
+        json!([leaf, spine, 1, 99, 2, 10, 3000, 3200, 3400, 3400]),
+        json!([spine, leaf, 1, 10, 0, 0, 2000, 2000, 2000, 2000]),
+    ]
+}
+
+#[test]
+fn a_frame_seen_at_two_points_counts_once() {
+    let r = leaf_and_spine(&[]);
+    // Flow X: 100 PSNs and one resend, once each; ECN from the last copy: 60..69 CE.
+    let x = flow(&r, "10.0.2.1");
+    assert_eq!(x["packets"], 101);
+    assert_eq!(x["ecn"], json!({"not_ect": 0, "ect0": 91, "ect1": 0, "ce": 10}));
+    assert_eq!(x["psn"]["duplicates"], 1, "the resend of 99 only");
+    assert_eq!(x["labels"], json!(["leaf", "spine"]));
+    assert_eq!(flow(&r, "10.0.2.2")["packets"], 10);
+    assert_eq!(flow(&r, "10.0.2.3")["packets"], 5);
+    // Every frame read is a frame of the capture: 116 at the leaf, 109 at the spine.
+    assert_eq!(r["capture"]["frames"], 225);
+    let v = &r["vantage"];
+    assert_eq!(
+        v["points"],
+        json!([{"name": "leaf", "label": "leaf", "frames": 116}, {"name": "spine", "label": "spine", "frames": 109}])
+    );
+    assert_eq!(v["copies"], 109);
+    assert_eq!(hops(&r), fixture_hops("leaf", "spine"));
+    let loss: Vec<&Value> = r["audit"].as_array().unwrap().iter().filter(|f| f["code"] == "loss_between").collect();
+    assert_eq!(loss.len(), 1);
+    assert_eq!(loss[0]["flows"][0]["dst_qp"], 0x700);
+    let msg = loss[0]["message"].as_str().unwrap();
+    assert!(msg.starts_with("2 frames of 1 flows seen at leaf never reached spine"), "{msg}");
+    // ECMP per label still counts each point's bytes.
+    let by_label = &r["ecmp"]["observed"]["by_label"];
+    assert_eq!((by_label["leaf"]["flows"].as_u64(), by_label["spine"]["flows"].as_u64()), (Some(3), Some(2)));
+}
+
+#[test]
+fn the_same_capture_at_two_labels_is_the_same_frames() {
+    let ex = data("example.pcap");
+    let one = report(&["-r", &ex]);
+    let (a, b) = (format!("a={ex}"), format!("b={ex}"));
+    let two = report(&["-r", &a, "-r", &b]);
+    let strip = |r: &Value| {
+        let mut f = r["flows"].clone();
+        for x in f.as_array_mut().unwrap() {
+            x.as_object_mut().unwrap().remove("labels");
+        }
+        f
+    };
+    assert_eq!(strip(&two), strip(&one), "flows, PSN and NAK counters as from one capture");
+    assert_eq!(two["audit"], one["audit"], "no retransmission or duplicate findings");
+    let roce = one["capture"]["classes"]["roce"].as_u64().unwrap() + one["capture"]["classes"]["cnp"].as_u64().unwrap();
+    assert_eq!(hops(&two), vec![json!(["a", "b", one["flows"].as_array().unwrap().len(), roce, 0, 0, 0, 0, 0, 0])]);
+}
+
+#[test]
+fn erspan_copies_from_two_switches_are_two_points() {
+    let r = report(&["-r", &data("vantage_erspan.pcap")]);
+    let (leaf, spine) = ("vantage_erspan.pcap@192.0.2.1/session 5", "vantage_erspan.pcap@192.0.2.2/session 6");
+    let names: Vec<&Value> = r["vantage"]["points"].as_array().unwrap().iter().map(|p| &p["name"]).collect();
+    assert_eq!(names, vec![leaf, spine]);
+    assert_eq!(r["vantage"]["points"][0]["origin"], "192.0.2.1/session 5");
+    assert_eq!(hops(&r), fixture_hops(leaf, spine));
+    assert_eq!(flow(&r, "10.0.2.1")["packets"], 101);
+}
+
+#[test]
+fn clock_offset_corrects_a_capture_clock() {
+    let (l, s) = (format!("leaf={}", data("vantage_leaf.pcap")), format!("spine={}", data("vantage_spine_clock.pcap")));
+    let r = report(&["-r", &l, "-r", &s, "--clock-offset", "spine=-1ms"]);
+    assert_eq!(hops(&r), fixture_hops("leaf", "spine"));
+    // Uncorrected, the spine's clock 1 ms ahead shows in every latency of X (1003.0 … 1003.4
+    // µs), and the ACKs seem to reach the leaf first: one hop leaf → spine of 109 frames, the
+    // ACKs at 998 µs.
+    let r = report(&["-r", &l, "-r", &s]);
+    assert_eq!(hops(&r), vec![json!(["leaf", "spine", 2, 109, 2, 10, 998_000, 1_003_200, 1_003_400, 1_003_400])]);
+    for bad in [vec!["--clock-offset", "spine=1ms"], vec!["--clock-offset", "=+1ms"]] {
+        let mut a = vec!["-r", &l, "-r", &s];
+        a.extend(bad.iter());
+        assert_eq!(run(&a).status.code(), Some(2), "{bad:?} is a usage error");
+    }
+    let out = run(&["-r", &l, "-r", &s, "--clock-offset", "nope=+1ms"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no --pcap input is labelled \"nope\""));
+}
+
+#[test]
+fn the_match_window_bounds_what_is_held() {
+    // 20 µs covers every copy here (at most 3.4 µs apart): the same answers, few frames held.
+    let narrow = leaf_and_spine(&["--match-window", "20us"]);
+    assert_eq!(hops(&narrow), fixture_hops("leaf", "spine"));
+    let held = narrow["vantage"]["peak_held"].as_u64().unwrap();
+    // Frames are 10 µs apart at each point, plus ACKs: at most 2 per point per 10 µs.
+    assert!(held <= 8, "{held} frames held within 20 µs");
+    assert_eq!(leaf_and_spine(&[])["vantage"]["peak_held"], 225 - 109, "100 ms holds the whole capture");
+    // 1 µs is shorter than any hop: nothing matches, and each copy counts.
+    let tight = leaf_and_spine(&["--match-window", "1us"]);
+    assert_eq!(tight["vantage"]["hops"], json!([]));
+    assert_eq!(flow(&tight, "10.0.2.1")["packets"], 200);
+}
+
+#[test]
+fn merge_cannot_match_frames_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("leaf.json"), dir.path().join("spine.json"));
+    for (out, input) in [(&a, "vantage_leaf.pcap"), (&b, "vantage_spine.pcap")] {
+        let o = run(&["-q", "-r", &data(input), "--json", out.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0));
+    }
+    let out = run(&["merge", a.to_str().unwrap(), b.to_str().unwrap(), "--json", "-"]);
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(flow(&m, "10.0.2.1")["packets"], 200, "summed: frames cannot be matched");
+    assert!(m.get("vantage").is_none());
+    let note = m["visibility"].as_array().unwrap().iter().find(|n| n["code"] == "vantage_not_merged");
+    let note = note.expect("the vantage_not_merged note");
+    assert!(note["message"].as_str().unwrap().contains("2 flows appear in more than one report"), "{note}");
+}
+
+#[test]
+fn human_html_and_metrics_show_the_hops() {
+    let (l, s) = (format!("leaf={}", data("vantage_leaf.pcap")), format!("spine={}", data("vantage_spine.pcap")));
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    let out = run(&["-r", &l, "-r", &s, "--html", html.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("leaf → spine: 99 frames matched (1 flows), 2 missing, 10 CE-marked between · latency min/p50/p99/max 3.0/3.2/3.4/3.4 µs"),
+        "{text}"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<table id=\"vantage\">") && page.contains("<td>leaf</td><td>spine</td><td>1</td><td>99</td>")
+    );
+    // The metrics renderer over the same report (the agent serves these live).
+    let mut run = analyzer::pipeline::Pipeline::default();
+    let inputs: Vec<_> = [l, s].iter().map(|a| analyzer::capture::input::InputSpec::parse(a).unwrap()).collect();
+    analyzer::offline::analyze_files(&mut run, &inputs, |_, _| {}).unwrap();
+    let r = analyzer::report::model::Report::assemble(&run, analyzer::report::assemble::RunKind::Offline);
+    let m = analyzer::report::render::metrics::render(&r, 10, &[]);
+    let hop = "{from=\"leaf\",to=\"spine\"}";
+    assert_eq!(metric(&m, &format!("roce_analyzer_vantage_hop_frames_matched_total{hop}")), Some(99));
+    assert_eq!(metric(&m, &format!("roce_analyzer_vantage_hop_frames_missing_total{hop}")), Some(2));
+    assert_eq!(metric(&m, &format!("roce_analyzer_vantage_hop_ce_marked_total{hop}")), Some(10));
+    assert!(
+        m.contains("roce_analyzer_vantage_hop_latency_seconds{from=\"leaf\",to=\"spine\",quantile=\"0.5\"} 0.0000032"),
+        "{m}"
+    );
+}

@@ -1,0 +1,113 @@
+//! Fixtures of vantage points: the same frames seen at two points (two labelled captures, or
+//! ERSPAN copies from two switches at one collector), each built for answers the tests state
+//! by hand (tests/integration/vantage.rs).
+
+use analyzer_common::FrameClass;
+use analyzer_common::opcode::op;
+use analyzer_common::wire::ext::Aeth;
+
+use crate::fixtures::{Fixture, Timed};
+use crate::synth::{Encap, Roce, mirror_from};
+
+const US: u64 = 1_000;
+
+fn ip(d: u8) -> [u8; 4] {
+    [10, 0, 2, d]
+}
+
+/// Flow X's data: 1 → 2, QP 0x700, ECT(0); Y's ACKs: 2 → 1, QP 0x100.
+fn data(psn: u32, ce: bool) -> Roce {
+    let mut r = Roce::v4(ip(1), ip(2), 0xC001, op::RDMA_WRITE_MIDDLE, 0x700, psn);
+    r.payload_len = 1024;
+    r.ecn = if ce { 3 } else { 2 };
+    r.ident = 0x1000 + psn as u16;
+    r
+}
+
+fn ack(psn: u32) -> Roce {
+    let mut r = Roce::v4(ip(2), ip(1), 0xC002, op::ACKNOWLEDGE, 0x100, psn);
+    r.ext.aeth = Aeth::ack(31, psn);
+    r.ident = 0x2000 + psn as u16;
+    r
+}
+
+/// Flow Z: 3 → 4, QP 0x900, seen at the leaf only (another path).
+fn other(psn: u32) -> Roce {
+    let mut r = Roce::v4(ip(3), ip(4), 0xC003, op::SEND_ONLY, 0x900, psn);
+    r.payload_len = 256;
+    r.ident = 0x3000 + psn as u16;
+    r
+}
+
+/// Frames at their times at one point.
+type Seen = Vec<(u64, Roce)>;
+
+/// Where and when each point sees the frames; `spine_offset` shifts the spine's clock.
+fn frames(spine_offset: i64) -> (Seen, Seen) {
+    let spine_time = |t: u64| t.saturating_add_signed(spine_offset);
+    let (mut leaf, mut spine) = (Vec::new(), Vec::new());
+    // X: PSN i at 10 µs × i at the leaf, at the spine 3 µs + (i mod 5) × 100 ns later; 40 and 41
+    // never reach the spine; 60..69 arrive CE-marked there. PSN 99 is resent at 1000 µs and
+    // reaches the spine 3 µs later.
+    for psn in 0..100u32 {
+        let t = psn as u64 * 10 * US;
+        leaf.push((t, data(psn, false)));
+        if psn != 40 && psn != 41 {
+            spine.push((spine_time(t + 3 * US + (psn as u64 % 5) * 100), data(psn, (60..70).contains(&psn))));
+        }
+    }
+    leaf.push((1000 * US, data(99, false)));
+    spine.push((spine_time(1003 * US), data(99, false)));
+    // Y: ten ACKs seen at the spine first, at the leaf 2 µs later.
+    for i in 0..10u32 {
+        let t = i as u64 * 100 * US + 5 * US;
+        spine.push((spine_time(t), ack(i * 10 + 9)));
+        leaf.push((t + 2 * US, ack(i * 10 + 9)));
+    }
+    // Z: five SENDs at the leaf only.
+    for psn in 0..5u32 {
+        leaf.push((psn as u64 * 50 * US + 7 * US, other(psn)));
+    }
+    (leaf, spine)
+}
+
+fn timed(name: &'static str, frames: &[(u64, Roce)]) -> Fixture {
+    let mut a = Timed::default();
+    for (t, r) in frames {
+        a.roce(*t, r);
+    }
+    a.fixture(name)
+}
+
+/// The leaf's capture (`leaf=vantage_leaf.pcap`).
+pub fn leaf() -> Fixture {
+    timed("vantage_leaf.pcap", &frames(0).0)
+}
+
+/// The spine's capture (`spine=vantage_spine.pcap`).
+pub fn spine() -> Fixture {
+    timed("vantage_spine.pcap", &frames(0).1)
+}
+
+/// The spine's capture with its clock 1 ms ahead (`--clock-offset spine=-1ms` corrects it).
+pub fn spine_clock_ahead() -> Fixture {
+    timed("vantage_spine_clock.pcap", &frames(1_000_000).1)
+}
+
+/// Both captures as ERSPAN II copies at one collector: the leaf's from 192.0.2.1 (session 5),
+/// the spine's from 192.0.2.2 (session 6), time-ordered in one file.
+pub fn erspan_collector() -> Fixture {
+    let (leaf, spine) = frames(0);
+    let mut a = Timed::default();
+    for (origin, session, list) in [([192, 0, 2, 1], 5, &leaf), ([192, 0, 2, 2], 6, &spine)] {
+        for (t, r) in list {
+            let copy = mirror_from(origin, session, Encap::ErspanII, &r.build(), None);
+            a.push(*t, FrameClass::Roce, copy);
+        }
+    }
+    a.fixture("vantage_erspan.pcap")
+}
+
+pub fn all() -> Vec<Fixture> {
+    vec![leaf(), spine(), spine_clock_ahead(), erspan_collector()]
+}

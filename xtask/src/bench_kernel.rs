@@ -226,3 +226,33 @@ pub fn run(repeat: u32, seconds: u64, compare: Option<&Path>) -> anyhow::Result<
     prog_test_run(repeat, compare)?;
     veth(seconds)
 }
+
+/// Two captures of the same `frames` RoCE frames at two vantage points (`leaf.pcap`,
+/// `spine.pcap` in `dir`): 256 flows, 1 µs apart at the leaf, each at the spine 3 µs plus
+/// (i mod 7) × 100 ns later, every 1000th never reaching it (the matching's memory benchmark).
+pub fn vantage_capture(dir: &Path, frames: u32) -> anyhow::Result<()> {
+    let frame = |i: u32, ts: u64| {
+        let flow = i % 256;
+        let mut r = Roce::v4(
+            [10, 1, 0, flow as u8],
+            [10, 2, 0, 1],
+            0xC000 | flow as u16,
+            op::RDMA_WRITE_MIDDLE,
+            0x100 + flow,
+            i / 256,
+        )
+        .payload(64);
+        r.ident = i as u16;
+        Record::new(ts, r.build())
+    };
+    let opts = PcapOptions { nanosecond: true, ..Default::default() };
+    let leaf: Vec<Record> = (0..frames).map(|i| frame(i, 1_000 * i as u64)).collect();
+    std::fs::write(dir.join("leaf.pcap"), write_pcap(Vec::new(), opts, &leaf)?)?;
+    drop(leaf);
+    let spine: Vec<Record> = (0..frames)
+        .filter(|i| i % 1000 != 999)
+        .map(|i| frame(i, 1_000 * i as u64 + 3_000 + (i % 7) as u64 * 100))
+        .collect();
+    std::fs::write(dir.join("spine.pcap"), write_pcap(Vec::new(), opts, &spine)?)?;
+    Ok(())
+}

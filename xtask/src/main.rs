@@ -81,6 +81,10 @@ enum Task {
         #[arg(long, default_value_t = 10_000)]
         flows: u32,
     },
+    /// (For BENCHMARKS.md.) Write the same FRAMES frames as seen at two vantage points,
+    /// DIR/leaf.pcap and DIR/spine.pcap.
+    #[command(hide = true)]
+    VantageCapture { dir: std::path::PathBuf, frames: u32 },
 }
 
 fn main() -> ExitCode {
@@ -94,6 +98,7 @@ fn main() -> ExitCode {
         Task::Bench { frames, repeat } => bench::run(frames, repeat.max(1)),
         Task::BenchCapture { path, frames } => bench::write_capture(&path, frames).map(|n| println!("{n}")),
         Task::FlowsCapture { path, loops, flows } => bench_kernel::flows_capture(&path, flows, loops),
+        Task::VantageCapture { dir, frames } => bench_kernel::vantage_capture(&dir, frames),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

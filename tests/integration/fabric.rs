@@ -434,3 +434,18 @@ fn merge_recomputes_ecmp_observed_and_says_what_it_cannot() {
     assert_eq!(merged["congestion_tree"], together["congestion_tree"]);
     assert!(!merged["visibility"].as_array().unwrap().iter().any(|n| n["code"] == "congestion_tree_not_merged"));
 }
+
+/// A `[[vantage]]` ties the capture labelled s2 to the link leaf1 — spine2: the flow it saw
+/// took that link, where spine2 paused leaf1, so the flow contributes to the tree rooted at
+/// spine2 (congested toward h2). By shortest path alone (spine1, first by name) it would not.
+#[test]
+fn a_vantage_point_places_a_flow_on_its_link() {
+    let tree = |topology: &str| {
+        let r = report(&["-r", &format!("s2={}", resolve("via_spine2.pcap")), "--topology", topology]);
+        let t = r["congestion_tree"]["trees"][0].clone();
+        let qps = |k: &str| t[k].as_array().unwrap().iter().map(|f| f["dst_qp"].as_u64().unwrap()).collect::<Vec<_>>();
+        (t["roots"][0]["device"].clone(), qps("contributors"), qps("victims"))
+    };
+    assert_eq!(tree("two_spines.toml"), (json!("spine2"), vec![], vec![]));
+    assert_eq!(tree("two_spines_vantage.toml"), (json!("spine2"), vec![0xB00], vec![]));
+}

@@ -274,10 +274,71 @@ pub fn ecmp_flows() -> Fixture {
 }
 
 pub fn all() -> Vec<Fixture> {
-    vec![incast(), cascade(), storm(), deadlock(), uplink(1), uplink(2), uplink(3), ecmp_flows()]
+    vec![incast(), cascade(), storm(), deadlock(), uplink(1), uplink(2), uplink(3), ecmp_flows(), via_spine2()]
 }
 
 /// Topology files written beside the captures.
 pub fn topologies() -> Vec<(&'static str, String)> {
-    vec![("cascade.toml", cascade_topology()), ("ring.toml", ring_topology())]
+    vec![
+        ("cascade.toml", cascade_topology()),
+        ("ring.toml", ring_topology()),
+        ("two_spines.toml", two_spines_topology(false)),
+        ("two_spines_vantage.toml", two_spines_topology(true)),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// A vantage point that shows a flow's path: two leaves joined by two spines; the capture
+// labelled s2 mirrors the link leaf1 — spine2, where spine2 pauses leaf1.
+
+pub const TS_LEAF1: u8 = 0x51;
+pub const TS_LEAF2: u8 = 0x52;
+pub const TS_SPINE1: u8 = 0x61;
+pub const TS_SPINE2: u8 = 0x62;
+
+pub fn two_spines_ip(h: u8) -> [u8; 4] {
+    [10, 0, 10, h]
+}
+
+/// Shortest paths go through spine1 (neighbours in name order); with `vantage`, a
+/// `[[vantage]]` ties the label s2 to the link spine2:p1 — leaf1:p3.
+pub fn two_spines_topology(vantage: bool) -> String {
+    let dev = |name: &str, id: u8, ports: &[u8]| {
+        let p: Vec<String> = ports.iter().map(|p| format!("p{p} = \"{}\"", mac_text(port_mac(id, *p)))).collect();
+        format!("[[device]]\nname = \"{name}\"\nports = {{ {} }}\n", p.join(", "))
+    };
+    let mut t = String::from("# Fixture topology: two leaves, two spines.\n");
+    t += &dev("leaf1", TS_LEAF1, &[1, 2, 3]);
+    t += &dev("leaf2", TS_LEAF2, &[1, 2, 3]);
+    t += &dev("spine1", TS_SPINE1, &[1, 2]);
+    t += &dev("spine2", TS_SPINE2, &[1, 2]);
+    for h in [1, 2] {
+        let ip = two_spines_ip(h);
+        t += &format!("[[host]]\nname = \"h{h}\"\nmac = \"{}\"\nip = \"10.0.10.{h}\"\n", mac_text(host_mac(ip)));
+    }
+    for (a, b) in [
+        ("leaf1:p1", "h1"),
+        ("leaf2:p1", "h2"),
+        ("leaf1:p2", "spine1:p1"),
+        ("leaf2:p2", "spine1:p2"),
+        ("leaf1:p3", "spine2:p1"),
+        ("leaf2:p3", "spine2:p2"),
+    ] {
+        t += &format!("[[link]]\na = \"{a}\"\nb = \"{b}\"\n");
+    }
+    if vantage {
+        t += "[[vantage]]\nlabel = \"s2\"\nlink = \"spine2:p1\"\n";
+    }
+    t
+}
+
+/// h1 → h2 (QP 0xB00) every 100 µs for 10 ms; spine2:p1 pauses leaf1 on priority 3 from 2 to
+/// 6 ms.
+pub fn via_spine2() -> Fixture {
+    let mut a = At::default();
+    for i in 0..100u64 {
+        a.roce(i * 100 * US, &data(two_spines_ip(1), two_spines_ip(2), 0xC500, 0xB00, i as u32));
+    }
+    hold(&mut a, port_mac(TS_SPINE2, 1), 3, 2 * MS, 6 * MS, 200 * US);
+    a.fixture("via_spine2.pcap")
 }

@@ -13,7 +13,13 @@
 //! [[link]]
 //! a = "leaf1:p1"
 //! b = "h1"
+//! [[vantage]]          # a capture labelled "up1" (or mirrored from 192.0.2.1) shows this link
+//! label = "up1"        # or: origin = "192.0.2.1"
+//! link = "leaf1:p1"
 //! ```
+//!
+//! A flow seen at vantage points tied to links takes those links: its path is then the
+//! shortest one through them (in the order they are reached), not merely the shortest.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
@@ -41,6 +47,38 @@ struct RawFile {
     host: Vec<RawHost>,
     #[serde(default)]
     link: Vec<RawLink>,
+    #[serde(default)]
+    vantage: Vec<RawVantage>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVantage {
+    label: Option<Spanned<String>>,
+    origin: Option<Spanned<String>>,
+    link: Spanned<String>,
+}
+
+/// A vantage point tied to the link it shows: by input label, by mirror origin (the outer
+/// source address, with or without `/session N`), or both.
+#[derive(Debug, Clone)]
+pub struct VantageTie {
+    pub label: Option<String>,
+    pub origin: Option<String>,
+    pub link: End,
+}
+
+impl VantageTie {
+    /// Whether a point (its label, and origin for mirrored copies) is this one.
+    pub fn matches(&self, label: &str, origin: Option<&str>) -> bool {
+        let label_ok = self.label.as_deref().is_none_or(|l| l == label);
+        let origin_ok = match (&self.origin, origin) {
+            (None, _) => true,
+            (Some(want), Some(o)) => o == want || o.strip_prefix(want.as_str()).is_some_and(|r| r.starts_with('/')),
+            (Some(_), None) => false,
+        };
+        label_ok && origin_ok
+    }
 }
 
 #[derive(Deserialize)]
@@ -111,6 +149,8 @@ pub struct Topology {
     peer: HashMap<End, End>,
     /// Node → (neighbour, the end on this node's side), sorted for deterministic paths.
     adjacent: BTreeMap<Node, Vec<(Node, End)>>,
+    /// `[[vantage]]` entries: the links vantage points show.
+    pub vantage: Vec<VantageTie>,
 }
 
 pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
@@ -234,6 +274,30 @@ impl Topology {
         for v in t.adjacent.values_mut() {
             v.sort();
         }
+        for v in &raw.vantage {
+            let text = v.link.get_ref();
+            let end = match text.split_once(':') {
+                Some((dev, port)) => match names.get(dev) {
+                    Some(Node::Device(d)) => End::Port(*d, port.into()),
+                    _ => return Err(invalid(v.link.span(), format!("unknown device {dev:?} in {text:?}"))),
+                },
+                None => match names.get(text.as_str()) {
+                    Some(Node::Host(h)) => End::Host(*h),
+                    _ => return Err(invalid(v.link.span(), format!("{text:?} is not a host or device:port"))),
+                },
+            };
+            if !t.peer.contains_key(&end) {
+                return Err(invalid(v.link.span(), format!("{text} is not an end of any [[link]]")));
+            }
+            if v.label.is_none() && v.origin.is_none() {
+                return Err(invalid(v.link.span(), "a [[vantage]] needs a label, an origin or both".into()));
+            }
+            t.vantage.push(VantageTie {
+                label: v.label.as_ref().map(|l| l.get_ref().clone()),
+                origin: v.origin.as_ref().map(|o| o.get_ref().clone()),
+                link: end,
+            });
+        }
         Ok(t)
     }
 
@@ -282,6 +346,37 @@ impl Topology {
             }
         }
         None
+    }
+
+    /// The links the vantage points `seen_at` (label, origin) show, per `[[vantage]]`.
+    pub fn links_seen(&self, seen_at: &[(String, Option<String>)]) -> Vec<End> {
+        let mut links: Vec<End> = self
+            .vantage
+            .iter()
+            .filter(|v| seen_at.iter().any(|(l, o)| v.matches(l, o.as_deref())))
+            .map(|v| v.link.clone())
+            .collect();
+        links.sort();
+        links.dedup();
+        links
+    }
+
+    /// A shortest path from `a` to `b` that crosses each of `links` (each an end of a link),
+    /// taken in the order they are reached from `a`.
+    pub fn path_via(&self, a: Node, b: Node, links: &[End]) -> Option<Vec<Node>> {
+        let dist = |from: Node, to: Node| self.path(from, to).map_or(usize::MAX, |p| p.len());
+        let mut hops: Vec<(Node, Node)> = links.iter().filter_map(|e| Some((e.node(), self.peer(e)?.node()))).collect();
+        hops.sort_by_key(|&(x, y)| (dist(a, x).min(dist(a, y)), x, y));
+        let mut path = vec![a];
+        let mut cur = a;
+        for (x, y) in hops {
+            let (near, far) = if dist(cur, x) <= dist(cur, y) { (x, y) } else { (y, x) };
+            path.extend(&self.path(cur, near)?[1..]);
+            path.push(far);
+            cur = far;
+        }
+        path.extend(&self.path(cur, b)?[1..]);
+        Some(path)
     }
 
     /// The port of device `d` on the first hop of a shortest path toward `target`.
@@ -347,5 +442,25 @@ b = "spine1:p1"
         let bad_mac = GOOD.replace("02:00:00:00:03:e9", "02:00:00:00:03");
         assert!(error(&bad_mac).contains("line 10: host h1"), "{}", error(&bad_mac));
         assert!(error("[[device]]\nname = 3\n").contains("line 2"), "{}", error("[[device]]\nname = 3\n"));
+        let unlinked = format!("{GOOD}[[vantage]]\nlabel = \"up\"\nlink = \"leaf1:p9\"\n");
+        assert!(error(&unlinked).contains("line 20: leaf1:p9 is not an end of any [[link]]"), "{}", error(&unlinked));
+        let bare = format!("{GOOD}[[vantage]]\nlink = \"leaf1:p5\"\n");
+        assert!(error(&bare).contains("needs a label, an origin or both"), "{}", error(&bare));
+    }
+
+    #[test]
+    fn vantage_ties_by_label_and_origin() {
+        let text = format!(
+            "{GOOD}[[vantage]]\nlabel = \"up\"\nlink = \"leaf1:p5\"\n[[vantage]]\norigin = \"192.0.2.1\"\nlink = \"h1\"\n"
+        );
+        let t = Topology::parse(&text).unwrap();
+        let seen = |l: &str, o: Option<&str>| t.links_seen(&[(l.to_string(), o.map(str::to_string))]);
+        assert_eq!(seen("up", None), vec![End::Port(0, "p5".into())]);
+        assert_eq!(seen("col", Some("192.0.2.1/session 5")), vec![End::Host(0)]);
+        assert_eq!(seen("col", Some("192.0.2.10")), vec![], "an address is matched whole");
+        assert_eq!(seen("other", None), vec![]);
+        // Through the tied link spine1 — leaf1 on the way from h1 back to h1's leaf is a detour.
+        let via = t.path_via(Node::Host(0), Node::Device(0), &[End::Port(1, "p1".into())]);
+        assert_eq!(via, Some(vec![Node::Host(0), Node::Device(0), Node::Device(1), Node::Device(0)]));
     }
 }

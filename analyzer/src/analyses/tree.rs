@@ -23,7 +23,7 @@ use crate::report::model::{
 };
 
 /// A flow as the congestion trees see it: where it went, how much, when, on which priorities.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlowSpan {
     pub key: FlowKey,
     pub bytes: u64,
@@ -33,6 +33,9 @@ pub struct FlowSpan {
     pub pcps: u8,
     /// Some frames carried no VLAN tag (they may be on any priority).
     pub untagged: bool,
+    /// The vantage points that saw it, (label, mirror origin): with a topology's `[[vantage]]`
+    /// ties, the links it crossed.
+    pub seen_at: Vec<(String, Option<String>)>,
 }
 
 /// Paused intervals [start, end).
@@ -180,7 +183,12 @@ fn place<'a>(topo: Option<&Topology>, flows: &'a [FlowSpan]) -> Vec<Placed<'a>> 
             let key = &stats.key;
             let src = t.host_of_ip(ip_of(key, true))?;
             let dst = t.host_of_ip(ip_of(key, false))?;
-            let path = t.path(Node::Host(src), Node::Host(dst))?;
+            let links = t.links_seen(&stats.seen_at);
+            let path = if links.is_empty() {
+                t.path(Node::Host(src), Node::Host(dst))?
+            } else {
+                t.path_via(Node::Host(src), Node::Host(dst), &links)?
+            };
             Some(Placed { key, stats, dst, path })
         })
         .collect()

@@ -245,6 +245,17 @@ impl Vantage {
         Some(h)
     }
 
+    /// The points that saw a flow (with a mirror origin only: inputs' labels are the
+    /// engine's).
+    pub fn points_of(&self, k: &FlowKey) -> impl Iterator<Item = &Point> {
+        let mask = self.seen_by.get(k).map_or(0, |sets| sets.iter().fold(0, |u, (m, _)| u | m));
+        self.points
+            .iter()
+            .enumerate()
+            .filter(move |(i, p)| p.origin.is_some() && mask & (1u64 << (*i as u16).min(MAX_POINT_BITS - 1)) != 0)
+            .map(|(_, p)| p)
+    }
+
     /// The hops, with the frames of flows seen at both points that `from` saw and `to` never
     /// did, and the flows that lost most.
     pub fn hop_list(&self) -> Vec<Hop<'_>> {

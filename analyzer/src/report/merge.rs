@@ -483,5 +483,13 @@ fn flow_span(f: &Flow) -> Option<FlowSpan> {
             _ => untagged = true,
         }
     }
-    Some(FlowSpan { key: flow_key(f)?, bytes: f.bytes, first_ns: f.first_ns, last_ns: f.last_ns, pcps, untagged })
+    Some(FlowSpan {
+        key: flow_key(f)?,
+        bytes: f.bytes,
+        first_ns: f.first_ns,
+        last_ns: f.last_ns,
+        pcps,
+        untagged,
+        seen_at: f.labels.iter().map(|l| (l.clone(), None)).collect(),
+    })
 }

@@ -81,9 +81,25 @@ pub fn congestion_tree(run: &Pipeline) -> CongestionTrees {
             last_ns: s.last_ns,
             pcps: (0..8u8).filter(|p| s.pcp.get(*p) > 0).fold(0, |m, p| m | 1 << p),
             untagged: s.untagged > 0,
+            seen_at: seen_at(run, k, s.sources),
         })
         .collect();
     tree::build(&a.pause, a.config.topology.as_ref(), &flows, a.config.deadlock_min_ns)
+}
+
+/// The vantage points that saw a flow: its inputs' labels, and the mirror origins the
+/// matching saw it from.
+fn seen_at(run: &Pipeline, k: &FlowKey, sources: u64) -> Vec<(String, Option<String>)> {
+    let mut at: Vec<(String, Option<String>)> = run
+        .engine
+        .sources
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| sources & (1u64 << (*i).min(63)) != 0)
+        .map(|(_, s)| (s.label.clone(), None))
+        .collect();
+    at.extend(run.analyses.vantage.points_of(k).map(|p| (p.label.clone(), p.origin.clone())));
+    at
 }
 
 pub fn incast(run: &Pipeline) -> Incast {

@@ -203,6 +203,9 @@ pub mod event_kind {
     pub const PAUSE: u8 = 2;
     /// A CM MAD ([`super::CmEvent`]).
     pub const CM: u8 = 5;
+    /// A mirrored RoCE frame (first copy or not), for the vantage points' hops: which origin
+    /// sent it, when, with which ECN.
+    pub const SIGHTING: u8 = 6;
 }
 
 /// A CM MAD (UD SEND ONLY to QP 1): its addresses and first bytes, parsed on the host by

@@ -160,13 +160,16 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
             // costs ~25 ns per call here, more than the rest of the frame's accounting.
             // SAFETY: helper without arguments.
             let now = unsafe { bpf_ktime_get_coarse_ns() };
-            if s.encap != 0
-                && let Some(previous_ecn) = matched_copy(s, now)
-            {
-                // Counted already from another mirror origin: only its ECN is the newer.
-                count(counter::MATCHED_COPIES);
-                restate_ecn(&key, previous_ecn, s.ecn & 3);
-                return Ok(());
+            if s.encap != 0 {
+                // Every mirrored copy, at the precise time: the agent's vantage points and hops.
+                // SAFETY: helper without arguments.
+                event_at(s, unsafe { bpf_ktime_get_ns() }, event_kind::SIGHTING);
+                if let Some(previous_ecn) = matched_copy(s, now) {
+                    // Counted already from another mirror origin: only its ECN is the newer.
+                    count(counter::MATCHED_COPIES);
+                    restate_ecn(&key, previous_ecn, s.ecn & 3);
+                    return Ok(());
+                }
             }
             account_flow(ctx, &key, s, now);
             if class == FrameClass::Roce {

@@ -337,6 +337,7 @@ impl<M: MapSource> LiveLoop<M> {
                 + self.maps.drain_records(UNDRAINED_MAX, &mut |_| {});
             self.run.engine.count_drop(DropReason::Undrained, left);
         }
+        self.run.settle_sightings();
     }
 
     pub fn into_pipeline(self) -> Pipeline {

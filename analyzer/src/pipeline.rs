@@ -3,7 +3,7 @@
 //! its timeline records, PFC events and CM MADs reach the analyses here, so both modes run the
 //! same analysis code on the same input. Reports are assembled from a pipeline.
 
-use analyzer_common::maps::Event;
+use analyzer_common::maps::{Event, event_kind};
 use analyzer_common::record::Record;
 use analyzer_common::wire::cm;
 use analyzer_common::{FrameClass, PacketSummary};
@@ -95,7 +95,25 @@ impl Pipeline {
     /// Live: a PFC or PAUSE frame the kernel sent with its precise timestamp. Its counters are
     /// in the kernel maps already.
     pub fn observe_event(&mut self, meta: FrameMeta, event: &Event) {
+        if event.kind == event_kind::SIGHTING {
+            return self.observe_sighting(meta, &event.summary);
+        }
         self.analyses.observe_pause(meta.ts_ns, &event.summary);
+    }
+
+    /// Live: a mirrored copy the kernel saw (and counted, once per frame). Matched here only for
+    /// the vantage points and their hops; the frames the matching lets go are not counted again.
+    fn observe_sighting(&mut self, meta: FrameMeta, s: &PacketSummary) {
+        let vantage = &mut self.analyses.vantage;
+        vantage.activate();
+        let label = self.engine.sources.get(meta.source as usize).map_or("", |s| s.label.as_str());
+        vantage.offer(meta, s, label);
+        while vantage.due(Some(meta.ts_ns)).is_some() {}
+    }
+
+    /// Live, before a report: the sightings still held are matched as they stand.
+    pub fn settle_sightings(&mut self) {
+        while self.analyses.vantage.due(None).is_some() {}
     }
 
     /// A CM MAD (UD SEND ONLY to QP 1) from `src` to `dst`: REQ and REP pair QPs for RTT.

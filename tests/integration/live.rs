@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tests::fixtures::{self, Fixture};
 use tests::netns::{Agent, Netns, privileged};
 use tests::synth::pcap::{PcapOptions, write_pcap};
@@ -681,4 +681,56 @@ fn cut_mirror_copies_live_equal_whole_frames_offline() {
             false => assert!(said.is_none(), "whole frames are no cut copies: {said:?}"),
         }
     }
+}
+
+/// ERSPAN copies of the same frames from two switches at one collector port: live, the agent
+/// names the same two vantage points (by outer source and session) and finds the same hops —
+/// frames matched and missing, CE marks added between — as an analysis of the capture. Only
+/// the latencies differ (the replay's timing, not the capture's).
+#[test]
+fn live_vantage_points_of_mirror_origins_equal_offline() {
+    if !privileged("live_vantage_points_of_mirror_origins_equal_offline") {
+        return;
+    }
+    let ns = Netns::new("vant");
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixtures::all().into_iter().find(|f| f.name == "vantage_erspan.pcap").unwrap();
+    let sent = as_sent(&f, dir.path());
+    let live = live_report(&ns, &[], || {
+        let out = ns.replay(&sent);
+        assert!(out.status.success(), "replay: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let offline = offline(&sent);
+    let hops = |r: &Value| -> Vec<Value> {
+        let name = |v: &Value| v.as_str().unwrap().split_once('@').unwrap().1.to_string();
+        r["vantage"]["hops"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no vantage section: {}", r["visibility"]))
+            .iter()
+            .map(|h| {
+                json!([
+                    name(&h["from"]),
+                    name(&h["to"]),
+                    h["flows"],
+                    h["frames_matched"],
+                    h["frames_missing"],
+                    h["ce_marked"]
+                ])
+            })
+            .collect()
+    };
+    assert_eq!(
+        hops(&live),
+        vec![
+            json!(["192.0.2.1/session 5", "192.0.2.2/session 6", 1, 99, 2, 10]),
+            json!(["192.0.2.2/session 6", "192.0.2.1/session 5", 1, 10, 0, 0]),
+        ]
+    );
+    assert_eq!(hops(&live), hops(&offline));
+    let origins = |r: &Value| -> Vec<Value> {
+        r["vantage"]["points"].as_array().unwrap().iter().map(|p| json!([p["origin"], p["frames"]])).collect()
+    };
+    assert_eq!(origins(&live), origins(&offline));
+    assert_eq!(live["vantage"]["points"][0]["name"], "vb@192.0.2.1/session 5", "the interface is the label");
+    assert_eq!(comparable(&live), comparable(&offline), "flows counted once, CE from the last copy");
 }

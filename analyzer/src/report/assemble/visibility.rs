@@ -148,13 +148,7 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
             format!(
                 "{copies} frames were copies of frames seen at another vantage point (another input, or \
                  another mirror origin of the same input, within --match-window) and were counted once: \
-                 at their first copy, with the ECN of their last.{}",
-                if report.kind == "live" {
-                    " Live, the hops between mirror origins (loss, latency, CE marking) are not reported: \
-                     capture the port (tcpdump -w) and analyse the file for the vantage section."
-                } else {
-                    ""
-                }
+                 at their first copy, with the ECN of their last."
             ),
         ));
     }

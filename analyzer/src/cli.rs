@@ -304,6 +304,12 @@ pub struct AnalysisArgs {
     #[arg(long, default_value_t = defaults::CNP_TIMEOUT.into(), value_parser = positive_duration)]
     pub cnp_timeout: humantime::Duration,
 
+    /// The notification point's CNP pacing interval (at most one CNP per flow per interval): a
+    /// CE mark within it after a CNP is covered, not unanswered. Without it, inferred from the
+    /// smallest CNP gap of a QP with at least 3 CNPs.
+    #[arg(long, value_parser = positive_duration)]
+    pub cnp_interval: Option<humantime::Duration>,
+
     #[command(flatten)]
     pub fabric: FabricArgs,
 
@@ -362,6 +368,7 @@ impl AnalysisArgs {
             roce_dscp: self.roce_dscp,
             cnp_dscp: self.cnp_dscp,
             cnp_timeout_ns: nanos(*self.cnp_timeout),
+            cnp_interval_ns: self.cnp_interval.map(|d| nanos(*d)),
             link_speed_bps: self.link_speed.0,
             pfc_storm_ns: fabric.pfc_storm_ns,
             deadlock_min_ns: fabric.deadlock_min_ns,

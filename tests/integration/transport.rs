@@ -202,15 +202,17 @@ fn every_audit_finding_and_its_absence() {
         |a: &str| r["pairs"].as_array().unwrap().iter().find(|p| p["a"] == format!("10.0.1.{a}")).unwrap().clone();
     assert_eq!(
         pair("24"),
-        json!({"a": "10.0.1.24", "b": "10.0.1.25", "data_packets": 4, "ce": 4, "cnp_back": 0, "ce_unanswered": 4})
+        json!({"a": "10.0.1.24", "b": "10.0.1.25", "data_packets": 4, "ce": 4, "cnp_back": 0, "ce_unanswered": 4,
+               "ce_covered": 0})
     );
     assert_eq!(
         pair("26"),
-        json!({"a": "10.0.1.26", "b": "10.0.1.27", "data_packets": 4, "ce": 0, "cnp_back": 4, "ce_unanswered": 0})
+        json!({"a": "10.0.1.26", "b": "10.0.1.27", "data_packets": 4, "ce": 0, "cnp_back": 4, "ce_unanswered": 0,
+               "ce_covered": 0})
     );
     assert_eq!(
         pair("28"),
-        json!({"a": "10.0.1.28", "b": "10.0.1.29", "data_packets": 4, "ce": 4, "cnp_back": 4, "ce_unanswered": 0})
+        json!({"a": "10.0.1.28", "b": "10.0.1.29", "data_packets": 4, "ce": 4, "cnp_back": 4, "ce_unanswered": 0, "ce_covered": 0})
     );
     let pacing = r["cnp_pacing"].as_array().unwrap().iter().find(|p| p["dst"] == "10.0.1.28").unwrap();
     assert_eq!(
@@ -265,4 +267,45 @@ fn cm_exchange_pairs_qps_that_psns_cannot_tell_apart() {
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((r["rtt_ns"]["ambiguous_acks"].as_u64(), r["rtt_ns"]["samples"].as_u64()), (Some(40), Some(0)));
     assert_eq!(r["rtt_ns"]["cm_paired"].as_u64(), Some(0));
+}
+
+/// A notification point pacing CNPs at one per 50 µs (tests/src/transport.rs `cnp_paced`): the
+/// marks after each pacer's last CNP are covered, not an error; an NP that stops sending, or
+/// never sends, still is.
+#[test]
+fn paced_cnps_cover_the_marks_after_them() {
+    let pairs = |r: &Value| -> Vec<(String, u64, u64, u64, u64)> {
+        r["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let n = |k: &str| p[k].as_u64().unwrap();
+                (p["a"].as_str().unwrap().to_string(), n("ce"), n("cnp_back"), n("ce_unanswered"), n("ce_covered"))
+            })
+            .collect()
+    };
+    let errors = |r: &Value| -> Vec<String> {
+        findings(r).into_iter().filter(|f| f.1 == "ce_without_cnp").map(|f| f.2[0].clone()).collect()
+    };
+    let r = report("cnp_paced.pcap", &[]);
+    assert_eq!(r["cnp_interval"], json!({"ns": 50_000, "source": "inferred"}), "the CNP gaps are 50 µs");
+    // 150 marks each. Pacers: CNPs for the marks at 100, 150 … 350 µs; the 24 marks from 352
+    // to 398 µs follow the last CNP (seen at 352) within 50 µs. The NP that stops after two:
+    // 26 marks answered (100 … 150), 26 covered (152 … 202), 98 not (204 … 398).
+    assert_eq!(
+        pairs(&r),
+        vec![
+            ("10.0.1.30".into(), 150, 6, 0, 24),
+            ("10.0.1.31".into(), 150, 6, 0, 24),
+            ("10.0.1.32".into(), 150, 2, 98, 26),
+            ("10.0.1.33".into(), 150, 0, 150, 0),
+        ]
+    );
+    assert_eq!(errors(&r), vec!["10.0.1.32→10.0.1.40 0xd02", "10.0.1.33→10.0.1.40 0xd03"]);
+    // A 10 µs interval given: only the marks up to 362 µs are covered.
+    let r = report("cnp_paced.pcap", &["--cnp-interval", "10us"]);
+    assert_eq!(r["cnp_interval"], json!({"ns": 10_000, "source": "given"}));
+    assert_eq!(pairs(&r)[0], ("10.0.1.30".into(), 150, 6, 18, 6));
+    assert_eq!(errors(&r).len(), 4);
 }

@@ -228,6 +228,47 @@ pub fn psn_wrap() -> Fixture {
     a.fixture("psn_wrap.pcap")
 }
 
+/// A notification point that paces CNPs (one per QP per 50 µs): senders 30, 31 write to 40
+/// every 2 µs from 0 to 398 µs, CE-marked from 100 µs on (150 marks each); the NP, 1 µs away,
+/// answers a mark with a CNP (seen 2 µs after the mark) unless it sent one in the last 50 µs:
+/// CNPs for the marks at 100, 150, …, 350. The marks after 350 get none: covered by the one
+/// before. Sender 32's NP stops after two CNPs (marks at 100 and 150): its marks from 204 µs on
+/// are more than 50 µs after the last CNP (seen at 152) and unanswered. Sender 33 gets no CNP.
+/// The capture ends at 2 ms.
+pub fn cnp_paced() -> Fixture {
+    let mut a = At::default();
+    for (src, qp) in [(30u8, 0xD00u32), (31, 0xD01), (32, 0xD02), (33, 0xD03)] {
+        let mut last_cnp: Option<u64> = None;
+        let mut sent = 0;
+        for i in 0..200u64 {
+            let t = i * 2 * US;
+            let ce = t >= 100 * US;
+            let mut d = Roce::v4(ip(src), ip(40), sport(src), op::RDMA_WRITE_MIDDLE, qp, i as u32);
+            d.payload_len = 256;
+            d.ecn = if ce { 3 } else { 2 };
+            a.roce(t, &d);
+            let np_gets = t + US;
+            let pacing_ok = last_cnp.is_none_or(|c| np_gets - c >= 50 * US);
+            let np_works = match src {
+                32 => sent < 2,
+                33 => false,
+                _ => true,
+            };
+            if ce && pacing_ok && np_works {
+                let mut c = Roce::v4(ip(40), ip(src), sport(40), CNP, qp + 0x100, 0);
+                c.dscp = 48;
+                c.ecn = 0;
+                a.roce(np_gets + US, &c);
+                last_cnp = Some(np_gets);
+                sent += 1;
+            }
+        }
+    }
+    // The capture goes on past the 1 ms CNP timeout, so every mark is decided.
+    other(&mut a, 2_000 * US);
+    a.fixture("cnp_paced.pcap")
+}
+
 /// Requests and RTTs of the RTT fixture's QP 0xC00 (12 → 13): request i at i × 200 µs,
 /// acknowledged (i + 1) × 100 ns later; QP 0xC01: 100 requests acknowledged after 7 µs.
 pub const RTT_FAST: u32 = 1000;
@@ -319,5 +360,5 @@ pub fn rtt_cm() -> Fixture {
 }
 
 pub fn all() -> Vec<Fixture> {
-    vec![gobackn(), reorder(), reads(), qp_mtus(), rnr(), psn_wrap(), rtt(), rtt_cm(), ecn_audit()]
+    vec![gobackn(), reorder(), reads(), qp_mtus(), rnr(), psn_wrap(), rtt(), rtt_cm(), ecn_audit(), cnp_paced()]
 }

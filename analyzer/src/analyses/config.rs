@@ -16,6 +16,8 @@ pub struct Config {
     pub cnp_dscp: u8,
     /// A CE mark with no CNP back within this is "unanswered".
     pub cnp_timeout_ns: u64,
+    /// The notification point's CNP pacing interval (`--cnp-interval`); inferred when none.
+    pub cnp_interval_ns: Option<u64>,
     pub link_speed_bps: u64,
     pub pfc_storm_ns: u64,
     pub deadlock_min_ns: u64,
@@ -63,6 +65,7 @@ impl Default for Config {
             roce_dscp: defaults::ROCE_DSCP,
             cnp_dscp: defaults::CNP_DSCP,
             cnp_timeout_ns: nanos(defaults::CNP_TIMEOUT),
+            cnp_interval_ns: None,
             link_speed_bps: defaults::LINK_SPEED_BPS,
             pfc_storm_ns: nanos(defaults::PFC_STORM),
             deadlock_min_ns: nanos(defaults::DEADLOCK_MIN),

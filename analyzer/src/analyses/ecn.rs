@@ -2,6 +2,12 @@
 //! IP pair with the CNPs that come back, whether each CE mark was answered by a CNP within the
 //! timeout, CNP pacing per notified QP, and the ECN/DSCP marking of data and CNPs per flow
 //! (for the audit).
+//!
+//! The notification point paces CNPs: at most one per flow per interval (50 µs in the DCQCN
+//! paper, a NIC setting in practice), so a CE mark that arrives within that interval after a
+//! CNP gets none of its own: it is *covered*, not unanswered. The interval is inferred from the
+//! CNP gaps seen (the smallest gap of any QP with at least [`PACED_MIN_CNPS`] CNPs), or given
+//! (`--cnp-interval`); a mark's distance to the CNP before it is kept until then.
 
 use std::collections::VecDeque;
 
@@ -20,10 +26,39 @@ pub struct PairStats {
     pub cnp_back: u64,
     /// CE marks with a CNP back within the timeout.
     pub ce_answered: u64,
-    /// CE marks with none.
+    /// CE marks with none (covered ones included: see [`PairStats::split`]).
     pub ce_unanswered: u64,
-    /// CE times still within the timeout.
-    waiting: VecDeque<u64>,
+    /// Of those, the time since the CNP seen before each (when within [`MAX_INTERVAL_NS`]).
+    unanswered_after_cnp: Vec<u64>,
+    /// CE times still within the timeout, with the time since the CNP before each.
+    waiting: VecDeque<(u64, Option<u64>)>,
+    /// The latest CNP b → a.
+    last_cnp: Option<u64>,
+}
+
+/// A QP's CNP gaps count toward the pacing interval from this many CNPs on.
+pub const PACED_MIN_CNPS: u64 = 3;
+/// Pacing intervals above this are not pacing (a mark further from a CNP is never covered).
+pub const MAX_INTERVAL_NS: u64 = 10_000_000;
+
+/// The CNP pacing interval used, and where it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interval {
+    /// `--cnp-interval`.
+    Given(u64),
+    /// The smallest CNP gap of a QP with at least [`PACED_MIN_CNPS`] CNPs.
+    Inferred(u64),
+    /// Too few CNPs to tell: no mark is covered.
+    Unknown,
+}
+
+impl Interval {
+    pub fn ns(self) -> Option<u64> {
+        match self {
+            Interval::Given(n) | Interval::Inferred(n) => Some(n),
+            Interval::Unknown => None,
+        }
+    }
 }
 
 /// Marking of one flow's data packets and CNPs.
@@ -65,11 +100,32 @@ pub struct Ecn {
     cap: usize,
     /// Frames whose flow, pair or QP found a map at its cap.
     pub state_full: u64,
+    /// `--cnp-interval`, when given.
+    pub given_interval_ns: Option<u64>,
 }
 
 impl Ecn {
     pub fn new(timeout_ns: u64, roce_dscp: u8, cnp_dscp: u8, cap: usize) -> Self {
         Ecn { timeout_ns, roce_dscp, cnp_dscp, cap, ..Default::default() }
+    }
+
+    /// With `--cnp-interval` (none: inferred).
+    pub fn with_interval(self, given_interval_ns: Option<u64>) -> Self {
+        Ecn { given_interval_ns, ..self }
+    }
+
+    /// The CNP pacing interval: given, or inferred from the gaps seen.
+    pub fn interval(&self) -> Interval {
+        if let Some(n) = self.given_interval_ns {
+            return Interval::Given(n);
+        }
+        self.pacing
+            .values()
+            .filter(|p| p.cnps >= PACED_MIN_CNPS)
+            .filter_map(|p| p.gaps.iter().min().copied())
+            .filter(|g| *g <= MAX_INTERVAL_NS)
+            .min()
+            .map_or(Interval::Unknown, Interval::Inferred)
     }
 
     pub fn observe(&mut self, r: &Record) {
@@ -92,7 +148,7 @@ impl Ecn {
             }
             let Some(pair) = bounded(&mut self.pairs, (dst, src), cap, full) else { return };
             pair.cnp_back += 1;
-            while let Some(&t) = pair.waiting.front() {
+            while let Some(&(t, since_cnp)) = pair.waiting.front() {
                 if t > r.ts_ns {
                     break;
                 }
@@ -100,9 +156,10 @@ impl Ecn {
                 if r.ts_ns - t <= self.timeout_ns {
                     pair.ce_answered += 1;
                 } else {
-                    pair.ce_unanswered += 1;
+                    pair.unanswered(since_cnp);
                 }
             }
+            pair.last_cnp = Some(r.ts_ns);
         } else if opcode::is_data(r.opcode) {
             let Some(m) = bounded(&mut self.flows, r.flow(), cap, full) else { return };
             m.data += 1;
@@ -115,26 +172,45 @@ impl Ecn {
             }
             let Some(pair) = bounded(&mut self.pairs, (src, dst), cap, full) else { return };
             pair.data_packets += 1;
-            while let Some(&t) = pair.waiting.front() {
+            while let Some(&(t, since_cnp)) = pair.waiting.front() {
                 if r.ts_ns.saturating_sub(t) <= self.timeout_ns {
                     break;
                 }
                 pair.waiting.pop_front();
-                pair.ce_unanswered += 1;
+                pair.unanswered(since_cnp);
             }
             if r.ce() {
                 pair.ce += 1;
-                pair.waiting.push_back(r.ts_ns);
+                let since_cnp = pair.last_cnp.map(|c| r.ts_ns.saturating_sub(c));
+                pair.waiting.push_back((r.ts_ns, since_cnp));
             }
         }
     }
 }
 
 impl PairStats {
-    /// CE marks unanswered at `end_ns`, counting those still waiting that are older than the
-    /// timeout (younger ones are undecided and not counted). Read-only.
-    pub fn unanswered_at(&self, end_ns: u64, timeout_ns: u64) -> u64 {
-        self.ce_unanswered + self.waiting.iter().filter(|&&t| end_ns.saturating_sub(t) > timeout_ns).count() as u64
+    fn unanswered(&mut self, since_cnp: Option<u64>) {
+        self.ce_unanswered += 1;
+        if let Some(d) = since_cnp.filter(|d| *d <= MAX_INTERVAL_NS) {
+            self.unanswered_after_cnp.push(d);
+        }
+    }
+
+    /// CE marks without a CNP back at `end_ns` (those still waiting count when older than the
+    /// timeout; younger ones are undecided), as (unanswered, covered): covered marks came
+    /// within the pacing `interval` after a CNP. Read-only.
+    pub fn split(&self, end_ns: u64, timeout_ns: u64, interval: Interval) -> (u64, u64) {
+        let expired = self.waiting.iter().filter(|(t, _)| end_ns.saturating_sub(*t) > timeout_ns);
+        let all = self.ce_unanswered + expired.clone().count() as u64;
+        let covered = match interval.ns() {
+            None => 0,
+            Some(i) => {
+                let within = |d: &u64| *d <= i;
+                (self.unanswered_after_cnp.iter().filter(|d| within(d)).count()
+                    + expired.filter(|(_, d)| d.as_ref().is_some_and(within)).count()) as u64
+            }
+        };
+        (all - covered, covered)
     }
 }
 
@@ -162,8 +238,16 @@ mod tests {
         e.observe(&rec(1, 2, 0x11, 2300, 3, 26)); // an ACK is not data
         let k = |a: u8| (([10, 0, 0, a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), 4u8);
         let p = &e.pairs[&(k(1), k(2))];
-        assert_eq!((p.data_packets, p.ce, p.cnp_back, p.ce_answered, p.unanswered_at(2500, 1000)), (5, 4, 2, 2, 1));
-        assert_eq!(p.unanswered_at(3300, 1000), 2);
+        let unknown = Interval::Unknown;
+        assert_eq!(
+            (p.data_packets, p.ce, p.cnp_back, p.ce_answered, p.split(2500, 1000, unknown)),
+            (5, 4, 2, 2, (1, 0))
+        );
+        assert_eq!(p.split(3300, 1000, unknown), (2, 0));
+        // The mark at 500 came 100 after the CNP at 400; the one at 2200, 200 after 2000.
+        assert_eq!(p.split(3300, 1000, Interval::Given(100)), (1, 1));
+        assert_eq!(p.split(3300, 1000, Interval::Given(200)), (0, 2));
+        assert_eq!(e.interval(), Interval::Unknown, "two CNPs on the QP: too few to infer pacing");
         let pace = &e.pacing[&(k(1), 0x11)];
         assert_eq!((pace.cnps, pace.gaps.clone()), (2, vec![1600]));
         let m = e.flows[&rec(1, 2, 0, 0, 0, 0).flow()];

@@ -52,7 +52,8 @@ impl Analyses {
     pub fn new(config: Config) -> Self {
         Analyses {
             rtt: rtt::Rtt::new(config.rtt_timeout_ns, config.max_keys),
-            ecn: ecn::Ecn::new(config.cnp_timeout_ns, config.roce_dscp, config.cnp_dscp, config.max_keys),
+            ecn: ecn::Ecn::new(config.cnp_timeout_ns, config.roce_dscp, config.cnp_dscp, config.max_keys)
+                .with_interval(config.cnp_interval_ns),
             incast: incast::Incast::new(config.incast_window_ns, config.incast_min_senders, config.max_keys),
             pause: pause::Pause::new(config.link_speed_bps, config.pfc_storm_ns),
             vantage: vantage::Vantage::new(config.match_window_ns),

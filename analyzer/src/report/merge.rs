@@ -130,6 +130,7 @@ pub struct Merger {
     link_speed_bps: Option<u64>,
     carried: Vec<Note>,
     pairs: BTreeMap<(String, String), Pair>,
+    cnp_interval: CnpInterval,
     pacing: BTreeMap<(String, u32), CnpPacing>,
     audit: Vec<Finding>,
     rtt_reports: Vec<RttSummary>,
@@ -213,12 +214,18 @@ impl Merger {
                 ce: 0,
                 cnp_back: 0,
                 ce_unanswered: 0,
+                ce_covered: 0,
                 ..p.clone()
             });
             sum!(m.data_packets, p.data_packets, "pairs.data_packets");
             sum!(m.ce, p.ce, "pairs.ce");
             sum!(m.cnp_back, p.cnp_back, "pairs.cnp_back");
             sum!(m.ce_unanswered, p.ce_unanswered, "pairs.ce_unanswered");
+            sum!(m.ce_covered, p.ce_covered, "pairs.ce_covered");
+        }
+        // Each report split its marks with its own interval; the merged one names the largest.
+        if r.cnp_interval.ns > self.cnp_interval.ns {
+            self.cnp_interval = r.cnp_interval.clone();
         }
         for c in &r.cnp_pacing {
             let slot = self.pacing.entry((c.dst.clone(), c.dst_qp)).or_insert_with(|| c.clone());
@@ -382,6 +389,7 @@ impl Merger {
             nic: None,
             rtt_ns: single_rtt,
             pairs: self.pairs.into_values().collect(),
+            cnp_interval: self.cnp_interval,
             cnp_pacing: self.pacing.into_values().collect(),
             audit: self.audit,
             congestion_tree: CongestionTrees {

@@ -6,7 +6,7 @@ use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::{aeth, count};
 use rustc_hash::FxHashMap;
 
-use crate::analyses::ecn::FlowMarking;
+use crate::analyses::ecn::{FlowMarking, Interval};
 use crate::pipeline::Pipeline;
 use crate::report::model::{Finding, FindingCode, FlowRef, Severity, addr_string, flow_ref};
 
@@ -102,13 +102,23 @@ fn feedback(run: &Pipeline) -> Vec<Finding> {
     };
     for (((a, v), (b, _)), p) in &e.pairs {
         let (sa, sb) = (addr_string(*v, a), addr_string(*v, b));
-        let unanswered = p.unanswered_at(end, e.timeout_ns);
+        let interval = e.interval();
+        let (unanswered, covered) = p.split(end, e.timeout_ns, interval);
         if unanswered > 0 {
+            let paced = match interval {
+                Interval::Unknown => " (too few CNPs to tell their pacing interval: give --cnp-interval)".to_string(),
+                i => format!(
+                    "; {} within the CNP pacing interval ({}, {}) after a CNP",
+                    if covered > 0 { format!("{covered} more came, covered by it,") } else { "none came".into() },
+                    ns_text(i.ns().unwrap_or(0)),
+                    if matches!(i, Interval::Given(_)) { "given" } else { "inferred from the CNP gaps" }
+                ),
+            };
             out.push(finding(
                 Severity::Error,
                 FindingCode::CeWithoutCnp,
                 format!(
-                    "{sa} → {sb}: {unanswered} of {} CE-marked packets got no CNP back within {}: the notification point (the receiving NIC) does not send CNPs, or they are lost",
+                    "{sa} → {sb}: {unanswered} of {} CE-marked packets got no CNP back within {} and none just before{paced}: the notification point (the receiving NIC) does not send CNPs, or they are lost",
                     p.ce,
                     ns_text(e.timeout_ns)
                 ),

@@ -67,6 +67,7 @@ impl Report {
             rtt_ns: rtt_summary(run),
             pairs: pairs_json(run),
             cnp_pacing: pacing_json(run),
+            cnp_interval: cnp_interval(run),
             audit: audit::findings(run),
             congestion_tree: fabric::congestion_tree(run),
             incast: fabric::incast(run),
@@ -129,9 +130,19 @@ fn pairs_json(run: &Pipeline) -> Vec<Pair> {
             data_packets: p.data_packets,
             ce: p.ce,
             cnp_back: p.cnp_back,
-            ce_unanswered: p.unanswered_at(end_ns(run), e.timeout_ns),
+            ce_unanswered: p.split(end_ns(run), e.timeout_ns, e.interval()).0,
+            ce_covered: p.split(end_ns(run), e.timeout_ns, e.interval()).1,
         })
         .collect()
+}
+
+fn cnp_interval(run: &Pipeline) -> CnpInterval {
+    use crate::analyses::ecn::Interval;
+    match run.analyses.ecn.interval() {
+        Interval::Given(ns) => CnpInterval { ns, source: "given".into() },
+        Interval::Inferred(ns) => CnpInterval { ns, source: "inferred".into() },
+        Interval::Unknown => CnpInterval::default(),
+    }
 }
 
 fn pacing_json(run: &Pipeline) -> Vec<CnpPacing> {

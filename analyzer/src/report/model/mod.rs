@@ -64,6 +64,9 @@ pub struct Report {
     /// CNPs per notified QP and their spacing.
     #[serde(default)]
     pub cnp_pacing: Vec<CnpPacing>,
+    /// The CNP pacing interval behind `pairs[].ce_covered`.
+    #[serde(default)]
+    pub cnp_interval: CnpInterval,
     /// Findings of the transport audit (ECN, DSCP, CNP, PSN/NAK patterns).
     #[serde(default)]
     pub audit: Vec<Finding>,
@@ -337,8 +340,26 @@ pub struct Pair {
     pub ce: u64,
     /// CNPs b → a.
     pub cnp_back: u64,
-    /// CE marks with no CNP back within `--cnp-timeout`.
+    /// CE marks with no CNP back within `--cnp-timeout`, and not covered by a CNP's pacing.
     pub ce_unanswered: u64,
+    /// CE marks with no CNP of their own that came within the CNP pacing interval after one
+    /// (the notification point sends at most one per interval).
+    #[serde(default)]
+    pub ce_covered: u64,
+}
+
+/// The CNP pacing interval the audit used: `source` is `inferred` (the smallest CNP gap of a
+/// QP with at least 3 CNPs), `given` (`--cnp-interval`) or `none` (`ns` 0: too few CNPs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CnpInterval {
+    pub ns: u64,
+    pub source: String,
+}
+
+impl Default for CnpInterval {
+    fn default() -> Self {
+        CnpInterval { ns: 0, source: "none".into() }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

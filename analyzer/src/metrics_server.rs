@@ -21,17 +21,20 @@ impl MetricsServer {
         let server = Arc::new(
             tiny_http::Server::http(addr).map_err(|e| MetricsError { addr: addr.into(), detail: e.to_string() })?,
         );
-        let text = Arc::new(Mutex::new(String::from("# EOF\n")));
+        let text = Arc::new(Mutex::new(String::new()));
         let (s, t) = (server.clone(), text.clone());
         let thread = std::thread::spawn(move || {
             for req in s.incoming_requests() {
-                let resp = if req.url() == "/metrics" {
-                    let body = t.lock().map(|b| b.clone()).unwrap_or_default();
-                    let ct = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-                    tiny_http::Response::from_string(body)
-                        .with_header(tiny_http::Header::from_bytes("Content-Type", ct).expect("valid header"))
-                } else {
-                    tiny_http::Response::from_string("see /metrics\n").with_status_code(404)
+                let resp = match req.url() {
+                    "/metrics" => {
+                        let body = t.lock().map(|b| b.clone()).unwrap_or_default();
+                        let ct = crate::report::render::metrics::CONTENT_TYPE;
+                        tiny_http::Response::from_string(body)
+                            .with_header(tiny_http::Header::from_bytes("Content-Type", ct).expect("valid header"))
+                    }
+                    // Liveness for orchestrators: the agent's loop is serving.
+                    "/healthz" => tiny_http::Response::from_string("ok\n"),
+                    _ => tiny_http::Response::from_string("see /metrics\n").with_status_code(404),
                 };
                 let _ = req.respond(resp);
             }

@@ -565,3 +565,45 @@ fn timestamps_that_cannot_be_right_warn_and_leave_the_span_alone() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning: 2 frames carry timestamps more than a year"));
 }
+
+/// The metrics the agent serves follow the Prometheus conventions as promtool checks them
+/// (base units in the names, `_total` counters), over reports with every section filled: the
+/// example, a fabric capture with storms and trees, vantage points.
+#[test]
+fn metrics_pass_promtool_check() {
+    let promtool = tests::tools::require("promtool");
+    let reports: Vec<Vec<String>> = vec![
+        vec!["-r".into(), path("example.pcap")],
+        vec!["-r".into(), path("pfc_storm.pcap")],
+        vec!["-r".into(), path("incast.pcap")],
+        vec![
+            "-r".into(),
+            format!("leaf={}", path("vantage_leaf.pcap")),
+            "-r".into(),
+            format!("spine={}", path("vantage_spine.pcap")),
+        ],
+    ];
+    for args in reports {
+        let mut run = analyzer::pipeline::Pipeline::default();
+        let inputs: Vec<_> = args
+            .iter()
+            .filter(|a| *a != "-r")
+            .map(|a| analyzer::capture::input::InputSpec::parse(a).unwrap())
+            .collect();
+        analyzer::offline::analyze_files(&mut run, &inputs, |_, _| {}).unwrap();
+        let r = analyzer::report::model::Report::assemble(&run, analyzer::report::assemble::RunKind::Live);
+        let text = analyzer::report::render::metrics::render(&r, 10, &run.analyses.rtt.all_samples());
+        let mut child = std::process::Command::new(&promtool)
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && said.trim().is_empty(), "{args:?}: promtool check metrics:\n{said}");
+    }
+}

@@ -302,6 +302,8 @@ fn metrics_scraped_over_loopback_equal_the_report() {
     assert!(ns.replay(&sent).status.success());
     std::thread::sleep(Duration::from_millis(900));
     let text = ns.scrape(port).unwrap_or_else(|e| panic!("scrape: {e}"));
+    assert_eq!(ns.get(port, "/healthz").as_deref(), Ok("ok\n"), "liveness endpoint");
+    assert!(ns.get(port, "/nope").is_err(), "other paths are 404");
     let (code, _, err) = agent.stop();
     assert_eq!(code, Some(0), "{err:?}");
     let v = tests::tools::read_report(&json);
@@ -326,8 +328,13 @@ fn metrics_scraped_over_loopback_equal_the_report() {
             s["priority"]
         );
         assert_eq!(metric(&text, &series), s["frames"].as_u64(), "{series}");
-        let series = series.replace("pfc_frames_total", "pfc_paused_ns_total");
-        assert_eq!(metric(&text, &series), s["paused_ns"].as_u64(), "{series}");
+        let series = series.replace("pfc_frames_total", "pfc_paused_seconds_total");
+        let secs: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str())?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {series}"));
+        let want = s["paused_ns"].as_u64().unwrap() as f64 / 1e9;
+        assert!((secs - want).abs() <= want * 1e-12, "{series}: {secs} s, the report says {want} s");
     }
     let sum = |f: &dyn Fn(&Value) -> u64| -> u64 { v["flows"].as_array().unwrap().iter().map(f).sum() };
     let dup = sum(&|f| f["psn"]["duplicates"].as_u64().unwrap());

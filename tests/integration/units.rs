@@ -84,8 +84,11 @@ fn series_match_the_report_and_cardinality_is_bounded() {
         "the same PSN 15 times: 5 flows, 10 repeats"
     );
     assert_eq!(
-        value(&text, r#"roce_analyzer_audit_findings{severity="warning"}"#),
+        value(&text, r#"roce_analyzer_audit_findings_total{severity="warning"}"#),
         Some(r.audit.iter().filter(|f| f.severity == Severity::Warning).count() as f64)
     );
-    assert!(text.ends_with("# EOF\n"));
+    // The Prometheus text format: a counter's HELP and TYPE name its samples, no OpenMetrics EOF.
+    assert!(text.contains("# TYPE roce_analyzer_frames_total counter\n"));
+    assert!(!text.contains("# EOF"));
+    assert_eq!(value(&text, &format!(r#"roce_analyzer_build_info{{version="{}"}}"#, r.tool.version)), Some(1.0));
 }

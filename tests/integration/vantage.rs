@@ -202,7 +202,7 @@ fn human_html_and_metrics_show_the_hops() {
     assert_eq!(metric(&m, &format!("roce_analyzer_vantage_hop_frames_missing_total{hop}")), Some(2));
     assert_eq!(metric(&m, &format!("roce_analyzer_vantage_hop_ce_marked_total{hop}")), Some(10));
     assert!(
-        m.contains("roce_analyzer_vantage_hop_latency_seconds{from=\"leaf\",to=\"spine\",quantile=\"0.5\"} 0.0000032"),
+        m.contains("roce_analyzer_vantage_hop_latency_seconds{from=\"leaf\",to=\"spine\",stat=\"p50\"} 0.0000032"),
         "{m}"
     );
 }

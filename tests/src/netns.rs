@@ -113,8 +113,14 @@ impl Netns {
     /// http://127.0.0.1:PORT/metrics fetched from inside the namespace (loopback only), or why
     /// it could not be.
     pub fn scrape(&self, port: u16) -> Result<String, String> {
+        self.get(port, "/metrics")
+    }
+
+    /// GET `path` from 127.0.0.1:`port` inside the namespace (Python's urllib: an independent
+    /// HTTP client); the body, or why not.
+    pub fn get(&self, port: u16, path: &str) -> Result<String, String> {
         let code = format!(
-            "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=5).read().decode(),end='')"
+            "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{port}{path}', timeout=5).read().decode(),end='')"
         );
         let out = self.cmd(crate::tools::require("python3")).args(["-c", &code]).output().map_err(|e| e.to_string())?;
         match out.status.success() {

@@ -77,6 +77,11 @@ struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabel {
+    version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SeverityLabel {
     severity: String,
 }
@@ -100,8 +105,35 @@ pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
     if let Some(n) = &r.nic {
         nic(&mut reg, n);
     }
+    let info = Family::<VersionLabel, Gauge>::default();
+    reg.register("build_info", "The agent's version (always 1)", info.clone());
+    info.get_or_create(&VersionLabel { version: r.tool.version.clone() }).set(1);
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");
+    classic(&out)
+}
+
+/// The content type of [`render`]'s text.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// OpenMetrics text as the Prometheus text format every scraper and `promtool check metrics`
+/// read: a counter family's HELP and TYPE name its `_total` samples, no `# EOF`.
+fn classic(open_metrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> =
+        open_metrics.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter")).collect();
+    let mut out = String::with_capacity(open_metrics.len() + 64 * counters.len());
+    for line in open_metrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let rest = line.strip_prefix(p)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters.contains(name).then(|| format!("{p}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
     out
 }
 
@@ -115,7 +147,8 @@ struct HopLabels {
 struct HopQuantileLabels {
     from: String,
     to: String,
-    quantile: String,
+    /// min, p50, p99 or max (`quantile` is reserved for summaries).
+    stat: String,
 }
 
 /// Per hop between vantage points: frames matched, missing, CE-marked between, latency.
@@ -134,7 +167,7 @@ fn vantage(reg: &mut Registry, v: &crate::report::model::Vantage) {
     let latency = Family::<HopQuantileLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
     reg.register(
         "vantage_hop_latency_seconds",
-        "Time from the first point to the second over matched frames, by quantile (synchronised capture clocks)",
+        "Time from the first point to the second over matched frames: min, p50, p99, max (synchronised capture clocks)",
         latency.clone(),
     );
     for h in &v.hops {
@@ -143,9 +176,9 @@ fn vantage(reg: &mut Registry, v: &crate::report::model::Vantage) {
         missing.get_or_create(&l).inc_by(h.frames_missing);
         ce.get_or_create(&l).inc_by(h.ce_marked);
         for (q, ns) in
-            [("0", h.latency_ns.min), ("0.5", h.latency_ns.p50), ("0.99", h.latency_ns.p99), ("1", h.latency_ns.max)]
+            [("min", h.latency_ns.min), ("p50", h.latency_ns.p50), ("p99", h.latency_ns.p99), ("max", h.latency_ns.max)]
         {
-            let q = HopQuantileLabels { from: h.from.clone(), to: h.to.clone(), quantile: q.into() };
+            let q = HopQuantileLabels { from: h.from.clone(), to: h.to.clone(), stat: q.into() };
             latency.get_or_create(&q).set(ns as f64 / 1e9);
         }
     }
@@ -206,20 +239,24 @@ fn pfc(reg: &mut Registry, r: &Report) {
         pfc.get_or_create(&l).inc_by(s.counts.frames);
         quanta.get_or_create(&l).inc_by(s.counts.quanta);
     }
-    let paused = counter_family::<SenderLabels>(
-        reg,
-        "pfc_paused_ns",
-        "Time paused (union of the pause intervals at --link-speed) per sender and priority, ns",
+    let paused = Family::<SenderLabels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+    reg.register(
+        "pfc_paused_seconds",
+        "Time paused (union of the pause intervals at --link-speed) per sender and priority",
+        paused.clone(),
     );
+    let secs = |ns: u64| ns as f64 / 1e9;
     for s in &r.pfc.senders {
         paused
             .get_or_create(&SenderLabels { mac: s.mac.clone(), priority: s.priority.to_string() })
-            .inc_by(s.pause.paused_ns);
+            .inc_by(secs(s.pause.paused_ns));
     }
     for s in &r.pfc.pause_senders {
-        paused.get_or_create(&SenderLabels { mac: s.mac.clone(), priority: "all".into() }).inc_by(s.pause.paused_ns);
+        paused
+            .get_or_create(&SenderLabels { mac: s.mac.clone(), priority: "all".into() })
+            .inc_by(secs(s.pause.paused_ns));
     }
-    gauge(reg, "pfc_storms", "Continuous pauses of at least --pfc-storm", r.pfc.storms.len() as u64);
+    counter(reg, "pfc_storms", "Continuous pauses of at least --pfc-storm", r.pfc.storms.len() as u64);
 }
 
 /// PSN anomalies, AETHs, RTT, incast episodes and audit findings.
@@ -255,13 +292,12 @@ fn transport(reg: &mut Registry, r: &Report, rtt_ns: &[u64]) {
     }
     reg.register("rtt_seconds", "Round-trip time, request with AckReq to the ACK covering it", hist);
     counter(reg, "rtt_timeouts", "Requests with AckReq not acknowledged within --rtt-timeout", r.rtt_ns.timeouts);
-    gauge(reg, "incast_episodes", "Incast episodes", r.incast.episodes.len() as u64);
-    let audit = Family::<SeverityLabel, Gauge>::default();
-    reg.register("audit_findings", "Audit findings by severity", audit.clone());
+    counter(reg, "incast_episodes", "Incast episodes", r.incast.episodes.len() as u64);
+    let audit = counter_family::<SeverityLabel>(reg, "audit_findings", "Audit findings by severity");
     for sev in Severity::ALL {
         audit
             .get_or_create(&SeverityLabel { severity: sev.name().into() })
-            .set(r.audit.iter().filter(|f| f.severity == sev).count() as i64);
+            .inc_by(r.audit.iter().filter(|f| f.severity == sev).count() as u64);
     }
 }
 

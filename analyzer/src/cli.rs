@@ -245,11 +245,33 @@ pub const LIVE_ONLY: &[&str] = &[
     "no_timeline",
 ];
 
+/// The command line, every flag also read from the environment as `ROCE_ANALYZER_<FLAG>`
+/// (`--max-flows` is `ROCE_ANALYZER_MAX_FLOWS`; a subcommand's flags too), which `--help`
+/// shows beside each flag: how a systemd unit or a DaemonSet configures the agent. The command
+/// line wins over the environment.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    with_env(Cli::command())
+}
+
+/// The environment variable of a flag.
+pub fn env_name(long: &str) -> String {
+    format!("ROCE_ANALYZER_{}", long.to_uppercase().replace('-', "_"))
+}
+
+fn with_env(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| match a.get_long().map(env_name) {
+        Some(name) if !matches!(a.get_id().as_str(), "help" | "version") => a.env(name),
+        _ => a,
+    })
+    .mut_subcommands(with_env)
+}
+
 /// Parses the command line. A live-only flag given with `--pcap` is a usage error (it would do
 /// nothing), as clap's own errors are.
 pub fn parse() -> Result<Cli, clap::Error> {
-    use clap::{CommandFactory, FromArgMatches};
-    let mut cmd = Cli::command();
+    use clap::FromArgMatches;
+    let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(std::env::args_os())?;
     if matches.subcommand().is_none() && matches.contains_id("pcap") {
         for id in LIVE_ONLY {

@@ -607,3 +607,52 @@ fn metrics_pass_promtool_check() {
         assert!(out.status.success() && said.trim().is_empty(), "{args:?}: promtool check metrics:\n{said}");
     }
 }
+
+/// Every flag of every command can come from the environment as ROCE_ANALYZER_<FLAG>, `--help`
+/// says so, and the command line wins over it.
+#[test]
+fn every_flag_has_an_environment_variable() {
+    let cmd = analyzer::cli::command();
+    let mut flags = 0;
+    let mut check = |c: &clap::Command| {
+        for a in
+            c.get_arguments().filter(|a| a.get_long().is_some() && !matches!(a.get_id().as_str(), "help" | "version"))
+        {
+            let want = analyzer::cli::env_name(a.get_long().unwrap());
+            assert_eq!(
+                a.get_env().and_then(|e| e.to_str()),
+                Some(want.as_str()),
+                "{} --{}",
+                c.get_name(),
+                a.get_long().unwrap()
+            );
+            flags += 1;
+        }
+    };
+    check(&cmd);
+    for sub in cmd.get_subcommands() {
+        check(sub);
+    }
+    assert!(flags > 40, "{flags} flags");
+    let help = String::from_utf8(run(&["--help"]).stdout).unwrap();
+    assert!(help.contains("[env: ROCE_ANALYZER_MAX_FLOWS=]"), "{help}");
+    // From the environment, and the command line over it.
+    let top = |env: Option<&str>, args: &[&str]| {
+        let mut c = std::process::Command::new(tests::tools::binary());
+        c.args(["-r", &path("example.pcap")]).args(args);
+        if let Some(v) = env {
+            c.env("ROCE_ANALYZER_TOP", v);
+        }
+        let out = String::from_utf8(c.output().unwrap().stdout).unwrap();
+        out.lines().find(|l| l.starts_with("flows: ")).unwrap().to_string()
+    };
+    assert_eq!(top(None, &[]), "flows: 8 (top 8 by bytes)");
+    assert_eq!(top(Some("2"), &[]), "flows: 8 (top 2 by bytes)");
+    assert_eq!(top(Some("2"), &["--top", "1"]), "flows: 8 (top 1 by bytes)");
+    let bad = std::process::Command::new(tests::tools::binary())
+        .args(["-r", &path("example.pcap")])
+        .env("ROCE_ANALYZER_TOP", "many")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "a bad value from the environment is a usage error");
+}

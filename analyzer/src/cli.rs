@@ -204,6 +204,12 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub nic_counters: bool,
 
+    /// Live: once the program is attached, run as this user (started as root). Whatever the
+    /// user, the agent keeps only CAP_BPF and CAP_NET_ADMIN from then on, before it reads a
+    /// frame or serves HTTP. The --json directory must be writable by the user.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+
     /// Live: flows with their own metrics series (the rest are summed in one bucket).
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub metrics_top_flows: usize,
@@ -243,6 +249,7 @@ pub const LIVE_ONLY: &[&str] = &[
     "metrics_top_flows",
     "rdma_grace",
     "no_timeline",
+    "user",
 ];
 
 /// The command line, every flag also read from the environment as `ROCE_ANALYZER_<FLAG>`

@@ -17,5 +17,6 @@ pub mod live;
 pub(crate) mod metrics_server;
 pub mod offline;
 pub mod pipeline;
+pub mod privilege;
 pub mod replay;
 pub mod report;

@@ -30,6 +30,8 @@ pub struct LiveOptions {
     pub metrics: Option<(String, usize)>,
     /// Read the NIC's own counters (RDMA hw_counters, ethtool statistics).
     pub nic_counters: bool,
+    /// Run as this user once attached (`--user`).
+    pub user: Option<String>,
     /// Parameters of the analyses.
     pub config: crate::analyses::Config,
 }
@@ -59,6 +61,8 @@ pub enum LiveError {
     Metrics(#[from] crate::metrics_server::MetricsError),
     #[error("starting the async runtime or its signal handlers")]
     Runtime(#[from] std::io::Error),
+    #[error("dropping privileges after attaching")]
+    Privilege(#[from] crate::privilege::PrivilegeError),
 }
 
 /// RDMA devices of a hardware NIC behind a network interface (e.g. mlx5_0 for a ConnectX
@@ -100,10 +104,6 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
         // Before anything is attached: a SIGINT/SIGTERM from now on ends the run with a report.
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let metrics = match &opts.metrics {
-            Some((addr, top)) => Some((crate::metrics_server::MetricsServer::start(addr)?, *top)),
-            None => None,
-        };
         let mut ebpf = load(opts.load, &[analyzer_common::maps::PROGRAM])?;
         // The program's log lines (aya-log) go through the `log` crate; they are read on the
         // event-drain tick and once more at the end.
@@ -112,6 +112,12 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
             false => None,
         };
         let (mode, fallback) = attach(&mut ebpf, &opts.iface, opts.mode)?;
+        // Least privilege before a frame is read or a request served.
+        crate::privilege::drop_to(opts.user.as_deref())?;
+        let metrics = match &opts.metrics {
+            Some((addr, top)) => Some((crate::metrics_server::MetricsServer::start(addr)?, *top)),
+            None => None,
+        };
         notify(Notice::Attached { mode, fallback: fallback.as_deref() });
         let mut run = Pipeline::new(opts.config.clone());
         run.engine.timeline = opts.load.timeline;

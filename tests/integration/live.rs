@@ -456,9 +456,21 @@ fn paced_live_and_wire(ns: &Netns, file: &Path, frames: usize, args: &[&str], wi
 }
 
 fn within(live: u64, offline: u64, rel: f64, what: &str) {
-    let d = (live as f64 - offline as f64).abs();
-    assert!(d <= rel * offline as f64, "{what}: live {live}, offline {offline} (more than {}% apart)", rel * 100.0);
+    within_or(live, offline, rel, 0, what)
 }
+
+/// Within `rel` of each other, or `abs_ns` when that is more.
+fn within_or(live: u64, offline: u64, rel: f64, abs_ns: u64, what: &str) {
+    let d = (live as f64 - offline as f64).abs();
+    let allowed = (rel * offline as f64).max(abs_ns as f64);
+    assert!(d <= allowed, "{what}: live {live}, offline {offline} (more than {allowed} ns apart)");
+}
+
+/// veth runs XDP over a whole NAPI batch before the packet socket timestamps the batch's
+/// frames: on a loaded machine (the suite's other tests on two cores) one frame's two
+/// timestamps were seen 48 µs apart, which moves a 2 ms pause by 2.5 %. Pauses are compared
+/// within 2 % or this much, whichever is more.
+const NAPI_SLACK_NS: u64 = 100_000;
 
 /// PFC and incast answers, live through XDP and offline on the same frames as they reached the
 /// interface (tcpdump on it, so both sides see the same gaps). Counts, trees, storms, deadlocks
@@ -528,10 +540,11 @@ fn live_fabric_answers_equal_offline() {
         let off = offline_with(&wire, &args);
         assert_eq!(comparable(&live)["pfc"], comparable(&off)["pfc"], "{name}: PFC counters");
         for (l, o) in live["pfc"]["senders"].as_array().unwrap().iter().zip(off["pfc"]["senders"].as_array().unwrap()) {
-            within(
+            within_or(
                 l["paused_ns"].as_u64().unwrap(),
                 o["paused_ns"].as_u64().unwrap(),
                 0.02,
+                NAPI_SLACK_NS,
                 &format!("{name} paused_ns"),
             );
         }
@@ -740,4 +753,87 @@ fn live_vantage_points_of_mirror_origins_equal_offline() {
     assert_eq!(origins(&live), origins(&offline));
     assert_eq!(live["vantage"]["points"][0]["name"], "vb@192.0.2.1/session 5", "the interface is the label");
     assert_eq!(comparable(&live), comparable(&offline), "flows counted once, CE from the last copy");
+}
+
+/// Once attached, the agent runs as `--user nobody` with CAP_BPF and CAP_NET_ADMIN only (also
+/// in its bounding set), no new privileges — as /proc says of the running process — and still
+/// counts every frame and writes its report.
+#[test]
+fn the_running_agent_keeps_only_what_it_needs() {
+    if !privileged("the_running_agent_keeps_only_what_it_needs") {
+        return;
+    }
+    let ns = Netns::new("priv");
+    assert!(ns.ip(&["link", "set", "lo", "up"]).status.success());
+    let dir = tempfile::tempdir().unwrap();
+    // The report is written by nobody: a directory it may write to.
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let f = fixtures::example();
+    let sent = as_sent(&f, dir.path());
+    let json = dir.path().join("live.json");
+    let port = 21000 + (std::process::id() % 1000) as u16;
+    let addr = format!("127.0.0.1:{port}");
+    let agent = Agent::start(
+        &ns,
+        &["--interval", "200ms", "-q", "--json", json.to_str().unwrap(), "--user", "nobody", "--metrics", &addr],
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).unwrap();
+    let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).unwrap().trim().to_string();
+    // CAP_NET_ADMIN is bit 12, CAP_BPF bit 39.
+    let kept = format!("{:016x}", (1u64 << 12) | (1u64 << 39));
+    assert_eq!(field("CapEff:"), kept, "{status}");
+    assert_eq!(field("CapPrm:"), kept);
+    assert_eq!(field("CapBnd:"), kept);
+    assert_eq!(field("CapInh:"), "0000000000000000");
+    assert_eq!(field("NoNewPrivs:"), "1");
+    assert!(field("Uid:").split_whitespace().all(|u| u == "65534"), "{}", field("Uid:"));
+    assert_eq!(ns.get(port, "/healthz").as_deref(), Ok("ok\n"), "the metrics server runs as nobody");
+    assert!(ns.replay(&sent).status.success());
+    std::thread::sleep(Duration::from_millis(400));
+    let (code, _, err) = agent.stop();
+    assert_eq!(code, Some(0), "{err:?}");
+    let v = tests::tools::read_report(&json);
+    assert_eq!(v["capture"]["frames"], f.frames.len(), "every frame counted after the drop");
+    // Started as root without --user: root, but with the same two capabilities.
+    let agent = Agent::start(&ns, &["-q", "--interval", "200ms"]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).unwrap();
+    let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).unwrap().trim().to_string();
+    assert_eq!((field("CapEff:"), field("CapBnd:")), (kept.clone(), kept.clone()), "{status}");
+    assert!(field("Uid:").split_whitespace().all(|u| u == "0"));
+    let (code, _, err) = agent.stop();
+    assert_eq!(code, Some(0), "{err:?}");
+    // As the systemd unit starts it: an unprivileged user with three ambient capabilities and
+    // no CAP_SETPCAP (setpriv, util-linux). It attaches, and keeps two.
+    let setpriv = tests::tools::require("setpriv");
+    let three = "+bpf,+net_admin,+perfmon";
+    let mut child = ns
+        .cmd(&setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps", three, "--ambient-caps", three])
+        .args(["--bounding-set", "-all,+bpf,+net_admin,+perfmon", "--"])
+        .arg(tests::tools::binary())
+        .args(["-i", "vb", "-q", "--duration", "1s", "--json", json.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its status once it says it is attached (the drop happens before that line).
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    let mut out: Vec<String> = Vec::new();
+    for l in lines.by_ref().map_while(Result::ok) {
+        let attached = l.contains("attached to vb");
+        out.push(l);
+        if attached {
+            break;
+        }
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    out.extend(lines.map_while(Result::ok));
+    let _ = child.wait();
+    let out = out.join("\n");
+    assert!(status.contains(&format!("CapEff:\t{kept}")), "{status}\n{out}");
+    assert!(tests::tools::read_report(&json)["kind"] == "live", "{out}");
+    // --user needs root; a user that does not exist is refused before anything runs.
+    let out = ns.cmd(tests::tools::binary()).args(["-i", "vb", "--user", "no-such-user-here", "-q"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--user no-such-user-here: no such user"));
 }

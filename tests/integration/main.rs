@@ -1,6 +1,7 @@
 //! Integration tests of roce-analyzer (one test binary, modules by capability).
 
 mod cli;
+mod deploy;
 mod fabric;
 mod fixtures;
 mod hostile;

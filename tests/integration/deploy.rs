@@ -1,0 +1,68 @@
+//! What `deploy/` ships, checked with the validators that exist for it: `systemd-analyze
+//! verify` for the unit, `kubernetes-validate --strict` (the Kubernetes API's own schemas) for
+//! the DaemonSet and its Service. The ServiceMonitor is a custom resource those schemas do not
+//! cover: the test checks that it selects the Service and names its port.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use tests::tools::{binary, require, root};
+
+fn deploy(p: &str) -> PathBuf {
+    root().join("deploy").join(p)
+}
+
+#[test]
+fn the_systemd_unit_verifies_and_grants_only_what_the_agent_needs() {
+    let analyze = require("systemd-analyze");
+    let unit = std::fs::read_to_string(deploy("roce-analyzer.service")).unwrap();
+    // The unit names the installed path; verify it against the binary just built.
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("roce-analyzer.service");
+    std::fs::write(&local, unit.replace("/usr/local/bin/roce-analyzer", binary().to_str().unwrap())).unwrap();
+    let out = Command::new(&analyze).arg("verify").arg(&local).output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.trim().is_empty(), "systemd-analyze verify: {said}");
+    // The capabilities: loading and attaching need these three, the agent keeps two of them.
+    let caps = "CAP_BPF CAP_NET_ADMIN CAP_PERFMON";
+    assert!(unit.contains(&format!("AmbientCapabilities={caps}\n")));
+    assert!(unit.contains(&format!("CapabilityBoundingSet={caps}\n")));
+    for kept in analyzer::privilege::KEPT {
+        assert!(caps.contains(&kept.to_string()), "{kept} granted");
+    }
+    assert!(unit.contains("DynamicUser=yes") && unit.contains("NoNewPrivileges=yes"));
+    // Every ROCE_ANALYZER_ variable the unit sets is a flag of the command line.
+    let cmd = analyzer::cli::command();
+    for line in unit.lines().filter_map(|l| l.strip_prefix("Environment=")) {
+        let var = line.split('=').next().unwrap();
+        assert!(
+            cmd.get_arguments().any(|a| a.get_long().map(analyzer::cli::env_name).as_deref() == Some(var)),
+            "{var} is not a flag's variable"
+        );
+    }
+}
+
+#[test]
+fn the_kubernetes_manifests_validate() {
+    let validate = require("kubernetes-validate");
+    let manifest = deploy("kubernetes/daemonset.yaml");
+    let out = Command::new(&validate).args(["--strict", "--no-warn"]).arg(&manifest).output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "kubernetes-validate: {said}");
+    assert!(said.contains("passed for resource daemonset/roce-analyzer"), "{said}");
+    assert!(said.contains("passed for resource service/roce-analyzer"), "{said}");
+    // The validator rejects what it should: a misspelt field.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&bad, text.replace("hostNetwork: true", "hostNetwrok: true")).unwrap();
+    assert!(!Command::new(&validate).arg("--strict").arg(&bad).output().unwrap().status.success());
+    // The pod runs with the three capabilities, nothing else, no escalation, and probes /healthz.
+    assert!(text.contains(r#"drop: ["ALL"]"#) && text.contains(r#"add: ["BPF", "NET_ADMIN", "PERFMON"]"#));
+    assert!(text.contains("allowPrivilegeEscalation: false") && text.contains("path: /healthz"));
+    assert!(text.contains("hostNetwork: true"));
+    // The ServiceMonitor selects the Service by its label and scrapes its port by name.
+    let sm = std::fs::read_to_string(deploy("kubernetes/servicemonitor.yaml")).unwrap();
+    assert!(sm.contains("kind: ServiceMonitor") && sm.contains("app.kubernetes.io/name: roce-analyzer"));
+    assert!(sm.contains("- port: metrics") && text.contains("- name: metrics\n      port: 9464"));
+}

@@ -1,7 +1,8 @@
 //! What `deploy/` ships, checked with the validators that exist for it: `systemd-analyze
 //! verify` for the unit, `kubernetes-validate --strict` (the Kubernetes API's own schemas) for
-//! the DaemonSet and its Service. The ServiceMonitor is a custom resource those schemas do not
-//! cover: the test checks that it selects the Service and names its port.
+//! the DaemonSet and its Service, `promtool` for the Prometheus rules. The ServiceMonitor is a
+//! custom resource those schemas do not cover: the test checks that it selects the Service and
+//! names its port.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -65,4 +66,45 @@ fn the_kubernetes_manifests_validate() {
     let sm = std::fs::read_to_string(deploy("kubernetes/servicemonitor.yaml")).unwrap();
     assert!(sm.contains("kind: ServiceMonitor") && sm.contains("app.kubernetes.io/name: roce-analyzer"));
     assert!(sm.contains("- port: metrics") && text.contains("- name: metrics\n      port: 9464"));
+}
+
+/// The recording and alerting rules: `promtool check rules` and `promtool test rules` (each
+/// alert fires on the series that should fire it, with its text, and stays quiet before), and
+/// every metric they name is one the agent serves.
+#[test]
+fn the_prometheus_rules_pass_promtool_and_name_real_metrics() {
+    let promtool = require("promtool");
+    let dir = deploy("prometheus");
+    for args in [&["check", "rules", "rules.yml"][..], &["test", "rules", "rules_test.yml"]] {
+        let out = Command::new(&promtool).args(args).current_dir(&dir).output().unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && said.contains("SUCCESS"), "promtool {args:?}: {said}");
+    }
+    // The families the agent serves (those with samples), over reports that fill every section:
+    // vantage points, and PFC with a storm.
+    let data = tests::fixtures::data_dir();
+    let mut served: Vec<String> = Vec::new();
+    for files in [&["leaf=vantage_leaf.pcap", "spine=vantage_spine.pcap"][..], &["pfc_storm.pcap"]] {
+        let mut run = analyzer::pipeline::Pipeline::default();
+        let inputs: Vec<_> = files
+            .iter()
+            .map(|a| {
+                let (l, f) = a.split_once('=').unwrap_or(("storm", a));
+                analyzer::capture::input::InputSpec::parse(&format!("{l}={}", data.join(f).display())).unwrap()
+            })
+            .collect();
+        analyzer::offline::analyze_files(&mut run, &inputs, |_, _| {}).unwrap();
+        let r = analyzer::report::model::Report::assemble(&run, analyzer::report::assemble::RunKind::Live);
+        let text = analyzer::report::render::metrics::render(&r, 10, &[]);
+        served.extend(text.lines().filter_map(|l| Some(l.strip_prefix("# TYPE ")?.split(' ').next()?.to_string())));
+    }
+    let rules = std::fs::read_to_string(dir.join("rules.yml")).unwrap();
+    let mut named = 0;
+    for word in rules.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')) {
+        if word.starts_with("roce_analyzer_") {
+            assert!(served.iter().any(|s| s == word), "{word} is not a metric the agent serves: {served:?}");
+            named += 1;
+        }
+    }
+    assert!(named >= 6, "{named} metric names in the rules");
 }

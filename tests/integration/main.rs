@@ -7,6 +7,7 @@ mod fixtures;
 mod hostile;
 mod kernel;
 mod live;
+mod prometheus;
 mod transport;
 mod tshark;
 mod units;

@@ -50,12 +50,48 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 impl Netns {
     pub fn new(tag: &str) -> Netns {
         let ns = Netns::bare(tag);
-        must(&["-n", &ns.name, "link", "add", "va", "type", "veth", "peer", "name", "vb"]);
-        for i in ["va", "vb"] {
-            ns.sysctl(&format!("net.ipv6.conf.{i}.disable_ipv6=1"));
-            must(&["-n", &ns.name, "link", "set", i, "up"]);
-        }
+        ns.add_veth();
         ns
+    }
+
+    /// A second namespace of the test, with its own va/vb pair.
+    pub fn peer_with_veth(tag: &str) -> Netns {
+        let ns = Netns::peer(tag);
+        ns.add_veth();
+        ns
+    }
+
+    fn add_veth(&self) {
+        must(&["-n", &self.name, "link", "add", "va", "type", "veth", "peer", "name", "vb"]);
+        for i in ["va", "vb"] {
+            self.sysctl(&format!("net.ipv6.conf.{i}.disable_ipv6=1"));
+            must(&["-n", &self.name, "link", "set", i, "up"]);
+        }
+    }
+
+    /// A link between this namespace and `other`: `mine` here with `my_ip`, `theirs` there with
+    /// `their_ip` (both /24), up, loopbacks up too.
+    pub fn link(&self, other: &Netns, (mine, my_ip): (&str, &str), (theirs, their_ip): (&str, &str)) {
+        must(&[
+            "link",
+            "add",
+            "name",
+            mine,
+            "netns",
+            &self.name,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            theirs,
+            "netns",
+            &other.name,
+        ]);
+        for (ns, dev, addr) in [(self, mine, my_ip), (other, theirs, their_ip)] {
+            must(&["-n", &ns.name, "addr", "add", &format!("{addr}/24"), "dev", dev]);
+            must(&["-n", &ns.name, "link", "set", "dev", dev, "up"]);
+            must(&["-n", &ns.name, "link", "set", "dev", "lo", "up"]);
+        }
     }
 
     /// An empty namespace (only its loopback).
@@ -119,8 +155,13 @@ impl Netns {
     /// GET `path` from 127.0.0.1:`port` inside the namespace (Python's urllib: an independent
     /// HTTP client); the body, or why not.
     pub fn get(&self, port: u16, path: &str) -> Result<String, String> {
+        self.get_from("127.0.0.1", port, path)
+    }
+
+    /// GET `path` from `host`:`port` inside the namespace.
+    pub fn get_from(&self, host: &str, port: u16, path: &str) -> Result<String, String> {
         let code = format!(
-            "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:{port}{path}', timeout=5).read().decode(),end='')"
+            "import urllib.request;print(urllib.request.urlopen('http://{host}:{port}{path}', timeout=5).read().decode(),end='')"
         );
         let out = self.cmd(crate::tools::require("python3")).args(["-c", &code]).output().map_err(|e| e.to_string())?;
         match out.status.success() {

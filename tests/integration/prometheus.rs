@@ -91,35 +91,20 @@ fn prometheus_scrapes_two_agents_and_fleet_queries_match_their_reports() {
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    // Agent A sees the example (RoCE, CNPs, a PFC sender), agent B the incast (16 senders, CNPs,
-    // PFC from the switch).
+    // Agent A sees the example (RoCE, CNPs, RTT, a PFC sender) and ERSPAN copies from two
+    // switches (vantage hops); agent B the incast (16 senders, CNPs, PFC from the switch).
+    let plan = [
+        (&a, "10.99.1.2:9464", vec![fixtures::example(), tests::vantage::erspan_collector()]),
+        (&b, "10.99.2.2:9464", vec![tests::fabric::incast()]),
+    ];
     let mut agents = Vec::new();
-    for (ns, addr, fixture) in
-        [(&a, "10.99.1.2:9464", fixtures::example()), (&b, "10.99.2.2:9464", tests::fabric::incast())]
-    {
+    for (ns, addr, _) in &plan {
         let json = dir.path().join(format!("{}.json", ns.name));
         let agent =
             Agent::start(ns, &["--interval", "200ms", "-q", "--json", json.to_str().unwrap(), "--metrics", addr]);
-        let recs: Vec<_> = fixture
-            .frames
-            .iter()
-            .map(|f| {
-                let mut r = f.record.clone();
-                r.orig_len = r.data.len() as u32;
-                r
-            })
-            .collect();
-        let sent = dir.path().join(format!("{}.pcap", ns.name));
-        std::fs::write(
-            &sent,
-            write_pcap(Vec::new(), PcapOptions { nanosecond: true, ..Default::default() }, &recs).unwrap(),
-        )
-        .unwrap();
-        assert!(ns.replay(&sent).status.success());
         agents.push((agent, json));
     }
-    // Prometheus starts scraping after its first target discovery (about 5 s after start);
-    // then two agent intervals and several scrapes after the last frame.
+    // Prometheus starts scraping after its first target discovery (about 5 s after start).
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let up = query(&prom, "up");
@@ -133,7 +118,45 @@ fn prometheus_scrapes_two_agents_and_fleet_queries_match_their_reports() {
         }
         std::thread::sleep(Duration::from_millis(250));
     }
+    // The frames arrive while Prometheus scrapes, so rates over the scrapes are not zero.
+    std::thread::sleep(Duration::from_secs(1));
+    for (ns, _, fixtures) in &plan {
+        for (i, fixture) in fixtures.iter().enumerate() {
+            let recs: Vec<_> = fixture
+                .frames
+                .iter()
+                .map(|f| {
+                    let mut r = f.record.clone();
+                    r.orig_len = r.data.len() as u32;
+                    r
+                })
+                .collect();
+            let sent = dir.path().join(format!("{}-{i}.pcap", ns.name));
+            let bytes = write_pcap(Vec::new(), PcapOptions { nanosecond: true, ..Default::default() }, &recs).unwrap();
+            std::fs::write(&sent, bytes).unwrap();
+            assert!(ns.replay(&sent).status.success());
+        }
+    }
+    // Two agent intervals and several scrapes after the last frame.
     std::thread::sleep(Duration::from_secs(2));
+    // Every panel of the shipped Grafana dashboard returns data here ($__rate_interval as
+    // Grafana would set it for this scrape interval, every agent selected).
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(tests::tools::root().join("deploy/grafana/roce-analyzer.json")).unwrap(),
+    )
+    .unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert!(panels.len() >= 10);
+    for p in panels {
+        for t in p["targets"].as_array().unwrap() {
+            let expr = t["expr"].as_str().unwrap().replace("$__rate_interval", "1m").replace("$instance", ".*");
+            let got = query(&prom, &expr);
+            assert!(got.iter().any(|(_, v)| v.is_finite()), "panel {:?}: {expr} returned no data: {got:?}", p["title"]);
+        }
+    }
+    let variable = &dashboard["templating"]["list"][1]["query"];
+    assert_eq!(variable, "label_values(roce_analyzer_build_info, instance)");
+    assert_eq!(query(&prom, "roce_analyzer_build_info").len(), 2, "the agent variable lists both");
     let paused = query(&prom, "sum by (priority) (roce_analyzer_pfc_paused_seconds_total)");
     let top = query(&prom, "topk(3, roce_analyzer_flow_bytes_total)");
     let cnp = query(&prom, "sum by (instance) (roce_analyzer_cnp_total)");

@@ -219,6 +219,12 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value = "5s", value_parser = duration)]
     pub rdma_grace: Duration,
 
+    /// Live: write the report to the --json file this often while running (atomically, saying
+    /// it is a checkpoint), so that a killed agent leaves its last state; the final report
+    /// replaces it.
+    #[arg(long, default_value = "60s", value_parser = positive_std_duration)]
+    pub checkpoint: Duration,
+
     /// Live: do not write a timeline record per RoCE/CNP frame. Saves the XDP program a ring
     /// buffer write per frame (see BENCHMARKS.md); RTT, CE → CNP timing, CNP pacing and incast
     /// then have no input and the report says so.
@@ -250,6 +256,7 @@ pub const LIVE_ONLY: &[&str] = &[
     "rdma_grace",
     "no_timeline",
     "user",
+    "checkpoint",
 ];
 
 /// The command line, every flag also read from the environment as `ROCE_ANALYZER_<FLAG>`

@@ -208,6 +208,10 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<analyzer::live::Outco
         !args.output.quiet && args.output.json.as_deref() != Some(Path::new("-")) && std::io::stdout().is_terminal();
     let mut view = LiveView::default();
     let mut mode_used = "";
+    // Checkpoints go to the --json file (not to standard output).
+    let checkpoint_path = args.output.json.as_deref().filter(|p| *p != Path::new("-"));
+    let mut last_checkpoint = std::time::Instant::now();
+    let mut checkpoint_failed = false;
     let run = analyzer::live::run(&opts, |n| match n {
         Notice::Attached { mode, fallback } => {
             mode_used = mode;
@@ -217,6 +221,15 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<analyzer::live::Outco
             eprintln!("roce-analyzer: attached to {shown} ({mode} XDP); stop with Ctrl-C");
         }
         Notice::Tick { run, elapsed } => {
+            if let Some(path) = checkpoint_path.filter(|_| last_checkpoint.elapsed() >= args.checkpoint) {
+                last_checkpoint = std::time::Instant::now();
+                if let Err(e) = write_checkpoint(run, path) {
+                    if !checkpoint_failed {
+                        eprintln!("roce-analyzer: warning: writing a checkpoint: {e:#}");
+                    }
+                    checkpoint_failed = true;
+                }
+            }
             if show {
                 let mut out = std::io::stdout().lock();
                 let _ = write!(out, "\x1b[H\x1b[2J{}", view.render(run, iface, mode_used, elapsed, args.output.top));
@@ -233,6 +246,22 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<analyzer::live::Outco
     })
     .with_context(|| format!("live capture on {iface}"))?;
     Ok(run)
+}
+
+/// The report so far, written atomically where the final one will go, saying it is a
+/// checkpoint.
+fn write_checkpoint(run: &Pipeline, path: &Path) -> anyhow::Result<()> {
+    let mut report = Report::assemble(run, RunKind::Live);
+    report.visibility.push(analyzer::report::model::Note::new(
+        analyzer::report::model::NoteCode::Checkpoint,
+        format!(
+            "a checkpoint written while the run went on (every --checkpoint), up to {} ns: if the agent was \
+             stopped without its final report (SIGKILL, a crash), this is its last state",
+            report.capture.end_ns
+        ),
+    ));
+    write::write_json(path, &report)?;
+    Ok(())
 }
 
 fn replay(r: ReplayArgs) -> anyhow::Result<u8> {

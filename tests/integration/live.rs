@@ -837,3 +837,34 @@ fn the_running_agent_keeps_only_what_it_needs() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--user no-such-user-here: no such user"));
 }
+
+/// With `--checkpoint`, the --json file holds the report so far while the agent runs: after a
+/// SIGKILL (no final report), the last checkpoint is a valid report that counts every frame
+/// sent before it and says it is a checkpoint; a clean stop replaces it with the final report.
+#[test]
+fn a_killed_agent_leaves_its_last_checkpoint() {
+    if !privileged("a_killed_agent_leaves_its_last_checkpoint") {
+        return;
+    }
+    let ns = Netns::new("ckpt");
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixtures::example();
+    let sent = as_sent(&f, dir.path());
+    let json = dir.path().join("live.json");
+    let args = ["--interval", "200ms", "--checkpoint", "400ms", "-q", "--json", json.to_str().unwrap()];
+    let mut agent = Agent::start(&ns, &args);
+    assert!(ns.replay(&sent).status.success());
+    std::thread::sleep(Duration::from_millis(1500));
+    agent.child.kill().unwrap();
+    let _ = agent.child.wait();
+    let v = tests::tools::read_report(&json);
+    assert_eq!(v["capture"]["frames"], f.frames.len(), "the checkpoint counts what came before it");
+    let codes: Vec<&str> = v["visibility"].as_array().unwrap().iter().map(|n| n["code"].as_str().unwrap()).collect();
+    assert!(codes.contains(&"checkpoint"), "{codes:?}");
+    // A clean stop writes the final report over it, without the note.
+    let agent = Agent::start(&ns, &args);
+    let (code, _, err) = agent.stop();
+    assert_eq!(code, Some(0), "{err:?}");
+    let v = tests::tools::read_report(&json);
+    assert!(v["visibility"].as_array().unwrap().iter().all(|n| n["code"] != "checkpoint"));
+}

@@ -96,6 +96,7 @@ codes! {
         OneDirection = "one_direction",
         Malformed = "malformed",
         Partial = "partial",
+        Checkpoint = "checkpoint",
         SnapCut = "snap_cut",
         CutCopies = "cut_copies",
         BthCut = "bth_cut",

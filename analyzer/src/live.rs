@@ -115,7 +115,7 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
         // Least privilege before a frame is read or a request served.
         crate::privilege::drop_to(opts.user.as_deref())?;
         let metrics = match &opts.metrics {
-            Some((addr, top)) => Some((crate::metrics_server::MetricsServer::start(addr)?, *top)),
+            Some((addr, top)) => Some((crate::metrics_server::MetricsServer::start(addr).await?, *top)),
             None => None,
         };
         notify(Notice::Attached { mode, fallback: fallback.as_deref() });

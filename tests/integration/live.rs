@@ -868,3 +868,51 @@ fn a_killed_agent_leaves_its_last_checkpoint() {
     let v = tests::tools::read_report(&json);
     assert!(v["visibility"].as_array().unwrap().iter().all(|n| n["code"] != "checkpoint"));
 }
+
+/// Hundreds of idle connections to the metrics port while frames flow: the agent opens no
+/// thread for them (its thread count stays what it was), counts every frame, and once they
+/// have timed out serves /healthz and /metrics again.
+#[test]
+fn idle_metrics_clients_neither_stall_nor_grow_the_agent() {
+    if !privileged("idle_metrics_clients_neither_stall_nor_grow_the_agent") {
+        return;
+    }
+    let ns = Netns::new("idle");
+    assert!(ns.ip(&["link", "set", "lo", "up"]).status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixtures::example();
+    let sent = as_sent(&f, dir.path());
+    let json = dir.path().join("live.json");
+    let port = 22000 + (std::process::id() % 1000) as u16;
+    let addr = format!("127.0.0.1:{port}");
+    let agent = Agent::start(&ns, &["--interval", "200ms", "-q", "--json", json.to_str().unwrap(), "--metrics", &addr]);
+    let threads = |pid: u32| -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        s.lines().find_map(|l| l.strip_prefix("Threads:")).unwrap().trim().parse().unwrap()
+    };
+    let before = threads(agent.child.id());
+    // 400 connections that never send a byte, held for 3 s (more than the 256 served at once).
+    let hold = format!(
+        "import socket,time\nss=[]\nfor i in range(400):\n    s=socket.socket(); s.connect(('127.0.0.1',{port})); ss.append(s)\nprint('open',flush=True)\ntime.sleep(3)\n"
+    );
+    let mut idle = ns
+        .cmd(tests::tools::require("python3"))
+        .args(["-c", &hold])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(idle.stdout.take().unwrap()), &mut line).unwrap();
+    assert_eq!(line.trim(), "open");
+    assert!(ns.replay(&sent).status.success(), "frames flow while the connections are open");
+    let during = threads(agent.child.id());
+    assert_eq!(during, before, "no thread per connection ({before} before, {during} with 400 open)");
+    let _ = idle.wait();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(ns.get(port, "/healthz").as_deref(), Ok("ok\n"));
+    let text = ns.scrape(port).unwrap();
+    assert_eq!(metric(&text, r#"roce_analyzer_frames_total{class="roce"}"#), Some(f.class_counts()[0]), "{text}");
+    let (code, _, err) = agent.stop();
+    assert_eq!(code, Some(0), "{err:?}");
+    assert_eq!(tests::tools::read_report(&json)["capture"]["frames"], f.frames.len());
+}

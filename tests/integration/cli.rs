@@ -1,6 +1,6 @@
 //! The binary as a user runs it: summary, JSON, labels, exit codes, errors on bad input.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tests::fixtures::{self, data_dir};
 use tests::tools::run;
 
@@ -50,7 +50,8 @@ fn example_summary_and_report() {
             Value::Object(o) => o
                 .iter()
                 .filter(|(k, _)| {
-                    !["imbalance", "peak_gbps", "peak_link_ratio", "sport_entropy_bits"].contains(&k.as_str())
+                    !["imbalance", "peak_gbps", "peak_link_ratio", "sport_entropy_bits", "growth", "relative_error"]
+                        .contains(&k.as_str())
                 })
                 .for_each(|(_, v)| no_floats(v)),
             _ => {}
@@ -655,4 +656,35 @@ fn every_flag_has_an_environment_variable() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2), "a bad value from the environment is a usage error");
+}
+
+/// Reports carry their RTT samples in log buckets, so merging them gives fleet-wide RTT
+/// percentiles: equal to one analysis of both captures within the buckets' stated error.
+#[test]
+fn merge_combines_rtt_percentiles_from_the_histograms() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    for (out, file) in [(&a, "example.pcap"), (&b, "rtt.pcap")] {
+        assert_eq!(run(&["-q", "-r", &path(file), "--json", out.to_str().unwrap()]).status.code(), Some(0));
+    }
+    let out = run(&["merge", a.to_str().unwrap(), b.to_str().unwrap(), "--json", "-"]);
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (together, _) = json_of(&["-r", &path("example.pcap"), "-r", &path("rtt.pcap")]);
+    let (m, t) = (&merged["rtt_ns"], &together["rtt_ns"]);
+    let error = m["histogram"]["relative_error"].as_f64().unwrap();
+    assert_eq!(error, 0.005);
+    assert_eq!(m["samples"], t["samples"]);
+    assert!(t["samples"].as_u64().unwrap() > 100, "both captures have RTT samples");
+    assert_eq!(
+        (m["min"].clone(), m["max"].clone(), m["exact"].clone()),
+        (t["min"].clone(), t["max"].clone(), json!(false))
+    );
+    for p in ["p50", "p90", "p99", "p999"] {
+        let (mv, tv) = (m[p].as_f64().unwrap(), t[p].as_f64().unwrap());
+        assert!((mv - tv).abs() <= tv * error + 1.0, "{p}: merged {mv}, one analysis {tv}");
+    }
+    assert_eq!(m["timeouts"], t["timeouts"]);
+    let codes: Vec<&str> =
+        merged["visibility"].as_array().unwrap().iter().map(|n| n["code"].as_str().unwrap()).collect();
+    assert!(!codes.contains(&"rtt_not_merged"), "{codes:?}");
 }

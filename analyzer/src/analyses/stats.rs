@@ -8,7 +8,9 @@ use crate::report::model::Percentiles;
 
 pub const EXACT_LIMIT: usize = 1 << 20;
 /// Bucket growth factor: each bucket spans [g^i, g^(i+1)).
-const GROWTH: f64 = 1.01;
+pub const GROWTH: f64 = 1.01;
+/// A bucket's geometric middle is within this of every value in it (√1.01 − 1 < 0.5 %).
+pub const RELATIVE_ERROR: f64 = 0.005;
 
 #[derive(Debug, Clone, Default)]
 pub struct Samples {
@@ -115,6 +117,27 @@ impl Samples {
             max: self.max,
             exact: self.hist.is_none(),
         })
+    }
+
+    /// The samples as histogram buckets (index, count), the exact ones bucketed too: what a
+    /// report carries so that the percentiles of several reports can be merged.
+    pub fn buckets(&self) -> Vec<(u32, u64)> {
+        let mut h = self.hist.clone().unwrap_or_default();
+        for v in &self.exact {
+            *h.entry(bucket(*v)).or_default() += 1;
+        }
+        h.into_iter().collect()
+    }
+
+    /// Samples from buckets (summed over several reports), with their smallest and largest
+    /// values: percentiles within [`RELATIVE_ERROR`], marked not exact.
+    pub fn from_buckets(buckets: &[(u32, u64)], min: u64, max: u64) -> Samples {
+        let mut hist = std::collections::BTreeMap::new();
+        for (b, c) in buckets {
+            *hist.entry(*b).or_default() += c;
+        }
+        let n = hist.values().sum();
+        Samples { exact: Vec::new(), hist: Some(hist), n, min, max }
     }
 
     /// Every sample in the histogram's buckets, as (upper bound, count) for metrics.

@@ -237,7 +237,7 @@ impl Merger {
             self.audit.push(Finding { message: format!("{}: {}", path.display(), f.message), ..f.clone() });
         }
         if r.rtt_ns.percentiles.samples > 0 {
-            self.rtt_reports.push(r.rtt_ns);
+            self.rtt_reports.push(r.rtt_ns.clone());
         }
         for n in r.visibility.iter().filter(|n| !n.code.recomputed_by_merge()) {
             self.carried.push(Note::new(n.code, format!("{}: {}", path.display(), n.message)));
@@ -357,6 +357,44 @@ impl Merger {
         Ok(())
     }
 
+    /// The RTT over all reports: one report's as it is; several combined from their histograms
+    /// (percentiles within the histogram's relative error, not exact), and whether that could be
+    /// done (every report carries its histogram).
+    fn merged_rtt(reports: &[RttSummary]) -> (RttSummary, bool) {
+        match reports {
+            [] => (RttSummary::default(), true),
+            [one] => (one.clone(), true),
+            all if all.iter().all(|r| r.histogram.is_some()) => {
+                let buckets: Vec<(u32, u64)> = all
+                    .iter()
+                    .flat_map(|r| r.histogram.iter().flat_map(|h| h.buckets.iter()))
+                    .map(|[b, c]| (*b as u32, *c))
+                    .collect();
+                let min = all.iter().map(|r| r.percentiles.min).min().unwrap_or(0);
+                let max = all.iter().map(|r| r.percentiles.max).max().unwrap_or(0);
+                let samples = crate::analyses::stats::Samples::from_buckets(&buckets, min, max);
+                let sum = |f: &dyn Fn(&RttSummary) -> u64| all.iter().map(f).fold(0u64, u64::saturating_add);
+                let merged = RttSummary {
+                    percentiles: samples.percentiles().unwrap_or_default(),
+                    timeouts: sum(&|r| r.timeouts),
+                    pending: sum(&|r| r.pending),
+                    ambiguous_acks: sum(&|r| r.ambiguous_acks),
+                    unpaired_acks: sum(&|r| r.unpaired_acks),
+                    cm_paired: sum(&|r| r.cm_paired),
+                    pending_evicted: sum(&|r| r.pending_evicted),
+                    timeout_ns: all.iter().map(|r| r.timeout_ns).max().unwrap_or(0),
+                    histogram: Some(RttHistogram {
+                        growth: crate::analyses::stats::GROWTH,
+                        relative_error: crate::analyses::stats::RELATIVE_ERROR,
+                        buckets: samples.buckets().into_iter().map(|(b, c)| [b as u64, c]).collect(),
+                    }),
+                };
+                (merged, true)
+            }
+            _ => (RttSummary::default(), false),
+        }
+    }
+
     /// The merged report: pause intervals joined on time (a sender seen at several vantage
     /// points was paused over the union of what each saw; pause time, storms, trees and
     /// deadlocks follow from it), the ECMP section recomputed, the notes of the whole.
@@ -366,11 +404,8 @@ impl Merger {
             capture.start_ns = 0;
         }
         capture.sources = self.sources;
-        let single_rtt = match self.rtt_reports.as_slice() {
-            [one] => *one,
-            _ => RttSummary::default(),
-        };
-        let rtt_not_merged = self.rtt_reports.len() > 1 || self.rtt_lost;
+        let (single_rtt, rtt_totals_merged) = Self::merged_rtt(&self.rtt_reports);
+        let rtt_not_merged = !rtt_totals_merged || self.rtt_lost;
         let mut report = Report {
             schema: SCHEMA.into(),
             tool: Tool { name: "roce-analyzer".into(), version: env!("CARGO_PKG_VERSION").into() },
@@ -444,8 +479,9 @@ impl Merger {
         if rtt_not_merged {
             report.visibility.push(Note::new(
                 NoteCode::RttNotMerged,
-                "RTT percentiles of several reports cannot be combined without their samples: the merged \
-                 report has RTT only for flows and totals seen in a single report",
+                "RTT percentiles of a flow seen in several reports (or of reports without their RTT \
+                 histogram, older ones) cannot be combined: the merged report has those only where a single \
+                 report had them; the fleet-wide rtt_ns is combined from the reports' histograms when all carry one",
             ));
         }
         if self.tiers_differ {

@@ -106,8 +106,15 @@ fn rtt_summary(run: &Pipeline) -> RttSummary {
         timeouts += t;
         pending += p;
     }
+    let overall = rtt.overall();
+    let buckets = overall.buckets();
     RttSummary {
-        percentiles: rtt.overall().percentiles().unwrap_or(Percentiles { exact: true, ..Default::default() }),
+        histogram: (!buckets.is_empty()).then(|| RttHistogram {
+            growth: crate::analyses::stats::GROWTH,
+            relative_error: crate::analyses::stats::RELATIVE_ERROR,
+            buckets: buckets.into_iter().map(|(b, c)| [b as u64, c]).collect(),
+        }),
+        percentiles: overall.percentiles().unwrap_or(Percentiles { exact: true, ..Default::default() }),
         timeouts,
         pending,
         ambiguous_acks: rtt.ambiguous_acks,

@@ -310,7 +310,7 @@ pub struct FlowRtt {
 }
 
 /// RTT over all flows (ns), with the pairing's bookkeeping.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RttSummary {
     #[serde(flatten)]
     pub percentiles: Percentiles,
@@ -328,6 +328,20 @@ pub struct RttSummary {
     #[serde(default)]
     pub pending_evicted: u64,
     pub timeout_ns: u64,
+    /// Every sample in log buckets, so that `merge` combines the percentiles of several
+    /// reports (within `relative_error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<RttHistogram>,
+}
+
+/// RTT samples in logarithmic buckets: bucket i holds [growth^i, growth^(i+1)) ns; a value read
+/// back (its bucket's geometric middle) is within `relative_error` of every sample in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RttHistogram {
+    pub growth: f64,
+    pub relative_error: f64,
+    /// [bucket index, samples], by index.
+    pub buckets: Vec<[u64; 2]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! End to end in network namespaces the tests create: `roce-analyzer --iface` on one veth end,
 //! frames replayed into the other (by `roce-analyzer replay`, and once by tcpreplay). Root only.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -9,25 +9,6 @@ use tests::fixtures::{self, Fixture};
 use tests::netns::{Agent, Netns, privileged};
 use tests::synth::pcap::{PcapOptions, write_pcap};
 use tests::tools::{metric, require, run};
-
-/// The frames as they go on the wire: a replayer sends the captured bytes, so a record cut by
-/// the snap length becomes a short frame. The live report is compared with the offline report
-/// of this capture (identical to the fixture when nothing was cut).
-fn as_sent(f: &Fixture, dir: &Path) -> PathBuf {
-    let recs: Vec<_> = f
-        .frames
-        .iter()
-        .map(|fr| {
-            let mut r = fr.record.clone();
-            r.orig_len = r.data.len() as u32;
-            r
-        })
-        .collect();
-    let p = dir.join(format!("{}.sent.pcap", f.name));
-    let bytes = write_pcap(Vec::new(), PcapOptions { nanosecond: true, ..Default::default() }, &recs).unwrap();
-    std::fs::write(&p, bytes).unwrap();
-    p
-}
 
 fn offline(p: &Path) -> Value {
     offline_with(p, &[])
@@ -113,7 +94,7 @@ fn live_equals_offline_for_every_fixture() {
     ns.mtu(9000); // qp_mtus.pcap carries 4 KB payloads
     let dir = tempfile::tempdir().unwrap();
     for f in replayable() {
-        let sent = as_sent(&f, dir.path());
+        let sent = f.as_sent(dir.path());
         let live = live_report(&ns, &["--xdp-mode", "native"], || {
             let out = ns.replay(&sent);
             assert!(out.status.success(), "replay {}: {}", f.name, String::from_utf8_lossy(&out.stderr));
@@ -134,7 +115,7 @@ fn live_equals_offline_with_tcpreplay() {
     let dir = tempfile::tempdir().unwrap();
     for name in ["example.pcap", "opcodes.pcap", "erspan.pcap", "pfc.pcap", "ipv6.pcap"] {
         let f = fixtures::all().into_iter().find(|f| f.name == name).unwrap();
-        let sent = as_sent(&f, dir.path());
+        let sent = f.as_sent(dir.path());
         let live = live_report(&ns, &[], || {
             let out = ns.cmd(&tcpreplay).args(["-q", "-i", "va", "--topspeed"]).arg(&sent).output().unwrap();
             assert!(out.status.success(), "tcpreplay {name}: {}", String::from_utf8_lossy(&out.stderr));
@@ -199,7 +180,7 @@ fn tiny_flow_map_counts_its_overflow() {
     let f = fixtures::all().into_iter().find(|f| f.name == "opcodes.pcap").unwrap();
     let ns = Netns::new("full");
     let dir = tempfile::tempdir().unwrap();
-    let sent = as_sent(&f, dir.path());
+    let sent = f.as_sent(dir.path());
     let (live, log) =
         live_report_and_log(&ns, &["--max-flows", "4", "--kernel-log"], || assert!(ns.replay(&sent).status.success()));
     // --kernel-log shows the program's own line for its rare path.
@@ -294,7 +275,7 @@ fn metrics_scraped_over_loopback_equal_the_report() {
     assert!(ns.ip(&["link", "set", "lo", "up"]).status.success());
     let f = fixtures::example();
     let dir = tempfile::tempdir().unwrap();
-    let sent = as_sent(&f, dir.path());
+    let sent = f.as_sent(dir.path());
     let json = dir.path().join("live.json");
     let port = 19000 + (std::process::id() % 1000) as u16;
     let addr = format!("127.0.0.1:{port}");
@@ -357,7 +338,7 @@ fn nic_counters_come_from_the_driver() {
     let ns = Netns::new("nic");
     let f = fixtures::all().into_iter().find(|f| f.name == "opcodes.pcap").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let sent = as_sent(&f, dir.path());
+    let sent = f.as_sent(dir.path());
     let (v, _) = live_report_and_log(&ns, &["--xdp-mode", "native", "--nic-counters"], || {
         assert!(ns.replay(&sent).status.success())
     });
@@ -506,7 +487,7 @@ fn live_fabric_answers_equal_offline() {
             .collect()
     };
     let slow = tests::fabric::incast_scaled(100, "incast_slow.pcap");
-    let file = as_sent(&slow, dir.path());
+    let file = slow.as_sent(dir.path());
     let args = ["--incast-window", "10ms"];
     let wire = dir.path().join("incast_wire.pcap");
     let live = paced_live_and_wire(&ns, &file, slow.frames.len(), &args, &wire);
@@ -533,7 +514,7 @@ fn live_fabric_answers_equal_offline() {
     ];
     for (name, args) in cases {
         let f = tests::fixtures::all().into_iter().find(|f| f.name == name).unwrap();
-        let file = as_sent(&f, dir.path());
+        let file = f.as_sent(dir.path());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let wire = dir.path().join(format!("{name}.wire.pcap"));
         let live = paced_live_and_wire(&ns, &file, f.frames.len(), &args, &wire);
@@ -605,7 +586,7 @@ fn no_timeline_keeps_counters_and_says_what_is_missing() {
     let ns = Netns::new("notl");
     let dir = tempfile::tempdir().unwrap();
     let f = fixtures::all().into_iter().find(|f| f.name == "gobackn.pcap").unwrap();
-    let sent = as_sent(&f, dir.path());
+    let sent = f.as_sent(dir.path());
     let live = live_report(&ns, &["--no-timeline"], || {
         assert!(ns.replay(&sent).status.success());
     });
@@ -715,7 +696,7 @@ fn live_vantage_points_of_mirror_origins_equal_offline() {
     let ns = Netns::new("vant");
     let dir = tempfile::tempdir().unwrap();
     let f = fixtures::all().into_iter().find(|f| f.name == "vantage_erspan.pcap").unwrap();
-    let sent = as_sent(&f, dir.path());
+    let sent = f.as_sent(dir.path());
     let live = live_report(&ns, &[], || {
         let out = ns.replay(&sent);
         assert!(out.status.success(), "replay: {}", String::from_utf8_lossy(&out.stderr));
@@ -769,7 +750,7 @@ fn the_running_agent_keeps_only_what_it_needs() {
     // The report is written by nobody: a directory it may write to.
     std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let f = fixtures::example();
-    let sent = as_sent(&f, dir.path());
+    let sent = f.as_sent(dir.path());
     let json = dir.path().join("live.json");
     let port = 21000 + (std::process::id() % 1000) as u16;
     let addr = format!("127.0.0.1:{port}");
@@ -849,7 +830,7 @@ fn a_killed_agent_leaves_its_last_checkpoint() {
     let ns = Netns::new("ckpt");
     let dir = tempfile::tempdir().unwrap();
     let f = fixtures::example();
-    let sent = as_sent(&f, dir.path());
+    let sent = f.as_sent(dir.path());
     let json = dir.path().join("live.json");
     let args = ["--interval", "200ms", "--checkpoint", "400ms", "-q", "--json", json.to_str().unwrap()];
     let mut agent = Agent::start(&ns, &args);
@@ -881,7 +862,7 @@ fn idle_metrics_clients_neither_stall_nor_grow_the_agent() {
     assert!(ns.ip(&["link", "set", "lo", "up"]).status.success());
     let dir = tempfile::tempdir().unwrap();
     let f = fixtures::example();
-    let sent = as_sent(&f, dir.path());
+    let sent = f.as_sent(dir.path());
     let json = dir.path().join("live.json");
     let port = 22000 + (std::process::id() % 1000) as u16;
     let addr = format!("127.0.0.1:{port}");

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tests::fixtures;
 use tests::netns::{Agent, Netns, privileged};
-use tests::synth::pcap::{PcapOptions, write_pcap};
 use tests::tools::require;
 
 /// Percent-encoding of a query string value (RFC 3986 unreserved characters kept).
@@ -121,20 +120,8 @@ fn prometheus_scrapes_two_agents_and_fleet_queries_match_their_reports() {
     // The frames arrive while Prometheus scrapes, so rates over the scrapes are not zero.
     std::thread::sleep(Duration::from_secs(1));
     for (ns, _, fixtures) in &plan {
-        for (i, fixture) in fixtures.iter().enumerate() {
-            let recs: Vec<_> = fixture
-                .frames
-                .iter()
-                .map(|f| {
-                    let mut r = f.record.clone();
-                    r.orig_len = r.data.len() as u32;
-                    r
-                })
-                .collect();
-            let sent = dir.path().join(format!("{}-{i}.pcap", ns.name));
-            let bytes = write_pcap(Vec::new(), PcapOptions { nanosecond: true, ..Default::default() }, &recs).unwrap();
-            std::fs::write(&sent, bytes).unwrap();
-            assert!(ns.replay(&sent).status.success());
+        for fixture in fixtures {
+            assert!(ns.replay(&fixture.as_sent(dir.path())).status.success());
         }
     }
     // Two agent intervals and several scrapes after the last frame.

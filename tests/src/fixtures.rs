@@ -44,6 +44,27 @@ impl Fixture {
         }
     }
     /// Expected frames per class.
+    /// The frames as they go on the wire, written to `dir`: a replayer sends the captured
+    /// bytes, so a record cut by the snap length becomes a short frame (a live report is
+    /// compared with the offline report of this capture, identical to the fixture when
+    /// nothing was cut).
+    pub fn as_sent(&self, dir: &Path) -> PathBuf {
+        let recs: Vec<_> = self
+            .frames
+            .iter()
+            .map(|fr| {
+                let mut r = fr.record.clone();
+                r.orig_len = r.data.len() as u32;
+                r
+            })
+            .collect();
+        let p = dir.join(format!("{}.sent.pcap", self.name));
+        let bytes = write_pcap(Vec::new(), PcapOptions { nanosecond: true, ..Default::default() }, &recs)
+            .expect("writing to memory");
+        std::fs::write(&p, bytes).expect("writing the sent capture");
+        p
+    }
+
     pub fn class_counts(&self) -> [u64; FrameClass::COUNT] {
         let mut c = [0; FrameClass::COUNT];
         for f in &self.frames {

@@ -183,6 +183,12 @@ pub mod pending {
 
 const ALL_MTUS: u8 = (1 << MTU_COUNT) - 1;
 
+/// The largest MTU of a candidate set (`MIN_MTU` for none).
+#[inline(always)]
+const fn largest_mtu(left: u8) -> u32 {
+    MIN_MTU << (7 - (left | 1).leading_zeros())
+}
+
 impl PsnState {
     pub const fn zeroed() -> Self {
         // SAFETY: integers only.
@@ -197,11 +203,17 @@ impl PsnState {
         }
     }
 
+    /// The legal MTUs not ruled out yet, a bit each.
+    #[inline(always)]
+    fn mtus_left(&self) -> u8 {
+        ALL_MTUS & !self.mtus_excluded
+    }
+
     /// Rules out the MTUs of `bits`; when one is left, it is the PMTU.
     #[inline(always)]
     fn exclude(&mut self, bits: u8) {
         self.mtus_excluded |= bits;
-        let left = ALL_MTUS & !self.mtus_excluded;
+        let left = self.mtus_left();
         if left != 0 && left & (left - 1) == 0 {
             self.learn_pmtu(MIN_MTU << left.trailing_zeros());
         }
@@ -215,10 +227,9 @@ impl PsnState {
         if pmtu != 0 {
             return (read_psns(dma_len, pmtu), false);
         }
-        let left = ALL_MTUS & !self.mtus_excluded;
-        let largest = MIN_MTU << (7 - (left | 1).leading_zeros());
+        let left = self.mtus_left();
         let smallest = MIN_MTU << (left | 0x80).trailing_zeros().min(MTU_COUNT - 1);
-        let (short, long) = (read_psns(dma_len, largest), read_psns(dma_len, smallest));
+        let (short, long) = (read_psns(dma_len, largest_mtu(left)), read_psns(dma_len, smallest));
         (short, short != long)
     }
 
@@ -227,8 +238,8 @@ impl PsnState {
     #[inline(always)]
     fn resolve_read(&mut self, psn: u32, note: Option<u32>) {
         let (p, len) = (self.read_psn, self.read_len);
-        let left = ALL_MTUS & !self.mtus_excluded;
-        let mut span = read_psns(len, MIN_MTU << (7 - (left | 1).leading_zeros()));
+        let left = self.mtus_left();
+        let mut span = read_psns(len, largest_mtu(left));
         if let Some(m) = note {
             self.learn_pmtu(m);
             span = read_psns(len, m);
@@ -356,7 +367,7 @@ pub fn account<T: PeerNotes>(st: &mut PsnState, s: &PacketSummary, notes: &mut T
     if opcode::is_request(s.opcode) {
         let psn = s.psn & PSN_MASK;
         if st.read_pending != 0 && psn_diff(st.read_psn, psn).wrapping_sub(1) < PSN_HALF - 1 {
-            let note = match notes.get(&PeerKey { requester: s.src_ip, responder: s.dst_ip, psn: st.read_psn }) {
+            let note = match notes.get(&PeerKey::of_request(s, st.read_psn)) {
                 Some(m) if m >= MIN_MTU => Some(m),
                 _ => None,
             };
@@ -373,8 +384,7 @@ pub fn account<T: PeerNotes>(st: &mut PsnState, s: &PacketSummary, notes: &mut T
         } else {
             let seen = st.observe_request(psn, n);
             let behind = psn_diff(st.responder_expected, psn) >= PSN_HALF;
-            let refused = behind
-                && matches!(notes.take(&PeerKey { requester: s.src_ip, responder: s.dst_ip, psn }), Some(NOTE_RNR));
+            let refused = behind && matches!(notes.take(&PeerKey::of_request(s, psn)), Some(NOTE_RNR));
             (seen, st.respond(psn, n, refused))
         };
         if unsure && (seen || taken) {
@@ -415,6 +425,12 @@ pub struct PeerKey {
 const _: () = assert!(core::mem::size_of::<PeerKey>() == 36);
 
 impl PeerKey {
+    /// The key of a request (from the requester) at `psn`.
+    #[inline(always)]
+    pub fn of_request(s: &PacketSummary, psn: u32) -> Self {
+        PeerKey { requester: s.src_ip, responder: s.dst_ip, psn }
+    }
+
     /// The key of the request a response or NAK (from the responder) answers.
     #[inline(always)]
     pub fn toward_requester(s: &PacketSummary) -> Self {

@@ -23,9 +23,8 @@ use smallvec::SmallVec;
 
 use super::stats::Samples;
 use crate::engine::FrameMeta;
-
-/// Points beyond this many share the last bit of a frame's point set.
-const MAX_POINT_BITS: u16 = 64;
+// A point's bit in a set of points: beyond 64 points they share the last bit, as inputs do.
+use crate::engine::flows::source_bit as point_bit;
 
 /// One vantage point.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,7 +163,7 @@ impl Vantage {
     pub fn offer(&mut self, meta: FrameMeta, s: &PacketSummary, label: &str) {
         let point = self.point(meta.source, label, s);
         self.points[point as usize].frames += 1;
-        let bit = 1u64 << point.min(MAX_POINT_BITS - 1);
+        let bit = point_bit(point);
         let id = matches!(s.class(), FrameClass::Roce | FrameClass::Cnp).then(|| FrameId::of(s));
         if let Some(id) = id
             && let Some(seqs) = self.by_identity.get(&id)
@@ -252,7 +251,7 @@ impl Vantage {
         self.points
             .iter()
             .enumerate()
-            .filter(move |(i, p)| p.origin.is_some() && mask & (1u64 << (*i as u16).min(MAX_POINT_BITS - 1)) != 0)
+            .filter(move |(i, p)| p.origin.is_some() && mask & point_bit(*i as u16) != 0)
             .map(|(_, p)| p)
     }
 
@@ -262,7 +261,7 @@ impl Vantage {
         self.hops
             .iter()
             .map(|(&(from, to), state)| {
-                let (a, b) = (1u64 << from.min(MAX_POINT_BITS - 1), 1u64 << to.min(MAX_POINT_BITS - 1));
+                let (a, b) = (point_bit(from), point_bit(to));
                 let mut worst: Vec<(FlowKey, u64)> = self
                     .seen_by
                     .iter()

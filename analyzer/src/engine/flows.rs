@@ -85,7 +85,7 @@ impl FlowStats {
         self.fecn += s.fecn as u64;
         self.becn += s.becn as u64;
         self.ack_req += s.ack_req as u64;
-        self.sources |= 1u64 << (meta.source as u32).min(63);
+        self.sources |= source_bit(meta.source);
         self.add_source_bytes(meta.source, s.frame_len as u64);
     }
 
@@ -95,6 +95,12 @@ impl FlowStats {
             None => self.source_bytes.push((source, bytes)),
         }
     }
+}
+
+/// The bit of input `source` in [`FlowStats::sources`] (inputs beyond 64 share bit 63); the
+/// vantage points' sets use the same folding.
+pub fn source_bit(source: u16) -> u64 {
+    1u64 << source.min(63)
 }
 
 /// All flows; insertion order is kept so that per-flow work is deterministic.

@@ -141,7 +141,7 @@ impl LiveAccount {
         engine.visibility.bth_cut = snap.counter(counter::BTH_CUT);
         engine.visibility.matched_copies = snap.counter(counter::MATCHED_COPIES);
 
-        let bit = 1u64 << (self.source as u32).min(63);
+        let bit = super::flows::source_bit(self.source);
         for (key, slots) in &snap.flows {
             let prev = self.prev.entry(*key).or_default();
             prev.resize(slots.len(), FlowCounters::zeroed());

@@ -288,7 +288,7 @@ impl Engine {
         self.visibility.cut_copies += cut as u64;
         self.visibility.matched_copies += 1;
         if let Some(stats) = self.flows.get_mut(&FlowKey::from_summary(first)) {
-            stats.sources |= 1u64 << (source as u32).min(63);
+            stats.sources |= flows::source_bit(source);
             if let Some(len) = frame_len {
                 stats.add_source_bytes(source, len as u64);
             }

@@ -100,9 +100,9 @@ fn feedback(run: &Pipeline) -> Vec<Finding> {
         let flows = by_hosts.get(&(*src, *dst)).into_iter().flatten();
         flows.filter(|k| if cnp { e.flows[**k].cnps > 0 } else { e.flows[**k].data > 0 }).map(|k| flow_ref(k)).collect()
     };
+    let interval = e.interval();
     for (((a, v), (b, _)), p) in &e.pairs {
         let (sa, sb) = (addr_string(*v, a), addr_string(*v, b));
-        let interval = e.interval();
         let (unanswered, covered) = p.split(end, e.timeout_ns, interval);
         if unanswered > 0 {
             let paced = match interval {

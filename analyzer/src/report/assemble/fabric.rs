@@ -95,7 +95,7 @@ fn seen_at(run: &Pipeline, k: &FlowKey, sources: u64) -> Vec<(String, Option<Str
         .sources
         .iter()
         .enumerate()
-        .filter(|(i, _)| sources & (1u64 << (*i).min(63)) != 0)
+        .filter(|(i, _)| sources & crate::engine::flows::source_bit(*i as u16) != 0)
         .map(|(_, s)| (s.label.clone(), None))
         .collect();
     at.extend(run.analyses.vantage.points_of(k).map(|p| (p.label.clone(), p.origin.clone())));

@@ -127,18 +127,23 @@ fn rtt_summary(run: &Pipeline) -> RttSummary {
 
 fn pairs_json(run: &Pipeline) -> Vec<Pair> {
     let e = &run.analyses.ecn;
+    // One interval for the whole report (inferring it looks at every notified QP).
+    let interval = e.interval();
     let mut pairs: Vec<_> = e.pairs.iter().collect();
     pairs.sort_unstable_by_key(|(k, _)| **k);
     pairs
         .into_iter()
-        .map(|(((a, v), (b, _)), p)| Pair {
-            a: addr_string(*v, a),
-            b: addr_string(*v, b),
-            data_packets: p.data_packets,
-            ce: p.ce,
-            cnp_back: p.cnp_back,
-            ce_unanswered: p.split(end_ns(run), e.timeout_ns, e.interval()).0,
-            ce_covered: p.split(end_ns(run), e.timeout_ns, e.interval()).1,
+        .map(|(((a, v), (b, _)), p)| {
+            let (ce_unanswered, ce_covered) = p.split(end_ns(run), e.timeout_ns, interval);
+            Pair {
+                a: addr_string(*v, a),
+                b: addr_string(*v, b),
+                data_packets: p.data_packets,
+                ce: p.ce,
+                cnp_back: p.cnp_back,
+                ce_unanswered,
+                ce_covered,
+            }
         })
         .collect()
 }

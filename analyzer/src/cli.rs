@@ -67,8 +67,9 @@ pub struct OutputArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
-    /// Reports (JSON, schema roce-analyzer/report/v1) to combine.
-    #[arg(required = true, value_name = "REPORT.json")]
+    /// Reports (JSON, schema roce-analyzer/report/v1; checkpoints too) to combine, or export
+    /// lines (--export directories or .ndjson files: one report per host is rebuilt from them).
+    #[arg(required = true, value_name = "REPORT.json|EXPORT")]
     pub reports: Vec<PathBuf>,
     /// The congestion trees, storms and deadlocks are recomputed over the joined pause
     /// intervals with these.
@@ -236,6 +237,23 @@ pub struct AnalyzeArgs {
 
     #[command(flatten)]
     pub output: OutputArgs,
+
+    /// Continuous export: NDJSON lines (schema roce-analyzer/export/v1) into directory PATH
+    /// (files roce-analyzer-NNNNNN.ndjson, rotated) or to stdout for `-`. Live, every
+    /// --interval: a line per flow that changed (deltas and totals), per PFC sender and
+    /// priority that paused, per event that ended (storm, incast episode, deadlock, loss
+    /// between vantage points), per finding raised, and an interval line with the totals.
+    /// Offline: the same lines once, for the whole capture. `merge` reads them back.
+    #[arg(long, value_name = "PATH")]
+    pub export: Option<PathBuf>,
+
+    /// Export: start a new file before one would grow past this many bytes (K, M, G suffixes).
+    #[arg(long, default_value = "64M", value_parser = byte_size)]
+    pub export_max_bytes: u64,
+
+    /// Export: files kept in the directory (the oldest are deleted).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    pub export_keep: u32,
 
     /// Progress bar on stderr (offline).
     #[arg(long, value_enum, default_value_t = Progress::Auto)]
@@ -416,6 +434,23 @@ impl AnalysisArgs {
             match_window_ns: nanos(*self.match_window),
         })
     }
+}
+
+/// A byte count: `4096`, `64K`, `64M`, `1G` (powers of 1024).
+fn byte_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, shift) = match t.as_bytes().last().map(u8::to_ascii_uppercase) {
+        Some(b'K') => (&t[..t.len() - 1], 10),
+        Some(b'M') => (&t[..t.len() - 1], 20),
+        Some(b'G') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?}: a byte count, e.g. 4096, 64K, 64M, 1G"))?;
+    let bytes = n.checked_shl(shift).filter(|b| b >> shift == n).ok_or_else(|| format!("{s:?}: too large"))?;
+    if bytes < 1024 {
+        return Err(format!("{s:?}: at least 1K"));
+    }
+    Ok(bytes)
 }
 
 fn ringbuf_bytes(s: &str) -> Result<u32, String> {

@@ -12,7 +12,7 @@ use analyzer::pipeline::Pipeline;
 use analyzer::report::render::live_view::LiveView;
 use analyzer::report::render::text::escape;
 use analyzer::report::render::{dot, html, human};
-use analyzer::report::{Report, RunKind, write};
+use analyzer::report::{Report, RunKind, export, write};
 use anyhow::Context;
 
 fn main() -> ExitCode {
@@ -61,19 +61,40 @@ fn broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
-fn analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
+fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
+    let stdout = Some(Path::new("-"));
+    if args.export.as_deref() == stdout && args.output.json.as_deref() == stdout {
+        eprintln!("roce-analyzer: error: --export - and --json - both want standard output; give one a file");
+        return Ok(exit::USAGE);
+    }
+    if args.iface.is_none() && args.pcap.is_empty() {
+        eprintln!("roce-analyzer: error: nothing to analyse: give --pcap FILE or --iface IFACE (see --help)");
+        return Ok(exit::USAGE);
+    }
+    // Export lines on standard output: nothing else goes there.
+    args.output.quiet |= args.export.as_deref() == stdout;
     prepare_outputs(&args.output)?;
-    let (run, kind, failed) = match (&args.iface, args.pcap.is_empty()) {
-        (Some(iface), _) => {
-            let o = live(&args, iface)?;
-            (o.run, RunKind::Live, o.failed)
+    let kind = if args.iface.is_some() { RunKind::Live } else { RunKind::Offline };
+    let mut exporter = match &args.export {
+        Some(path) => {
+            let rotation = export::Rotation { max_bytes: args.export_max_bytes, keep: args.export_keep as usize };
+            let sink = export::Sink::open(path, rotation).context("--export")?;
+            let start = (kind == RunKind::Live).then(wall_ns);
+            Some(export::Exporter::new(sink, export::host_name(), kind, start))
         }
-        (None, false) => (offline(&args)?, RunKind::Offline, None),
-        (None, true) => {
-            eprintln!("roce-analyzer: error: nothing to analyse: give --pcap FILE or --iface IFACE (see --help)");
-            return Ok(exit::USAGE);
-        }
+        None => None,
     };
+    let (run, failed) = match &args.iface {
+        Some(iface) => {
+            let o = live(&args, iface, &mut exporter)?;
+            (o.run, o.failed)
+        }
+        None => (offline(&args)?, None),
+    };
+    if let Some(x) = &mut exporter {
+        let end = if kind == RunKind::Live { wall_ns() } else { run.engine.last_ns.unwrap_or(0) };
+        x.export(&run, end, true).context("writing the final export lines")?;
+    }
     let code = emit(&Report::assemble(&run, kind), &run.analyses.rtt.all_samples(), &args.output)?;
     match failed {
         // The report is written; the run still failed.
@@ -89,7 +110,7 @@ fn merge(m: MergeArgs) -> anyhow::Result<u8> {
     prepare_outputs(&m.output)?;
     let mut reports = Vec::new();
     for p in &m.reports {
-        reports.push((p.clone(), analyzer::report::merge::read(p)?));
+        reports.extend(analyzer::report::merge::read_any(p)?);
     }
     emit(&analyzer::report::merge::merge(reports, &m.fabric.options()?)?, &[], &m.output)
 }
@@ -172,7 +193,16 @@ fn offline(args: &AnalyzeArgs) -> anyhow::Result<Pipeline> {
     Ok(run)
 }
 
-fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<analyzer::live::Outcome> {
+/// Now, in Unix nanoseconds.
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn live(
+    args: &AnalyzeArgs,
+    iface: &str,
+    exporter: &mut Option<export::Exporter>,
+) -> anyhow::Result<analyzer::live::Outcome> {
     if args.kernel_log {
         // aya-log hands the program's lines to the `log` crate; print them on stderr.
         // Only the program's own lines (target roce_analyzer), and warnings from the rest.
@@ -212,6 +242,7 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<analyzer::live::Outco
     let checkpoint_path = args.output.json.as_deref().filter(|p| *p != Path::new("-"));
     let mut last_checkpoint = std::time::Instant::now();
     let mut checkpoint_failed = false;
+    let mut export_failed = false;
     let run = analyzer::live::run(&opts, |n| match n {
         Notice::Attached { mode, fallback } => {
             mode_used = mode;
@@ -221,6 +252,15 @@ fn live(args: &AnalyzeArgs, iface: &str) -> anyhow::Result<analyzer::live::Outco
             eprintln!("roce-analyzer: attached to {shown} ({mode} XDP); stop with Ctrl-C");
         }
         Notice::Tick { run, elapsed } => {
+            if let Some(x) = exporter.as_mut() {
+                // A full disk must not stop the capture: said once, and the final export retries.
+                if let Err(e) = x.export(run, wall_ns(), false) {
+                    if !export_failed {
+                        eprintln!("roce-analyzer: warning: writing export lines: {}", escape(&format!("{e:#}")));
+                    }
+                    export_failed = true;
+                }
+            }
             if let Some(path) = checkpoint_path.filter(|_| last_checkpoint.elapsed() >= args.checkpoint) {
                 last_checkpoint = std::time::Instant::now();
                 if let Err(e) = write_checkpoint(run, path) {

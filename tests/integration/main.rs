@@ -2,6 +2,7 @@
 
 mod cli;
 mod deploy;
+mod export;
 mod fabric;
 mod fixtures;
 mod hostile;

@@ -36,6 +36,8 @@ pub enum MergeError {
     Invalid { path: PathBuf, invalid: super::validate::Invalid },
     #[error("{path}: field {field}: the sum over the reports does not fit 64 bits")]
     Overflow { path: PathBuf, field: String },
+    #[error(transparent)]
+    Export(#[from] super::export::read::ExportReadError),
     #[error("nothing to merge")]
     Empty,
 }
@@ -70,6 +72,15 @@ pub fn read(path: &Path) -> Result<Report, MergeError> {
         Some(i) => Err(invalid(i)),
         None => Ok(report),
     }
+}
+
+/// Reads what `merge` was given at `path`: a report (or checkpoint), or export lines (a
+/// directory of export files or one file), which give one report per host.
+pub fn read_any(path: &Path) -> Result<Vec<(PathBuf, Report)>, MergeError> {
+    if super::export::read::is_export(path) {
+        return Ok(super::export::read::read(path)?);
+    }
+    Ok(vec![(path.to_path_buf(), read(path)?)])
 }
 
 /// What the fabric analyses of a merged report need beyond the reports.

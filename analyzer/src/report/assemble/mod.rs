@@ -22,44 +22,27 @@ pub enum RunKind {
     Live,
 }
 
+impl RunKind {
+    /// As the report's `kind` says it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunKind::Offline => "offline",
+            RunKind::Live => "live",
+        }
+    }
+}
+
 impl Report {
     /// Builds the report of everything the run has seen.
     pub fn assemble(run: &Pipeline, kind: RunKind) -> Report {
-        let classes = FrameClass::ALL.iter().map(|c| (c.name().to_string(), run.engine.class_count(*c))).collect();
-        let dropped = DropReason::ALL
-            .iter()
-            .map(|r| {
-                let n = match r {
-                    DropReason::AnalysisStateFull => run.analyses.state_full(),
-                    r => run.engine.dropped.get(r).copied().unwrap_or(0),
-                };
-                (r.name().to_string(), n)
-            })
-            .collect();
         let mut flows: Vec<(&FlowKey, &FlowStats)> = run.engine.flows.iter().collect();
         flows.sort_unstable_by_key(|(k, _)| flow_order(k));
         let flows = flows.into_iter().map(|(k, s)| flow_json(run, k, s)).collect();
         let mut report = Report {
             schema: SCHEMA.into(),
             tool: Tool { name: "roce-analyzer".into(), version: env!("CARGO_PKG_VERSION").into() },
-            kind: match kind {
-                RunKind::Offline => "offline".into(),
-                RunKind::Live => "live".into(),
-            },
-            capture: Capture {
-                sources: run
-                    .engine
-                    .sources
-                    .iter()
-                    .map(|s| SourceJson { kind: s.kind.clone(), name: s.name.clone(), label: s.label.clone() })
-                    .collect(),
-                start_ns: run.engine.first_ns.unwrap_or(0),
-                end_ns: run.engine.last_ns.unwrap_or(0),
-                partial: run.engine.partial,
-                frames: run.engine.frames,
-                classes,
-                dropped,
-            },
+            kind: kind.name().into(),
+            capture: capture(run),
             flows,
             pfc: fabric::pfc(run),
             visibility: Vec::new(),
@@ -77,6 +60,35 @@ impl Report {
         report.vantage = vantage::section(run, &mut report.audit);
         report.visibility = visibility::notes(run, &report);
         report
+    }
+}
+
+/// The `capture` section: sources, span, frames by class, every drop.
+pub(crate) fn capture(run: &Pipeline) -> Capture {
+    let classes = FrameClass::ALL.iter().map(|c| (c.name().to_string(), run.engine.class_count(*c))).collect();
+    let dropped = DropReason::ALL
+        .iter()
+        .map(|r| {
+            let n = match r {
+                DropReason::AnalysisStateFull => run.analyses.state_full(),
+                r => run.engine.dropped.get(r).copied().unwrap_or(0),
+            };
+            (r.name().to_string(), n)
+        })
+        .collect();
+    Capture {
+        sources: run
+            .engine
+            .sources
+            .iter()
+            .map(|s| SourceJson { kind: s.kind.clone(), name: s.name.clone(), label: s.label.clone() })
+            .collect(),
+        start_ns: run.engine.first_ns.unwrap_or(0),
+        end_ns: run.engine.last_ns.unwrap_or(0),
+        partial: run.engine.partial,
+        frames: run.engine.frames,
+        classes,
+        dropped,
     }
 }
 
@@ -175,7 +187,7 @@ fn pacing_json(run: &Pipeline) -> Vec<CnpPacing> {
         .collect()
 }
 
-fn flow_json(run: &Pipeline, k: &FlowKey, s: &FlowStats) -> Flow {
+pub(crate) fn flow_json(run: &Pipeline, k: &FlowKey, s: &FlowStats) -> Flow {
     let mut pcp: CountMap = s.pcp.sorted().into_iter().map(|(p, n)| (count_map::number_name(p), n)).collect();
     if s.untagged > 0 {
         pcp.add("untagged", s.untagged);

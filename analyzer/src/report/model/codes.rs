@@ -112,6 +112,7 @@ codes! {
         RttNotMerged = "rtt_not_merged",
         EcmpPredictedNotMerged = "ecmp_predicted_not_merged",
         VantageNotMerged = "vantage_not_merged",
+        FromExport = "from_export",
     }
 }
 

@@ -224,7 +224,7 @@ pub struct HostPair {
 }
 
 /// A flow named in a finding or an analysis.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct FlowRef {
     pub src: String,
     pub dst: String,
@@ -581,7 +581,7 @@ pub struct PauseSender {
 }
 
 /// One continuous paused interval of at least `--pfc-storm`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct StormJson {
     pub mac: String,
     #[serde(default)]

@@ -1,0 +1,263 @@
+//! Export files back into reports, for `merge`: one report per host found in the files, from
+//! its latest totals (the last `interval` line's capture, each flow's and PFC sender's last
+//! line, the paused intervals joined), its closed events and its findings. What exports do not
+//! carry (the RTT distribution, CE/CNP pairs, CNP pacing, the ECMP prediction) the rebuilt
+//! report leaves empty, and its `from_export` note says so.
+//!
+//! Every line is checked against the export schema before it is used; a damaged line is an
+//! error naming the file and line, except an unterminated last line of a file (the agent was
+//! killed while writing it), which is left out and counted in the note.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::{Body, EXPORT_SCHEMA, EXPORT_SCHEMA_JSON, IntervalLine, Line, sink};
+use crate::report::model::*;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportReadError {
+    #[error("{path}: cannot read")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: line {line}: {detail}")]
+    Line { path: PathBuf, line: usize, detail: String },
+    #[error("{path}: no export files (roce-analyzer-NNNNNN.ndjson) in the directory")]
+    NoFiles { path: PathBuf },
+    #[error("{path}: host {host:?} has no interval line (the agent never finished an interval): nothing to rebuild")]
+    NoInterval { path: PathBuf, host: String },
+}
+
+/// Whether `path` holds export lines rather than a report: a directory, a `.ndjson` file, or
+/// a file whose first line names the export schema.
+pub fn is_export(path: &Path) -> bool {
+    if path.is_dir() || path.extension().is_some_and(|e| e == "ndjson") {
+        return true;
+    }
+    use std::io::Read;
+    let mut head = [0u8; 96];
+    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+    String::from_utf8_lossy(&head[..n]).contains(EXPORT_SCHEMA)
+}
+
+/// Hands the export schema the report's, which it refers to (`../report/v1#/…`); nothing
+/// is fetched from elsewhere.
+struct ReportSchema;
+
+impl jsonschema::Retrieve for ReportSchema {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<serde_json::Value, Box<dyn std::error::Error + Send + Sync>> {
+        if uri.as_str().trim_end_matches('#').ends_with("roce-analyzer/report/v1") {
+            return Ok(serde_json::from_str(crate::report::validate::SCHEMA_JSON)?);
+        }
+        Err(format!("{uri}: not a roce-analyzer schema").into())
+    }
+}
+
+fn validator() -> Result<&'static jsonschema::Validator, String> {
+    static V: std::sync::OnceLock<Result<jsonschema::Validator, String>> = std::sync::OnceLock::new();
+    V.get_or_init(|| {
+        let schema: serde_json::Value = serde_json::from_str(EXPORT_SCHEMA_JSON).map_err(|e| e.to_string())?;
+        jsonschema::options().with_retriever(ReportSchema).build(&schema).map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|e| format!("the shipped export schema does not load: {e}"))
+}
+
+/// The schema's first complaint about one export line, if any.
+pub fn line_violation(v: &serde_json::Value) -> Option<String> {
+    match validator() {
+        Ok(val) => val.iter_errors(v).next().map(|e| format!("{}: {e}", e.instance_path())),
+        Err(e) => Some(e),
+    }
+}
+
+/// The lines of one file, checked; the count of unterminated last lines left out.
+fn lines_of(path: &Path, out: &mut Vec<Line>) -> Result<u64, ExportReadError> {
+    let text = std::fs::read(path).map_err(|source| ExportReadError::Read { path: path.into(), source })?;
+    let err = |line: usize, detail: String| ExportReadError::Line { path: path.into(), line, detail };
+    let mut cut = 0;
+    let pieces: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
+    for (i, piece) in pieces.iter().enumerate() {
+        let last = i + 1 == pieces.len();
+        if piece.is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = match serde_json::from_slice(piece) {
+            Ok(v) => v,
+            // The agent was killed while writing its last line.
+            Err(_) if last => {
+                cut += 1;
+                continue;
+            }
+            Err(e) => return Err(err(i + 1, format!("not JSON: {e}"))),
+        };
+        if let Some(why) = line_violation(&v) {
+            return Err(err(i + 1, why));
+        }
+        out.push(serde_json::from_value(v).map_err(|e| err(i + 1, e.to_string()))?);
+    }
+    Ok(cut)
+}
+
+/// Reads `path` (a directory of export files, read in their order, or one file) as one
+/// report per host.
+pub fn read(path: &Path) -> Result<Vec<(PathBuf, Report)>, ExportReadError> {
+    let files = if path.is_dir() {
+        let f = sink::files(path).map_err(|source| ExportReadError::Read { path: path.into(), source })?;
+        if f.is_empty() {
+            return Err(ExportReadError::NoFiles { path: path.into() });
+        }
+        f.into_iter().map(|(_, p)| p).collect()
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let (mut lines, mut cut) = (Vec::new(), 0);
+    for f in &files {
+        cut += lines_of(f, &mut lines)?;
+    }
+    let mut hosts: BTreeMap<String, Vec<Line>> = BTreeMap::new();
+    for l in lines {
+        hosts.entry(l.host.clone()).or_default().push(l);
+    }
+    hosts
+        .into_iter()
+        .map(|(host, lines)| {
+            let shown = if host.is_empty() { path.to_path_buf() } else { path.join(&host) };
+            rebuild(&host, lines, cut)
+                .map(|r| (shown, r))
+                .ok_or(ExportReadError::NoInterval { path: path.into(), host })
+        })
+        .collect()
+}
+
+/// One host's report from its lines (in the order written), or none without an interval line.
+fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
+    // Stable: lines of one interval keep their order; a restarted agent's intervals come after.
+    lines.sort_by_key(|l| l.seq);
+    let interval: IntervalLine = lines.iter().rev().find_map(|l| match &l.body {
+        Body::Interval(i) => Some(i.clone()),
+        _ => None,
+    })?;
+    let intervals = lines.iter().filter(|l| matches!(l.body, Body::Interval(_))).count();
+    let total = lines.len();
+    let mut flows: BTreeMap<(u8, String, String, u16, u32), Flow> = BTreeMap::new();
+    let mut senders: BTreeMap<(String, u8), PfcSender> = BTreeMap::new();
+    let mut storms = Vec::new();
+    let mut episodes = Vec::new();
+    let mut deadlocks = Vec::new();
+    let mut findings: BTreeMap<String, Finding> = BTreeMap::new();
+    for l in lines {
+        match l.body {
+            Body::Interval(_) | Body::LossBetween(_) => {}
+            Body::Flow(f) => {
+                let t = f.total;
+                flows.insert((t.ip_version, t.src.clone(), t.dst.clone(), t.udp_sport, t.dst_qp), t);
+            }
+            Body::Pfc(p) => {
+                let s = senders.entry((p.mac.clone(), p.priority)).or_insert_with(|| PfcSender {
+                    mac: p.mac.clone(),
+                    device: None,
+                    port: None,
+                    priority: p.priority,
+                    counts: PauseCounts::ZERO,
+                    pause: PauseTime::default(),
+                });
+                (s.device, s.port, s.counts) = (p.device, p.port, p.counts);
+                s.pause.paused_ns = p.paused_ns;
+                s.pause.intervals.extend(p.intervals);
+            }
+            Body::Storm { storm } => storms.push(storm),
+            Body::IncastEpisode { episode } => episodes.push(episode),
+            Body::Deadlock { deadlock } => deadlocks.push(deadlock),
+            Body::Finding { id, state, finding } => {
+                match state.as_str() {
+                    "cleared" => findings.remove(&id),
+                    _ => findings.insert(id, finding),
+                };
+            }
+        }
+    }
+    let (mut pfc_senders, mut pause_senders) = (Vec::new(), Vec::new());
+    for (_, mut s) in senders {
+        let all: Vec<(u64, u64)> =
+            joined(std::mem::take(&mut s.pause.intervals)).iter().map(|[a, b]| (*a, *b)).collect();
+        let paused_ns = s.pause.paused_ns;
+        s.pause = PauseTime { paused_ns, ..PauseTime::of(&all) };
+        if s.priority == crate::analyses::pause::ALL_PRIORITIES {
+            pause_senders.push(PauseSender {
+                mac: s.mac,
+                device: s.device,
+                port: s.port,
+                counts: s.counts,
+                pause: s.pause,
+            });
+        } else {
+            pfc_senders.push(s);
+        }
+    }
+    let capture = interval.capture;
+    let class = |name: &str| capture.classes.get(name).copied().unwrap_or(0);
+    let mut note = format!(
+        "rebuilt from the export of host {host:?}: {total} lines in {intervals} intervals up to {} ns; flows, PFC senders, \
+         storms, incast episodes, deadlocks and findings as exported; the RTT distribution, CE/CNP pairs, CNP pacing \
+         and the ECMP prediction are not in exports",
+        interval.end_ns
+    );
+    if !interval.last {
+        note.push_str("; the agent did not write its final interval (it was stopped without one, or is running)");
+    }
+    if cut > 0 {
+        note.push_str(&format!("; {cut} unterminated last line(s) left out"));
+    }
+    Some(Report {
+        schema: SCHEMA.into(),
+        tool: interval.tool,
+        kind: interval.kind,
+        pfc: Pfc {
+            frames: class("pfc"),
+            pause_8023x_frames: class("pause"),
+            senders: pfc_senders,
+            pause_senders,
+            storms,
+            link_speed_bps: interval.link_speed_bps,
+        },
+        capture,
+        flows: flows.into_values().collect(),
+        visibility: vec![Note::new(NoteCode::FromExport, note)],
+        nic: None,
+        rtt_ns: RttSummary::default(),
+        pairs: Vec::new(),
+        cnp_pacing: Vec::new(),
+        cnp_interval: CnpInterval::default(),
+        audit: {
+            let mut a: Vec<Finding> = findings.into_values().collect();
+            a.sort_by(|a, b| {
+                (a.severity, a.code.name(), &a.flows, &a.message).cmp(&(
+                    b.severity,
+                    b.code.name(),
+                    &b.flows,
+                    &b.message,
+                ))
+            });
+            a
+        },
+        congestion_tree: CongestionTrees { deadlocks, ..Default::default() },
+        incast: Incast { window_ns: interval.incast_window_ns, min_senders: interval.incast_min_senders, episodes },
+        ecmp: Ecmp::default(),
+        vantage: None,
+    })
+}
+
+/// Intervals in time order with overlapping and touching ones joined.
+fn joined(mut v: Vec<[u64; 2]>) -> Vec<[u64; 2]> {
+    v.sort_unstable();
+    let mut out: Vec<[u64; 2]> = Vec::with_capacity(v.len());
+    for [s, e] in v {
+        match out.last_mut() {
+            Some(last) if s <= last[1] => last[1] = last[1].max(e),
+            _ => out.push([s, e]),
+        }
+    }
+    out
+}

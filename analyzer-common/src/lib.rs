@@ -9,6 +9,7 @@
 //!   program (bounds-checked packet reads) and the host (byte slices) run the same code.
 //! * [`summary`]: the `#[repr(C)]` per-frame result both sides fill.
 //! * [`flow`]: flow keys and the per-flow counters of the kernel maps.
+//! * [`filter`]: `--filter`, the frames analysed, decided by the same code in kernel and host.
 //! * [`vantage`]: a frame's identity across vantage points, and when a mirrored copy is one
 //!   already counted.
 #![no_std]
@@ -16,6 +17,7 @@
 
 pub mod class;
 pub mod classify;
+pub mod filter;
 pub mod flow;
 pub mod maps;
 pub mod opcode;

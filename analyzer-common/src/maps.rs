@@ -28,6 +28,9 @@ pub const GLOBAL_TIMELINE_ON: &str = "TIMELINE_ON";
 /// Read-only u32 global: the PMTU of flows that have not shown their own (`--pmtu`); 0 (the
 /// default) learns it per flow.
 pub const GLOBAL_PMTU_DEFAULT: &str = "PMTU_DEFAULT";
+/// Whether `--filter` is given (then the one entry of [`MAP_FILTER`] holds it).
+pub const GLOBAL_FILTER_ON: &str = "FILTER_ON";
+pub const MAP_FILTER: &str = "FILTER";
 /// Per-CPU scratch slot holding the summary of the frame being classified (the last one when
 /// the program returns; the kernel-equals-host test reads it).
 pub const MAP_SCRATCH: &str = "SCRATCH";
@@ -74,7 +77,9 @@ pub mod counter {
     pub const BTH_CUT: u32 = FLOW_MAP_FULL + 11;
     /// Mirrored copies of a frame already counted (another origin sent it within the window).
     pub const MATCHED_COPIES: u32 = FLOW_MAP_FULL + 12;
-    pub const COUNT: u32 = FLOW_MAP_FULL + 13;
+    /// Frames `--filter` left out (counted, not analysed).
+    pub const FILTERED: u32 = FLOW_MAP_FULL + 13;
+    pub const COUNT: u32 = FLOW_MAP_FULL + 14;
 }
 
 /// Outer-PCP value meaning "no VLAN tag" in [`FlowCounters::pcp`] and [`ExtraKey`].

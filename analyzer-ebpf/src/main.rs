@@ -8,6 +8,7 @@
 #![allow(clippy::needless_borrows_for_generic_args)]
 
 use analyzer_common::classify::MAX_HEADER_OFFSET;
+use analyzer_common::filter::Filter;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
     self, CmEvent, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS, DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_MAX_SIGHTINGS,
@@ -23,7 +24,7 @@ use aya_ebpf::bindings::{BPF_RB_NO_WAKEUP, xdp_action};
 use aya_ebpf::helpers::bpf_ktime_get_ns;
 use aya_ebpf::helpers::generated::{bpf_ktime_get_coarse_ns, bpf_xdp_get_buff_len, bpf_xdp_load_bytes};
 use aya_ebpf::macros::{map, xdp};
-use aya_ebpf::maps::{HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf};
+use aya_ebpf::maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya_ebpf::programs::XdpContext;
 use aya_log_ebpf::warn;
 
@@ -61,6 +62,12 @@ static TIMELINE_ON: u8 = 1;
 /// PMTU of flows that have not shown their own (`--pmtu`); 0 learns it per flow.
 #[unsafe(no_mangle)]
 static PMTU_DEFAULT: u32 = 0;
+/// Whether `--filter` is given (set by the loader; the verifier prunes the branch when not).
+#[unsafe(no_mangle)]
+static FILTER_ON: u8 = 0;
+/// The `--filter` (entry 0), written by the loader.
+#[map]
+static FILTER: Array<Filter> = Array::with_max_entries(1, 0);
 /// The summary of the frame being classified (192 bytes: too large for the stack budget).
 #[map]
 static SCRATCH: PerCpuArray<PacketSummary> = PerCpuArray::with_max_entries(1, 0);
@@ -140,6 +147,15 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
     // SAFETY: this CPU's scratch slot, used by this run only.
     let s = unsafe { &mut *s };
     let class = classify(&pkt, wire_len, s);
+    // SAFETY: a read-only global of this program.
+    if unsafe { core::ptr::read_volatile(&FILTER_ON) } != 0
+        && let Some(f) = FILTER.get(0)
+        && !f.admits(s)
+    {
+        // Left out by --filter: counted, not analysed (the host does the same offline).
+        count(counter::FILTERED);
+        return Ok(());
+    }
     count(class as u32);
     if s.encap != 0 {
         count(counter::ENCAPSULATED);

@@ -372,6 +372,15 @@ pub struct AnalysisArgs {
     #[arg(long, default_value_t = LinkSpeed(defaults::LINK_SPEED_BPS), value_parser = link_speed)]
     pub link_speed: LinkSpeed,
 
+    /// Analyse only the frames that match (live: decided in the XDP program; offline: by the
+    /// same code): `KEY=VALUE[|VALUE…]` terms separated by `,` or spaces, all of which must
+    /// hold. Keys: src, dst, host (either end), origin (a mirror copy's outer source) take
+    /// ADDRESS[/LEN], IPv4 or IPv6; qp N or 0xN; dscp and pcp (alias prio) N or N-M; vlan N or
+    /// none (untagged). E.g. `src=10.0.0.0/24|10.0.1.0/24,dscp=26`. PFC and PAUSE frames always
+    /// pass. What is left out is counted (`capture.filter.frames_out`), not analysed.
+    #[arg(long, value_name = "EXPR", value_parser = crate::frames::filter::FilterSpec::parse)]
+    pub filter: Option<crate::frames::filter::FilterSpec>,
+
     /// Vantage points: copies of one frame seen at several points (labelled inputs, mirror
     /// origins) are matched within this window; memory holds the frames of one window.
     #[arg(long, default_value_t = defaults::MATCH_WINDOW.into(), value_parser = positive_duration)]
@@ -432,6 +441,7 @@ impl AnalysisArgs {
             topology: fabric.topology,
             max_keys: usize::MAX,
             match_window_ns: nanos(*self.match_window),
+            filter: self.filter.clone(),
         })
     }
 }

@@ -226,6 +226,7 @@ fn live(
             timeline: !args.no_timeline,
             pmtu: config.pmtu,
             match_window_ns: config.match_window_ns,
+            filter: config.filter.as_ref().map(|f| f.filter),
         },
         config,
         rdma_grace: args.rdma_grace,

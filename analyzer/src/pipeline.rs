@@ -35,6 +35,13 @@ impl Pipeline {
     /// for the match window first, so that its copies count once ([`crate::analyses::vantage`]).
     #[inline]
     pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) {
+        if let Some(f) = &self.analyses.config.filter
+            && !f.filter.admits(s)
+        {
+            // As the XDP program does: counted, not analysed.
+            self.engine.filtered += 1;
+            return;
+        }
         let vantage = &mut self.analyses.vantage;
         if !vantage.active() && s.encap != 0 {
             vantage.activate();

@@ -39,16 +39,52 @@ fn kernel_classifies_every_fixture_frame_like_the_host() {
     if !privileged("kernel_classifies_every_fixture_frame_like_the_host") {
         return;
     }
+    let (frames, filtered) = kernel_equals_host(None);
+    assert!(frames > 300 && filtered == 0, "{frames} frames, {filtered} filtered");
+}
+
+/// `--filter` in the kernel leaves out the frames the host leaves out, term by term: the
+/// counts, flows and PFC senders of what it admits are the host's, and so is the count of
+/// what it does not.
+#[test]
+fn kernel_filters_every_fixture_frame_like_the_host() {
+    if !privileged("kernel_filters_every_fixture_frame_like_the_host") {
+        return;
+    }
+    for expr in [
+        "src=10.0.0.0/24|10.0.1.1",
+        "dst=10.0.0.2,dscp=26",
+        "host=fd00::/8|10.0.2.0/24",
+        "qp=0x110|0x700|256",
+        "pcp=3 vlan=100|none",
+        "vlan=100|200",
+        "origin=192.0.2.0/30",
+        "dscp=24-27,prio=0-7",
+    ] {
+        let (frames, filtered) = kernel_equals_host(Some(expr));
+        assert!(
+            frames > 0 && filtered > 0,
+            "{expr}: {frames} frames admitted, {filtered} left out: a filter that selects"
+        );
+    }
+}
+
+/// Every fixture frame through the XDP program (BPF_PROG_TEST_RUN) and the host, with the
+/// same `--filter`: per frame the summary, then the maps against the host's engine. Returns
+/// the frames admitted and left out.
+fn kernel_equals_host(filter: Option<&str>) -> (u64, u64) {
     pin_to_cpu(0).expect("pin to CPU 0");
-    let mut ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load the XDP program");
+    let spec = filter.map(|f| analyzer::frames::filter::FilterSpec::parse(f).unwrap());
+    let opts = LoadOptions { filter: spec.as_ref().map(|s| s.filter), ..LoadOptions::default() };
+    let mut ebpf = load(opts, &[PROGRAM]).expect("load the XDP program");
     let scratch: PerCpuArray<_, PacketSummary> =
         PerCpuArray::try_from(ebpf.map(MAP_SCRATCH).expect("scratch map")).expect("scratch map type");
     let fd = program_fd(&ebpf, PROGRAM).unwrap();
     // The host as offline: copies of one frame from two mirror origins count once there and
     // in the kernel (its sightings map).
-    let mut host = analyzer::pipeline::Pipeline::default();
+    let config = analyzer::analyses::Config { filter: spec, ..Default::default() };
+    let mut host = analyzer::pipeline::Pipeline::new(config);
     host.engine.add_source("pcap", "fixtures", "fixtures");
-    let mut frames = 0;
     for f in fixtures::all() {
         if matches!(f.name, "sll.pcap" | "sll2.pcap") {
             continue; // cooked captures have no Ethernet header: XDP never sees such frames
@@ -64,10 +100,8 @@ fn kernel_classifies_every_fixture_frame_like_the_host() {
             classify(&data[..], data.len() as u32, &mut want);
             assert_eq!(kernel, want, "{} frame {}: kernel and host summaries differ", f.name, i + 1);
             host.observe(FrameMeta { ts_ns: 0, source: 0 }, &want);
-            frames += 1;
         }
     }
-    assert!(frames > 300, "{frames} frames");
     host.finish();
     let host = &host.engine;
 
@@ -77,15 +111,17 @@ fn kernel_classifies_every_fixture_frame_like_the_host() {
     let mut kernel = Engine::new();
     kernel.add_source("live", "test", "test");
     LiveAccount::new(0).apply(&mut kernel, &snap, &Clock::now());
-    assert_eq!(kernel.classes, host.classes, "frame classes");
+    let what = filter.unwrap_or("no filter");
+    assert_eq!(kernel.classes, host.classes, "{what}: frame classes");
+    assert_eq!(kernel.filtered, host.filtered, "{what}: frames left out");
     assert!(kernel.dropped.values().all(|n| *n == 0), "no loss: {:?}", kernel.dropped);
     // The kernel counts BTH-cut frames; the bytes they needed are known offline only.
     let host_vis = analyzer::engine::Visibility { bth_needs: 0, ..host.visibility.clone() };
-    assert_eq!(kernel.visibility, host_vis, "encapsulated / cut frames");
-    assert_eq!(kernel.flows.len(), host.flows.len(), "flows");
+    assert_eq!(kernel.visibility, host_vis, "{what}: encapsulated / cut frames");
+    assert_eq!(kernel.flows.len(), host.flows.len(), "{what}: flows");
     for (k, s) in host.flows.iter() {
         let got = kernel.flows.get(k).unwrap_or_else(|| panic!("flow {k:?} missing in the kernel map"));
-        assert_eq!(comparable(got), comparable(s), "flow {k:?}");
+        assert_eq!(comparable(got), comparable(s), "{what}: flow {k:?}");
     }
     let strip = |t: &analyzer::engine::PfcTable| {
         let f = |c: &analyzer::engine::pfc::PauseCounters| (c.frames, c.xoff, c.xon, c.quanta);
@@ -96,7 +132,8 @@ fn kernel_classifies_every_fixture_frame_like_the_host() {
             t.pause.iter().map(|(k, c)| (*k, f(c))).collect::<Vec<_>>(),
         )
     };
-    assert_eq!(strip(&kernel.pfc), strip(&host.pfc), "PFC / PAUSE per sender and priority");
+    assert_eq!(strip(&kernel.pfc), strip(&host.pfc), "{what}: PFC / PAUSE per sender and priority");
+    (host.frames, host.filtered)
 }
 
 #[test]

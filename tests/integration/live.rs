@@ -55,6 +55,7 @@ fn comparable(v: &Value) -> Value {
         "frames": v["capture"]["frames"],
         "classes": v["capture"]["classes"],
         "dropped": v["capture"]["dropped"],
+        "filter": v["capture"]["filter"],
         "flows": flows,
         "pfc": pfc,
     })
@@ -896,4 +897,33 @@ fn idle_metrics_clients_neither_stall_nor_grow_the_agent() {
     let (code, _, err) = agent.stop();
     assert_eq!(code, Some(0), "{err:?}");
     assert_eq!(tests::tools::read_report(&json)["capture"]["frames"], f.frames.len());
+}
+
+/// `--filter` in the XDP program selects live what the same filter selects offline: the
+/// frames, flows and PFC senders analysed and the count of what was left out, over captures
+/// with plain, tagged and mirrored (ERSPAN, for `origin`) frames.
+#[test]
+fn live_filter_equals_offline_filter() {
+    if !privileged("live_filter_equals_offline_filter") {
+        return;
+    }
+    let ns = Netns::new("filter");
+    let dir = tempfile::tempdir().unwrap();
+    for (fixture, expr) in [
+        ("example.pcap", "src=10.0.0.1,dscp=26"),
+        ("example.pcap", "qp=0x110|0x111 pcp=3"),
+        ("ecn_audit.pcap", "host=10.0.1.26/31|10.0.1.20"),
+        ("vantage_erspan.pcap", "origin=192.0.2.1"),
+    ] {
+        let f = fixtures::all().into_iter().find(|f| f.name == fixture).unwrap();
+        let sent = f.as_sent(dir.path());
+        let live = live_report(&ns, &["--xdp-mode", "native", "--filter", expr], || {
+            assert!(ns.replay(&sent).status.success());
+        });
+        let offline = offline_with(&sent, &["--filter", expr]);
+        assert_eq!(live["capture"]["filter"]["expr"], expr);
+        let out = live["capture"]["filter"]["frames_out"].as_u64().unwrap();
+        assert!(out > 0 && live["capture"]["frames"].as_u64().unwrap() > 0, "{fixture} {expr}: a filter that selects");
+        assert_eq!(comparable(&live), comparable(&offline), "{fixture} --filter {expr}: live differs from offline");
+    }
 }

@@ -291,3 +291,76 @@ fn report_aggregates_equal_tshark() {
         assert_eq!(got_pfc, pfc, "{}: PFC senders", f.name);
     }
 }
+
+/// `--filter` against tshark's display filters on the same captures: the frames analysed are
+/// the frames tshark's equivalent filter shows (with PFC and PAUSE frames, which always pass),
+/// and with what is left out they make up every frame.
+#[test]
+fn filter_selects_what_tshark_selects() {
+    let tshark = require("tshark");
+    let pairs = [
+        ("src=10.0.0.1", "ip.src==10.0.0.1"),
+        ("dst=10.0.0.2,dscp=26", "ip.dst==10.0.0.2 && ip.dsfield.dscp==26"),
+        ("host=10.0.0.0/30", "ip.addr==10.0.0.0/30"),
+        ("host=fd00::/16", "ipv6.addr==fd00::/16"),
+        ("qp=0x110|0x111", "infiniband.bth.destqp==0x110 || infiniband.bth.destqp==0x111"),
+        (
+            "dscp=46-48",
+            "(ip.dsfield.dscp>=46 && ip.dsfield.dscp<=48) || (ipv6.tclass.dscp>=46 && ipv6.tclass.dscp<=48)",
+        ),
+        ("vlan=100", "vlan.id==100"),
+        ("pcp=3", "vlan.priority==3"),
+    ];
+    // Single-tagged, unencapsulated captures: tshark's ip/vlan fields match any layer, ours
+    // the analysed frame's outer tag and inner headers (vlan.pcap's Q-in-Q is stated below).
+    let captures = [
+        "example.pcap",
+        "ecn_audit.pcap",
+        "incast.pcap",
+        "ipv6.pcap",
+        "gobackn.pcap",
+        "rtt.pcap",
+        "opcodes.pcap",
+        "pfc_storm.pcap",
+        "rnr.pcap",
+    ];
+    let mut selective = 0;
+    for (ours, theirs) in pairs {
+        for name in captures {
+            let path = data_dir().join(name);
+            let out = run(&["-q", "-r", path.to_str().unwrap(), "--filter", ours, "--json", "-"]);
+            assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+            let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let (frames, out_) =
+                (r["capture"]["frames"].as_u64().unwrap(), r["capture"]["filter"]["frames_out"].as_u64().unwrap());
+            let shown = Command::new(&tshark)
+                .args(["-n", "-r"])
+                .arg(&path)
+                .args([
+                    "-Y",
+                    &format!("({theirs}) || eth.type==0x8808 || vlan.etype==0x8808"),
+                    "-T",
+                    "fields",
+                    "-e",
+                    "frame.number",
+                ])
+                .output()
+                .unwrap();
+            assert!(shown.status.success(), "{}", String::from_utf8_lossy(&shown.stderr));
+            let tshark_frames = String::from_utf8_lossy(&shown.stdout).lines().count() as u64;
+            assert_eq!(frames, tshark_frames, "{name}: --filter {ours:?} vs tshark -Y {theirs:?}");
+            let all = fixtures::decode_file(&path).len() as u64;
+            assert_eq!(frames + out_, all, "{name}: admitted and left out make up every frame");
+            selective += (frames > 0 && out_ > 0) as u32;
+        }
+    }
+    assert!(selective >= 12, "the filters select in most captures ({selective})");
+    // vlan.pcap by hand: frame 1 tagged 100, frame 2 Q-in-Q with outer tag 200 (inner 100),
+    // frame 3 tagged 101, frame 4 a PFC frame (always passes), frame 5 three tags.
+    for (expr, want) in [("vlan=100", 2), ("vlan=200", 2), ("vlan=none", 1), ("pcp=6", 2)] {
+        let path = data_dir().join("vlan.pcap");
+        let out = run(&["-q", "-r", path.to_str().unwrap(), "--filter", expr, "--json", "-"]);
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(r["capture"]["frames"], want, "vlan.pcap --filter {expr}");
+    }
+}

@@ -30,6 +30,8 @@ pub struct Config {
     pub max_keys: usize,
     /// Copies of a frame at several vantage points are matched within this (`--match-window`).
     pub match_window_ns: u64,
+    /// `--filter`: the frames analysed (the rest are counted).
+    pub filter: Option<crate::frames::filter::FilterSpec>,
 }
 
 /// The analyses' defaults: one list for [`Config::default`] and the command line's flags.
@@ -75,6 +77,7 @@ impl Default for Config {
             topology: None,
             max_keys: usize::MAX,
             match_window_ns: nanos(defaults::MATCH_WINDOW),
+            filter: None,
         }
     }
 }

@@ -140,6 +140,7 @@ impl LiveAccount {
         engine.visibility.cut_copies = snap.counter(counter::CUT_COPIES);
         engine.visibility.bth_cut = snap.counter(counter::BTH_CUT);
         engine.visibility.matched_copies = snap.counter(counter::MATCHED_COPIES);
+        engine.filtered = snap.counter(counter::FILTERED);
 
         let bit = super::flows::source_bit(self.source);
         for (key, slots) in &snap.flows {

@@ -175,6 +175,8 @@ pub struct Engine {
     /// Frames whose timestamps lie more than a year from the capture's bulk (left out of its
     /// span).
     pub implausible_timestamps: u64,
+    /// Frames `--filter` left out (not in `frames` nor `classes`).
+    pub filtered: u64,
     pub flows: FlowTable,
     pub pfc: PfcTable,
     pub dropped: BTreeMap<DropReason, u64>,
@@ -214,6 +216,7 @@ impl Engine {
             periods: Vec::new(),
             period_hit: 0,
             implausible_timestamps: 0,
+            filtered: 0,
             flows: FlowTable::default(),
             pfc: PfcTable::default(),
             dropped: BTreeMap::new(),

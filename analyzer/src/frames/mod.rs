@@ -6,6 +6,8 @@
 //! an Ethernet frame whose header is synthesised (from the cooked header's source address and
 //! protocol, or the IP version) and whose body is the captured bytes, without copying them.
 
+pub mod filter;
+
 use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
 
 use crate::capture::LinkType;

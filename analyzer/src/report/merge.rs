@@ -258,6 +258,7 @@ impl Merger {
 
     fn absorb_capture(&mut self, c: &Capture) -> Result<(), Overflow> {
         let m = self.capture.get_or_insert_with(|| Capture {
+            filter: None,
             sources: Vec::new(),
             start_ns: u64::MAX,
             end_ns: 0,
@@ -270,6 +271,17 @@ impl Merger {
             span(&mut m.start_ns, &mut m.end_ns, c.start_ns, c.end_ns);
         }
         m.partial |= c.partial;
+        // Reports filtered differently: the expressions joined with `;`, the frames summed.
+        if let Some(f) = &c.filter {
+            let into = m.filter.get_or_insert_with(|| CaptureFilter { expr: String::new(), frames_out: 0 });
+            if !into.expr.split("; ").any(|e| e == f.expr) {
+                if !into.expr.is_empty() {
+                    into.expr.push_str("; ");
+                }
+                into.expr.push_str(&f.expr);
+            }
+            sum!(into.frames_out, f.frames_out, "capture.filter.frames_out");
+        }
         sum!(m.frames, c.frames, "capture.frames");
         add_counts(&mut m.classes, &c.classes, "capture.classes")?;
         add_counts(&mut m.dropped, &c.dropped, "capture.dropped")

@@ -19,6 +19,8 @@ pub struct LoadOptions {
     pub pmtu: u32,
     /// Mirrored copies of one frame are matched within this (`--match-window`).
     pub match_window_ns: u64,
+    /// `--filter`: frames it refuses are counted (`FILTERED`) and not analysed.
+    pub filter: Option<analyzer_common::filter::Filter>,
 }
 
 impl Default for LoadOptions {
@@ -30,6 +32,7 @@ impl Default for LoadOptions {
             timeline: true,
             pmtu: 0,
             match_window_ns: analyzer_common::vantage::DEFAULT_WINDOW_NS,
+            filter: None,
         }
     }
 }
@@ -84,6 +87,7 @@ pub fn load_object(
         .override_global(maps::GLOBAL_TIMELINE_ON, &(opts.timeline as u8), strict)
         .override_global(maps::GLOBAL_PMTU_DEFAULT, &opts.pmtu, strict)
         .override_global(maps::GLOBAL_MATCH_WINDOW_NS, &opts.match_window_ns, strict)
+        .override_global(maps::GLOBAL_FILTER_ON, &(opts.filter.is_some() as u8), strict)
         .map_max_entries(MAP_FLOWS, opts.max_flows)
         .map_max_entries(maps::MAP_PSN, opts.max_flows)
         .map_max_entries(MAP_EVENTS, opts.ringbuf_bytes)
@@ -91,6 +95,15 @@ pub fn load_object(
         .map_err(|e| {
             if has_errno(&e, &[libc::EPERM, libc::EACCES]) { KernelError::Permission } else { KernelError::Load(e) }
         })?;
+    if let Some(filter) = opts.filter {
+        let map_err = |source| KernelError::Map { map: maps::MAP_FILTER, source };
+        let map = ebpf
+            .map_mut(maps::MAP_FILTER)
+            .ok_or(KernelError::MapLayout { map: maps::MAP_FILTER, what: "not in the object" })?;
+        let mut array: aya::maps::Array<_, analyzer_common::filter::Filter> =
+            aya::maps::Array::try_from(map).map_err(map_err)?;
+        array.set(0, filter, 0).map_err(map_err)?;
+    }
     for name in programs {
         let prog: &mut Xdp = ebpf
             .program_mut(name)

@@ -77,6 +77,12 @@ pub(crate) fn capture(run: &Pipeline) -> Capture {
         })
         .collect();
     Capture {
+        filter: run
+            .analyses
+            .config
+            .filter
+            .as_ref()
+            .map(|f| CaptureFilter { expr: f.text.clone(), frames_out: run.engine.filtered }),
         sources: run
             .engine
             .sources

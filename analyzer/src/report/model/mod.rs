@@ -433,6 +433,9 @@ pub struct Tool {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Capture {
     pub sources: Vec<SourceJson>,
+    /// `--filter`, when given: the frames analysed; `frames` and `classes` count those only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<CaptureFilter>,
     pub start_ns: u64,
     pub end_ns: u64,
     /// True when an input ended early (truncated file): the report covers what came before.
@@ -442,6 +445,14 @@ pub struct Capture {
     pub classes: BTreeMap<String, u64>,
     /// Frames or records lost before analysis, by reason.
     pub dropped: BTreeMap<String, u64>,
+}
+
+/// The `--filter` of a run and the frames it left out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureFilter {
+    pub expr: String,
+    /// Frames left out (counted here, in no other count).
+    pub frames_out: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

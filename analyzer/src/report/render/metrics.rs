@@ -198,6 +198,9 @@ fn totals(reg: &mut Registry, r: &Report) {
     for (reason, n) in &r.capture.dropped {
         dropped.get_or_create(&ReasonLabel { reason: reason.clone() }).inc_by(*n);
     }
+    if let Some(f) = &r.capture.filter {
+        counter(reg, "filtered_frames", "Frames --filter left out (counted, not analysed)", f.frames_out);
+    }
 }
 
 /// The top flows by bytes with their own series, the rest in one bucket, CE and CNPs.

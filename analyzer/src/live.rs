@@ -5,6 +5,7 @@ use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use analyzer_common::FrameClass;
+use analyzer_common::flow::FlowKey;
 
 use crate::capture::kernel::KernelError;
 use crate::capture::kernel::load::{AttachMode, LoadOptions, attach, load};
@@ -280,11 +281,14 @@ pub struct LiveLoop<M: MapSource> {
     acc: LiveAccount,
     pub clock: Clock,
     idle: Duration,
+    /// Idle flows (evicted from the kernel) kept with their own totals, at most.
+    pub keep_idle: usize,
 }
 
 impl<M: MapSource> LiveLoop<M> {
     pub fn new(maps: M, run: Pipeline, source: u16, clock: Clock, idle: Duration) -> Self {
-        LiveLoop { maps, run, acc: LiveAccount::new(source), clock, idle }
+        let keep_idle = run.engine.max_flows.min(usize::MAX / 2);
+        LiveLoop { maps, run, acc: LiveAccount::new(source), clock, idle, keep_idle }
     }
 
     /// Hands at most `max` ring-buffer events and `max` timeline records to the analyses;
@@ -330,6 +334,16 @@ impl<M: MapSource> LiveLoop<M> {
             if !gone.is_empty() {
                 self.maps.remove_flows(&gone)?;
                 self.acc.forget(&gone);
+            }
+            // Flows the kernel let go keep their totals here, up to as many idle ones as the
+            // kernel holds flows; past that the oldest fold into one aggregate (churn over
+            // months must not grow the agent).
+            let gone: rustc_hash::FxHashSet<FlowKey> = gone.into_iter().collect();
+            let active: rustc_hash::FxHashSet<FlowKey> =
+                snap.flows.iter().map(|(k, _)| *k).filter(|k| !gone.contains(k)).collect();
+            let folded = self.run.engine.fold_idle(self.keep_idle, &active);
+            if !folded.is_empty() {
+                self.run.analyses.forget(&folded.into_iter().collect());
             }
         }
         Ok(more)
@@ -510,6 +524,46 @@ mod tests {
         assert!(undrained > 0, "the flood outlasts the final drain");
         let r = Report::assemble(&live.run, RunKind::Live);
         assert_eq!(r.capture.dropped["undrained"], undrained);
+    }
+
+    /// Churn for hours: every round brings new flows and the old ones go idle. The kernel
+    /// lets them go; the agent keeps the newest idle ones with their own totals and folds the
+    /// oldest into one aggregate, forgetting their analysis state, so its flows stay bounded
+    /// and nothing is lost from the totals.
+    #[test]
+    fn churn_folds_the_oldest_idle_flows_and_keeps_every_packet() {
+        let mut l = live();
+        l.idle = Duration::from_secs(1);
+        l.keep_idle = 150;
+        let mut sent = 0;
+        for round in 0..10u32 {
+            let t = round as u64 * 10 * S;
+            l.maps.snapshot.flows = (0..100).map(|i| (key(round * 100 + i), vec![slot(3 + i as u64 % 5, t)])).collect();
+            sent += (0..100).map(|i| 3 + i as u64 % 5).sum::<u64>();
+            for i in 0..100 {
+                let mut r = record(1, 0, round * 100 + i, 0x04, 7, t, flag::ACK_REQ);
+                r.src_ip = key(0).src;
+                r.dst_ip = [0; 16];
+                l.maps.records.push(r);
+            }
+            l.poll(t + S / 2, true).unwrap();
+            let (engine, folded) = (&l.run.engine, l.run.engine.folded);
+            let idle = engine.flows.len().saturating_sub(100);
+            assert!(idle <= 150, "round {round}: {idle} idle flows kept");
+            assert_eq!(folded.flows as usize + engine.flows.len(), (round as usize + 1) * 100, "every flow once");
+            let kept: u64 = engine.flows.iter().map(|(_, s)| s.packets).sum();
+            assert_eq!(kept + folded.packets, sent, "round {round}: no packet lost");
+            let requests = l.run.analyses.rtt.request_flows().filter(|k| engine.flows.get(k).is_none()).count();
+            assert_eq!(requests, 0, "round {round}: the folded flows' RTT state is forgotten too");
+            assert!(l.run.analyses.rtt.request_flows().count() >= 100, "the kept flows' is not");
+        }
+        // The newest flows kept their own totals; the oldest are the aggregate.
+        assert!(l.run.engine.flows.get(&key(999)).is_some() && l.run.engine.flows.get(&key(0)).is_none());
+        let r = Report::assemble(&l.run, RunKind::Live);
+        let f = r.capture.flows_folded.expect("flows_folded");
+        assert!(r.visibility.iter().any(|n| n.code == crate::report::NoteCode::FlowsFolded));
+        assert_eq!(f.flows + r.flows.len() as u64, 1000);
+        assert_eq!(f.packets + r.flows.iter().map(|x| x.packets).sum::<u64>(), sent);
     }
 
     #[test]

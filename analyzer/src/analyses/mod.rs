@@ -68,6 +68,13 @@ impl Analyses {
         self.incast.observe(r);
     }
 
+    /// Live, flows folded away ([`crate::engine::Engine::fold_idle`]): their per-flow state
+    /// goes, so that churn does not fill the analyses' bounded maps.
+    pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<analyzer_common::flow::FlowKey>) {
+        self.rtt.forget(gone);
+        self.ecn.flows.retain(|k, _| !gone.contains(k));
+    }
+
     /// Frames whose key found an analysis' state at its bound (`--max-flows` keys).
     pub fn state_full(&self) -> u64 {
         self.rtt.state_full + self.ecn.state_full + self.incast.state_full

@@ -98,6 +98,17 @@ impl Rtt {
         Rtt { timeout_ns, cap, ..Default::default() }
     }
 
+    /// Drops every trace of the flows in `gone` (folded away live).
+    pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<FlowKey>) {
+        self.requests.retain(|k, _| !gone.contains(k));
+        self.flows.retain(|k, _| !gone.contains(k));
+        self.paired.retain(|ack, req| !gone.contains(ack) && !gone.contains(req));
+        self.by_hosts.retain(|_, keys| {
+            keys.retain(|k| !gone.contains(k));
+            !keys.is_empty()
+        });
+    }
+
     pub fn observe(&mut self, r: &Record) {
         // Only reliable transports are acknowledged (UC and UD requests never are).
         let reliable = matches!(Transport::of(r.opcode), Some(Transport::Rc | Transport::Rd | Transport::Xrc));

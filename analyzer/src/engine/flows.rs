@@ -148,4 +148,27 @@ impl FlowTable {
     pub fn iter(&self) -> impl Iterator<Item = (&FlowKey, &FlowStats)> {
         self.keys.iter().zip(self.stats.iter())
     }
+
+    /// Removes the flows `gone` holds (the others keep their order).
+    pub fn remove(&mut self, gone: &rustc_hash::FxHashSet<FlowKey>) {
+        let (keys, stats) = (std::mem::take(&mut self.keys), std::mem::take(&mut self.stats));
+        self.index.clear();
+        for (k, s) in keys.into_iter().zip(stats).filter(|(k, _)| !gone.contains(k)) {
+            self.index.insert(k, self.keys.len() as u32);
+            self.keys.push(k);
+            self.stats.push(s);
+        }
+        self.index.shrink_to_fit();
+        self.keys.shrink_to_fit();
+        self.stats.shrink_to_fit();
+    }
+}
+
+/// Flows folded into one aggregate to bound memory (live: idle flows the kernel no longer
+/// holds, oldest first, past `--max-flows` of them): their count and totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Folded {
+    pub flows: u64,
+    pub packets: u64,
+    pub bytes: u64,
 }

@@ -225,7 +225,8 @@ impl LiveAccount {
             self.prev.remove(k);
             self.prev_psn.remove(k);
         }
-        self.prev_extra.retain(|e, _| !keys.contains(&e.flow));
+        let gone: rustc_hash::FxHashSet<&FlowKey> = keys.iter().collect();
+        self.prev_extra.retain(|e, _| !gone.contains(&e.flow));
     }
 }
 

@@ -14,7 +14,7 @@ use analyzer_common::flow::FlowKey;
 use analyzer_common::maps;
 use analyzer_common::psn::{self, PeerKey};
 use analyzer_common::{FrameClass, PacketSummary};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use flows::{FlowStats, FlowTable};
 pub use pfc::PfcTable;
@@ -177,6 +177,8 @@ pub struct Engine {
     pub implausible_timestamps: u64,
     /// Frames `--filter` left out (not in `frames` nor `classes`).
     pub filtered: u64,
+    /// Flows folded into an aggregate ([`Engine::fold_idle`]).
+    pub folded: flows::Folded,
     pub flows: FlowTable,
     pub pfc: PfcTable,
     pub dropped: BTreeMap<DropReason, u64>,
@@ -217,6 +219,7 @@ impl Engine {
             period_hit: 0,
             implausible_timestamps: 0,
             filtered: 0,
+            folded: flows::Folded::default(),
             flows: FlowTable::default(),
             pfc: PfcTable::default(),
             dropped: BTreeMap::new(),
@@ -273,6 +276,29 @@ impl Engine {
             FrameClass::Pfc | FrameClass::Pause => self.pfc.observe(meta, s),
             _ => {}
         }
+    }
+
+    /// Live, bounding memory under churn: when more than `keep` flows are idle (not in
+    /// `active`, the kernel's flow map), folds the oldest of them (by last packet) into
+    /// [`Engine::folded`] until `keep` × 3/4 are left, and returns their keys (the analyses
+    /// forget them too). Their packets and bytes stay in the totals of the folded aggregate.
+    pub fn fold_idle(&mut self, keep: usize, active: &FxHashSet<FlowKey>) -> Vec<FlowKey> {
+        let idle = self.flows.len().saturating_sub(active.len());
+        if idle <= keep {
+            return Vec::new();
+        }
+        let mut candidates: Vec<(u64, FlowKey)> =
+            self.flows.iter().filter(|(k, _)| !active.contains(*k)).map(|(k, s)| (s.last_ns, *k)).collect();
+        candidates.sort_unstable();
+        let n = candidates.len().saturating_sub(keep * 3 / 4);
+        let gone: FxHashSet<FlowKey> = candidates[..n].iter().map(|(_, k)| *k).collect();
+        for (_, s) in self.flows.iter().filter(|(k, _)| gone.contains(*k)) {
+            self.folded.flows += 1;
+            self.folded.packets += s.packets;
+            self.folded.bytes += s.bytes;
+        }
+        self.flows.remove(&gone);
+        gone.into_iter().collect()
     }
 
     /// A copy of a frame counted already (another vantage point saw it): a frame of the

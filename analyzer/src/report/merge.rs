@@ -259,6 +259,7 @@ impl Merger {
     fn absorb_capture(&mut self, c: &Capture) -> Result<(), Overflow> {
         let m = self.capture.get_or_insert_with(|| Capture {
             filter: None,
+            flows_folded: None,
             sources: Vec::new(),
             start_ns: u64::MAX,
             end_ns: 0,
@@ -281,6 +282,12 @@ impl Merger {
                 into.expr.push_str(&f.expr);
             }
             sum!(into.frames_out, f.frames_out, "capture.filter.frames_out");
+        }
+        if let Some(f) = &c.flows_folded {
+            let into = m.flows_folded.get_or_insert_with(FoldedFlows::default);
+            sum!(into.flows, f.flows, "capture.flows_folded.flows");
+            sum!(into.packets, f.packets, "capture.flows_folded.packets");
+            sum!(into.bytes, f.bytes, "capture.flows_folded.bytes");
         }
         sum!(m.frames, c.frames, "capture.frames");
         add_counts(&mut m.classes, &c.classes, "capture.classes")?;

@@ -83,6 +83,10 @@ pub(crate) fn capture(run: &Pipeline) -> Capture {
             .filter
             .as_ref()
             .map(|f| CaptureFilter { expr: f.text.clone(), frames_out: run.engine.filtered }),
+        flows_folded: (run.engine.folded.flows > 0).then(|| {
+            let f = run.engine.folded;
+            FoldedFlows { flows: f.flows, packets: f.packets, bytes: f.bytes }
+        }),
         sources: run
             .engine
             .sources

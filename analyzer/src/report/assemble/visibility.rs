@@ -68,6 +68,17 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
             ),
         ));
     }
+    if let Some(f) = &report.capture.flows_folded {
+        out.push(note(
+            NoteCode::FlowsFolded,
+            format!(
+                "{} idle flows ({} packets, {} bytes) were folded into capture.flows_folded to bound memory: \
+                 the kernel had let them go, and more idle flows than --max-flows were kept (the oldest went \
+                 first); they are in the totals, not in flows, and their per-flow analysis state is gone.",
+                f.flows, f.packets, f.bytes
+            ),
+        ));
+    }
     let (dropped, capped) =
         (run.analyses.incast.episodes_dropped(), run.analyses.incast.episodes_with_senders_capped());
     let findings = report.audit.iter().chain(&report.ecmp.findings).filter(|f| f.flows_omitted > 0).count();

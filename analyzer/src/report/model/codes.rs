@@ -113,6 +113,7 @@ codes! {
         EcmpPredictedNotMerged = "ecmp_predicted_not_merged",
         VantageNotMerged = "vantage_not_merged",
         FromExport = "from_export",
+        FlowsFolded = "flows_folded",
     }
 }
 

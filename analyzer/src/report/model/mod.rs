@@ -436,6 +436,9 @@ pub struct Capture {
     /// `--filter`, when given: the frames analysed; `frames` and `classes` count those only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<CaptureFilter>,
+    /// Live: idle flows folded into one aggregate to bound memory (they are not in `flows`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows_folded: Option<FoldedFlows>,
     pub start_ns: u64,
     pub end_ns: u64,
     /// True when an input ended early (truncated file): the report covers what came before.
@@ -445,6 +448,14 @@ pub struct Capture {
     pub classes: BTreeMap<String, u64>,
     /// Frames or records lost before analysis, by reason.
     pub dropped: BTreeMap<String, u64>,
+}
+
+/// Flows folded into one aggregate: how many, and their packets and bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoldedFlows {
+    pub flows: u64,
+    pub packets: u64,
+    pub bytes: u64,
 }
 
 /// The `--filter` of a run and the frames it left out.

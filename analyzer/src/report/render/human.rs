@@ -71,6 +71,13 @@ fn totals(o: &mut String, r: &Report) {
     let main = ["roce", "cnp", "pfc", "pause", "non_roce"];
     let line: Vec<String> = main.iter().map(|k| format!("{k} {}", c.classes.get(*k).copied().unwrap_or(0))).collect();
     let _ = writeln!(o, "frames: {}", line.join(" · "));
+    if let Some(f) = &c.flows_folded {
+        let _ = writeln!(
+            o,
+            "flows folded: {} idle flows ({} packets, {} bytes) kept only as one aggregate (bounded memory)",
+            f.flows, f.packets, f.bytes
+        );
+    }
     if let Some(f) = &c.filter {
         let _ = writeln!(o, "filter: {} · {} frames left out (counted, not analysed)", f.expr, f.frames_out);
     }

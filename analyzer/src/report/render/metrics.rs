@@ -198,6 +198,9 @@ fn totals(reg: &mut Registry, r: &Report) {
     for (reason, n) in &r.capture.dropped {
         dropped.get_or_create(&ReasonLabel { reason: reason.clone() }).inc_by(*n);
     }
+    if let Some(f) = &r.capture.flows_folded {
+        counter(reg, "flows_folded", "Idle flows folded into one aggregate to bound memory", f.flows);
+    }
     if let Some(f) = &r.capture.filter {
         counter(reg, "filtered_frames", "Frames --filter left out (counted, not analysed)", f.frames_out);
     }

@@ -14,7 +14,6 @@ use crate::engine::live::{Clock, LiveAccount, clock_ns};
 use crate::engine::{DropReason, Engine, FrameMeta};
 use crate::pipeline::Pipeline;
 use crate::report::render::metrics;
-use crate::report::{Report, RunKind};
 
 #[derive(Debug, Clone)]
 pub struct LiveOptions {
@@ -139,6 +138,7 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
         };
         let pace = Pace { interval: opts.interval, drain: EVENT_DRAIN, duration: opts.duration };
         let ifindex = interface_index(&opts.iface);
+        let (mut ticks, mut findings) = (0u64, metrics::FindingCounts::default());
         let broken = drive(&mut live, pace, stop, |live, flush_only| {
             if let Some(l) = &mut logger {
                 l.flush();
@@ -157,8 +157,12 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
                 live.run.engine.nic = Some(n.since());
             }
             if let Some((server, top)) = &metrics {
-                let report = Report::assemble(&live.run, RunKind::Live);
-                server.publish(metrics::render(&report, *top, &live.run.analyses.rtt.all_samples()));
+                // Findings walk every flow: re-evaluated every FINDINGS_EVERY polls.
+                if ticks % FINDINGS_EVERY == 0 {
+                    findings = metrics::finding_counts(&live.run);
+                }
+                ticks += 1;
+                server.publish(metrics::render_run(&live.run, *top, findings));
             }
             notify(Notice::Tick { run: &live.run, elapsed: started.elapsed() });
             if !bypass_said
@@ -260,6 +264,9 @@ pub async fn drive<M: MapSource>(
         }
     }
 }
+
+/// The metrics' finding counts are re-evaluated every this many polls (they walk every flow).
+const FINDINGS_EVERY: u64 = 10;
 
 /// How often the event ring buffer is emptied.
 const EVENT_DRAIN: Duration = Duration::from_millis(10);
@@ -406,6 +413,7 @@ mod tests {
     }
 
     use crate::engine::live::tests::key;
+    use crate::report::{Report, RunKind};
 
     fn slot(packets: u64, last_ns: u64) -> FlowCounters {
         let mut c = FlowCounters::zeroed();

@@ -9,6 +9,7 @@ use analyzer::cli::{AnalyzeArgs, Command, MergeArgs, OutputArgs, Progress, Repla
 use analyzer::exit;
 use analyzer::live::{LiveOptions, Notice};
 use analyzer::pipeline::Pipeline;
+use analyzer::report::assemble::Lists;
 use analyzer::report::render::live_view::LiveView;
 use analyzer::report::render::text::escape;
 use analyzer::report::render::{dot, html, human};
@@ -95,7 +96,15 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
         let end = if kind == RunKind::Live { wall_ns() } else { run.engine.last_ns.unwrap_or(0) };
         x.export(&run, end, true).context("writing the final export lines")?;
     }
-    let code = emit(&Report::assemble(&run, kind), &run.analyses.rtt.all_samples(), &args.output)?;
+    // Without a summary, HTML page or gate to feed, the report's flow lists are streamed from
+    // the run into the JSON file instead of being held (memory per flow, BENCHMARKS.md).
+    let out = &args.output;
+    let streamed = out.html.is_none() && out.fail_on.is_empty() && (out.quiet || out.json.as_deref() == stdout);
+    let code = if streamed {
+        emit(&Report::assemble_with(&run, kind, Lists::Streamed), Some(&run), &[], out)?
+    } else {
+        emit(&Report::assemble(&run, kind), None, &run.analyses.rtt.all_samples(), out)?
+    };
     match failed {
         // The report is written; the run still failed.
         Some(why) => {
@@ -112,15 +121,21 @@ fn merge(m: MergeArgs) -> anyhow::Result<u8> {
     for p in &m.reports {
         reports.extend(analyzer::report::merge::read_any(p)?);
     }
-    emit(&analyzer::report::merge::merge(reports, &m.fabric.options()?)?, &[], &m.output)
+    emit(&analyzer::report::merge::merge(reports, &m.fabric.options()?)?, None, &[], &m.output)
 }
 
 /// Writes the report (JSON, human summary, Graphviz, HTML) and applies the gates; returns the
-/// exit code. `rtt_ns` are the RTT samples behind the report (for the HTML histogram).
-fn emit(report: &Report, rtt_ns: &[u64], out: &OutputArgs) -> anyhow::Result<u8> {
+/// exit code. `rtt_ns` are the RTT samples behind the report (for the HTML histogram). With
+/// `streamed_from`, the report was assembled without its growing lists
+/// ([`Lists::Streamed`]) and the JSON writes them from that run.
+fn emit(report: &Report, streamed_from: Option<&Pipeline>, rtt_ns: &[u64], out: &OutputArgs) -> anyhow::Result<u8> {
     let to_stdout = out.json.as_deref() == Some(Path::new("-"));
     if let Some(path) = &out.json {
-        write::write_json(path, report).context("writing the JSON report")?;
+        match streamed_from {
+            Some(run) => write::write_json_streamed(path, report, run),
+            None => write::write_json(path, report),
+        }
+        .context("writing the JSON report")?;
     }
     if let Some(path) = &out.dot {
         let text = dot::dot(&report.congestion_tree);
@@ -292,7 +307,7 @@ fn live(
 /// The report so far, written atomically where the final one will go, saying it is a
 /// checkpoint.
 fn write_checkpoint(run: &Pipeline, path: &Path) -> anyhow::Result<()> {
-    let mut report = Report::assemble(run, RunKind::Live);
+    let mut report = Report::assemble_with(run, RunKind::Live, Lists::Streamed);
     report.visibility.push(analyzer::report::model::Note::new(
         analyzer::report::model::NoteCode::Checkpoint,
         format!(
@@ -301,7 +316,7 @@ fn write_checkpoint(run: &Pipeline, path: &Path) -> anyhow::Result<()> {
             report.capture.end_ns
         ),
     ));
-    write::write_json(path, &report)?;
+    write::write_json_streamed(path, &report, run)?;
     Ok(())
 }
 

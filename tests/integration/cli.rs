@@ -577,6 +577,8 @@ fn metrics_pass_promtool_check() {
         vec!["-r".into(), path("example.pcap")],
         vec!["-r".into(), path("pfc_storm.pcap")],
         vec!["-r".into(), path("incast.pcap")],
+        vec!["-r".into(), path("ecn_audit.pcap")],
+        vec!["-r".into(), path("gobackn.pcap")],
         vec![
             "-r".into(),
             format!("leaf={}", path("vantage_leaf.pcap")),
@@ -593,7 +595,21 @@ fn metrics_pass_promtool_check() {
             .collect();
         analyzer::offline::analyze_files(&mut run, &inputs, |_, _| {}).unwrap();
         let r = analyzer::report::model::Report::assemble(&run, analyzer::report::assemble::RunKind::Live);
-        let text = analyzer::report::render::metrics::render(&r, 10, &run.analyses.rtt.all_samples());
+        use analyzer::report::render::metrics;
+        let text = metrics::render(&r, 10, &run.analyses.rtt.all_samples());
+        // What the live agent serves each interval, from the run's state without a report, is
+        // what the report gives (all flows listed, and only the top 3 of them).
+        // (Series come in the order of a hash map: compared as sorted lines.)
+        let lines = |t: String| {
+            let mut v: Vec<String> = t.lines().map(String::from).collect();
+            v.sort();
+            v
+        };
+        for top in [10, 3] {
+            let from_run = metrics::render_run(&run, top, metrics::finding_counts(&run));
+            let from_report = metrics::render(&r, top, &run.analyses.rtt.all_samples());
+            assert_eq!(lines(from_run), lines(from_report), "{args:?} top {top}");
+        }
         let mut child = std::process::Command::new(&promtool)
             .args(["check", "metrics"])
             .stdin(std::process::Stdio::piped())
@@ -687,4 +703,44 @@ fn merge_combines_rtt_percentiles_from_the_histograms() {
     let codes: Vec<&str> =
         merged["visibility"].as_array().unwrap().iter().map(|n| n["code"].as_str().unwrap()).collect();
     assert!(!codes.contains(&"rtt_not_merged"), "{codes:?}");
+}
+
+/// A report written without a summary, page or gate streams its flow lists (flows, pairs,
+/// ecmp.host_pairs) from the run instead of holding them: the file is byte for byte the one
+/// the held report gives, for every fixture, with a topology, and for several inputs.
+#[test]
+fn streamed_reports_equal_held_ones_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = tests::fixtures::data_dir();
+    let mut cases: Vec<Vec<String>> = tests::fixtures::all()
+        .iter()
+        .map(|f| vec!["-r".to_string(), data.join(f.name).display().to_string()])
+        .collect();
+    cases.push(vec![
+        "-r".into(),
+        data.join("pfc_cascade.pcap").display().to_string(),
+        "--topology".into(),
+        data.join("cascade.toml").display().to_string(),
+    ]);
+    cases.push(vec![
+        "-r".into(),
+        format!("leaf={}", data.join("vantage_leaf.pcap").display()),
+        "-r".into(),
+        format!("spine={}", data.join("vantage_spine.pcap").display()),
+    ]);
+    for (i, case) in cases.iter().enumerate() {
+        let (streamed, held, page) =
+            (dir.path().join(format!("{i}s.json")), dir.path().join(format!("{i}h.json")), dir.path().join("p.html"));
+        let mut a: Vec<&str> = case.iter().map(String::as_str).collect();
+        a.extend(["-q", "--json", streamed.to_str().unwrap()]);
+        let out = run(&a);
+        assert!(matches!(out.status.code(), Some(0 | 3)), "{case:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let mut b: Vec<&str> = case.iter().map(String::as_str).collect();
+        b.extend(["-q", "--json", held.to_str().unwrap(), "--html", page.to_str().unwrap()]);
+        let out = run(&b);
+        assert!(matches!(out.status.code(), Some(0 | 3)), "{case:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let (s, h) = (std::fs::read(&streamed).unwrap(), std::fs::read(&held).unwrap());
+        assert!(s == h, "{case:?}: the streamed report differs from the held one");
+        tests::tools::check_report(&serde_json::from_slice(&s).unwrap());
+    }
 }

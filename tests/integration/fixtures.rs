@@ -44,7 +44,7 @@ fn engine_counts_every_frame_exactly_once() {
         }
         assert_eq!(engine.classes, f.class_counts(), "{}: classes", f.name);
         assert_eq!(engine.frames, f.frames.len() as u64, "{}", f.name);
-        let flow_packets: u64 = engine.flows.stats.iter().map(|s| s.packets).sum();
+        let flow_packets: u64 = engine.flows.iter().map(|(_, s)| s.packets).sum();
         let expect = engine.class_count(FrameClass::Roce) + engine.class_count(FrameClass::Cnp);
         assert_eq!(flow_packets, expect, "{}: every RoCE/CNP frame is in exactly one flow", f.name);
     }

@@ -192,8 +192,13 @@ pub struct Agent {
 impl Agent {
     /// Starts the agent on `vb` with `args` and waits until it says it is attached.
     pub fn start(ns: &Netns, args: &[&str]) -> Agent {
+        Agent::start_bin(ns, &binary(), args)
+    }
+
+    /// The same with another build of the agent (a benchmark's baseline).
+    pub fn start_bin(ns: &Netns, bin: &std::path::Path, args: &[&str]) -> Agent {
         let mut child = ns
-            .cmd(binary())
+            .cmd(bin)
             .args(["-i", "vb"])
             .args(args)
             .stdout(Stdio::piped())

@@ -97,8 +97,13 @@ fn prog_test_run(repeat: u32, compare: Option<&Path>) -> anyhow::Result<()> {
 /// A capture of `flows` RoCE flows, one WRITE ONLY frame each, `loops` times over (1 µs
 /// apart).
 pub fn flows_capture(path: &Path, flows: u32, loops: u32) -> anyhow::Result<()> {
+    flows_capture_from(path, 0, flows, loops)
+}
+
+/// The same with flows numbered from `first` (captures of disjoint flows for churn).
+fn flows_capture_from(path: &Path, first: u32, flows: u32, loops: u32) -> anyhow::Result<()> {
     let recs: Vec<Record> = (0..loops)
-        .flat_map(|l| (0..flows).map(move |i| (l, i)))
+        .flat_map(|l| (first..first + flows).map(move |i| (l, i)))
         .map(|(l, i)| {
             let r = Roce::v4(
                 [10, 1 + (i >> 16) as u8, (i >> 8) as u8, i as u8],
@@ -113,6 +118,80 @@ pub fn flows_capture(path: &Path, flows: u32, loops: u32) -> anyhow::Result<()> 
         })
         .collect();
     std::fs::write(path, write_pcap(Vec::new(), PcapOptions::default(), &recs)?)?;
+    Ok(())
+}
+
+/// Resident memory of a process (kB), from /proc/PID/status.
+fn rss_kb(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("VmRSS")?;
+    Ok(line.split_whitespace().nth(1).context("VmRSS value")?.parse()?)
+}
+
+/// `cargo xtask live-rss`: the agent's resident memory over a long flood with churn. Four
+/// captures of 20 000 disjoint flows each are replayed in turn (10 s each) onto a veth, so
+/// every 40 s the flows of one are idle and new ones arrive: the kernel map (`--max-flows
+/// 16384`) fills, idle flows are evicted after 5 s, the agent folds idle flows beyond 16 384,
+/// and /metrics is rendered every second. RSS is sampled after each replay.
+pub fn live_rss(seconds: u64) -> anyhow::Result<()> {
+    if !tests::tools::is_root() {
+        bail!("live-rss needs root (BPF, network namespaces)");
+    }
+    let bin = crate::bench::analyzer_binary()?;
+    // SAFETY: set before any other thread of this process exists.
+    unsafe { std::env::set_var("ROCE_ANALYZER_BIN", &bin) };
+    let dir = tempfile::tempdir()?;
+    let ns = Netns::new("rss");
+    if !ns.ip(&["link", "set", "lo", "up"]).status.success() {
+        bail!("cannot bring up lo in the namespace (for /metrics)");
+    }
+    let sets: Vec<std::path::PathBuf> = (0..4u32)
+        .map(|s| {
+            let p = dir.path().join(format!("set{s}.pcap"));
+            flows_capture_from(&p, s * 20_000, 20_000, 1).map(|_| p)
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let json = dir.path().join("rss.json");
+    let args = [
+        "--interval",
+        "1s",
+        "--idle-timeout",
+        "5s",
+        "--max-flows",
+        "16384",
+        "--metrics",
+        "127.0.0.1:9478",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let agent = Agent::start(&ns, &args);
+    let pid = agent.pid();
+    println!("\n### Agent RSS over a {seconds} s flood with churn (4 × 20 000 flows in turn, --max-flows 16384)\n");
+    println!("| seconds | set replayed | frames sent | RSS MB | flows kept | flows folded |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    let started = Instant::now();
+    let mut step = 0;
+    let mut samples = Vec::new();
+    while started.elapsed() < Duration::from_secs(seconds) {
+        let set = step % sets.len();
+        let (sent, _) = replay_for(&ns, &sets[set], Duration::from_secs(10))?;
+        let rss = rss_kb(pid)? as f64 / 1024.0;
+        let text = ns.scrape(9478).map_err(|e| anyhow::anyhow!("scrape: {e}"))?;
+        let kept = tests::tools::metric(&text, "roce_analyzer_flows").unwrap_or(0);
+        let folded = tests::tools::metric(&text, "roce_analyzer_flows_folded_total").unwrap_or(0);
+        println!("| {:.0} | {set} | {sent} | {rss:.1} | {kept} | {folded} |", started.elapsed().as_secs_f64());
+        samples.push(rss);
+        step += 1;
+    }
+    let (code, _, err) = agent.stop();
+    if code != Some(0) {
+        bail!("agent: {}", err.join("\n"));
+    }
+    // Once every set has been seen (the table full), RSS should stay within 10 %.
+    let settled = &samples[sets.len().min(samples.len() - 1)..];
+    let (lo, hi) = settled.iter().fold((f64::MAX, 0.0f64), |(l, h), v| (l.min(*v), h.max(*v)));
+    println!("\nAfter the first {} replays: RSS {lo:.1} to {hi:.1} MB ({:+.1} %).", sets.len(), 100.0 * (hi - lo) / lo);
     Ok(())
 }
 
@@ -164,7 +243,7 @@ fn replay_for(ns: &Netns, file: &Path, at_least: Duration) -> anyhow::Result<(u6
     Ok((sent, took))
 }
 
-fn veth(seconds: u64) -> anyhow::Result<()> {
+fn veth(seconds: u64, compare_agent: Option<&Path>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let ns = Netns::new("bench");
     let json = dir.path().join("live.json");
@@ -193,30 +272,46 @@ fn veth(seconds: u64) -> anyhow::Result<()> {
 
     let flows = dir.path().join("flows.pcap");
     flows_capture(&flows, 10_000, 1)?;
-    let json = dir.path().join("flows.json");
-    let agent = Agent::start(&ns, &["--interval", "1s", "-q", "--json", json.to_str().unwrap()]);
-    let pid = agent.pid();
-    let cpu0 = cpu_seconds(pid)?;
-    let (sent, took) = replay_for(&ns, &flows, Duration::from_secs(seconds))?;
-    let cpu = cpu_seconds(pid)? - cpu0;
-    let (code, _, err) = agent.stop();
-    if code != Some(0) {
-        bail!("agent: {}", err.join("\n"));
-    }
-    let v = report_of(&json)?;
-    println!("\n### Agent CPU with 10 000 active flows, 1 s interval\n");
-    println!("| seconds | frames sent | flows in the report | agent CPU seconds | share of one core |");
-    println!("|---:|---:|---:|---:|---:|");
+    println!("\n### Agent CPU with 10 000 active flows, 1 s interval, without and with --metrics\n");
     println!(
-        "| {:.1} | {sent} | {} | {cpu:.3} | {:.2} % |",
-        took.as_secs_f64(),
-        v["flows"].as_array().map_or(0, |f| f.len()),
-        100.0 * cpu / took.as_secs_f64()
+        "| agent | --metrics | seconds | frames sent | flows in the report | agent CPU seconds | share of one core |"
     );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    let this = tests::tools::binary();
+    let mut agents = vec![("this build", this.as_path())];
+    if let Some(b) = compare_agent {
+        agents.push(("baseline", b));
+    }
+    for (name, bin) in agents {
+        for metrics in [false, true] {
+            let json = dir.path().join("flows.json");
+            let mut args = vec!["--interval", "1s", "-q", "--json", json.to_str().unwrap()];
+            if metrics {
+                args.extend(["--metrics", "127.0.0.1:9477"]);
+            }
+            let agent = Agent::start_bin(&ns, bin, &args);
+            let pid = agent.pid();
+            let cpu0 = cpu_seconds(pid)?;
+            let (sent, took) = replay_for(&ns, &flows, Duration::from_secs(seconds))?;
+            let cpu = cpu_seconds(pid)? - cpu0;
+            let (code, _, err) = agent.stop();
+            if code != Some(0) {
+                bail!("agent: {}", err.join("\n"));
+            }
+            let v = report_of(&json)?;
+            println!(
+                "| {name} | {} | {:.1} | {sent} | {} | {cpu:.3} | {:.2} % |",
+                if metrics { "on" } else { "off" },
+                took.as_secs_f64(),
+                v["flows"].as_array().map_or(0, |f| f.len()),
+                100.0 * cpu / took.as_secs_f64()
+            );
+        }
+    }
     Ok(())
 }
 
-pub fn run(repeat: u32, seconds: u64, compare: Option<&Path>) -> anyhow::Result<()> {
+pub fn run(repeat: u32, seconds: u64, compare: Option<&Path>, compare_agent: Option<&Path>) -> anyhow::Result<()> {
     if !tests::tools::is_root() {
         bail!("bench-kernel needs root (BPF, network namespaces)");
     }
@@ -224,7 +319,7 @@ pub fn run(repeat: u32, seconds: u64, compare: Option<&Path>) -> anyhow::Result<
     // SAFETY: set before any other thread of this process exists.
     unsafe { std::env::set_var("ROCE_ANALYZER_BIN", &bin) };
     prog_test_run(repeat, compare)?;
-    veth(seconds)
+    veth(seconds, compare_agent)
 }
 
 /// Two captures of the same `frames` RoCE frames at two vantage points (`leaf.pcap`,

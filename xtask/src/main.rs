@@ -67,6 +67,16 @@ enum Task {
         /// release's `analyzer-ebpf/prebuilt/roce-analyzer.bpf.o`), for a before/after ratio.
         #[arg(long, value_name = "OBJECT")]
         compare: Option<std::path::PathBuf>,
+        /// Also measure this build of the agent's binary (e.g. the previous release's) in the
+        /// agent-CPU runs of the same measurement.
+        #[arg(long, value_name = "BINARY")]
+        compare_agent: Option<std::path::PathBuf>,
+    },
+    /// The live agent's RSS over a long flood with flow churn (root; BENCHMARKS.md).
+    LiveRss {
+        /// Seconds of flood.
+        #[arg(long, default_value_t = 120)]
+        seconds: u64,
     },
     /// (Used by `bench`.) Write a generated capture of at least N frames to PATH.
     #[command(hide = true)]
@@ -94,8 +104,11 @@ fn main() -> ExitCode {
         Task::Test { no_setup } => test::run(no_setup),
         Task::Ebpf { check, clippy } => ebpf::run(check, clippy),
         Task::Layers => layers::run(),
-        Task::BenchKernel { repeat, seconds, compare } => bench_kernel::run(repeat, seconds, compare.as_deref()),
+        Task::BenchKernel { repeat, seconds, compare, compare_agent } => {
+            bench_kernel::run(repeat, seconds, compare.as_deref(), compare_agent.as_deref())
+        }
         Task::Bench { frames, repeat } => bench::run(frames, repeat.max(1)),
+        Task::LiveRss { seconds } => bench_kernel::live_rss(seconds),
         Task::BenchCapture { path, frames } => bench::write_capture(&path, frames).map(|n| println!("{n}")),
         Task::FlowsCapture { path, loops, flows } => bench_kernel::flows_capture(&path, flows, loops),
         Task::VantageCapture { dir, frames } => bench_kernel::vantage_capture(&dir, frames),

@@ -18,16 +18,24 @@ use rustc_hash::FxHashMap;
 
 use super::bounded;
 
-/// One direction of an IP pair: data from `a` to `b`, CNPs from `b` to `a`.
+/// One direction of an IP pair: data from `a` to `b`, CNPs from `b` to `a`. What only pairs
+/// with CE marks or CNPs need is boxed apart ([`Marks`]): most pairs of a large fabric have
+/// none, and a pair is then 24 bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PairStats {
     pub data_packets: u64,
     pub ce: u64,
     pub cnp_back: u64,
+    marks: Option<Box<Marks>>,
+}
+
+/// The CE/CNP timing of a pair that has any.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Marks {
     /// CE marks with a CNP back within the timeout.
-    pub ce_answered: u64,
+    ce_answered: u64,
     /// CE marks with none (covered ones included: see [`PairStats::split`]).
-    pub ce_unanswered: u64,
+    ce_unanswered: u64,
     /// Of those, the time since the CNP seen before each (when within [`MAX_INTERVAL_NS`]).
     unanswered_after_cnp: Vec<u64>,
     /// CE times still within the timeout, with the time since the CNP before each.
@@ -148,18 +156,19 @@ impl Ecn {
             }
             let Some(pair) = bounded(&mut self.pairs, (dst, src), cap, full) else { return };
             pair.cnp_back += 1;
-            while let Some(&(t, since_cnp)) = pair.waiting.front() {
+            let m = pair.marks.get_or_insert_with(Default::default);
+            while let Some(&(t, since_cnp)) = m.waiting.front() {
                 if t > r.ts_ns {
                     break;
                 }
-                pair.waiting.pop_front();
+                m.waiting.pop_front();
                 if r.ts_ns - t <= self.timeout_ns {
-                    pair.ce_answered += 1;
+                    m.ce_answered += 1;
                 } else {
-                    pair.unanswered(since_cnp);
+                    m.unanswered(since_cnp);
                 }
             }
-            pair.last_cnp = Some(r.ts_ns);
+            m.last_cnp = Some(r.ts_ns);
         } else if opcode::is_data(r.opcode) {
             let Some(m) = bounded(&mut self.flows, r.flow(), cap, full) else { return };
             m.data += 1;
@@ -172,34 +181,52 @@ impl Ecn {
             }
             let Some(pair) = bounded(&mut self.pairs, (src, dst), cap, full) else { return };
             pair.data_packets += 1;
-            while let Some(&(t, since_cnp)) = pair.waiting.front() {
+            if r.ce() {
+                pair.ce += 1;
+                pair.marks.get_or_insert_with(Default::default);
+            }
+            let Some(m) = pair.marks.as_deref_mut() else { return };
+            while let Some(&(t, since_cnp)) = m.waiting.front() {
                 if r.ts_ns.saturating_sub(t) <= self.timeout_ns {
                     break;
                 }
-                pair.waiting.pop_front();
-                pair.unanswered(since_cnp);
+                m.waiting.pop_front();
+                m.unanswered(since_cnp);
             }
             if r.ce() {
-                pair.ce += 1;
-                let since_cnp = pair.last_cnp.map(|c| r.ts_ns.saturating_sub(c));
-                pair.waiting.push_back((r.ts_ns, since_cnp));
+                let since_cnp = m.last_cnp.map(|c| r.ts_ns.saturating_sub(c));
+                m.waiting.push_back((r.ts_ns, since_cnp));
             }
         }
     }
 }
 
-impl PairStats {
+impl Marks {
     fn unanswered(&mut self, since_cnp: Option<u64>) {
         self.ce_unanswered += 1;
         if let Some(d) = since_cnp.filter(|d| *d <= MAX_INTERVAL_NS) {
             self.unanswered_after_cnp.push(d);
         }
     }
+}
 
+impl PairStats {
     /// CE marks without a CNP back at `end_ns` (those still waiting count when older than the
     /// timeout; younger ones are undecided), as (unanswered, covered): covered marks came
     /// within the pacing `interval` after a CNP. Read-only.
     pub fn split(&self, end_ns: u64, timeout_ns: u64, interval: Interval) -> (u64, u64) {
+        let Some(m) = self.marks.as_deref() else { return (0, 0) };
+        m.split(end_ns, timeout_ns, interval)
+    }
+
+    /// CE marks with a CNP back within the timeout.
+    pub fn ce_answered(&self) -> u64 {
+        self.marks.as_ref().map_or(0, |m| m.ce_answered)
+    }
+}
+
+impl Marks {
+    fn split(&self, end_ns: u64, timeout_ns: u64, interval: Interval) -> (u64, u64) {
         let expired = self.waiting.iter().filter(|(t, _)| end_ns.saturating_sub(*t) > timeout_ns);
         let all = self.ce_unanswered + expired.clone().count() as u64;
         let covered = match interval.ns() {
@@ -240,7 +267,7 @@ mod tests {
         let p = &e.pairs[&(k(1), k(2))];
         let unknown = Interval::Unknown;
         assert_eq!(
-            (p.data_packets, p.ce, p.cnp_back, p.ce_answered, p.split(2500, 1000, unknown)),
+            (p.data_packets, p.ce, p.cnp_back, p.ce_answered(), p.split(2500, 1000, unknown)),
             (5, 4, 2, 2, (1, 0))
         );
         assert_eq!(p.split(3300, 1000, unknown), (2, 0));

@@ -20,6 +20,9 @@ pub type Addr = ([u8; 16], u8);
 pub const MAX_EPISODE_SENDERS: usize = 4096;
 /// Episodes kept per destination, at most; later ones are counted, not kept.
 pub const MAX_EPISODES_PER_DEST: usize = 1024;
+/// Senders listed over all closed episodes, at most (about 4.5 MB): a long flood of short
+/// episodes to many destinations must not grow the agent; later episodes list fewer.
+pub const MAX_LISTED_SENDERS: usize = 1 << 18;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Tally {
@@ -59,6 +62,8 @@ pub struct Episode {
     pub peak_senders: u32,
     pub peak_window_bytes: u64,
     tally: Tally,
+    /// A closed episode's senders, sorted (its set is then dropped: 17 bytes a sender).
+    listed: Option<Box<[Addr]>>,
 }
 
 impl Episode {
@@ -77,9 +82,25 @@ impl Episode {
     }
     /// The senders, in address order.
     pub fn senders(&self) -> Vec<Addr> {
+        if let Some(l) = &self.listed {
+            return l.to_vec();
+        }
         let mut v: Vec<Addr> = self.tally.senders.iter().copied().collect();
         v.sort_unstable();
         v
+    }
+
+    /// On closing: the senders as a sorted list, within `room` senders listed over all
+    /// episodes (beyond it the episode says its list is capped).
+    fn close(&mut self, room: &mut usize) {
+        let mut v: Vec<Addr> = std::mem::take(&mut self.tally.senders).into_iter().collect();
+        v.sort_unstable();
+        if v.len() > *room {
+            v.truncate(*room);
+            self.tally.senders_capped = true;
+        }
+        *room -= v.len();
+        self.listed = Some(v.into_boxed_slice());
     }
 }
 
@@ -113,12 +134,14 @@ pub struct Incast {
     cap: usize,
     /// Data packets to destinations beyond `cap`.
     pub state_full: u64,
+    /// Senders closed episodes may still list ([`MAX_LISTED_SENDERS`] at first).
+    listed_room: usize,
 }
 
 impl Dest {
     /// Moves time to `t`: senders whose last packet left the window by then drop out, and an
     /// episode below the minimum for a whole window closes.
-    fn advance(&mut self, t: u64, w: u64, min: u32) {
+    fn advance(&mut self, t: u64, w: u64, min: u32, room: &mut usize) {
         while let Some(&(ts, src, len)) = self.window.front() {
             if ts + w > t {
                 break;
@@ -134,18 +157,19 @@ impl Dest {
             if before >= min && (self.per_src.len() as u32) < min && self.open.ep.is_some() {
                 self.open.below_since = Some(ts + w);
             }
-            self.close_if_over(ts + w, w);
+            self.close_if_over(ts + w, w, room);
         }
-        self.close_if_over(t, w);
+        self.close_if_over(t, w, room);
     }
 
-    fn close_if_over(&mut self, t: u64, w: u64) {
+    fn close_if_over(&mut self, t: u64, w: u64, room: &mut usize) {
         if let Some(b) = self.open.below_since
             && t >= b + w
         {
             let mut ep = self.open.ep.take().expect("below_since implies an episode");
             ep.end_ns = b;
             if self.done.len() < MAX_EPISODES_PER_DEST {
+                ep.close(room);
                 self.done.push(ep);
             } else {
                 self.dropped += 1;
@@ -165,7 +189,13 @@ impl Dest {
 
 impl Incast {
     pub fn new(window_ns: u64, min_senders: u32, cap: usize) -> Self {
-        Incast { window_ns: window_ns.max(1), min_senders: min_senders.max(1), cap, ..Default::default() }
+        Incast {
+            window_ns: window_ns.max(1),
+            min_senders: min_senders.max(1),
+            cap,
+            listed_room: MAX_LISTED_SENDERS,
+            ..Default::default()
+        }
     }
 
     pub fn observe(&mut self, r: &Record) {
@@ -173,7 +203,7 @@ impl Incast {
         if r.is_cnp() {
             // A CNP sent back by a destination during its episode.
             if let Some(d) = self.dests.get_mut(&(r.src_ip, r.ip_version)) {
-                d.advance(r.ts_ns, w, min);
+                d.advance(r.ts_ns, w, min, &mut self.listed_room);
                 if let Some(t) = d.tally() {
                     t.cnp += 1;
                 }
@@ -187,7 +217,7 @@ impl Incast {
         let Some(d) = super::bounded(&mut self.dests, (r.dst_ip, r.ip_version), self.cap, &mut self.state_full) else {
             return;
         };
-        d.advance(r.ts_ns, w, min);
+        d.advance(r.ts_ns, w, min, &mut self.listed_room);
         d.window.push_back((r.ts_ns, src, r.frame_len));
         d.window_bytes += r.frame_len as u64;
         *d.per_src.entry(src).or_default() += 1;
@@ -204,6 +234,7 @@ impl Incast {
                         senders_capped: d.per_src.len() > MAX_EPISODE_SENDERS,
                         ..Default::default()
                     },
+                    listed: None,
                 });
             }
             let pending = std::mem::take(&mut d.open.pending);
@@ -233,13 +264,19 @@ impl Incast {
             if d.open.ep.is_some() {
                 let mut d = d.clone();
                 let kept = d.done.len();
-                d.advance(u64::MAX - w, w, min);
+                d.advance(u64::MAX - w, w, min, &mut self.listed_room.clone());
                 if d.done.len() > kept {
                     out.extend(d.done.last().map(|e| (*addr, e.clone())));
                 }
             }
         }
         out
+    }
+
+    /// How many episodes [`Incast::episodes`] lists, without building them.
+    pub fn episode_count(&self) -> u64 {
+        let open = |d: &Dest| (d.open.ep.is_some() && d.done.len() < MAX_EPISODES_PER_DEST) as u64;
+        self.dests.values().map(|d| d.done.len() as u64 + open(d)).sum()
     }
 
     /// Episodes (kept, or open) that list fewer senders than they had.
@@ -292,6 +329,28 @@ mod tests {
         assert!(eps[0].1.senders_capped());
         assert_eq!(eps[0].1.bytes(), (MAX_EPISODE_SENDERS as u64 + 10 - 1) * 1000, "all senders' bytes from the start");
         assert_eq!(j.episodes_with_senders_capped(), 1);
+    }
+
+    /// Over all closed episodes at most a budget of senders is listed: a flood of short
+    /// episodes with many senders stays bounded, and the episodes past the budget say so.
+    #[test]
+    fn listed_senders_have_a_global_budget() {
+        let mut i = Incast::new(100, 2, usize::MAX);
+        i.listed_room = 10;
+        for e in 0..3u64 {
+            for s in 0..6u32 {
+                let mut r = data(0, 9, e * 10_000 + s as u64, false);
+                r.src_ip[..4].copy_from_slice(&(0x0a00_0000u32 + s).to_be_bytes());
+                i.observe(&r);
+            }
+        }
+        i.observe(&data(1, 8, 100_000, false)); // time moves on: the third episode closes
+        let eps = i.episodes();
+        let listed: Vec<usize> = eps.iter().map(|(_, e)| e.senders().len()).collect();
+        assert_eq!(listed, vec![6, 4, 0]);
+        let capped: Vec<bool> = eps.iter().map(|(_, e)| e.senders_capped()).collect();
+        assert_eq!(capped, vec![false, true, true]);
+        assert!(eps.iter().all(|(_, e)| e.peak_senders == 6), "the counts cover every sender");
     }
 
     fn data(src: u8, dst: u8, ts: u64, ce: bool) -> Record {

@@ -10,7 +10,7 @@ pub(crate) mod ecn;
 pub(crate) mod incast;
 pub mod pause;
 pub mod rtt;
-pub(crate) mod stats;
+pub mod stats;
 pub mod topology;
 pub mod tree;
 pub mod vantage;

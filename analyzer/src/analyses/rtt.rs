@@ -38,21 +38,55 @@ pub const READ_SLACK: u32 = 1024;
 /// outstanding (its send queue depth); more means the ACKs are not seen here.
 pub const MAX_WAITING: usize = 1 << 16;
 
+/// A request flow: its PSN span, and (boxed: most flows of a large capture have none) the
+/// requests with AckReq that wait for their ACK.
 #[derive(Debug, Default)]
 struct RequestFlow {
     first_psn: u32,
     last_psn: u32,
+    waiting: Option<Box<Waiting>>,
+}
+
+/// The request flows between two hosts (most have one: it lives in the map's entry).
+type HostFlows = smallvec::SmallVec<[FlowKey; 1]>;
+
+#[derive(Debug, Default)]
+struct Waiting {
     /// (PSN, time) of AckReq requests not yet acknowledged, oldest first.
-    waiting: VecDeque<(u32, u64)>,
-    /// The PSNs in `waiting` (each once), for O(1) retransmission checks.
-    waiting_psns: FxHashSet<u32>,
+    queue: VecDeque<(u32, u64)>,
+    /// The PSNs in `queue` (each once), for O(1) retransmission checks.
+    psns: FxHashSet<u32>,
 }
 
 impl RequestFlow {
+    fn front(&self) -> Option<(u32, u64)> {
+        self.waiting.as_ref()?.queue.front().copied()
+    }
+
     fn pop(&mut self) -> Option<(u32, u64)> {
-        let front = self.waiting.pop_front()?;
-        self.waiting_psns.remove(&front.0);
+        let w = self.waiting.as_mut()?;
+        let front = w.queue.pop_front()?;
+        w.psns.remove(&front.0);
         Some(front)
+    }
+
+    /// Waits for the ACK of request `psn` sent at `ts` (once per PSN: a retransmission keeps
+    /// the first); true when the queue was full and its oldest was let go.
+    fn wait(&mut self, psn: u32, ts: u64) -> bool {
+        let w = self.waiting.get_or_insert_with(Default::default);
+        if !w.psns.insert(psn) {
+            return false;
+        }
+        let evicted = w.queue.len() == MAX_WAITING;
+        if evicted && let Some((old, _)) = w.queue.pop_front() {
+            w.psns.remove(&old);
+        }
+        w.queue.push_back((psn, ts));
+        evicted
+    }
+
+    fn queue(&self) -> impl Iterator<Item = &(u32, u64)> {
+        self.waiting.iter().flat_map(|w| w.queue.iter())
     }
 }
 
@@ -71,7 +105,8 @@ pub struct Rtt {
     timeout_ns: u64,
     requests: FxHashMap<FlowKey, RequestFlow>,
     /// (source, destination) of request flows → their keys, in order of appearance.
-    by_hosts: FxHashMap<([u8; 16], [u8; 16]), Vec<FlowKey>>,
+    /// (Most host pairs have one: it lives in the map's entry, no allocation.)
+    by_hosts: FxHashMap<([u8; 16], [u8; 16]), HostFlows>,
     /// ACK flow → request flow.
     paired: FxHashMap<FlowKey, FlowKey>,
     pub flows: FxHashMap<FlowKey, FlowRtt>,
@@ -87,6 +122,8 @@ pub struct Rtt {
     pub unpaired_acks: u64,
     /// Requests dropped undecided because their flow had [`MAX_WAITING`] waiting.
     pub pending_evicted: u64,
+    /// Every sample in Prometheus' buckets (for /metrics, kept as they come).
+    pub prom: super::stats::PromBuckets,
     /// Request flows kept, at most.
     cap: usize,
     /// Requests of flows beyond `cap` (not followed).
@@ -137,9 +174,9 @@ impl Rtt {
         }
         // (The flow's results are touched only when it has requests waiting: most requests
         // of a message carry no AckReq.)
-        if f.waiting.front().is_some_and(|&(_, t)| r.ts_ns.saturating_sub(t) > self.timeout_ns) {
+        if f.front().is_some_and(|(_, t)| r.ts_ns.saturating_sub(t) > self.timeout_ns) {
             let stats = self.flows.entry(key).or_default();
-            while let Some(&(_, t)) = f.waiting.front() {
+            while let Some((_, t)) = f.front() {
                 if r.ts_ns.saturating_sub(t) <= self.timeout_ns {
                     break;
                 }
@@ -147,12 +184,8 @@ impl Rtt {
                 stats.timeouts += 1;
             }
         }
-        if r.ack_req() && f.waiting_psns.insert(r.psn) {
-            if f.waiting.len() == MAX_WAITING {
-                f.pop();
-                self.pending_evicted += 1;
-            }
-            f.waiting.push_back((r.psn, r.ts_ns));
+        if r.ack_req() && f.wait(r.psn, r.ts_ns) {
+            self.pending_evicted += 1;
         }
     }
 
@@ -230,7 +263,7 @@ impl Rtt {
         };
         let f = self.requests.get_mut(&req_key).expect("paired flows are request flows");
         let stats = self.flows.entry(req_key).or_default();
-        while let Some(&(psn, t)) = f.waiting.front() {
+        while let Some((psn, t)) = f.front() {
             if psn_diff(psn, r.psn) >= PSN_HALF {
                 break;
             }
@@ -238,6 +271,7 @@ impl Rtt {
             let rtt = r.ts_ns.saturating_sub(t);
             if rtt <= self.timeout_ns {
                 stats.samples.push(rtt);
+                self.prom.observe(rtt);
             } else {
                 stats.timeouts += 1;
             }
@@ -262,8 +296,12 @@ impl Rtt {
     /// live reports can be built at every interval.
     pub fn waiting(&self, key: &FlowKey, end_ns: u64) -> (u64, u64) {
         let Some(f) = self.requests.get(key) else { return (0, 0) };
-        let old = f.waiting.iter().filter(|(_, t)| end_ns.saturating_sub(*t) > self.timeout_ns).count() as u64;
-        (old, f.waiting.len() as u64 - old)
+        let (mut old, mut all) = (0, 0);
+        for (_, t) in f.queue() {
+            all += 1;
+            old += (end_ns.saturating_sub(*t) > self.timeout_ns) as u64;
+        }
+        (old, all - old)
     }
 
     /// A request flow's timeouts as of `end_ns` (decided so far, and waiting requests older than

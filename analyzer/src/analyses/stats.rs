@@ -12,6 +12,29 @@ pub const GROWTH: f64 = 1.01;
 /// A bucket's geometric middle is within this of every value in it (√1.01 − 1 < 0.5 %).
 pub const RELATIVE_ERROR: f64 = 0.005;
 
+/// Bounds of [`PromBuckets`]: 1 µs doubling, 21 of them (about 1 s), then +Inf.
+pub const PROM_BOUNDS: usize = 21;
+
+/// Latencies in Prometheus' classic histogram buckets (`le` 1 µs × 2^i), kept as samples
+/// arrive so that /metrics never walks the samples; the sum in integer nanoseconds, so that
+/// it does not depend on the order samples were added.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PromBuckets {
+    /// Per bucket (not cumulative); the last is +Inf.
+    pub counts: [u64; PROM_BOUNDS + 1],
+    pub sum_ns: u128,
+    pub count: u64,
+}
+
+impl PromBuckets {
+    pub fn observe(&mut self, ns: u64) {
+        let i = (0..PROM_BOUNDS).find(|i| ns <= 1000u64 << i).unwrap_or(PROM_BOUNDS);
+        self.counts[i] += 1;
+        self.sum_ns += ns as u128;
+        self.count += 1;
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Samples {
     exact: Vec<u64>,

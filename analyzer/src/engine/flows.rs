@@ -3,33 +3,58 @@
 use analyzer_common::PacketSummary;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::PsnState;
-use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use super::FrameMeta;
 
-/// A small map of value → count, kept as a short vector: a flow sees few distinct opcodes,
-/// DSCPs or PCPs, and a linear scan of a handful beats hashing. Up to three live in the flow
-/// itself, no allocation (a flow's memory is what bounds a run of many flows).
+/// A small map of value → count: a flow sees few distinct opcodes, DSCPs or PCPs, and a
+/// linear scan of a handful beats hashing. Three live in the flow itself (40 bytes, no
+/// allocation: a flow's memory is what bounds a run of many flows), more spill to the heap.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Counts(SmallVec<[(u8, u64); 3]>);
+pub struct Counts {
+    keys: [u8; 3],
+    n: u8,
+    vals: [u64; 3],
+    // 8 bytes in every flow where a Vec would take 24; allocated by the rare flow with more.
+    #[allow(clippy::box_collection)]
+    more: Option<Box<Vec<(u8, u64)>>>,
+}
 
 impl Counts {
     #[inline]
     pub fn add(&mut self, key: u8, n: u64) {
-        match self.0.iter_mut().find(|(k, _)| *k == key) {
+        let inline = self.n as usize;
+        if let Some(i) = self.keys[..inline].iter().position(|k| *k == key) {
+            self.vals[i] += n;
+            return;
+        }
+        if inline < 3 {
+            self.keys[inline] = key;
+            self.vals[inline] = n;
+            self.n += 1;
+            return;
+        }
+        let more = self.more.get_or_insert_with(Default::default);
+        match more.iter_mut().find(|(k, _)| *k == key) {
             Some((_, c)) => *c += n,
-            None => self.0.push((key, n)),
+            None => more.push((key, n)),
         }
     }
+
+    fn entries(&self) -> impl Iterator<Item = (u8, u64)> + '_ {
+        let inline = self.keys[..self.n as usize].iter().copied().zip(self.vals);
+        inline.chain(self.more.iter().flat_map(|m| m.iter().copied()))
+    }
+
     /// Entries sorted by key.
     pub fn sorted(&self) -> Vec<(u8, u64)> {
-        let mut v = self.0.to_vec();
+        let mut v: Vec<(u8, u64)> = self.entries().collect();
         v.sort_unstable();
         v
     }
+
     pub fn get(&self, key: u8) -> u64 {
-        self.0.iter().find(|(k, _)| *k == key).map_or(0, |(_, c)| *c)
+        self.entries().find(|(k, _)| *k == key).map_or(0, |(_, c)| c)
     }
 }
 
@@ -103,38 +128,120 @@ pub fn source_bit(source: u16) -> u64 {
     1u64 << source.min(63)
 }
 
-/// All flows; insertion order is kept so that per-flow work is deterministic.
+/// A vector grown in chunks of [`CHUNK`] elements: no doubling slack (a flow table of 200 000
+/// flows would otherwise hold room for 262 144), and no copy of the whole when it grows.
+#[derive(Debug)]
+pub struct Chunked<T> {
+    chunks: Vec<Vec<T>>,
+    len: usize,
+}
+
+/// Elements per chunk of a [`Chunked`].
+pub const CHUNK: usize = 4096;
+
+impl<T> Default for Chunked<T> {
+    fn default() -> Self {
+        Chunked { chunks: Vec::new(), len: 0 }
+    }
+}
+
+impl<T> Chunked<T> {
+    pub fn push(&mut self, v: T) {
+        if self.len.is_multiple_of(CHUNK) {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        self.chunks.last_mut().expect("a chunk with room").push(v);
+        self.len += 1;
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> &T {
+        &self.chunks[i / CHUNK][i % CHUNK]
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, i: usize) -> &mut T {
+        &mut self.chunks[i / CHUNK][i % CHUNK]
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.chunks.iter().flatten()
+    }
+}
+
+impl<T> FromIterator<T> for Chunked<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let mut c = Chunked::default();
+        for v in iter {
+            c.push(v);
+        }
+        c
+    }
+}
+
+/// All flows; insertion order is kept so that per-flow work is deterministic. The index holds
+/// each flow's position only (4 bytes, its key compared where it is kept), not a second copy
+/// of the 40-byte key.
 #[derive(Debug, Default)]
 pub struct FlowTable {
-    index: FxHashMap<FlowKey, u32>,
-    pub keys: Vec<FlowKey>,
-    pub stats: Vec<FlowStats>,
+    index: hashbrown::HashTable<u32>,
+    keys: Chunked<FlowKey>,
+    stats: Chunked<FlowStats>,
+}
+
+fn key_hash(k: &FlowKey) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(k)
 }
 
 impl FlowTable {
+    fn position(&self, key: &FlowKey) -> Option<usize> {
+        let keys = &self.keys;
+        self.index.find(key_hash(key), |&i| keys.get(i as usize) == key).map(|&i| i as usize)
+    }
+
     /// The flow's counters; `None` for a new flow when the table holds `max` flows already.
     pub fn get_or_insert_within(&mut self, key: FlowKey, max: usize) -> Option<&mut FlowStats> {
-        if self.keys.len() >= max && !self.index.contains_key(&key) {
+        if self.keys.len() >= max && self.position(&key).is_none() {
             return None;
         }
         Some(self.get_or_insert(key))
     }
 
     pub fn get_or_insert(&mut self, key: FlowKey) -> &mut FlowStats {
-        let i = *self.index.entry(key).or_insert_with(|| {
-            self.keys.push(key);
-            self.stats.push(FlowStats::default());
-            (self.keys.len() - 1) as u32
-        });
-        &mut self.stats[i as usize]
+        let i = match self.position(&key) {
+            Some(i) => i,
+            None => {
+                let i = self.keys.len();
+                self.keys.push(key);
+                self.stats.push(FlowStats::default());
+                let keys = &self.keys;
+                self.index.insert_unique(key_hash(&key), i as u32, |&j| key_hash(keys.get(j as usize)));
+                i
+            }
+        };
+        self.stats.get_mut(i)
     }
 
     pub fn get(&self, key: &FlowKey) -> Option<&FlowStats> {
-        self.index.get(key).map(|&i| &self.stats[i as usize])
+        self.position(key).map(|i| self.stats.get(i))
     }
 
     pub fn get_mut(&mut self, key: &FlowKey) -> Option<&mut FlowStats> {
-        self.index.get(key).map(|&i| &mut self.stats[i as usize])
+        self.position(key).map(|i| self.stats.get_mut(i))
+    }
+
+    /// The `i`-th flow in insertion order.
+    pub fn at(&self, i: usize) -> (&FlowKey, &FlowStats) {
+        (self.keys.get(i), self.stats.get(i))
     }
 
     pub fn len(&self) -> usize {
@@ -153,14 +260,18 @@ impl FlowTable {
     pub fn remove(&mut self, gone: &rustc_hash::FxHashSet<FlowKey>) {
         let (keys, stats) = (std::mem::take(&mut self.keys), std::mem::take(&mut self.stats));
         self.index.clear();
-        for (k, s) in keys.into_iter().zip(stats).filter(|(k, _)| !gone.contains(k)) {
-            self.index.insert(k, self.keys.len() as u32);
+        for (k, s) in keys.chunks.into_iter().flatten().zip(stats.chunks.into_iter().flatten()) {
+            if gone.contains(&k) {
+                continue;
+            }
             self.keys.push(k);
             self.stats.push(s);
         }
-        self.index.shrink_to_fit();
-        self.keys.shrink_to_fit();
-        self.stats.shrink_to_fit();
+        let all = &self.keys;
+        for i in 0..all.len() {
+            self.index.insert_unique(key_hash(all.get(i)), i as u32, |&j| key_hash(all.get(j as usize)));
+        }
+        self.index.shrink_to_fit(|&j| key_hash(all.get(j as usize)));
     }
 }
 

@@ -202,7 +202,7 @@ impl LiveAccount {
             }
         }
 
-        let firsts = engine.flows.stats.iter().filter(|s| s.packets > 0).map(|s| (s.first_ns, s.last_ns));
+        let firsts = engine.flows.iter().map(|(_, s)| s).filter(|s| s.packets > 0).map(|s| (s.first_ns, s.last_ns));
         let pfc = engine.pfc.pfc.values().chain(engine.pfc.pause.values()).map(|c| (c.first_ns, c.last_ns));
         for (f, l) in firsts.chain(pfc) {
             engine.first_ns = Some(engine.first_ns.map_or(f, |x| x.min(f)));

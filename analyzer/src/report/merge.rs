@@ -475,8 +475,8 @@ impl Merger {
         report.flows.sort_by_key(flow_sort_key);
         let keyed: Vec<(FlowKey, u64)> = report.flows.iter().filter_map(|f| Some((flow_key(f)?, f.bytes))).collect();
         let multi = report.flows.iter().filter(|f| f.labels.len() > 1).count() as u64;
-        report.ecmp = ecmp::section(&self.by_label, multi, self.tiers.as_deref().unwrap_or_default(), &keyed);
-        report.visibility = visibility::report_notes(&report);
+        report.ecmp = ecmp::section(&self.by_label, multi, self.tiers.as_deref().unwrap_or_default(), &keyed, true);
+        report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
         report.visibility.extend(self.carried);
         if pfc_seen && !complete {
             report.visibility.push(Note::new(

@@ -104,6 +104,68 @@ pub fn write_json(path: &Path, report: &super::Report) -> Result<(), WriteError>
     })
 }
 
+/// Writes a report assembled without its growing lists ([`super::assemble::Lists::Streamed`]),
+/// streaming `flows`, `pairs` and `ecmp.host_pairs` from `run` one item at a time into the
+/// places the report leaves empty: byte for byte what [`write_json`] writes of the whole
+/// report (tested), without holding the lists.
+pub fn write_json_streamed(
+    path: &Path,
+    report: &super::Report,
+    run: &crate::pipeline::Pipeline,
+) -> Result<(), WriteError> {
+    use super::assemble::{fabric, flow_items, pair_items};
+    write_atomic_with(path, |w| {
+        let text = serde_json::to_string_pretty(report).map_err(std::io::Error::from)?;
+        let mut rest = text.as_str();
+        // In the order the report's fields come: each an empty list at its indentation.
+        let mut fill = |w: &mut dyn Write, needle: &str, items: &mut dyn Iterator<Item = Vec<u8>>| {
+            let at = rest.find(needle).ok_or_else(|| std::io::Error::other(format!("no {needle:?} to fill")))?;
+            let head = at + needle.len() - 2; // up to the "[]"
+            w.write_all(&rest.as_bytes()[..head])?;
+            let indent = " ".repeat(needle.len() - needle.trim_start().len() - 1 + 2);
+            write_list(w, items, &indent)?;
+            rest = &rest[head + 2..];
+            Ok::<(), std::io::Error>(())
+        };
+        fill(w, "\n  \"flows\": []", &mut flow_items(run).map(|f| pretty(&f)))?;
+        fill(w, "\n  \"pairs\": []", &mut pair_items(run).map(|p| pretty(&p)))?;
+        fill(w, "\n    \"host_pairs\": []", &mut fabric::host_pair_items(run).map(|h| pretty(&h)))?;
+        w.write_all(rest.as_bytes())?;
+        w.write_all(b"\n")
+    })
+}
+
+/// A JSON list as serde_json's pretty printer writes it at `indent` (the items' indentation):
+/// `[]` when empty.
+fn write_list(w: &mut dyn Write, items: &mut dyn Iterator<Item = Vec<u8>>, indent: &str) -> std::io::Result<()> {
+    let mut first = true;
+    for item in items {
+        w.write_all(if first { b"[\n" } else { b",\n" })?;
+        first = false;
+        w.write_all(indent.as_bytes())?;
+        // Pretty JSON has no newline inside a string: every newline starts a line to indent.
+        for (i, line) in item.split(|b| *b == b'\n').enumerate() {
+            if i > 0 {
+                w.write_all(b"\n")?;
+                w.write_all(indent.as_bytes())?;
+            }
+            w.write_all(line)?;
+        }
+    }
+    if first {
+        return w.write_all(b"[]");
+    }
+    w.write_all(b"\n")?;
+    w.write_all(&indent.as_bytes()[2..])?;
+    w.write_all(b"]")
+}
+
+/// An item as serde_json's pretty printer writes it at the top level.
+fn pretty<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    // Serialising the report's own types into memory cannot fail.
+    serde_json::to_vec_pretty(v).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -181,17 +181,20 @@ pub fn section(
     multi_label_flows: u64,
     tiers: &[Tier],
     flows: &[(FlowKey, u64)],
+    list_host_pairs: bool,
 ) -> Ecmp {
     let mut findings = Vec::new();
     let observed = observed::observed(by_label, multi_label_flows, &mut findings);
     let predicted = predicted::predicted(tiers, flows, &mut findings);
-    let spread = spread::spread(flows, &mut findings);
+    let spread = spread::spread(flows, list_host_pairs, &mut findings);
     Ecmp {
         observed,
         predicted,
         distinct_sports: spread.distinct_sports,
         sport_entropy_bits: spread.sport_entropy_bits,
-        host_pairs: spread.host_pairs,
+        // (A report streamed to its file writes them from the flows instead: `list_host_pairs`
+        // false keeps one string pair per host pair out of memory.)
+        host_pairs: spread.pairs.iter().map(|p| p.json()).collect(),
         findings,
     }
 }

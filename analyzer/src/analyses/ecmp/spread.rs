@@ -1,49 +1,98 @@
 //! What the flows' UDP source ports allow at all: ECMP hashes the 5-tuple, so flows between
 //! one host pair spread over paths only by their source ports; and how the bytes concentrate.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use analyzer_common::flow::FlowKey;
 
 use super::entropy_bits;
 use crate::report::model::{Finding, FindingCode, HostPair, Severity, addr_string, flow_ref};
 
+/// A host pair: its flows and their distinct UDP source ports (addresses as bytes; the
+/// report's strings are made only where they are written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PairSpread {
+    pub ip_version: u8,
+    pub a: [u8; 16],
+    pub b: [u8; 16],
+    pub flows: u64,
+    pub distinct_sports: u64,
+}
+
+impl PairSpread {
+    pub fn json(&self) -> HostPair {
+        HostPair {
+            a: addr_string(self.ip_version, &self.a),
+            b: addr_string(self.ip_version, &self.b),
+            flows: self.flows,
+            distinct_sports: self.distinct_sports,
+        }
+    }
+}
+
 /// Source-port spread and host pairs of a set of flows.
 pub struct Spread {
     pub distinct_sports: u64,
     pub sport_entropy_bits: f64,
-    pub host_pairs: Vec<HostPair>,
+    /// In (version, a, b) order; empty unless asked for.
+    pub pairs: Vec<PairSpread>,
+}
+
+/// Flows as (version, source, destination, source port), sorted: host pairs are its runs.
+pub type Sorted = Vec<(u8, [u8; 16], [u8; 16], u16)>;
+
+pub fn sorted<'a>(keys: impl Iterator<Item = &'a FlowKey>) -> Sorted {
+    let mut v: Sorted = keys.map(|k| (k.ip_version, k.src, k.dst, k.udp_sport)).collect();
+    v.sort_unstable();
+    v
+}
+
+/// The host pairs of sorted flows, one at a time, with the flows among them that share their
+/// (pair, source port) with another.
+pub fn pairs(sorted: &[(u8, [u8; 16], [u8; 16], u16)]) -> impl Iterator<Item = (PairSpread, u64)> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let (v, a, b, _) = *sorted.get(i)?;
+        let (mut j, mut distinct, mut colliding) = (i, 0, 0);
+        while j < sorted.len() && (sorted[j].0, sorted[j].1, sorted[j].2) == (v, a, b) {
+            let mut k = j;
+            while k < sorted.len() && sorted[k] == sorted[j] {
+                k += 1;
+            }
+            if k - j >= 2 {
+                colliding += (k - j) as u64;
+            }
+            distinct += 1;
+            j = k;
+        }
+        let p = PairSpread { ip_version: v, a, b, flows: (j - i) as u64, distinct_sports: distinct };
+        i = j;
+        Some((p, colliding))
+    })
 }
 
 /// The spread of `flows` (key, bytes), with the findings `few_source_ports` and
-/// `elephant_flows`.
-pub fn spread(flows: &[(FlowKey, u64)], findings: &mut Vec<Finding>) -> Spread {
+/// `elephant_flows`; `list_pairs` keeps the host pairs. Counted over the flows sorted by
+/// (host pair, source port): 40 bytes a flow for the sort, no map per pair.
+pub fn spread(flows: &[(FlowKey, u64)], list_pairs: bool, findings: &mut Vec<Finding>) -> Spread {
+    let sorted = sorted(flows.iter().map(|(k, _)| k));
     let mut sports: BTreeMap<u16, u64> = BTreeMap::new();
-    type Pair = (u8, [u8; 16], [u8; 16]);
-    let mut pairs: BTreeMap<Pair, (u64, BTreeSet<u16>)> = BTreeMap::new();
-    for (k, _) in flows {
-        *sports.entry(k.udp_sport).or_default() += 1;
-        let e = pairs.entry((k.ip_version, k.src, k.dst)).or_default();
-        e.0 += 1;
-        e.1.insert(k.udp_sport);
+    for f in &sorted {
+        *sports.entry(f.3).or_default() += 1;
     }
-    let host_pairs: Vec<HostPair> = pairs
-        .iter()
-        .map(|((v, a, b), (n, s))| HostPair {
-            a: addr_string(*v, a),
-            b: addr_string(*v, b),
-            flows: *n,
-            distinct_sports: s.len() as u64,
-        })
-        .collect();
-    // Flows of one host pair can only spread over paths by their UDP source ports: those that
-    // share a port with another flow of their pair share its path.
-    let shared_flows: u64 = host_pairs.iter().filter(|p| p.flows >= 2).map(|p| p.flows).sum();
-    let mut per_port: BTreeMap<(u8, [u8; 16], [u8; 16], u16), u64> = BTreeMap::new();
-    for (k, _) in flows {
-        *per_port.entry((k.ip_version, k.src, k.dst, k.udp_sport)).or_default() += 1;
+    let (mut listed, mut colliding, mut shared_flows) = (Vec::new(), 0, 0);
+    for (p, c) in pairs(&sorted) {
+        colliding += c;
+        // Flows of one host pair can only spread over paths by their UDP source ports: those
+        // that share a port with another flow of their pair share its path.
+        if p.flows >= 2 {
+            shared_flows += p.flows;
+        }
+        if list_pairs {
+            listed.push(p);
+        }
     }
-    let colliding: u64 = per_port.values().filter(|n| **n >= 2).sum();
+    drop(sorted);
     if colliding >= 2 && colliding * 2 >= shared_flows {
         findings.push(Finding::new(
             Severity::Warning,
@@ -58,7 +107,7 @@ pub fn spread(flows: &[(FlowKey, u64)], findings: &mut Vec<Finding>) -> Spread {
     Spread {
         distinct_sports: sports.len() as u64,
         sport_entropy_bits: entropy_bits(sports.values().copied()),
-        host_pairs,
+        pairs: listed,
     }
 }
 

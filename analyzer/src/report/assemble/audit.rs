@@ -91,16 +91,29 @@ fn feedback(run: &Pipeline) -> Vec<Finding> {
     let e = &run.analyses.ecn;
     let end = run.engine.last_ns.unwrap_or(0);
     let mut out = Vec::new();
-    // Flows by (source, destination), once: the flows a pair's finding names.
+    let interval = e.interval();
+    // Flows by (source, destination), once, for the pairs a finding will name (a fabric of
+    // many pairs has few with CE/CNP trouble: no index of every flow).
     let mut by_hosts: FxHashMap<([u8; 16], [u8; 16]), Vec<&FlowKey>> = FxHashMap::default();
-    for k in e.flows.keys() {
-        by_hosts.entry((k.src, k.dst)).or_default().push(k);
+    for (((a, _), (b, _)), p) in &e.pairs {
+        if p.split(end, e.timeout_ns, interval).0 > 0 {
+            by_hosts.entry((*a, *b)).or_default();
+        }
+        if p.cnp_back > 0 && p.ce == 0 {
+            by_hosts.entry((*b, *a)).or_default();
+        }
+    }
+    if !by_hosts.is_empty() {
+        for k in e.flows.keys() {
+            if let Some(v) = by_hosts.get_mut(&(k.src, k.dst)) {
+                v.push(k);
+            }
+        }
     }
     let named = |src: &[u8; 16], dst: &[u8; 16], cnp: bool| -> Vec<FlowRef> {
         let flows = by_hosts.get(&(*src, *dst)).into_iter().flatten();
         flows.filter(|k| if cnp { e.flows[**k].cnps > 0 } else { e.flows[**k].data > 0 }).map(|k| flow_ref(k)).collect()
     };
-    let interval = e.interval();
     for (((a, v), (b, _)), p) in &e.pairs {
         let (sa, sb) = (addr_string(*v, a), addr_string(*v, b));
         let (unanswered, covered) = p.split(end, e.timeout_ns, interval);
@@ -145,7 +158,8 @@ type HostAeth = FxHashMap<([u8; 16], [u8; 16]), [u64; aeth::COUNT]>;
 
 fn host_aeth(run: &Pipeline) -> HostAeth {
     let mut m: HostAeth = FxHashMap::default();
-    for (k, s) in run.engine.flows.iter() {
+    // (Flows without an AETH add nothing: most flows of a large capture carry requests.)
+    for (k, s) in run.engine.flows.iter().filter(|(_, s)| s.psn.aeth.iter().any(|n| *n > 0)) {
         let e = m.entry((k.src, k.dst)).or_default();
         for (t, v) in e.iter_mut().zip(s.psn.aeth) {
             *t += v;

@@ -70,10 +70,13 @@ pub fn storms(pause: &Pause, topo: Option<&Topology>) -> Vec<StormJson> {
 
 pub fn congestion_tree(run: &Pipeline) -> CongestionTrees {
     let a = &run.analyses;
+    // Without a pause there is no tree to place flows on (and no list of them to build).
+    let paused = !a.pause.timers.is_empty();
     let flows: Vec<FlowSpan> = run
         .engine
         .flows
         .iter()
+        .filter(|_| paused)
         .map(|(k, s)| FlowSpan {
             key: *k,
             bytes: s.bytes,
@@ -129,8 +132,9 @@ pub fn incast(run: &Pipeline) -> Incast {
     Incast { window_ns: w, min_senders: a.incast.min_senders(), episodes }
 }
 
-/// The ECMP section of a run: bytes per label from each flow's bytes per source, and the flows.
-pub fn ecmp(run: &Pipeline) -> Ecmp {
+/// The ECMP section of a run: bytes per label from each flow's bytes per source, and the flows
+/// (`list_host_pairs` false: `host_pairs` left empty, for a report whose lists are streamed).
+pub fn ecmp(run: &Pipeline, list_host_pairs: bool) -> Ecmp {
     let engine = &run.engine;
     let flows: Vec<(FlowKey, u64)> = engine.flows.iter().map(|(k, s)| (*k, s.bytes)).collect();
     let labels: BTreeSet<&str> = engine.sources.iter().map(|s| s.label.as_str()).collect();
@@ -152,5 +156,16 @@ pub fn ecmp(run: &Pipeline) -> Ecmp {
             multi += (seen.len() > 1) as u64;
         }
     }
-    ecmp::section(&by_label, multi, &run.analyses.config.ecmp_tiers, &flows)
+    ecmp::section(&by_label, multi, &run.analyses.config.ecmp_tiers, &flows, list_host_pairs)
+}
+
+/// The ECMP section's host pairs, in order, for a report whose lists are streamed.
+pub fn host_pair_items(run: &Pipeline) -> impl Iterator<Item = crate::report::model::HostPair> {
+    let sorted = ecmp::spread::sorted(run.engine.flows.iter().map(|(k, _)| k));
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let (p, _) = ecmp::spread::pairs(&sorted[at..]).next()?;
+        at += p.flows as usize;
+        Some(p.json())
+    })
 }

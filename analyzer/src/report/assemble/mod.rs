@@ -32,12 +32,26 @@ impl RunKind {
     }
 }
 
+/// Whether a report holds the lists that grow with the flows (`flows`, `pairs`,
+/// `ecmp.host_pairs`), or leaves them to be streamed from the run as it is written
+/// ([`crate::report::write::write_json_streamed`]): a report of 200 000 flows would hold them
+/// at about 1.6 KB a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lists {
+    Held,
+    Streamed,
+}
+
 impl Report {
     /// Builds the report of everything the run has seen.
     pub fn assemble(run: &Pipeline, kind: RunKind) -> Report {
-        let mut flows: Vec<(&FlowKey, &FlowStats)> = run.engine.flows.iter().collect();
-        flows.sort_unstable_by_key(|(k, _)| flow_order(k));
-        let flows = flows.into_iter().map(|(k, s)| flow_json(run, k, s)).collect();
+        Report::assemble_with(run, kind, Lists::Held)
+    }
+
+    /// The same, with the growing lists held or left out ([`Lists`]).
+    pub fn assemble_with(run: &Pipeline, kind: RunKind, lists: Lists) -> Report {
+        let held = lists == Lists::Held;
+        let flows = if held { flow_items(run).collect() } else { Vec::new() };
         let mut report = Report {
             schema: SCHEMA.into(),
             tool: Tool { name: "roce-analyzer".into(), version: env!("CARGO_PKG_VERSION").into() },
@@ -48,13 +62,13 @@ impl Report {
             visibility: Vec::new(),
             nic: run.engine.nic.clone(),
             rtt_ns: rtt_summary(run),
-            pairs: pairs_json(run),
+            pairs: if held { pair_items(run).collect() } else { Vec::new() },
             cnp_pacing: pacing_json(run),
             cnp_interval: cnp_interval(run),
             audit: audit::findings(run),
             congestion_tree: fabric::congestion_tree(run),
             incast: fabric::incast(run),
-            ecmp: fabric::ecmp(run),
+            ecmp: fabric::ecmp(run, held),
             vantage: None,
         };
         report.vantage = vantage::section(run, &mut report.audit);
@@ -120,7 +134,8 @@ fn flow_rtt(run: &Pipeline, k: &FlowKey) -> Option<FlowRtt> {
     Some(FlowRtt { percentiles: percentiles.unwrap_or_default(), timeouts, pending })
 }
 
-fn rtt_summary(run: &Pipeline) -> RttSummary {
+/// Requests with AckReq timed out and still pending at the end of the run, over all flows.
+pub(crate) fn rtt_waiting(run: &Pipeline) -> (u64, u64) {
     let rtt = &run.analyses.rtt;
     let (mut timeouts, mut pending) = (0, 0);
     for k in rtt.request_flows() {
@@ -128,6 +143,12 @@ fn rtt_summary(run: &Pipeline) -> RttSummary {
         timeouts += t;
         pending += p;
     }
+    (timeouts, pending)
+}
+
+fn rtt_summary(run: &Pipeline) -> RttSummary {
+    let rtt = &run.analyses.rtt;
+    let (timeouts, pending) = rtt_waiting(run);
     let overall = rtt.overall();
     let buckets = overall.buckets();
     RttSummary {
@@ -147,27 +168,36 @@ fn rtt_summary(run: &Pipeline) -> RttSummary {
     }
 }
 
-fn pairs_json(run: &Pipeline) -> Vec<Pair> {
+/// The report's flows, in key order, one at a time.
+pub fn flow_items(run: &Pipeline) -> impl Iterator<Item = Flow> + '_ {
+    let flows = &run.engine.flows;
+    let mut order: Vec<u32> = (0..flows.len() as u32).collect();
+    order.sort_unstable_by_key(|i| flow_order(flows.at(*i as usize).0));
+    order.into_iter().map(move |i| {
+        let (k, s) = flows.at(i as usize);
+        flow_json(run, k, s)
+    })
+}
+
+/// The report's CE/CNP pairs, in key order, one at a time.
+pub fn pair_items(run: &Pipeline) -> impl Iterator<Item = Pair> + '_ {
     let e = &run.analyses.ecn;
     // One interval for the whole report (inferring it looks at every notified QP).
     let interval = e.interval();
     let mut pairs: Vec<_> = e.pairs.iter().collect();
     pairs.sort_unstable_by_key(|(k, _)| **k);
-    pairs
-        .into_iter()
-        .map(|(((a, v), (b, _)), p)| {
-            let (ce_unanswered, ce_covered) = p.split(end_ns(run), e.timeout_ns, interval);
-            Pair {
-                a: addr_string(*v, a),
-                b: addr_string(*v, b),
-                data_packets: p.data_packets,
-                ce: p.ce,
-                cnp_back: p.cnp_back,
-                ce_unanswered,
-                ce_covered,
-            }
-        })
-        .collect()
+    pairs.into_iter().map(move |(((a, v), (b, _)), p)| {
+        let (ce_unanswered, ce_covered) = p.split(end_ns(run), e.timeout_ns, interval);
+        Pair {
+            a: addr_string(*v, a),
+            b: addr_string(*v, b),
+            data_packets: p.data_packets,
+            ce: p.ce,
+            cnp_back: p.cnp_back,
+            ce_unanswered,
+            ce_covered,
+        }
+    })
 }
 
 fn cnp_interval(run: &Pipeline) -> CnpInterval {

@@ -31,7 +31,12 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
     // RoCE cut before its BTH ends is RoCE seen: no "no RoCE" note then, but what the capture
     // needs.
     let bth_cut = run.engine.visibility.bth_cut;
-    out.extend(report_notes(report).into_iter().filter(|n| !((bypass || bth_cut > 0) && n.code == NoteCode::NoRoce)));
+    let pairs: BTreeSet<(u8, [u8; 16], [u8; 16])> =
+        run.engine.flows.iter().map(|(k, _)| (k.ip_version, k.src, k.dst)).collect();
+    let one_way = one_way(&pairs, |(v, a, b)| (*v, *b, *a));
+    out.extend(
+        report_notes(report, one_way).into_iter().filter(|n| !((bypass || bth_cut > 0) && n.code == NoteCode::NoRoce)),
+    );
     if bth_cut > 0 {
         let needs = match run.engine.visibility.bth_needs {
             0 => "the headers up to the end of the BTH (about 60 to 100 bytes)".to_string(),
@@ -84,14 +89,15 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
     let findings = report.audit.iter().chain(&report.ecmp.findings).filter(|f| f.flows_omitted > 0).count();
     let trees = report.congestion_tree.trees.iter().filter(|t| t.flows_omitted > 0).count();
     if dropped + capped > 0 || findings + trees > 0 {
-        use crate::analyses::incast::{MAX_EPISODE_SENDERS, MAX_EPISODES_PER_DEST};
+        use crate::analyses::incast::{MAX_EPISODE_SENDERS, MAX_EPISODES_PER_DEST, MAX_LISTED_SENDERS};
         use crate::report::model::MAX_LISTED_FLOWS;
         out.push(note(
             NoteCode::ListsCapped,
             format!(
                 "lists were capped to bound memory: {dropped} incast episodes past {MAX_EPISODES_PER_DEST} at one \
-                 destination were counted, not listed; {capped} episodes list only their first \
-                 {MAX_EPISODE_SENDERS} senders (their bytes, CE and CNP counts cover all); {findings} findings and \
+                 destination were counted, not listed; {capped} episodes list only part of their senders (at \
+                 most {MAX_EPISODE_SENDERS} each, {MAX_LISTED_SENDERS} over all episodes; their bytes, CE and CNP \
+                 counts cover all); {findings} findings and \
                  {trees} congestion trees list their first {MAX_LISTED_FLOWS} flows (flows_omitted counts the rest)."
             ),
         ));
@@ -166,8 +172,20 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
     out
 }
 
-/// The notes that follow from the report alone (so a merged report can recompute them).
-pub fn report_notes(report: &Report) -> Vec<Note> {
+/// Of a set of (src, dst) host pairs, those seen one way only, and all of them.
+pub fn one_way<T: Ord>(pairs: &BTreeSet<T>, reversed: impl Fn(&T) -> T) -> (usize, usize) {
+    (pairs.iter().filter(|p| !pairs.contains(&reversed(p))).count(), pairs.len())
+}
+
+/// The one-way host pairs of a report's flows (for a merged report).
+pub fn report_one_way(report: &Report) -> (usize, usize) {
+    let pairs: BTreeSet<(&str, &str)> = report.flows.iter().map(|f| (f.src.as_str(), f.dst.as_str())).collect();
+    one_way(&pairs, |(a, b)| (*b, *a))
+}
+
+/// The notes that follow from the report's totals and its host pairs seen one way only
+/// (`one_way`: those, and all pairs), so a merged report can recompute them.
+pub fn report_notes(report: &Report, (one_way, all_pairs): (usize, usize)) -> Vec<Note> {
     let mut out = Vec::new();
     let c = &report.capture.classes;
     let count = |k: &str| c.get(k).copied().unwrap_or(0);
@@ -189,15 +207,13 @@ pub fn report_notes(report: &Report) -> Vec<Note> {
         ));
     }
     // Host pairs seen one way only: their ACKs, NAKs, CNPs and read responses are elsewhere.
-    let pairs: BTreeSet<(&str, &str)> = report.flows.iter().map(|f| (f.src.as_str(), f.dst.as_str())).collect();
-    let one_way = pairs.iter().filter(|(a, b)| !pairs.contains(&(*b, *a))).count();
     if one_way > 0 {
         out.push(note(
             NoteCode::OneDirection,
             format!(
                 "{one_way} of {} RoCE host pairs (src→dst) were seen in one direction only: \
                  their ACK/NAK, CNP and read-response traffic is outside this capture.",
-                pairs.len()
+                all_pairs
             ),
         ));
     }

@@ -278,7 +278,7 @@ impl Exporter {
         let vantage = assemble::vantage::section(run, &mut findings);
         self.loss_lines(vantage.as_ref())?;
         self.event_lines(run, &pfc, last)?;
-        findings.extend(fabric::ecmp(run).findings);
+        findings.extend(fabric::ecmp(run, false).findings);
         self.finding_lines(findings, last)?;
         let capture = assemble::capture(run);
         let delta = CaptureDelta {

@@ -1,5 +1,10 @@
-//! Prometheus text exposition of a report (live mode serves it on `--metrics`). Cardinality
-//! is bounded: the top flows by bytes get their own series, the rest one "other" bucket.
+//! Prometheus text exposition (live mode serves it on `--metrics`). Cardinality is bounded:
+//! the top flows by bytes get their own series, the rest one "other" bucket.
+//!
+//! What the text shows is an [`Input`]: built from a report ([`render`], for a finished run),
+//! or each interval straight from the live run's state ([`render_run`]) — sums over the flow
+//! table without a per-flow allocation, the RTT histogram the RTT analysis keeps as samples
+//! arrive, and findings re-evaluated every few intervals — instead of assembling a report.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -9,7 +14,10 @@ use prometheus_client::registry::Registry;
 
 use analyzer_common::psn::count;
 
-use crate::report::model::{Naks, PsnJson, Report, Responder, Severity};
+use crate::analyses::stats::PromBuckets;
+use crate::pipeline::Pipeline;
+use crate::report::assemble::{self, fabric};
+use crate::report::model::{Capture, Naks, Nic, Pfc, PsnJson, Report, Responder, Severity, Vantage};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabel {
@@ -86,28 +94,230 @@ struct SeverityLabel {
     severity: String,
 }
 
-/// Bucket bounds of the RTT histogram (seconds): 1 µs doubling to about 1 s.
-fn rtt_buckets() -> impl Iterator<Item = f64> {
-    prometheus_client::metrics::histogram::exponential_buckets(1e-6, 2.0, 21)
+/// One flow with its own series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopFlow {
+    pub src: String,
+    pub dst: String,
+    pub udp_sport: u16,
+    pub dst_qp: u32,
+    pub bytes: u64,
+    pub packets: u64,
+}
+
+/// Findings per severity (in [`Severity::ALL`] order).
+pub type FindingCounts = [u64; 3];
+
+/// The findings of a run per severity, as its report would list them (the audit and the
+/// vantage points' `loss_between`).
+pub fn finding_counts(run: &Pipeline) -> FindingCounts {
+    let mut findings = assemble::audit::findings(run);
+    assemble::vantage::section(run, &mut findings);
+    let mut n = [0; 3];
+    for (i, sev) in Severity::ALL.iter().enumerate() {
+        n[i] = findings.iter().filter(|f| f.severity == *sev).count() as u64;
+    }
+    n
+}
+
+/// Everything the metrics text shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    pub capture: Capture,
+    pub flows: u64,
+    /// The top flows by bytes (ties by flow key).
+    pub top: Vec<TopFlow>,
+    pub other_bytes: u64,
+    pub other_packets: u64,
+    pub ce: u64,
+    pub psn: PsnJson,
+    pub responder: Responder,
+    pub aeth: Naks,
+    pub pfc: Pfc,
+    pub rtt: PromBuckets,
+    pub rtt_timeouts: u64,
+    pub incast_episodes: u64,
+    pub findings: FindingCounts,
+    pub vantage: Option<Vantage>,
+    pub nic: Option<Nic>,
+    pub version: String,
+}
+
+impl Input {
+    /// From a report, and the RTT samples behind it.
+    pub fn of_report(r: &Report, top: usize, rtt_ns: &[u64]) -> Input {
+        let mut flows: Vec<_> = r.flows.iter().collect();
+        flows.sort_by(|a, b| {
+            b.bytes
+                .cmp(&a.bytes)
+                .then_with(|| crate::report::model::flow_sort_key(a).cmp(&crate::report::model::flow_sort_key(b)))
+        });
+        let (mut psn, mut responder, mut aeth) = (PsnJson::default(), Responder::default(), Naks::default());
+        for f in &r.flows {
+            psn.add(&f.psn.sequence);
+            responder.add(&f.psn.responder);
+            aeth.add(&f.naks);
+        }
+        let rest = flows.iter().skip(top);
+        let mut rtt = PromBuckets::default();
+        for v in rtt_ns {
+            rtt.observe(*v);
+        }
+        Input {
+            capture: r.capture.clone(),
+            flows: r.flows.len() as u64,
+            top: flows
+                .iter()
+                .take(top)
+                .map(|f| TopFlow {
+                    src: f.src.clone(),
+                    dst: f.dst.clone(),
+                    udp_sport: f.udp_sport,
+                    dst_qp: f.dst_qp,
+                    bytes: f.bytes,
+                    packets: f.packets,
+                })
+                .collect(),
+            other_bytes: rest.clone().map(|f| f.bytes).sum(),
+            other_packets: rest.map(|f| f.packets).sum(),
+            ce: r.flows.iter().map(|f| f.ecn.ce).sum(),
+            psn,
+            responder,
+            aeth,
+            pfc: r.pfc.clone(),
+            rtt,
+            rtt_timeouts: r.rtt_ns.timeouts,
+            incast_episodes: r.incast.episodes.len() as u64,
+            findings: {
+                let mut n = [0; 3];
+                for (i, sev) in Severity::ALL.iter().enumerate() {
+                    n[i] = r.audit.iter().filter(|f| f.severity == *sev).count() as u64;
+                }
+                n
+            },
+            vantage: r.vantage.clone(),
+            nic: r.nic.clone(),
+            version: r.tool.version.clone(),
+        }
+    }
+
+    /// From a live run's state, without a report: the flow table summed in place (the top
+    /// flows picked by a partial sort), `findings` as last evaluated.
+    pub fn of_run(run: &Pipeline, top: usize, findings: FindingCounts) -> Input {
+        let e = &run.engine;
+        let (mut count, mut aeth, mut resp) = ([0; analyzer_common::psn::count::COUNT], [0; 8], [0; 2]);
+        let mut ce = 0;
+        type Rank = (u64, (u8, [u8; 16], [u8; 16], u16, u32), u32);
+        let mut order: Vec<Rank> = Vec::with_capacity(e.flows.len());
+        for (i, (k, s)) in e.flows.iter().enumerate() {
+            ce += s.ecn[3];
+            for (a, b) in count.iter_mut().zip(s.psn.count) {
+                *a += b;
+            }
+            for (a, b) in aeth.iter_mut().zip(s.psn.aeth) {
+                *a += b;
+            }
+            for (a, b) in resp.iter_mut().zip(s.psn.responder) {
+                *a += b;
+            }
+            order.push((s.bytes, crate::report::model::flow_order(k), i as u32));
+        }
+        let by_bytes = |a: &Rank, b: &Rank| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1));
+        let n = top.min(order.len());
+        if n < order.len() && n > 0 {
+            order.select_nth_unstable_by(n - 1, by_bytes);
+        }
+        let (head, rest) = order.split_at_mut(n);
+        head.sort_unstable_by(by_bytes);
+        let addr = crate::report::model::addr_string;
+        let top_flows = head
+            .iter()
+            .map(|(_, _, i)| {
+                let (k, s) = e.flows.at(*i as usize);
+                TopFlow {
+                    src: addr(k.ip_version, &k.src),
+                    dst: addr(k.ip_version, &k.dst),
+                    udp_sport: k.udp_sport,
+                    dst_qp: k.dst_qp,
+                    bytes: s.bytes,
+                    packets: s.packets,
+                }
+            })
+            .collect();
+        let other_packets = rest.iter().map(|(_, _, i)| e.flows.at(*i as usize).1.packets).sum();
+        Input {
+            capture: assemble::capture(run),
+            flows: e.flows.len() as u64,
+            top: top_flows,
+            other_bytes: rest.iter().map(|(b, _, _)| *b).sum(),
+            other_packets,
+            ce,
+            psn: PsnJson::new(count),
+            responder: Responder::new(resp),
+            aeth: Naks::new(aeth),
+            pfc: fabric::pfc(run),
+            rtt: run.analyses.rtt.prom.clone(),
+            rtt_timeouts: assemble::rtt_waiting(run).0,
+            incast_episodes: run.analyses.incast.episode_count(),
+            findings,
+            vantage: assemble::vantage::section(run, &mut Vec::new()),
+            nic: e.nic.clone(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+/// The RTT histogram as Prometheus' classic histogram (bounds 1 µs doubling to about 1 s).
+#[derive(Debug)]
+struct RttHistogram(PromBuckets);
+
+impl prometheus_client::encoding::EncodeMetric for RttHistogram {
+    fn encode(&self, mut encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
+        let h = &self.0;
+        let buckets: Vec<(f64, u64)> = prometheus_client::metrics::histogram::exponential_buckets(1e-6, 2.0, 21)
+            .chain([f64::INFINITY])
+            .zip(h.counts)
+            .collect();
+        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            h.sum_ns as f64 / 1e9,
+            h.count,
+            &buckets,
+            None,
+        )
+    }
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Histogram
+    }
 }
 
 /// The report's totals as Prometheus text; `top` flows get their own series. `rtt_ns` are the
 /// RTT samples behind the report's percentiles (for the histogram).
 pub fn render(r: &Report, top: usize, rtt_ns: &[u64]) -> String {
+    encode(&Input::of_report(r, top, rtt_ns))
+}
+
+/// A live run's metrics each interval, without assembling a report (`findings` as last
+/// evaluated with [`finding_counts`]).
+pub fn render_run(run: &Pipeline, top: usize, findings: FindingCounts) -> String {
+    encode(&Input::of_run(run, top, findings))
+}
+
+/// The text of an [`Input`].
+pub fn encode(m: &Input) -> String {
     let mut reg = Registry::with_prefix("roce_analyzer");
-    totals(&mut reg, r);
-    flows(&mut reg, r, top);
-    pfc(&mut reg, r);
-    transport(&mut reg, r, rtt_ns);
-    if let Some(v) = &r.vantage {
+    totals(&mut reg, m);
+    flows(&mut reg, m);
+    pfc(&mut reg, &m.pfc);
+    transport(&mut reg, m);
+    if let Some(v) = &m.vantage {
         vantage(&mut reg, v);
     }
-    if let Some(n) = &r.nic {
+    if let Some(n) = &m.nic {
         nic(&mut reg, n);
     }
     let info = Family::<VersionLabel, Gauge>::default();
     reg.register("build_info", "The agent's version (always 1)", info.clone());
-    info.get_or_create(&VersionLabel { version: r.tool.version.clone() }).set(1);
+    info.get_or_create(&VersionLabel { version: m.version.clone() }).set(1);
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");
     classic(&out)
@@ -152,7 +362,7 @@ struct HopQuantileLabels {
 }
 
 /// Per hop between vantage points: frames matched, missing, CE-marked between, latency.
-fn vantage(reg: &mut Registry, v: &crate::report::model::Vantage) {
+fn vantage(reg: &mut Registry, v: &Vantage) {
     let matched = counter_family::<HopLabels>(reg, "vantage_hop_frames_matched", "Frames seen at both points of a hop");
     let missing = counter_family::<HopLabels>(
         reg,
@@ -185,62 +395,55 @@ fn vantage(reg: &mut Registry, v: &crate::report::model::Vantage) {
 }
 
 /// Frames by class and losses.
-fn totals(reg: &mut Registry, r: &Report) {
+fn totals(reg: &mut Registry, m: &Input) {
+    let c = &m.capture;
     let frames = counter_family::<ClassLabel>(
         reg,
         "frames",
         "Frames by class (roce, cnp, pfc, pause, non_roce, malformed kinds)",
     );
-    for (class, n) in &r.capture.classes {
+    for (class, n) in &c.classes {
         frames.get_or_create(&ClassLabel { class: class.clone() }).inc_by(*n);
     }
     let dropped = counter_family::<ReasonLabel>(reg, "dropped", "Frames or events lost before analysis, by reason");
-    for (reason, n) in &r.capture.dropped {
+    for (reason, n) in &c.dropped {
         dropped.get_or_create(&ReasonLabel { reason: reason.clone() }).inc_by(*n);
     }
-    if let Some(f) = &r.capture.flows_folded {
+    if let Some(f) = &c.flows_folded {
         counter(reg, "flows_folded", "Idle flows folded into one aggregate to bound memory", f.flows);
     }
-    if let Some(f) = &r.capture.filter {
+    if let Some(f) = &c.filter {
         counter(reg, "filtered_frames", "Frames --filter left out (counted, not analysed)", f.frames_out);
     }
 }
 
 /// The top flows by bytes with their own series, the rest in one bucket, CE and CNPs.
-fn flows(reg: &mut Registry, r: &Report, top: usize) {
-    let mut flows: Vec<_> = r.flows.iter().collect();
-    flows.sort_by(|a, b| {
-        b.bytes
-            .cmp(&a.bytes)
-            .then_with(|| crate::report::model::flow_sort_key(a).cmp(&crate::report::model::flow_sort_key(b)))
-    });
+fn flows(reg: &mut Registry, m: &Input) {
     let bytes = counter_family::<FlowLabels>(reg, "flow_bytes", "RoCE bytes of the top flows by bytes");
     let packets = counter_family::<FlowLabels>(reg, "flow_packets", "RoCE packets of the top flows by bytes");
-    for f in flows.iter().take(top) {
+    for f in &m.top {
         let l = FlowLabels { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp };
         bytes.get_or_create(&l).inc_by(f.bytes);
         packets.get_or_create(&l).inc_by(f.packets);
     }
-    let rest = flows.iter().skip(top);
-    let (other_bytes, other_packets) = rest.fold((0, 0), |(b, p), f| (b + f.bytes, p + f.packets));
-    gauge(reg, "other_flows_bytes", "RoCE bytes of the flows beyond the top ones (their set changes)", other_bytes);
-    gauge(reg, "other_flows_packets", "RoCE packets of the flows beyond the top ones", other_packets);
-    gauge(reg, "flows", "Flows seen", r.flows.len() as u64);
-    counter(reg, "ce_packets", "RoCE packets marked CE", r.flows.iter().map(|f| f.ecn.ce).sum());
-    counter(reg, "cnp", "CNPs", r.capture.classes.get("cnp").copied().unwrap_or(0));
+    gauge(reg, "other_flows_bytes", "RoCE bytes of the flows beyond the top ones (their set changes)", m.other_bytes);
+    gauge(reg, "other_flows_packets", "RoCE packets of the flows beyond the top ones", m.other_packets);
+    gauge(reg, "flows", "Flows seen", m.flows);
+    counter(reg, "ce_packets", "RoCE packets marked CE", m.ce);
+    counter(reg, "cnp", "CNPs", m.capture.classes.get("cnp").copied().unwrap_or(0));
 }
 
 /// PFC/PAUSE frames, quanta and pause time per sender and priority; storms.
-fn pfc(reg: &mut Registry, r: &Report) {
+fn pfc(reg: &mut Registry, p: &Pfc) {
     let pfc = counter_family::<SenderLabels>(reg, "pfc_frames", "PFC/PAUSE frames per sender and priority");
     let quanta =
         counter_family::<SenderLabels>(reg, "pfc_quanta", "Pause quanta (512 bit times) per sender and priority");
-    for s in &r.pfc.senders {
+    for s in &p.senders {
         let l = SenderLabels { mac: s.mac.clone(), priority: s.priority.to_string() };
         pfc.get_or_create(&l).inc_by(s.counts.frames);
         quanta.get_or_create(&l).inc_by(s.counts.quanta);
     }
-    for s in &r.pfc.pause_senders {
+    for s in &p.pause_senders {
         let l = SenderLabels { mac: s.mac.clone(), priority: "all".into() };
         pfc.get_or_create(&l).inc_by(s.counts.frames);
         quanta.get_or_create(&l).inc_by(s.counts.quanta);
@@ -252,63 +455,53 @@ fn pfc(reg: &mut Registry, r: &Report) {
         paused.clone(),
     );
     let secs = |ns: u64| ns as f64 / 1e9;
-    for s in &r.pfc.senders {
+    for s in &p.senders {
         paused
             .get_or_create(&SenderLabels { mac: s.mac.clone(), priority: s.priority.to_string() })
             .inc_by(secs(s.pause.paused_ns));
     }
-    for s in &r.pfc.pause_senders {
+    for s in &p.pause_senders {
         paused
             .get_or_create(&SenderLabels { mac: s.mac.clone(), priority: "all".into() })
             .inc_by(secs(s.pause.paused_ns));
     }
-    counter(reg, "pfc_storms", "Continuous pauses of at least --pfc-storm", r.pfc.storms.len() as u64);
+    counter(reg, "pfc_storms", "Continuous pauses of at least --pfc-storm", p.storms.len() as u64);
 }
 
 /// PSN anomalies, AETHs, RTT, incast episodes and audit findings.
-fn transport(reg: &mut Registry, r: &Report, rtt_ns: &[u64]) {
+fn transport(reg: &mut Registry, m: &Input) {
     let psn = counter_family::<KindLabel>(reg, "psn_anomalies", "PSN anomalies over all flows, by kind");
-    let mut psn_sum = PsnJson::default();
-    let mut responder_sum = Responder::default();
-    let mut aeth_sum = Naks::default();
-    for f in &r.flows {
-        psn_sum.add(&f.psn.sequence);
-        responder_sum.add(&f.psn.responder);
-        aeth_sum.add(&f.naks);
-    }
     let responder = counter_family::<KindLabel>(
         reg,
         "responder_anomalies",
         "Requests the responder's NIC would count as out of sequence (once per NAK episode) or duplicate, by kind",
     );
-    for (kind, n) in responder_sum.iter() {
+    for (kind, n) in m.responder.iter() {
         responder.get_or_create(&KindLabel { kind: kind.into() }).inc_by(n);
     }
     // Every sequence counter but the request count itself is an anomaly.
-    for (kind, n) in psn_sum.iter().filter(|(k, _)| *k != count::NAMES[count::REQUESTS]) {
+    for (kind, n) in m.psn.iter().filter(|(k, _)| *k != count::NAMES[count::REQUESTS]) {
         psn.get_or_create(&KindLabel { kind: kind.into() }).inc_by(n);
     }
     let aeth = counter_family::<KindLabel>(reg, "aeth", "ACKs and NAKs (AETH syndromes) over all flows, by kind");
-    for (kind, n) in aeth_sum.iter() {
+    for (kind, n) in m.aeth.iter() {
         aeth.get_or_create(&KindLabel { kind: kind.into() }).inc_by(n);
     }
-    let hist = prometheus_client::metrics::histogram::Histogram::new(rtt_buckets());
-    for v in rtt_ns {
-        hist.observe(*v as f64 / 1e9);
-    }
-    reg.register("rtt_seconds", "Round-trip time, request with AckReq to the ACK covering it", hist);
-    counter(reg, "rtt_timeouts", "Requests with AckReq not acknowledged within --rtt-timeout", r.rtt_ns.timeouts);
-    counter(reg, "incast_episodes", "Incast episodes", r.incast.episodes.len() as u64);
+    reg.register(
+        "rtt_seconds",
+        "Round-trip time, request with AckReq to the ACK covering it",
+        RttHistogram(m.rtt.clone()),
+    );
+    counter(reg, "rtt_timeouts", "Requests with AckReq not acknowledged within --rtt-timeout", m.rtt_timeouts);
+    counter(reg, "incast_episodes", "Incast episodes", m.incast_episodes);
     let audit = counter_family::<SeverityLabel>(reg, "audit_findings", "Audit findings by severity");
-    for sev in Severity::ALL {
-        audit
-            .get_or_create(&SeverityLabel { severity: sev.name().into() })
-            .inc_by(r.audit.iter().filter(|f| f.severity == sev).count() as u64);
+    for (i, sev) in Severity::ALL.iter().enumerate() {
+        audit.get_or_create(&SeverityLabel { severity: sev.name().into() }).inc_by(m.findings[i]);
     }
 }
 
 /// The NIC's own counters.
-fn nic(reg: &mut Registry, nic: &crate::report::model::Nic) {
+fn nic(reg: &mut Registry, nic: &Nic) {
     let rdma = counter_family::<NicPortLabels>(reg, "nic_rdma", "RDMA port counters (sysfs), since the agent started");
     for p in &nic.rdma {
         for (name, v) in &p.counters {

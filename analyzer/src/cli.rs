@@ -386,6 +386,19 @@ pub struct AnalysisArgs {
     #[arg(long, default_value_t = defaults::MATCH_WINDOW.into(), value_parser = positive_duration)]
     pub match_window: humantime::Duration,
 
+    /// DCQCN: a flow's sending rate is measured in bytes per this window.
+    #[arg(long, default_value_t = defaults::RATE_WINDOW.into(), value_parser = positive_duration)]
+    pub rate_window: humantime::Duration,
+
+    /// DCQCN: a CNP's effect is looked for within this after it (the lowest rate, the
+    /// recovery).
+    #[arg(long, default_value_t = defaults::DCQCN_HORIZON.into(), value_parser = positive_duration)]
+    pub dcqcn_horizon: humantime::Duration,
+
+    /// DCQCN: a flow whose median recovery after a CNP takes longer is `slow_recovery`.
+    #[arg(long, default_value_t = defaults::DCQCN_SLOW_RECOVERY.into(), value_parser = positive_duration)]
+    pub dcqcn_slow_recovery: humantime::Duration,
+
     /// Incast: senders to one destination are counted over this sliding window.
     #[arg(long, default_value_t = defaults::INCAST_WINDOW.into(), value_parser = positive_duration)]
     pub incast_window: humantime::Duration,
@@ -442,6 +455,9 @@ impl AnalysisArgs {
             max_keys: usize::MAX,
             match_window_ns: nanos(*self.match_window),
             filter: self.filter.clone(),
+            rate_window_ns: nanos(*self.rate_window),
+            dcqcn_horizon_ns: nanos(*self.dcqcn_horizon),
+            dcqcn_slow_recovery_ns: nanos(*self.dcqcn_slow_recovery),
         })
     }
 }

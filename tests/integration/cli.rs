@@ -579,6 +579,7 @@ fn metrics_pass_promtool_check() {
         vec!["-r".into(), path("incast.pcap")],
         vec!["-r".into(), path("ecn_audit.pcap")],
         vec!["-r".into(), path("gobackn.pcap")],
+        vec!["-r".into(), path("dcqcn.pcap")],
         vec![
             "-r".into(),
             format!("leaf={}", path("vantage_leaf.pcap")),

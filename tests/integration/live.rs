@@ -927,3 +927,54 @@ fn live_filter_equals_offline_filter() {
         assert_eq!(comparable(&live), comparable(&offline), "{fixture} --filter {expr}: live differs from offline");
     }
 }
+
+/// DCQCN reaction live: the DCQCN fixture scaled a thousandfold (10 ms windows, a 1 s
+/// horizon), replayed at its own pacing onto a veth, gives offline's answers: the same CNPs
+/// judged, reacted and ignored, the same findings, cut ratios within 10 % and reaction and
+/// recovery times within one window (the live clock's window grid has another phase).
+#[test]
+fn live_dcqcn_reaction_equals_offline() {
+    if !privileged("live_dcqcn_reaction_equals_offline") {
+        return;
+    }
+    let ns = Netns::new("dcqcn");
+    let dir = tempfile::tempdir().unwrap();
+    let f = tests::transport::dcqcn_scaled(1000, "dcqcn_slow.pcap");
+    let sent = f.as_sent(dir.path());
+    let args =
+        ["--rate-window", "10ms", "--dcqcn-horizon", "1s", "--dcqcn-slow-recovery", "500ms", "--cnp-interval", "50ms"];
+    let live = paced_live(&ns, &sent, &args);
+    let offline = offline_with(&sent, &args);
+    let rows = |r: &Value| -> Vec<(String, u64, u64, u64)> {
+        r["dcqcn"]["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                let n = |k: &str| f[k].as_u64().unwrap();
+                (f["src"].as_str().unwrap().to_string(), n("cnps"), n("reacted"), n("unreacted_cnps"))
+            })
+            .collect()
+    };
+    assert_eq!(rows(&live), rows(&offline), "live {} offline {}", live["dcqcn"], offline["dcqcn"]);
+    assert_eq!(rows(&offline).len(), 4, "{}", offline["dcqcn"]);
+    for (l, o) in live["dcqcn"]["flows"].as_array().unwrap().iter().zip(offline["dcqcn"]["flows"].as_array().unwrap()) {
+        if let (Some(lc), Some(oc)) = (l["cut_ratio_p50"].as_f64(), o["cut_ratio_p50"].as_f64()) {
+            assert!((lc - oc).abs() <= 0.1 * oc, "{}: cut {lc} live, {oc} offline", o["src"]);
+        }
+        for k in ["reaction_ns_p50", "recovery_ns_p50"] {
+            match (l[k].as_u64(), o[k].as_u64()) {
+                (Some(a), Some(b)) => assert!(a.abs_diff(b) <= 10_000_000, "{}: {k} {a} live, {b} offline", o["src"]),
+                (a, b) => assert_eq!(a, b, "{}: {k}", o["src"]),
+            }
+        }
+    }
+    let codes = |r: &Value| -> Vec<String> {
+        let mut v: Vec<String> =
+            r["audit"].as_array().unwrap().iter().map(|f| f["code"].as_str().unwrap().to_string()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(codes(&live), codes(&offline));
+    assert!(["cnp_ignored", "slow_recovery", "cnp_storm"].iter().all(|c| codes(&live).contains(&c.to_string())));
+}

@@ -309,3 +309,62 @@ fn paced_cnps_cover_the_marks_after_them() {
     assert_eq!(pairs(&r)[0], ("10.0.1.30".into(), 150, 6, 18, 6));
     assert_eq!(errors(&r).len(), 4);
 }
+
+/// DCQCN reaction per flow, stated by hand in `tests::transport::dcqcn_scaled`: a sender that
+/// halves 10 µs after its CNP and recovers in stages by 410 µs, one that ignores three CNPs,
+/// one whose marks never get a CNP back, one that recovers only after 610 µs, and one sent a
+/// CNP every 10 µs.
+#[test]
+fn dcqcn_reaction_per_flow_and_host() {
+    let r = report("dcqcn.pcap", &[]);
+    let d = &r["dcqcn"];
+    assert_eq!((d["rate_window_ns"].as_u64(), d["horizon_ns"].as_u64()), (Some(10_000), Some(1_000_000)));
+    assert_eq!(d["unattributed_cnps"], 0);
+    let row = |f: &Value| {
+        let n = |k: &str| f[k].as_u64().unwrap();
+        (
+            f["src"].as_str().unwrap().to_string(),
+            n("cnps"),
+            n("reacted"),
+            n("unreacted_cnps"),
+            f["cut_ratio_p50"].as_f64(),
+            f["reaction_ns_p50"].as_u64(),
+            f["recovery_ns_p50"].as_u64(),
+        )
+    };
+    let flows: Vec<_> = d["flows"].as_array().unwrap().iter().map(row).collect();
+    assert_eq!(
+        flows,
+        vec![
+            ("10.0.1.61".into(), 1, 1, 0, Some(0.5), Some(10_000), Some(410_000)),
+            ("10.0.1.62".into(), 3, 0, 3, Some(1.0), None, None),
+            ("10.0.1.64".into(), 1, 1, 0, Some(0.5), Some(10_000), Some(610_000)),
+            ("10.0.1.65".into(), 21, 0, 21, Some(1.0), None, None),
+        ],
+        "10.0.1.63 got no CNP: not listed"
+    );
+    // One sender host each: the host summaries are the flows'.
+    let hosts: Vec<_> = d["hosts"].as_array().unwrap().iter().map(row).collect();
+    assert_eq!(hosts, flows);
+    let codes: Vec<(String, String, Vec<String>)> = findings(&r)
+        .into_iter()
+        .filter(|f| ["cnp_ignored", "slow_recovery", "cnp_storm", "ce_without_cnp"].contains(&f.1.as_str()))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            one("error", "ce_without_cnp", "10.0.1.63→10.0.1.73 0xe3f"),
+            (
+                "warning".into(),
+                "cnp_ignored".into(),
+                vec!["10.0.1.62→10.0.1.72 0xe3e".into(), "10.0.1.65→10.0.1.75 0xe41".into()]
+            ),
+            one("warning", "cnp_storm", "10.0.1.65→10.0.1.75 0xe41"),
+            one("warning", "slow_recovery", "10.0.1.64→10.0.1.74 0xe40"),
+        ]
+    );
+    // A threshold above 610 µs: no slow recovery; a 2 ms horizon changes nothing here.
+    let r = report("dcqcn.pcap", &["--dcqcn-slow-recovery", "700us", "--dcqcn-horizon", "2ms"]);
+    assert!(findings(&r).iter().all(|f| f.1 != "slow_recovery"));
+    assert_eq!(r["dcqcn"]["flows"][0]["recovery_ns_p50"], 410_000);
+}

@@ -359,6 +359,73 @@ pub fn rtt_cm() -> Fixture {
     a.fixture("rtt_cm.pcap")
 }
 
+/// The DCQCN fixture's senders (10.0.1.S → 10.0.1.S+10, QP 0xE00 + S), 500-byte frames on a
+/// 10 µs rate window (× `scale` in the scaled copy), CNPs from the receiver to QP 0xF00 + S:
+/// * 61 cuts to half 10 µs after its CNP at 100 µs, recovers in stages (15, then 20 frames a
+///   window from 310 and 510 µs): cut 0.5, reaction 10 µs, recovery 410 µs;
+/// * 62 keeps 20 frames a window through CNPs at 100, 200 and 300 µs: cnp_ignored;
+/// * 63 has CE marks from 100 µs and never a CNP back: ce_without_cnp, not in `dcqcn`;
+/// * 64 halves 10 µs after its CNP at 100 µs and is back only at 710 µs: recovery 610 µs,
+///   slow_recovery (over 500 µs);
+/// * 65 keeps its rate through a CNP every 10 µs from 100 to 300 µs (21): cnp_storm (20 of
+///   them within half the 50 µs pacing interval of the previous) and cnp_ignored.
+///
+/// Each sender's first frame is CE-marked (it is watched from then on).
+pub fn dcqcn_scaled(scale: u64, name: &'static str) -> Fixture {
+    let window = 10 * US * scale;
+    let mut a = At::default();
+    // (sender, [(from µs, frames per window)], CNP times µs, CE from µs)
+    type Plan = (u8, &'static [(u64, u64)], Vec<u64>, Option<u64>);
+    let plans: [Plan; 5] = [
+        (61, &[(0, 20), (110, 10), (310, 15), (510, 20)], vec![100], None),
+        (62, &[(0, 20)], vec![100, 200, 300], None),
+        (63, &[(0, 20)], vec![], Some(100)),
+        (64, &[(0, 20), (110, 10), (710, 20)], vec![100], None),
+        (65, &[(0, 20)], (0..21).map(|i| 100 + 10 * i).collect(), None),
+    ];
+    for (s, steps, cnps, ce_from) in plans {
+        let qp = 0xE00 + s as u32;
+        let mut psn = 0;
+        for w in 0..120u64 {
+            let at_us = w * 10;
+            let n = steps.iter().rev().find(|(from, _)| *from <= at_us).map_or(0, |(_, n)| *n);
+            for i in 0..n {
+                // Half a spacing into the window: a replay's jitter keeps each in its window.
+                let t = w * window + (2 * i + 1) * window / (2 * n);
+                let mut d = Roce::v4(ip(s), ip(s + 10), sport(s), op::RDMA_WRITE_MIDDLE, qp, psn);
+                d.payload_len = 500 - 62 - 4;
+                let ce = psn == 0 || ce_from.is_some_and(|c| t >= c * US * scale);
+                d.ecn = if ce { 3 } else { 2 };
+                a.roce(t, &d);
+                psn += 1;
+            }
+        }
+        for c in cnps {
+            let mut p = Roce::v4(ip(s + 10), ip(s), sport(s + 10), CNP, 0xF00 + s as u32, 0);
+            p.dscp = 48;
+            p.ecn = 0;
+            a.roce(c * US * scale, &p);
+        }
+    }
+    a.fixture(name)
+}
+
+pub fn dcqcn() -> Fixture {
+    dcqcn_scaled(1, "dcqcn.pcap")
+}
+
 pub fn all() -> Vec<Fixture> {
-    vec![gobackn(), reorder(), reads(), qp_mtus(), rnr(), psn_wrap(), rtt(), rtt_cm(), ecn_audit(), cnp_paced()]
+    vec![
+        gobackn(),
+        reorder(),
+        reads(),
+        qp_mtus(),
+        rnr(),
+        psn_wrap(),
+        rtt(),
+        rtt_cm(),
+        ecn_audit(),
+        cnp_paced(),
+        dcqcn(),
+    ]
 }

@@ -30,6 +30,11 @@ pub struct Config {
     pub max_keys: usize,
     /// Copies of a frame at several vantage points are matched within this (`--match-window`).
     pub match_window_ns: u64,
+    /// DCQCN: the rate window, the horizon after a CNP, and the recovery time past which
+    /// it is slow (`--rate-window`, `--dcqcn-horizon`, `--dcqcn-slow-recovery`).
+    pub rate_window_ns: u64,
+    pub dcqcn_horizon_ns: u64,
+    pub dcqcn_slow_recovery_ns: u64,
     /// `--filter`: the frames analysed (the rest are counted).
     pub filter: Option<crate::frames::filter::FilterSpec>,
 }
@@ -51,6 +56,9 @@ pub mod defaults {
     pub const DEADLOCK_MIN: Duration = Duration::from_millis(10);
     pub const INCAST_WINDOW: Duration = Duration::from_micros(100);
     pub const INCAST_MIN_SENDERS: u32 = 4;
+    pub const RATE_WINDOW: Duration = Duration::from_micros(10);
+    pub const DCQCN_HORIZON: Duration = Duration::from_millis(1);
+    pub const DCQCN_SLOW_RECOVERY: Duration = Duration::from_micros(500);
     pub const MATCH_WINDOW: Duration = Duration::from_nanos(analyzer_common::vantage::DEFAULT_WINDOW_NS);
 }
 
@@ -78,6 +86,9 @@ impl Default for Config {
             max_keys: usize::MAX,
             match_window_ns: nanos(defaults::MATCH_WINDOW),
             filter: None,
+            rate_window_ns: nanos(defaults::RATE_WINDOW),
+            dcqcn_horizon_ns: nanos(defaults::DCQCN_HORIZON),
+            dcqcn_slow_recovery_ns: nanos(defaults::DCQCN_SLOW_RECOVERY),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! (congestion trees, ECMP, the audit) are computed from this state when a report is built.
 
 pub mod config;
+pub mod dcqcn;
 pub mod ecmp;
 pub(crate) mod ecn;
 pub(crate) mod incast;
@@ -46,6 +47,8 @@ pub struct Analyses {
     pub pause: pause::Pause,
     /// Vantage points and the frames several of them saw.
     pub vantage: vantage::Vantage,
+    /// Each sender's reaction to CNPs.
+    pub dcqcn: dcqcn::Dcqcn,
 }
 
 impl Analyses {
@@ -57,6 +60,12 @@ impl Analyses {
             incast: incast::Incast::new(config.incast_window_ns, config.incast_min_senders, config.max_keys),
             pause: pause::Pause::new(config.link_speed_bps, config.pfc_storm_ns),
             vantage: vantage::Vantage::new(config.match_window_ns),
+            dcqcn: dcqcn::Dcqcn::new(
+                config.rate_window_ns,
+                config.dcqcn_horizon_ns,
+                config.cnp_interval_ns,
+                config.max_keys,
+            ),
             config,
         }
     }
@@ -66,6 +75,12 @@ impl Analyses {
         self.rtt.observe(r);
         self.ecn.observe(r);
         self.incast.observe(r);
+        if r.is_cnp() || analyzer_common::opcode::is_data(r.opcode) {
+            // A CNP is about the request flow whose ACKs go to its QP, when the RTT analysis
+            // has paired them.
+            let paired = r.is_cnp().then(|| self.rtt.request_acked_at(&r.dst_ip, &r.src_ip, r.dst_qp)).flatten();
+            self.dcqcn.observe(r, paired);
+        }
     }
 
     /// Live, flows folded away ([`crate::engine::Engine::fold_idle`]): their per-flow state
@@ -73,11 +88,12 @@ impl Analyses {
     pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<analyzer_common::flow::FlowKey>) {
         self.rtt.forget(gone);
         self.ecn.flows.retain(|k, _| !gone.contains(k));
+        self.dcqcn.forget(gone);
     }
 
     /// Frames whose key found an analysis' state at its bound (`--max-flows` keys).
     pub fn state_full(&self) -> u64 {
-        self.rtt.state_full + self.ecn.state_full + self.incast.state_full
+        self.rtt.state_full + self.ecn.state_full + self.incast.state_full + self.dcqcn.state_full
     }
 
     /// A PFC or 802.3x PAUSE frame at `ts`.

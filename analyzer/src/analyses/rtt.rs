@@ -320,6 +320,13 @@ impl Rtt {
     pub fn peer(&self, key: &FlowKey) -> Option<FlowKey> {
         self.paired.get(key).copied().or_else(|| self.flows.get(key).and_then(|f| f.ack_flow))
     }
+
+    /// The request flow from `sender` to `receiver` whose ACKs go to the sender's QP `qp` (a
+    /// CNP to that QP is about it), when the pairing is known.
+    pub fn request_acked_at(&self, sender: &[u8; 16], receiver: &[u8; 16], qp: u32) -> Option<FlowKey> {
+        let flows = self.by_hosts.get(&(*sender, *receiver))?;
+        flows.iter().copied().find(|k| self.flows.get(k).and_then(|f| f.ack_flow).is_some_and(|a| a.dst_qp == qp))
+    }
 }
 
 #[cfg(test)]

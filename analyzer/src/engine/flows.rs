@@ -175,6 +175,36 @@ impl<T> Chunked<T> {
     pub fn iter(&self) -> impl Iterator<Item = &T> {
         self.chunks.iter().flatten()
     }
+
+    /// Keeps the elements whose `keep` entry is true, in order, moving them down in place
+    /// (no second copy of the whole: an agent folding flows does not double its memory).
+    pub fn retain_in_place(&mut self, keep: &[bool]) {
+        let mut to = 0;
+        for (from, kept) in keep.iter().enumerate().take(self.len) {
+            if *kept {
+                if to != from {
+                    self.swap_down(to, from);
+                }
+                to += 1;
+            }
+        }
+        self.len = to;
+        self.chunks.truncate(to.div_ceil(CHUNK));
+        if let Some(last) = self.chunks.last_mut() {
+            last.truncate(to - (to - 1) / CHUNK * CHUNK);
+        }
+    }
+
+    /// Swaps elements `a` < `b`.
+    fn swap_down(&mut self, a: usize, b: usize) {
+        let (ca, cb) = (a / CHUNK, b / CHUNK);
+        if ca == cb {
+            self.chunks[ca].swap(a % CHUNK, b % CHUNK);
+        } else {
+            let (lo, hi) = self.chunks.split_at_mut(cb);
+            std::mem::swap(&mut lo[ca][a % CHUNK], &mut hi[0][b % CHUNK]);
+        }
+    }
 }
 
 impl<T> FromIterator<T> for Chunked<T> {
@@ -258,15 +288,10 @@ impl FlowTable {
 
     /// Removes the flows `gone` holds (the others keep their order).
     pub fn remove(&mut self, gone: &rustc_hash::FxHashSet<FlowKey>) {
-        let (keys, stats) = (std::mem::take(&mut self.keys), std::mem::take(&mut self.stats));
+        let keep: Vec<bool> = self.keys.iter().map(|k| !gone.contains(k)).collect();
+        self.keys.retain_in_place(&keep);
+        self.stats.retain_in_place(&keep);
         self.index.clear();
-        for (k, s) in keys.chunks.into_iter().flatten().zip(stats.chunks.into_iter().flatten()) {
-            if gone.contains(&k) {
-                continue;
-            }
-            self.keys.push(k);
-            self.stats.push(s);
-        }
         let all = &self.keys;
         for i in 0..all.len() {
             self.index.insert_unique(key_hash(all.get(i)), i as u32, |&j| key_hash(all.get(j as usize)));
@@ -282,4 +307,27 @@ pub struct Folded {
     pub flows: u64,
     pub packets: u64,
     pub bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunked_retain_keeps_order_across_chunks() {
+        let n = CHUNK * 2 + 17;
+        let mut c: Chunked<usize> = (0..n).collect();
+        let keep: Vec<bool> = (0..n).map(|i| i % 3 != 0).collect();
+        c.retain_in_place(&keep);
+        let want: Vec<usize> = (0..n).filter(|i| i % 3 != 0).collect();
+        assert_eq!(c.iter().copied().collect::<Vec<_>>(), want);
+        assert_eq!(c.len(), want.len());
+        c.push(7);
+        assert_eq!(*c.get(want.len()), 7, "pushes go on after the kept ones");
+        let none = vec![false; c.len()];
+        c.retain_in_place(&none);
+        assert!(c.is_empty() && c.iter().next().is_none());
+        c.push(1);
+        assert_eq!(*c.get(0), 1);
+    }
 }

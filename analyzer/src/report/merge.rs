@@ -156,6 +156,8 @@ pub struct Merger {
     deadlocks: Vec<Deadlock>,
     unresolved: BTreeSet<String>,
     incast: Option<Incast>,
+    /// The DCQCN sections of the reports (kept when there is one report).
+    dcqcn: Vec<Dcqcn>,
     by_label: BTreeMap<String, LabelShare>,
     /// The tiers of the first report with an ECMP prediction, and whether another differed.
     tiers: Option<Vec<Tier>>,
@@ -202,6 +204,7 @@ impl Merger {
             }
         }
         self.absorb_capture(&r.capture)?;
+        self.dcqcn.extend(r.dcqcn.iter().cloned());
         if let Some(v) = &r.vantage {
             self.vantage_reports += 1;
             self.vantage.get_or_insert_with(|| v.clone());
@@ -465,6 +468,7 @@ impl Merger {
             incast: self.incast.unwrap_or_default(),
             ecmp: Ecmp::default(),
             vantage: None,
+            dcqcn: None,
         };
         let complete = report.pfc.senders.iter().all(|s| s.pause.intervals_complete)
             && report.pfc.pause_senders.iter().all(|s| s.pause.intervals_complete);
@@ -491,6 +495,15 @@ impl Merger {
                 NoteCode::IncastNotMerged,
                 "incast episodes are those of each report, not recomputed over the union: the reports do not \
                  carry per-packet times",
+            ));
+        }
+        if self.reports == 1 {
+            report.dcqcn = self.dcqcn.into_iter().next();
+        } else if !self.dcqcn.is_empty() {
+            report.visibility.push(Note::new(
+                NoteCode::DcqcnNotMerged,
+                "DCQCN reaction (the dcqcn section) is judged on per-packet times, which reports do not carry: \
+                 see each report's section",
             ));
         }
         if self.reports == 1 {

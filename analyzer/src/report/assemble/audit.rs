@@ -30,6 +30,7 @@ pub fn findings(run: &Pipeline) -> Vec<Finding> {
     let mut out = marking(run);
     out.extend(feedback(run));
     out.extend(transport(run));
+    out.extend(super::dcqcn::findings(run));
     out.sort_by(|a, b| {
         (a.severity, a.code.name(), &a.flows, &a.message).cmp(&(b.severity, b.code.name(), &b.flows, &b.message))
     });

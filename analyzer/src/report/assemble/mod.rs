@@ -3,6 +3,7 @@
 //! fabric sections, which need the whole picture, computed here.
 
 pub(crate) mod audit;
+pub(crate) mod dcqcn;
 pub(crate) mod fabric;
 pub(crate) mod vantage;
 pub(crate) mod visibility;
@@ -70,6 +71,7 @@ impl Report {
             incast: fabric::incast(run),
             ecmp: fabric::ecmp(run, held),
             vantage: None,
+            dcqcn: dcqcn::section(run),
         };
         report.vantage = vantage::section(run, &mut report.audit);
         report.visibility = visibility::notes(run, &report);

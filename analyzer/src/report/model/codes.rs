@@ -83,6 +83,12 @@ codes! {
         ElephantFlows = "elephant_flows",
         /// Frames seen at one vantage point never reached the next.
         LossBetween = "loss_between",
+        /// A flow kept its rate after CNPs.
+        CnpIgnored = "cnp_ignored",
+        /// A flow's rate came back slowly after CNPs.
+        SlowRecovery = "slow_recovery",
+        /// CNPs to a flow faster than its receiver's pacing allows.
+        CnpStorm = "cnp_storm",
     }
 }
 
@@ -114,6 +120,7 @@ codes! {
         VantageNotMerged = "vantage_not_merged",
         FromExport = "from_export",
         FlowsFolded = "flows_folded",
+        DcqcnNotMerged = "dcqcn_not_merged",
     }
 }
 

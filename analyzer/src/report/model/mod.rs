@@ -80,6 +80,57 @@ pub struct Report {
     /// frames matched, missing, CE-marked between, and their latency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vantage: Option<Vantage>,
+    /// Senders' reaction to CNPs (DCQCN), when any CNP was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dcqcn: Option<Dcqcn>,
+}
+
+/// How senders reacted to the CNPs they were sent, per flow and per sender host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dcqcn {
+    pub rate_window_ns: u64,
+    pub horizon_ns: u64,
+    /// CNPs no single watched data flow could take (several flows between the two hosts and
+    /// no ACK pairing, or none watched).
+    pub unattributed_cnps: u64,
+    pub flows: Vec<DcqcnFlow>,
+    pub hosts: Vec<DcqcnHost>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcqcnFlow {
+    pub src: String,
+    pub dst: String,
+    pub udp_sport: u16,
+    pub dst_qp: u32,
+    #[serde(flatten)]
+    pub stats: DcqcnStats,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcqcnHost {
+    pub src: String,
+    pub flows: u64,
+    #[serde(flatten)]
+    pub stats: DcqcnStats,
+}
+
+/// CNPs and the reaction to them: counts, and medians and worst over the CNPs judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcqcnStats {
+    pub cnps: u64,
+    /// Followed by a window below 90 % of the rate before, within the horizon.
+    pub reacted: u64,
+    pub unreacted_cnps: u64,
+    /// CNPs with no rate history before them (not judged).
+    pub no_rate_before: u64,
+    /// Reacted, and not back at 90 % of the rate before within the horizon.
+    pub not_recovered: u64,
+    /// Lowest rate after / rate before (0.5 is a halving); null when none was judged.
+    pub cut_ratio_p50: Option<f64>,
+    pub worst_cut_ratio: Option<f64>,
+    pub reaction_ns_p50: Option<u64>,
+    pub recovery_ns_p50: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -15,6 +15,9 @@ pub fn render(r: &Report, top: usize) -> String {
     totals(&mut o, r);
     top_flows(&mut o, r, top);
     health(&mut o, r, top);
+    if let Some(d) = &r.dcqcn {
+        dcqcn(&mut o, d, top);
+    }
     pfc(&mut o, &r.pfc);
     fabric(&mut o, r);
     if let Some(v) = &r.vantage {
@@ -315,6 +318,43 @@ fn health(o: &mut String, r: &Report, top: usize) {
         for f in &r.audit {
             let _ = writeln!(o, "  {:<7} [{}] {} ({} flows)", f.severity, f.code, f.message, f.flows.len());
         }
+    }
+}
+
+/// Senders' reaction to CNPs: the flows with the most CNPs.
+fn dcqcn(o: &mut String, d: &crate::report::model::Dcqcn, top: usize) {
+    let _ = writeln!(
+        o,
+        "\nDCQCN: reaction to CNPs ({} µs windows, {} µs horizon){}",
+        d.rate_window_ns / 1000,
+        d.horizon_ns / 1000,
+        if d.unattributed_cnps > 0 {
+            format!(" · {} CNPs not attributed to a flow", d.unattributed_cnps)
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        o,
+        "  {:<40} {:>6} {:>7} {:>9} {:>6} {:>12} {:>12}",
+        "flow", "CNPs", "reacted", "unreacted", "cut", "reaction µs", "recovery µs"
+    );
+    let mut flows: Vec<_> = d.flows.iter().collect();
+    flows.sort_by_key(|f| std::cmp::Reverse(f.stats.cnps));
+    let opt = |v: Option<u64>| v.map_or("-".into(), |n| format!("{:.1}", n as f64 / 1000.0));
+    for f in flows.iter().take(top) {
+        let s = &f.stats;
+        let _ = writeln!(
+            o,
+            "  {:<40} {:>6} {:>7} {:>9} {:>6} {:>12} {:>12}",
+            format!("{} → {} {:#x}", f.src, f.dst, f.dst_qp),
+            s.cnps,
+            s.reacted,
+            s.unreacted_cnps,
+            s.cut_ratio_p50.map_or("-".into(), |c| format!("{c:.2}")),
+            opt(s.reaction_ns_p50),
+            opt(s.recovery_ns_p50)
+        );
     }
 }
 

@@ -139,6 +139,8 @@ pub struct Input {
     pub incast_episodes: u64,
     pub findings: FindingCounts,
     pub vantage: Option<Vantage>,
+    /// Per sender host: CNPs and the reaction to them.
+    pub dcqcn_hosts: Vec<crate::report::model::DcqcnHost>,
     pub nic: Option<Nic>,
     pub version: String,
 }
@@ -196,6 +198,7 @@ impl Input {
                 n
             },
             vantage: r.vantage.clone(),
+            dcqcn_hosts: r.dcqcn.as_ref().map(|d| d.hosts.clone()).unwrap_or_default(),
             nic: r.nic.clone(),
             version: r.tool.version.clone(),
         }
@@ -261,6 +264,7 @@ impl Input {
             incast_episodes: run.analyses.incast.episode_count(),
             findings,
             vantage: assemble::vantage::section(run, &mut Vec::new()),
+            dcqcn_hosts: assemble::dcqcn::section(run).map(|d| d.hosts).unwrap_or_default(),
             nic: e.nic.clone(),
             version: env!("CARGO_PKG_VERSION").into(),
         }
@@ -311,6 +315,9 @@ pub fn encode(m: &Input) -> String {
     transport(&mut reg, m);
     if let Some(v) = &m.vantage {
         vantage(&mut reg, v);
+    }
+    if !m.dcqcn_hosts.is_empty() {
+        dcqcn(&mut reg, &m.dcqcn_hosts);
     }
     if let Some(n) = &m.nic {
         nic(&mut reg, n);
@@ -497,6 +504,36 @@ fn transport(reg: &mut Registry, m: &Input) {
     let audit = counter_family::<SeverityLabel>(reg, "audit_findings", "Audit findings by severity");
     for (i, sev) in Severity::ALL.iter().enumerate() {
         audit.get_or_create(&SeverityLabel { severity: sev.name().into() }).inc_by(m.findings[i]);
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SrcLabel {
+    src: String,
+}
+
+/// Per sender host: CNPs received, those without a rate cut, the median cut and recovery.
+fn dcqcn(reg: &mut Registry, hosts: &[crate::report::model::DcqcnHost]) {
+    let cnps = counter_family::<SrcLabel>(reg, "dcqcn_cnps", "CNPs sent to the flows of a sender host");
+    let unreacted = counter_family::<SrcLabel>(
+        reg,
+        "dcqcn_unreacted_cnps",
+        "CNPs after which the flow's rate did not fall below 90 % of the rate before",
+    );
+    let cut = Family::<SrcLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    reg.register("dcqcn_cut_ratio", "Median of lowest rate after a CNP / rate before (0.5 is a halving)", cut.clone());
+    let recovery = Family::<SrcLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    reg.register("dcqcn_recovery_seconds", "Median time from a CNP back to 90 % of the rate before", recovery.clone());
+    for h in hosts {
+        let l = SrcLabel { src: h.src.clone() };
+        cnps.get_or_create(&l).inc_by(h.stats.cnps);
+        unreacted.get_or_create(&l).inc_by(h.stats.unreacted_cnps);
+        if let Some(c) = h.stats.cut_ratio_p50 {
+            cut.get_or_create(&l).set(c);
+        }
+        if let Some(t) = h.stats.recovery_ns_p50 {
+            recovery.get_or_create(&l).set(t as f64 / 1e9);
+        }
     }
 }
 

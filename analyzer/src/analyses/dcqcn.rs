@@ -1,0 +1,377 @@
+//! DCQCN reaction per flow, as the wire shows it: the sending rate of a data flow (bytes per
+//! `--rate-window`), the CNPs its receiver sends back to its sender, and per CNP the rate
+//! before it, the lowest rate within `--dcqcn-horizon` after it, how soon the rate fell and
+//! how long it took to come back.
+//!
+//! A data flow is watched from its first CE mark (CNPs answer CE marks) or the first CNP to
+//! its sender; before that it has no rate history, and a CNP without one is counted
+//! (`no_rate_before`), not judged. A CNP goes from the receiver R to the sender S's QP: it is
+//! the flow whose ACKs go to that QP (the RTT analysis pairs them), else the one data flow
+//! S → R being watched; otherwise it is counted as unattributed.
+//!
+//! Per CNP at time t, window w = ⌊t / window⌋: the rate before is the mean of the
+//! [`BEFORE_WINDOWS`] windows before w; after are the windows w+1 … w+horizon up to the flow's
+//! last data (a flow that ends its message is not cut), each averaged with the window before
+//! it ([`SMOOTH`]: a frame that a pacing hiccup pushes into the next window is no cut). The cut
+//! ratio is the lowest of those over the rate before (0.5 is a halving); the CNP is reacted to
+//! when that is below [`REACTED`]; the reaction delay is the start of the first such window
+//! below it minus t, the recovery time the start of the first later single window back at
+//! [`REACTED`] of the rate before minus t (at window resolution).
+
+use std::collections::VecDeque;
+
+use analyzer_common::flow::FlowKey;
+use analyzer_common::opcode;
+use analyzer_common::record::Record;
+use rustc_hash::FxHashMap;
+
+use super::stats::Samples;
+
+/// Windows before a CNP that make its "rate before".
+pub const BEFORE_WINDOWS: u64 = 5;
+/// A window below this share of the rate before is a cut; back at it, recovered.
+pub const REACTED: f64 = 0.9;
+/// Windows the rate after a CNP is averaged over (the window and the one before it).
+pub const SMOOTH: u64 = 2;
+/// CNPs waiting for their horizon per flow, at most (older ones are judged early).
+const MAX_PENDING: usize = 1024;
+
+pub type Addr = ([u8; 16], u8);
+
+/// One CNP's outcome.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Outcome {
+    pub cut_ratio: f64,
+    /// None: not below [`REACTED`] of the rate before within the horizon.
+    pub reaction_ns: Option<u64>,
+    /// None: not back within the horizon (or no reaction).
+    pub recovery_ns: Option<u64>,
+}
+
+/// What one flow's CNPs showed.
+#[derive(Debug, Clone, Default)]
+pub struct FlowSummary {
+    pub cnps: u64,
+    pub reacted: u64,
+    pub unreacted: u64,
+    /// CNPs with no rate before them (the flow was not watched yet, or idle).
+    pub no_rate_before: u64,
+    pub not_recovered: u64,
+    /// Cut ratios in millionths, reaction and recovery times.
+    pub cuts: Samples,
+    pub reactions: Samples,
+    pub recoveries: Samples,
+    /// CNPs that came sooner than half the pacing interval after the previous one.
+    pub close_cnps: u64,
+}
+
+impl FlowSummary {
+    fn add(&mut self, o: Option<Outcome>) {
+        self.cnps += 1;
+        let Some(o) = o else {
+            self.no_rate_before += 1;
+            return;
+        };
+        self.cuts.push((o.cut_ratio * 1e6).round() as u64);
+        match o.reaction_ns {
+            Some(r) => {
+                self.reacted += 1;
+                self.reactions.push(r);
+                match o.recovery_ns {
+                    Some(t) => self.recoveries.push(t),
+                    None => self.not_recovered += 1,
+                }
+            }
+            None => self.unreacted += 1,
+        }
+    }
+
+    /// Another flow's CNPs (a host's summary over its flows).
+    pub fn absorb(&mut self, o: &FlowSummary) {
+        self.cnps += o.cnps;
+        self.reacted += o.reacted;
+        self.unreacted += o.unreacted;
+        self.no_rate_before += o.no_rate_before;
+        self.not_recovered += o.not_recovered;
+        self.close_cnps += o.close_cnps;
+        self.cuts.extend(&o.cuts);
+        self.reactions.extend(&o.reactions);
+        self.recoveries.extend(&o.recoveries);
+    }
+}
+
+#[derive(Debug, Default)]
+struct RateFlow {
+    /// (window index, bytes) of the windows with data, oldest first: those a pending CNP or
+    /// the next one still needs.
+    windows: VecDeque<(u64, u64)>,
+    /// CNPs whose horizon has not passed yet.
+    pending: VecDeque<u64>,
+    last_cnp: Option<u64>,
+    /// The window it is watched from: a CNP needs [`BEFORE_WINDOWS`] of history.
+    since: u64,
+    done: FlowSummary,
+}
+
+#[derive(Debug, Default)]
+pub struct Dcqcn {
+    window_ns: u64,
+    horizon_ns: u64,
+    /// The NP's CNP pacing interval, for `close_cnps` (`--cnp-interval`, else 50 µs).
+    pacing_ns: u64,
+    flows: FxHashMap<FlowKey, RateFlow>,
+    /// Watched data flows by (source, destination).
+    by_hosts: FxHashMap<(Addr, Addr), smallvec::SmallVec<[FlowKey; 2]>>,
+    /// CNPs that no single watched flow could take.
+    pub unattributed: u64,
+    cap: usize,
+    pub state_full: u64,
+}
+
+/// The DCQCN paper's CNP interval, used when `--cnp-interval` is not given.
+pub const DEFAULT_PACING_NS: u64 = 50_000;
+
+impl Dcqcn {
+    pub fn new(window_ns: u64, horizon_ns: u64, pacing_ns: Option<u64>, cap: usize) -> Self {
+        Dcqcn {
+            window_ns: window_ns.max(1),
+            horizon_ns,
+            pacing_ns: pacing_ns.unwrap_or(DEFAULT_PACING_NS),
+            cap,
+            ..Default::default()
+        }
+    }
+
+    /// Flows folded away live: their state goes.
+    pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<FlowKey>) {
+        self.flows.retain(|k, _| !gone.contains(k));
+        self.by_hosts.retain(|_, keys| {
+            keys.retain(|k| !gone.contains(k));
+            !keys.is_empty()
+        });
+    }
+
+    pub fn window_ns(&self) -> u64 {
+        self.window_ns
+    }
+
+    pub fn horizon_ns(&self) -> u64 {
+        self.horizon_ns
+    }
+
+    fn horizon_windows(&self) -> u64 {
+        self.horizon_ns.div_ceil(self.window_ns)
+    }
+
+    fn watch(&mut self, key: FlowKey, ts: u64) -> Option<&mut RateFlow> {
+        if !self.flows.contains_key(&key) {
+            if self.flows.len() >= self.cap {
+                self.state_full += 1;
+                return None;
+            }
+            let hosts = ((key.src, key.ip_version), (key.dst, key.ip_version));
+            self.by_hosts.entry(hosts).or_default().push(key);
+            self.flows.insert(key, RateFlow { since: ts / self.window_ns, ..Default::default() });
+        }
+        self.flows.get_mut(&key)
+    }
+
+    /// A data packet or CNP; `paired` is the data flow whose ACKs go where this CNP goes (from
+    /// the RTT analysis), when known.
+    pub fn observe(&mut self, r: &Record, paired: Option<FlowKey>) {
+        let (wn, h) = (self.window_ns, self.horizon_windows());
+        let w = r.ts_ns / wn;
+        if r.is_cnp() {
+            let candidates = self.by_hosts.get(&((r.dst_ip, r.ip_version), (r.src_ip, r.ip_version)));
+            let key = match (paired, candidates.map(|c| c.as_slice())) {
+                (Some(k), _) => k,
+                (None, Some([k])) => *k,
+                _ => {
+                    self.unattributed += 1;
+                    return;
+                }
+            };
+            let pacing = self.pacing_ns;
+            let Some(f) = self.watch(key, r.ts_ns) else { return };
+            if f.last_cnp.is_some_and(|l| r.ts_ns.saturating_sub(l) < pacing / 2) {
+                f.done.close_cnps += 1;
+            }
+            f.last_cnp = Some(r.ts_ns);
+            if f.pending.len() == MAX_PENDING
+                && let Some(t) = f.pending.pop_front()
+            {
+                let o = judge(f, t, wn, h);
+                f.done.add(o);
+            }
+            f.pending.push_back(r.ts_ns);
+            return;
+        }
+        if !opcode::is_data(r.opcode) {
+            return;
+        }
+        let key = r.flow();
+        let f = if r.ce() {
+            match self.watch(key, r.ts_ns) {
+                Some(f) => f,
+                None => return,
+            }
+        } else {
+            match self.flows.get_mut(&key) {
+                Some(f) => f,
+                None => return,
+            }
+        };
+        match f.windows.back_mut() {
+            Some((last, bytes)) if *last == w => *bytes += r.frame_len as u64,
+            _ => f.windows.push_back((w, r.frame_len as u64)),
+        }
+        // CNPs whose horizon has passed are judged now, with every window they need.
+        while let Some(&t) = f.pending.front() {
+            if t / wn + h >= w {
+                break;
+            }
+            f.pending.pop_front();
+            let o = judge(f, t, wn, h);
+            f.done.add(o);
+        }
+        // Keep what the oldest pending CNP (or the next one) needs: its windows before.
+        let from = f.pending.front().map_or(w, |t| t / wn).saturating_sub(BEFORE_WINDOWS);
+        while f.windows.front().is_some_and(|(i, _)| *i < from) {
+            f.windows.pop_front();
+        }
+    }
+
+    /// Every flow with CNPs, with its CNPs judged so far and (read-only) those still within
+    /// their horizon, judged on the windows seen until now.
+    pub fn flows(&self) -> Vec<(FlowKey, FlowSummary)> {
+        let h = self.horizon_windows();
+        let mut out: Vec<(FlowKey, FlowSummary)> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| f.done.cnps + f.pending.len() as u64 > 0)
+            .map(|(k, f)| {
+                let mut s = f.done.clone();
+                for t in &f.pending {
+                    s.add(judge(f, *t, self.window_ns, h));
+                }
+                (*k, s)
+            })
+            .collect();
+        out.sort_unstable_by_key(|(k, _)| *k);
+        out
+    }
+}
+
+/// One CNP at `t` judged on a flow's windows (see the module's description); none without a
+/// rate before it or a window after it.
+fn judge(f: &RateFlow, t: u64, window_ns: u64, horizon: u64) -> Option<Outcome> {
+    let wc = t / window_ns;
+    if wc < f.since + BEFORE_WINDOWS {
+        return None;
+    }
+    let windows = &f.windows;
+    let bytes = |i: u64| windows.iter().find(|(w, _)| *w == i).map_or(0, |(_, b)| *b);
+    let before: u64 = (wc.saturating_sub(BEFORE_WINDOWS)..wc).map(bytes).sum();
+    let before = before as f64 / BEFORE_WINDOWS as f64;
+    // After: up to the window before the flow's latest data within the horizon (a flow that
+    // ends is not cut, and its last window — or, live, the one still filling — is partial).
+    let latest = windows.iter().rev().map(|(w, _)| *w).find(|w| *w > wc && *w <= wc + horizon + 1)?;
+    let last = latest.checked_sub(1).filter(|l| *l > wc)?;
+    if before <= 0.0 {
+        return None;
+    }
+    // The rate after, smoothed over [`SMOOTH`] windows ending at each (a frame a pacing hiccup
+    // pushes into the next window does not look like a cut); recovery on single windows.
+    let smoothed = |i: u64| (i + 1 - SMOOTH..=i).map(bytes).sum::<u64>() as f64 / SMOOTH as f64;
+    let after: Vec<(u64, f64)> = (wc + 1..=last).map(|i| (i, smoothed(i))).collect();
+    let (low_at, low) = after.iter().copied().fold((wc + 1, f64::MAX), |m, (i, b)| if b < m.1 { (i, b) } else { m });
+    let start = |i: u64| (i * window_ns).saturating_sub(t);
+    let reaction = after.iter().find(|(_, b)| *b < REACTED * before).map(|(i, _)| start(*i));
+    let recovery = reaction.and_then(|_| (low_at + 1..=last).find(|i| bytes(*i) as f64 >= REACTED * before).map(start));
+    Some(Outcome { cut_ratio: low / before, reaction_ns: reaction, recovery_ns: recovery })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: u64 = 1_000;
+
+    fn data(sender: u8, ts: u64, ce: bool) -> Record {
+        let mut r =
+            Record { ts_ns: ts, opcode: 0x07, frame_len: 500, ip_version: 4, dst_qp: 0x99, ..Default::default() };
+        r.src_ip[..4].copy_from_slice(&[10, 0, 5, sender]);
+        r.dst_ip[..4].copy_from_slice(&[10, 0, 5, 9]);
+        r.ecn = if ce { 3 } else { 2 };
+        r
+    }
+
+    fn cnp(sender: u8, ts: u64) -> Record {
+        let mut r =
+            Record { ts_ns: ts, opcode: 0x81, frame_len: 64, ip_version: 4, dst_qp: 0x11, ..Default::default() };
+        r.src_ip[..4].copy_from_slice(&[10, 0, 5, 9]);
+        r.dst_ip[..4].copy_from_slice(&[10, 0, 5, sender]);
+        r
+    }
+
+    /// `per_window` frames of 500 B spread over each 10 µs window in [from, to).
+    fn send(d: &mut Dcqcn, sender: u8, from_us: u64, to_us: u64, per_window: u64, ce_at: Option<u64>) {
+        for w in from_us / 10..to_us / 10 {
+            for i in 0..per_window {
+                let t = w * 10 * US + i * 10 * US / per_window;
+                d.observe(&data(sender, t, ce_at == Some(t)), None);
+            }
+        }
+    }
+
+    #[test]
+    fn a_halving_with_staged_recovery_is_measured_to_the_window() {
+        let mut d = Dcqcn::new(10 * US, 1_000 * US, None, usize::MAX);
+        send(&mut d, 1, 0, 100, 20, Some(50 * US)); // CE mark at 50 µs: watched from there
+        d.observe(&cnp(1, 100 * US), None);
+        send(&mut d, 1, 100, 110, 20, None); // 10 µs until the sender reacts
+        send(&mut d, 1, 110, 310, 10, None); // halved
+        send(&mut d, 1, 310, 510, 15, None); // three quarters
+        send(&mut d, 1, 510, 1200, 20, None); // back
+        let flows = d.flows();
+        let (_, s) = &flows[0];
+        assert_eq!((s.cnps, s.reacted, s.unreacted, s.no_rate_before), (1, 1, 0, 0));
+        assert_eq!(s.cuts.values(), vec![500_000], "cut to 10 of 20 frames a window");
+        assert_eq!(s.reactions.values(), vec![10 * US]);
+        assert_eq!(s.recoveries.values(), vec![410 * US], "back at 20 a window from 510 µs");
+    }
+
+    #[test]
+    fn ignored_cnps_and_unattributed_ones() {
+        let mut d = Dcqcn::new(10 * US, 1_000 * US, None, usize::MAX);
+        send(&mut d, 2, 0, 100, 20, Some(0));
+        for t in [100, 200, 300] {
+            d.observe(&cnp(2, t * US), None);
+            send(&mut d, 2, t, t + 100, 20, None);
+        }
+        send(&mut d, 2, 400, 1400, 20, None);
+        let (_, s) = &d.flows()[0];
+        assert_eq!((s.cnps, s.reacted, s.unreacted), (3, 0, 3));
+        assert_eq!(s.cuts.values(), vec![1_000_000; 3], "no window below the rate before");
+        // A CNP to a host with no watched flow: counted, not attributed.
+        d.observe(&cnp(7, 500 * US), None);
+        assert_eq!(d.unattributed, 1);
+    }
+
+    #[test]
+    fn a_flow_that_ends_is_not_cut_and_a_cnp_without_history_is_counted() {
+        let mut d = Dcqcn::new(10 * US, 1_000 * US, None, usize::MAX);
+        send(&mut d, 3, 0, 100, 20, Some(0));
+        d.observe(&cnp(3, 100 * US), None);
+        send(&mut d, 3, 100, 150, 20, None); // the message ends at 150 µs
+        let (_, s) = &d.flows()[0];
+        assert_eq!((s.reacted, s.unreacted), (0, 1), "the windows after its end are not a cut");
+        // A CNP before any data of its flow was watched has no rate before.
+        let mut e = Dcqcn::new(10 * US, 1_000 * US, None, usize::MAX);
+        send(&mut e, 4, 0, 100, 20, Some(99 * US)); // watched from its last packet only
+        e.observe(&cnp(4, 100 * US), None);
+        send(&mut e, 4, 100, 200, 20, None);
+        let (_, s) = &e.flows()[0];
+        assert_eq!((s.cnps, s.no_rate_before, s.reacted, s.unreacted), (1, 1, 0, 0));
+    }
+}

@@ -1,0 +1,131 @@
+//! The `dcqcn` section (per flow and per sender host) and its findings: `cnp_ignored`,
+//! `slow_recovery`, `cnp_storm`.
+
+use std::collections::BTreeMap;
+
+use crate::analyses::dcqcn::FlowSummary;
+use crate::pipeline::Pipeline;
+use crate::report::model::*;
+
+/// A flow kept its rate after at least this many CNPs judged, none reacted to: `cnp_ignored`.
+pub const IGNORED_MIN_CNPS: u64 = 3;
+/// A flow with at least this many CNPs closer than half the pacing interval, and at least
+/// half of its CNPs so: `cnp_storm`.
+pub const STORM_MIN_CNPS: u64 = 10;
+
+fn stats(s: &FlowSummary) -> DcqcnStats {
+    let cuts = s.cuts.percentiles();
+    DcqcnStats {
+        cnps: s.cnps,
+        reacted: s.reacted,
+        unreacted_cnps: s.unreacted,
+        no_rate_before: s.no_rate_before,
+        not_recovered: s.not_recovered,
+        cut_ratio_p50: cuts.as_ref().map(|p| p.p50 as f64 / 1e6),
+        worst_cut_ratio: cuts.as_ref().map(|p| p.min as f64 / 1e6),
+        reaction_ns_p50: s.reactions.percentiles().map(|p| p.p50),
+        recovery_ns_p50: s.recoveries.percentiles().map(|p| p.p50),
+    }
+}
+
+/// The section, when any CNP was seen.
+pub fn section(run: &Pipeline) -> Option<Dcqcn> {
+    let d = &run.analyses.dcqcn;
+    let flows = d.flows();
+    if flows.is_empty() && d.unattributed == 0 {
+        return None;
+    }
+    let mut hosts: BTreeMap<(u8, [u8; 16]), (u64, FlowSummary)> = BTreeMap::new();
+    for (k, s) in &flows {
+        let h = hosts.entry((k.ip_version, k.src)).or_default();
+        h.0 += 1;
+        h.1.absorb(s);
+    }
+    Some(Dcqcn {
+        rate_window_ns: d.window_ns(),
+        horizon_ns: d.horizon_ns(),
+        unattributed_cnps: d.unattributed,
+        flows: flows
+            .iter()
+            .map(|(k, s)| DcqcnFlow {
+                src: addr_string(k.ip_version, &k.src),
+                dst: addr_string(k.ip_version, &k.dst),
+                udp_sport: k.udp_sport,
+                dst_qp: k.dst_qp,
+                stats: stats(s),
+            })
+            .collect(),
+        hosts: hosts
+            .iter()
+            .map(|((v, a), (n, s))| DcqcnHost { src: addr_string(*v, a), flows: *n, stats: stats(s) })
+            .collect(),
+    })
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1} µs", ns as f64 / 1000.0)
+}
+
+/// The findings about senders' reaction to CNPs.
+pub fn findings(run: &Pipeline) -> Vec<Finding> {
+    let d = &run.analyses.dcqcn;
+    let cfg = &run.analyses.config;
+    let flows = d.flows();
+    let mut out = Vec::new();
+    let ignored: Vec<&(analyzer_common::flow::FlowKey, FlowSummary)> =
+        flows.iter().filter(|(_, s)| s.unreacted >= IGNORED_MIN_CNPS && s.reacted == 0).collect();
+    if !ignored.is_empty() {
+        let cnps: u64 = ignored.iter().map(|(_, s)| s.unreacted).sum();
+        out.push(Finding::new(
+            Severity::Warning,
+            FindingCode::CnpIgnored,
+            format!(
+                "{} flows kept their rate after {cnps} CNPs (no {}-window fell below 90 % of the rate before within {}): \
+                 DCQCN is off on their priority, or the CNPs do not reach the sender's NIC",
+                ignored.len(),
+                us(d.window_ns()),
+                us(d.horizon_ns())
+            ),
+            ignored.iter().map(|(k, _)| flow_ref(k)).collect(),
+        ));
+    }
+    let slow: Vec<(&analyzer_common::flow::FlowKey, u64)> = flows
+        .iter()
+        .filter_map(|(k, s)| s.recoveries.percentiles().map(|p| (k, p.p50)))
+        .filter(|(_, p50)| *p50 > cfg.dcqcn_slow_recovery_ns)
+        .collect();
+    if !slow.is_empty() {
+        let worst = slow.iter().map(|(_, t)| *t).max().unwrap_or(0);
+        out.push(Finding::new(
+            Severity::Warning,
+            FindingCode::SlowRecovery,
+            format!(
+                "{} flows took longer than {} (median over their CNPs; slowest {}) to come back to 90 % of their rate \
+                 after a CNP: DCQCN's recovery timers or rate increase steps are slow for this fabric",
+                slow.len(),
+                us(cfg.dcqcn_slow_recovery_ns),
+                us(worst)
+            ),
+            slow.iter().map(|(k, _)| flow_ref(k)).collect(),
+        ));
+    }
+    let storm: Vec<&(analyzer_common::flow::FlowKey, FlowSummary)> =
+        flows.iter().filter(|(_, s)| s.close_cnps >= STORM_MIN_CNPS && s.close_cnps * 2 >= s.cnps).collect();
+    if !storm.is_empty() {
+        let (close, all): (u64, u64) = storm.iter().fold((0, 0), |(c, a), (_, s)| (c + s.close_cnps, a + s.cnps));
+        let pacing = cfg.cnp_interval_ns.unwrap_or(crate::analyses::dcqcn::DEFAULT_PACING_NS);
+        out.push(Finding::new(
+            Severity::Warning,
+            FindingCode::CnpStorm,
+            format!(
+                "{} flows got {close} of their {all} CNPs less than half a pacing interval ({}{}) after the previous one: \
+                 more than a notification point pacing CNPs per flow sends",
+                storm.len(),
+                us(pacing),
+                if cfg.cnp_interval_ns.is_some() { ", given" } else { ", the DCQCN default: give --cnp-interval" }
+            ),
+            storm.iter().map(|(k, _)| flow_ref(k)).collect(),
+        ));
+    }
+    out
+}

@@ -363,6 +363,38 @@ fn dcqcn_reaction_per_flow_and_host() {
             one("warning", "slow_recovery", "10.0.1.64→10.0.1.74 0xe40"),
         ]
     );
+    // Plots: the flows the findings name first (65 by two, then 62 and 64), then 61; each from
+    // its first CE mark, 120 points of 10 µs (1200 µs), with its CNPs and its one CE mark.
+    let plots: Vec<(String, u64, usize, usize, u64)> = d["plots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let ce: u64 = p["ce"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).sum();
+            (
+                p["src"].as_str().unwrap().to_string(),
+                p["point_ns"].as_u64().unwrap(),
+                p["bytes"].as_array().unwrap().len(),
+                p["cnps_ns"].as_array().unwrap().len(),
+                ce,
+            )
+        })
+        .collect();
+    let plot = |s: &str, cnps: usize| (format!("10.0.1.{s}"), 10_000, 120, cnps, 1);
+    assert_eq!(plots, vec![plot("65", 21), plot("62", 3), plot("64", 1), plot("61", 1)]);
+    // 61's: 20 frames a window, 10 from window 11, 15 from window 31.
+    let b = |i: usize| d["plots"][3]["bytes"][i].as_u64().unwrap();
+    let frame = b(0) / 20;
+    assert_eq!((b(0), b(11), b(31)), (20 * frame, 10 * frame, 15 * frame));
+    // The HTML page draws them: a plot per flow, a line per CNP, a dot per point with CE marks.
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("d.html");
+    let out = run(&["-q", "-r", data_dir().join("dcqcn.pcap").to_str().unwrap(), "--html", page.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(html.matches("class=\"dcqcn-plot\"").count(), 4);
+    assert_eq!(html.matches("class=\"cnp\"").count(), 26);
+    assert_eq!(html.matches("class=\"ce\"").count(), 4);
     // A threshold above 610 µs: no slow recovery; a 2 ms horizon changes nothing here.
     let r = report("dcqcn.pcap", &["--dcqcn-slow-recovery", "700us", "--dcqcn-horizon", "2ms"]);
     assert!(findings(&r).iter().all(|f| f.1 != "slow_recovery"));

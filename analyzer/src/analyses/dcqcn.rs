@@ -35,6 +35,45 @@ pub const REACTED: f64 = 0.9;
 pub const SMOOTH: u64 = 2;
 /// CNPs waiting for their horizon per flow, at most (older ones are judged early).
 const MAX_PENDING: usize = 1024;
+/// Points of a flow's rate series for the HTML plot (adjacent points merge when it is full).
+pub const SERIES_POINTS: usize = 256;
+/// Flows that keep a series, at most (the first watched).
+const SERIES_FLOWS: usize = 64;
+
+/// A flow's rate over its whole watched time, for a plot: bytes and CE marks per point of
+/// `windows` rate windows (doubled whenever the series would pass [`SERIES_POINTS`]), and its
+/// CNPs' times (the first [`SERIES_POINTS`]). About 5 KB a flow, for at most 64 flows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Series {
+    pub start_window: u64,
+    pub windows: u64,
+    pub bytes: Vec<u64>,
+    pub ce: Vec<u64>,
+    pub cnps: Vec<u64>,
+}
+
+impl Series {
+    fn new(start_window: u64) -> Self {
+        Series { start_window, windows: 1, ..Default::default() }
+    }
+
+    fn add(&mut self, w: u64, bytes: u64, ce: bool) {
+        let mut i = (w.saturating_sub(self.start_window) / self.windows) as usize;
+        while i >= SERIES_POINTS {
+            let halve = |v: &mut Vec<u64>| *v = v.chunks(2).map(|c| c.iter().sum()).collect();
+            halve(&mut self.bytes);
+            halve(&mut self.ce);
+            self.windows *= 2;
+            i = (w.saturating_sub(self.start_window) / self.windows) as usize;
+        }
+        if self.bytes.len() <= i {
+            self.bytes.resize(i + 1, 0);
+            self.ce.resize(i + 1, 0);
+        }
+        self.bytes[i] += bytes;
+        self.ce[i] += ce as u64;
+    }
+}
 
 pub type Addr = ([u8; 16], u8);
 
@@ -111,6 +150,7 @@ struct RateFlow {
     /// The window it is watched from: a CNP needs [`BEFORE_WINDOWS`] of history.
     since: u64,
     done: FlowSummary,
+    series: Option<Box<Series>>,
 }
 
 #[derive(Debug, Default)]
@@ -171,7 +211,9 @@ impl Dcqcn {
             }
             let hosts = ((key.src, key.ip_version), (key.dst, key.ip_version));
             self.by_hosts.entry(hosts).or_default().push(key);
-            self.flows.insert(key, RateFlow { since: ts / self.window_ns, ..Default::default() });
+            let since = ts / self.window_ns;
+            let series = (self.flows.len() < SERIES_FLOWS).then(|| Box::new(Series::new(since)));
+            self.flows.insert(key, RateFlow { since, series, ..Default::default() });
         }
         self.flows.get_mut(&key)
     }
@@ -197,6 +239,9 @@ impl Dcqcn {
                 f.done.close_cnps += 1;
             }
             f.last_cnp = Some(r.ts_ns);
+            if let Some(s) = f.series.as_mut().filter(|s| s.cnps.len() < SERIES_POINTS) {
+                s.cnps.push(r.ts_ns);
+            }
             if f.pending.len() == MAX_PENDING
                 && let Some(t) = f.pending.pop_front()
             {
@@ -225,6 +270,9 @@ impl Dcqcn {
             Some((last, bytes)) if *last == w => *bytes += r.frame_len as u64,
             _ => f.windows.push_back((w, r.frame_len as u64)),
         }
+        if let Some(s) = f.series.as_mut() {
+            s.add(w, r.frame_len as u64, r.ce());
+        }
         // CNPs whose horizon has passed are judged now, with every window they need.
         while let Some(&t) = f.pending.front() {
             if t / wn + h >= w {
@@ -239,6 +287,11 @@ impl Dcqcn {
         while f.windows.front().is_some_and(|(i, _)| *i < from) {
             f.windows.pop_front();
         }
+    }
+
+    /// A watched flow's rate series, when it keeps one.
+    pub fn series(&self, key: &FlowKey) -> Option<&Series> {
+        self.flows.get(key)?.series.as_deref()
     }
 
     /// Every flow with CNPs, with its CNPs judged so far and (read-only) those still within
@@ -339,6 +392,23 @@ mod tests {
         assert_eq!(s.cuts.values(), vec![500_000], "cut to 10 of 20 frames a window");
         assert_eq!(s.reactions.values(), vec![10 * US]);
         assert_eq!(s.recoveries.values(), vec![410 * US], "back at 20 a window from 510 µs");
+        // The plot's series: 120 windows from the CE mark at 50 µs in 256 points, 1 window each.
+        let series = d.series(&flows[0].0).unwrap();
+        assert_eq!((series.start_window, series.windows, series.bytes.len()), (5, 1, 115));
+        assert_eq!((series.bytes[0], series.bytes[6], series.bytes[10], series.bytes[30]), (10_000, 5000, 5000, 7500));
+        assert_eq!(series.ce.iter().sum::<u64>(), 1);
+        assert_eq!(series.cnps, vec![100 * US]);
+    }
+
+    #[test]
+    fn a_long_series_halves_its_resolution() {
+        let mut s = Series::new(0);
+        for w in 0..1000 {
+            s.add(w, 10, w % 100 == 0);
+        }
+        assert_eq!((s.windows, s.bytes.len()), (4, 250));
+        assert!(s.bytes.iter().all(|b| *b == 40));
+        assert_eq!(s.ce.iter().sum::<u64>(), 10);
     }
 
     #[test]

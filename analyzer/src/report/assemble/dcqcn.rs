@@ -28,10 +28,33 @@ fn stats(s: &FlowSummary) -> DcqcnStats {
     }
 }
 
+/// Flows plotted in the HTML page, at most.
+pub const MAX_PLOTS: usize = 8;
+
 /// The section, when any CNP was seen.
 pub fn section(run: &Pipeline) -> Option<Dcqcn> {
     let d = &run.analyses.dcqcn;
     let flows = d.flows();
+    // Plots: the flows the findings name, then those with the most CNPs.
+    let named: Vec<FlowRef> = findings(run).into_iter().flat_map(|f| f.flows).collect();
+    let mut order: Vec<&(analyzer_common::flow::FlowKey, FlowSummary)> = flows.iter().collect();
+    order.sort_by_key(|(k, s)| (!named.contains(&flow_ref(k)), std::cmp::Reverse(s.cnps), *k));
+    let plots = order
+        .iter()
+        .filter_map(|(k, _)| d.series(k).map(|s| (k, s)))
+        .take(MAX_PLOTS)
+        .map(|(k, s)| DcqcnPlot {
+            src: addr_string(k.ip_version, &k.src),
+            dst: addr_string(k.ip_version, &k.dst),
+            udp_sport: k.udp_sport,
+            dst_qp: k.dst_qp,
+            start_ns: s.start_window * d.window_ns(),
+            point_ns: s.windows * d.window_ns(),
+            bytes: s.bytes.clone(),
+            ce: s.ce.clone(),
+            cnps_ns: s.cnps.clone(),
+        })
+        .collect();
     if flows.is_empty() && d.unattributed == 0 {
         return None;
     }
@@ -59,6 +82,7 @@ pub fn section(run: &Pipeline) -> Option<Dcqcn> {
             .iter()
             .map(|((v, a), (n, s))| DcqcnHost { src: addr_string(*v, a), flows: *n, stats: stats(s) })
             .collect(),
+        plots,
     })
 }
 

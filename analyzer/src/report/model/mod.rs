@@ -95,6 +95,25 @@ pub struct Dcqcn {
     pub unattributed_cnps: u64,
     pub flows: Vec<DcqcnFlow>,
     pub hosts: Vec<DcqcnHost>,
+    /// Rate series of a few flows for the HTML plot: those the DCQCN findings name first,
+    /// then those with the most CNPs.
+    #[serde(default)]
+    pub plots: Vec<DcqcnPlot>,
+}
+
+/// A flow's rate over its watched time: bytes and CE marks per point of `point_ns`, from
+/// `start_ns`, and its CNPs' times.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcqcnPlot {
+    pub src: String,
+    pub dst: String,
+    pub udp_sport: u16,
+    pub dst_qp: u32,
+    pub start_ns: u64,
+    pub point_ns: u64,
+    pub bytes: Vec<u64>,
+    pub ce: Vec<u64>,
+    pub cnps_ns: Vec<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -143,6 +143,11 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
     let _ = writeln!(o, "<h2>Incast timeline</h2>");
     incast_svg(&mut o, r);
 
+    if let Some(d) = &r.dcqcn {
+        let _ = writeln!(o, "<h2>DCQCN reaction</h2>");
+        dcqcn_html(&mut o, d);
+    }
+
     let _ = writeln!(o, "<h2>RTT distribution</h2>");
     rtt_svg(&mut o, r, rtt_ns);
 
@@ -343,6 +348,76 @@ fn incast_svg(o: &mut String, r: &Report) {
         );
     }
     let _ = writeln!(o, "</table>");
+}
+
+/// The flows' reaction to CNPs (a table) and the plotted flows' rate with their CNPs (red
+/// lines) and CE marks (orange dots).
+fn dcqcn_html(o: &mut String, d: &crate::report::model::Dcqcn) {
+    let _ = writeln!(
+        o,
+        "<table id=\"dcqcn\"><tr><th>flow</th><th>CNPs</th><th>reacted</th><th>unreacted</th><th>cut (median)</th><th>reaction (µs)</th><th>recovery (µs)</th></tr>"
+    );
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), us);
+    for f in &d.flows {
+        let s = &f.stats;
+        let _ = writeln!(
+            o,
+            "<tr><td>{} → {} {:#x}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&f.src),
+            esc(&f.dst),
+            f.dst_qp,
+            s.cnps,
+            s.reacted,
+            s.unreacted_cnps,
+            s.cut_ratio_p50.map_or("-".to_string(), |c| format!("{c:.2}")),
+            opt(s.reaction_ns_p50),
+            opt(s.recovery_ns_p50)
+        );
+    }
+    let _ = writeln!(o, "</table>");
+    for (i, p) in d.plots.iter().enumerate() {
+        let n = p.bytes.len().max(1) as u64;
+        let span = n * p.point_ns.max(1);
+        let gbps = |b: u64| b as f64 * 8.0 / p.point_ns.max(1) as f64;
+        let top = p.bytes.iter().map(|b| gbps(*b)).fold(0.0f64, f64::max).max(1e-9);
+        let x = |t: u64| 60.0 + t.saturating_sub(p.start_ns) as f64 / span as f64 * 680.0;
+        let y = |g: f64| 130.0 - g / top * 110.0;
+        let _ = writeln!(
+            o,
+            "<p>{} → {} QP {:#x}: rate per {}, {} CNPs, CE marks</p><svg id=\"dcqcn-plot-{i}\" class=\"dcqcn-plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"760\" height=\"160\">",
+            esc(&p.src),
+            esc(&p.dst),
+            p.dst_qp,
+            us(p.point_ns),
+            p.cnps_ns.len()
+        );
+        let points: Vec<String> = p
+            .bytes
+            .iter()
+            .enumerate()
+            .map(|(k, b)| format!("{:.1},{:.1}", x(p.start_ns + k as u64 * p.point_ns), y(gbps(*b))))
+            .collect();
+        let _ = writeln!(o, "<polyline fill=\"none\" stroke=\"#2a6fb0\" points=\"{}\"/>", points.join(" "));
+        for t in &p.cnps_ns {
+            let _ = writeln!(
+                o,
+                "<line class=\"cnp\" x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"15\" y2=\"130\" stroke=\"#d04a4a\"/>",
+                x(*t)
+            );
+        }
+        for (k, c) in p.ce.iter().enumerate().filter(|(_, c)| **c > 0) {
+            let _ = writeln!(
+                o,
+                "<circle class=\"ce\" cx=\"{:.1}\" cy=\"10\" r=\"3\" fill=\"#e89a2c\"><title>{c} CE</title></circle>",
+                x(p.start_ns + k as u64 * p.point_ns)
+            );
+        }
+        let _ = writeln!(
+            o,
+            "<text x=\"0\" y=\"25\">{top:.1} Gbit/s</text><text x=\"0\" y=\"130\">0</text><text x=\"60\" y=\"150\">0</text><text x=\"680\" y=\"150\">+{}</text></svg>",
+            us(span)
+        );
+    }
 }
 
 /// A histogram of the samples on doubling buckets, and the percentiles.

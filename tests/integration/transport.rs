@@ -310,6 +310,10 @@ fn paced_cnps_cover_the_marks_after_them() {
     assert_eq!(errors(&r).len(), 4);
 }
 
+fn flows_packets(r: &Value, src: &str) -> u64 {
+    r["flows"].as_array().unwrap().iter().filter(|f| f["src"] == src).map(|f| f["packets"].as_u64().unwrap()).sum()
+}
+
 /// DCQCN reaction per flow, stated by hand in `tests::transport::dcqcn_scaled`: a sender that
 /// halves 10 µs after its CNP and recovers in stages by 410 µs, one that ignores three CNPs,
 /// one whose marks never get a CNP back, one that recovers only after 610 µs, and one sent a
@@ -395,6 +399,18 @@ fn dcqcn_reaction_per_flow_and_host() {
     assert_eq!(html.matches("class=\"dcqcn-plot\"").count(), 4);
     assert_eq!(html.matches("class=\"cnp\"").count(), 26);
     assert_eq!(html.matches("class=\"ce\"").count(), 4);
+    // Marking over time, one class (every frame is DSCP 26): every data frame from the first
+    // CE mark (the first frames, at 0.25 µs) counted, and the 2205 CE marks (each sender's
+    // first frame, and 63's 2200 from 100 µs).
+    let classes = r["marking"]["classes"].as_array().unwrap();
+    assert_eq!(classes.len(), 1);
+    assert_eq!(classes[0]["dscp"], 26);
+    let sum = |k: &str| classes[0][k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum::<u64>();
+    assert_eq!((sum("frames"), sum("ce")), (r["capture"]["classes"]["roce"].as_u64().unwrap(), 2205));
+    // Per flow: 63 is not plotted (no CNP); 61's frames per point are its frames.
+    let frames: u64 = d["plots"][3]["frames"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(frames, flows_packets(&r, "10.0.1.61"));
+    assert_eq!(html.matches("class=\"marking\"").count(), 1);
     // A threshold above 610 µs: no slow recovery; a 2 ms horizon changes nothing here.
     let r = report("dcqcn.pcap", &["--dcqcn-slow-recovery", "700us", "--dcqcn-horizon", "2ms"]);
     assert!(findings(&r).iter().all(|f| f.1 != "slow_recovery"));

@@ -4,8 +4,9 @@
 //! how long it took to come back.
 //!
 //! A data flow is watched from its first CE mark (CNPs answer CE marks) or the first CNP to
-//! its sender; before that it has no rate history, and a CNP without one is counted
-//! (`no_rate_before`), not judged. A CNP goes from the receiver R to the sender S's QP: it is
+//! its sender; before that it has no rate history, and a CNP without one — or with a window
+//! without data among the ones before it (a sparse flow has no rate at this resolution) — is
+//! counted (`no_rate_before`), not judged. A CNP goes from the receiver R to the sender S's QP: it is
 //! the flow whose ACKs go to that QP (the RTT analysis pairs them), else the one data flow
 //! S → R being watched; otherwise it is counted as unattributed.
 //!
@@ -48,29 +49,34 @@ pub struct Series {
     pub start_window: u64,
     pub windows: u64,
     pub bytes: Vec<u64>,
+    /// Data frames and those CE-marked, per point (the CE fraction over time).
+    pub frames: Vec<u64>,
     pub ce: Vec<u64>,
     pub cnps: Vec<u64>,
 }
 
 impl Series {
-    fn new(start_window: u64) -> Self {
+    pub fn new(start_window: u64) -> Self {
         Series { start_window, windows: 1, ..Default::default() }
     }
 
-    fn add(&mut self, w: u64, bytes: u64, ce: bool) {
+    pub fn add(&mut self, w: u64, bytes: u64, ce: bool) {
         let mut i = (w.saturating_sub(self.start_window) / self.windows) as usize;
         while i >= SERIES_POINTS {
             let halve = |v: &mut Vec<u64>| *v = v.chunks(2).map(|c| c.iter().sum()).collect();
             halve(&mut self.bytes);
+            halve(&mut self.frames);
             halve(&mut self.ce);
             self.windows *= 2;
             i = (w.saturating_sub(self.start_window) / self.windows) as usize;
         }
         if self.bytes.len() <= i {
             self.bytes.resize(i + 1, 0);
+            self.frames.resize(i + 1, 0);
             self.ce.resize(i + 1, 0);
         }
         self.bytes[i] += bytes;
+        self.frames[i] += 1;
         self.ce[i] += ce as u64;
     }
 }
@@ -93,7 +99,8 @@ pub struct FlowSummary {
     pub cnps: u64,
     pub reacted: u64,
     pub unreacted: u64,
-    /// CNPs with no rate before them (the flow was not watched yet, or idle).
+    /// CNPs with no steady rate before them (the flow was not watched yet, or a window among
+    /// the [`BEFORE_WINDOWS`] before had no data).
     pub no_rate_before: u64,
     pub not_recovered: u64,
     /// Cut ratios in millionths, reaction and recovery times.
@@ -156,6 +163,10 @@ struct RateFlow {
 #[derive(Debug, Default)]
 pub struct Dcqcn {
     window_ns: u64,
+    /// Data frames and CE marks over time per DSCP (the traffic class), once a mark is seen.
+    classes: std::collections::BTreeMap<u8, Series>,
+    /// Whether any data frame was CE-marked (the class series start then).
+    marked: bool,
     horizon_ns: u64,
     /// The NP's CNP pacing interval, for `close_cnps` (`--cnp-interval`, else 50 µs).
     pacing_ns: u64,
@@ -254,6 +265,12 @@ impl Dcqcn {
         if !opcode::is_data(r.opcode) {
             return;
         }
+        // Marking over time per class, from the first CE mark on (a run without marks keeps
+        // none); classes beyond 64 DSCPs cannot exist.
+        self.marked |= r.ce();
+        if self.marked {
+            self.classes.entry(r.dscp & 63).or_insert_with(|| Series::new(w)).add(w, r.frame_len as u64, r.ce());
+        }
         let key = r.flow();
         let f = if r.ce() {
             match self.watch(key, r.ts_ns) {
@@ -287,6 +304,11 @@ impl Dcqcn {
         while f.windows.front().is_some_and(|(i, _)| *i < from) {
             f.windows.pop_front();
         }
+    }
+
+    /// Data frames and CE marks over time per DSCP, from the first CE mark.
+    pub fn classes(&self) -> &std::collections::BTreeMap<u8, Series> {
+        &self.classes
     }
 
     /// A watched flow's rate series, when it keeps one.
@@ -324,6 +346,11 @@ fn judge(f: &RateFlow, t: u64, window_ns: u64, horizon: u64) -> Option<Outcome> 
     }
     let windows = &f.windows;
     let bytes = |i: u64| windows.iter().find(|(w, _)| *w == i).map_or(0, |(_, b)| *b);
+    // A steady rate before: data in every one of those windows (a sparse or bursty flow has no
+    // rate at this resolution to be cut from).
+    if (wc.saturating_sub(BEFORE_WINDOWS)..wc).any(|i| bytes(i) == 0) {
+        return None;
+    }
     let before: u64 = (wc.saturating_sub(BEFORE_WINDOWS)..wc).map(bytes).sum();
     let before = before as f64 / BEFORE_WINDOWS as f64;
     // After: up to the window before the flow's latest data within the horizon (a flow that

@@ -469,6 +469,7 @@ impl Merger {
             ecmp: Ecmp::default(),
             vantage: None,
             dcqcn: None,
+            marking: None,
         };
         let complete = report.pfc.senders.iter().all(|s| s.pause.intervals_complete)
             && report.pfc.pause_senders.iter().all(|s| s.pause.intervals_complete);

@@ -51,6 +51,7 @@ pub fn section(run: &Pipeline) -> Option<Dcqcn> {
             start_ns: s.start_window * d.window_ns(),
             point_ns: s.windows * d.window_ns(),
             bytes: s.bytes.clone(),
+            frames: s.frames.clone(),
             ce: s.ce.clone(),
             cnps_ns: s.cnps.clone(),
         })
@@ -152,4 +153,21 @@ pub fn findings(run: &Pipeline) -> Vec<Finding> {
         ));
     }
     out
+}
+
+/// The `marking` section, when any data frame was CE-marked.
+pub fn marking(run: &Pipeline) -> Option<Marking> {
+    let d = &run.analyses.dcqcn;
+    let classes: Vec<MarkingClass> = d
+        .classes()
+        .iter()
+        .map(|(dscp, s)| MarkingClass {
+            dscp: *dscp,
+            start_ns: s.start_window * d.window_ns(),
+            point_ns: s.windows * d.window_ns(),
+            frames: s.frames.clone(),
+            ce: s.ce.clone(),
+        })
+        .collect();
+    (!classes.is_empty()).then_some(Marking { classes })
 }

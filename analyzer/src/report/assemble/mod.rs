@@ -72,6 +72,7 @@ impl Report {
             ecmp: fabric::ecmp(run, held),
             vantage: None,
             dcqcn: dcqcn::section(run),
+            marking: dcqcn::marking(run),
         };
         report.vantage = vantage::section(run, &mut report.audit);
         report.visibility = visibility::notes(run, &report);

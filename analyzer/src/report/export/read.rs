@@ -247,6 +247,7 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
         ecmp: Ecmp::default(),
         vantage: None,
         dcqcn: None,
+        marking: None,
     })
 }
 

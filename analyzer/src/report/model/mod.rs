@@ -83,6 +83,25 @@ pub struct Report {
     /// Senders' reaction to CNPs (DCQCN), when any CNP was seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dcqcn: Option<Dcqcn>,
+    /// CE marking over time per traffic class, when any data frame was CE-marked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marking: Option<Marking>,
+}
+
+/// Data frames and CE marks over time per traffic class (DSCP), from the first CE mark: the
+/// CE fraction of each point is `ce / frames`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Marking {
+    pub classes: Vec<MarkingClass>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MarkingClass {
+    pub dscp: u8,
+    pub start_ns: u64,
+    pub point_ns: u64,
+    pub frames: Vec<u64>,
+    pub ce: Vec<u64>,
 }
 
 /// How senders reacted to the CNPs they were sent, per flow and per sender host.
@@ -112,6 +131,8 @@ pub struct DcqcnPlot {
     pub start_ns: u64,
     pub point_ns: u64,
     pub bytes: Vec<u64>,
+    /// Data frames per point, and those CE-marked (the flow's CE fraction over time).
+    pub frames: Vec<u64>,
     pub ce: Vec<u64>,
     pub cnps_ns: Vec<u64>,
 }
@@ -141,7 +162,8 @@ pub struct DcqcnStats {
     /// Followed by a window below 90 % of the rate before, within the horizon.
     pub reacted: u64,
     pub unreacted_cnps: u64,
-    /// CNPs with no rate history before them (not judged).
+    /// CNPs with no steady rate before them (not judged: not watched yet, or a window without
+    /// data among the 5 before).
     pub no_rate_before: u64,
     /// Reacted, and not back at 90 % of the rate before within the horizon.
     pub not_recovered: u64,

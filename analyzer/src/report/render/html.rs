@@ -147,6 +147,10 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
         let _ = writeln!(o, "<h2>DCQCN reaction</h2>");
         dcqcn_html(&mut o, d);
     }
+    if let Some(m) = &r.marking {
+        let _ = writeln!(o, "<h2>CE marking over time</h2>");
+        marking_svg(&mut o, m);
+    }
 
     let _ = writeln!(o, "<h2>RTT distribution</h2>");
     rtt_svg(&mut o, r, rtt_ns);
@@ -418,6 +422,42 @@ fn dcqcn_html(o: &mut String, d: &crate::report::model::Dcqcn) {
             us(span)
         );
     }
+}
+
+/// The CE fraction of data frames over time, a line per traffic class (DSCP).
+fn marking_svg(o: &mut String, m: &crate::report::model::Marking) {
+    let colours = ["#2a6fb0", "#d04a4a", "#3a9a4a", "#e89a2c", "#7a4ab0", "#555555"];
+    let t0 = m.classes.iter().map(|c| c.start_ns).min().unwrap_or(0);
+    let t1 = m.classes.iter().map(|c| c.start_ns + c.frames.len() as u64 * c.point_ns).max().unwrap_or(t0 + 1);
+    let x = |t: u64| 60.0 + t.saturating_sub(t0) as f64 / (t1 - t0).max(1) as f64 * 680.0;
+    let _ = writeln!(o, "<svg id=\"marking\" xmlns=\"http://www.w3.org/2000/svg\" width=\"760\" height=\"{}\">", 170);
+    for (i, c) in m.classes.iter().enumerate() {
+        let points: Vec<String> = c
+            .frames
+            .iter()
+            .zip(&c.ce)
+            .enumerate()
+            .filter(|(_, (f, _))| **f > 0)
+            .map(|(k, (f, ce))| {
+                format!("{:.1},{:.1}", x(c.start_ns + k as u64 * c.point_ns), 130.0 - *ce as f64 / *f as f64 * 110.0)
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "<polyline class=\"marking\" fill=\"none\" stroke=\"{}\" points=\"{}\"><title>DSCP {}</title></polyline><text x=\"{}\" y=\"165\" fill=\"{}\">DSCP {}</text>",
+            colours[i % colours.len()],
+            points.join(" "),
+            c.dscp,
+            60 + i * 90,
+            colours[i % colours.len()],
+            c.dscp
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<text x=\"0\" y=\"25\">100 %</text><text x=\"0\" y=\"130\">0 %</text><text x=\"60\" y=\"148\">0</text><text x=\"680\" y=\"148\">+{}</text></svg>",
+        us(t1.saturating_sub(t0))
+    );
 }
 
 /// A histogram of the samples on doubling buckets, and the percentiles.

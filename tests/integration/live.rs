@@ -843,6 +843,11 @@ fn a_killed_agent_leaves_its_last_checkpoint() {
     assert_eq!(v["capture"]["frames"], f.frames.len(), "the checkpoint counts what came before it");
     let codes: Vec<&str> = v["visibility"].as_array().unwrap().iter().map(|n| n["code"].as_str().unwrap()).collect();
     assert!(codes.contains(&"checkpoint"), "{codes:?}");
+    // merge takes the checkpoint of a killed agent as the report it is.
+    let out = tests::tools::run(&["merge", "-q", "--json", "-", json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["capture"]["frames"], f.frames.len(), "the checkpoint merges");
     // A clean stop writes the final report over it, without the note.
     let agent = Agent::start(&ns, &args);
     let (code, _, err) = agent.stop();

@@ -327,6 +327,10 @@ impl Exporter {
             let delta = now.since(self.flows.insert(k, now).unwrap_or_default());
             self.write(Body::Flow(Box::new(FlowLine { delta, total })))?;
         }
+        // Flows the agent folded away (live, under churn) are forgotten here too.
+        if self.flows.len() > run.engine.flows.len() {
+            self.flows.retain(|k, _| run.engine.flows.get(k).is_some());
+        }
         Ok(())
     }
 

@@ -60,7 +60,7 @@ fn a_one_direction_flood_neither_stalls_metrics_nor_outlasts_duration() {
         return;
     }
     let ns = Netns::new("flood");
-    assert!(ns.ip(&["link", "set", "lo", "up"]).status.success());
+    ns.loopback_up();
     let dir = tempfile::tempdir().unwrap();
     let flood = dir.path().join("flood.pcap");
     one_direction(&flood, 200_000);

@@ -273,7 +273,7 @@ fn metrics_scraped_over_loopback_equal_the_report() {
         return;
     }
     let ns = Netns::new("metrics");
-    assert!(ns.ip(&["link", "set", "lo", "up"]).status.success());
+    ns.loopback_up();
     let f = fixtures::example();
     let dir = tempfile::tempdir().unwrap();
     let sent = f.as_sent(dir.path());
@@ -746,7 +746,7 @@ fn the_running_agent_keeps_only_what_it_needs() {
         return;
     }
     let ns = Netns::new("priv");
-    assert!(ns.ip(&["link", "set", "lo", "up"]).status.success());
+    ns.loopback_up();
     let dir = tempfile::tempdir().unwrap();
     // The report is written by nobody: a directory it may write to.
     std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
@@ -865,7 +865,7 @@ fn idle_metrics_clients_neither_stall_nor_grow_the_agent() {
         return;
     }
     let ns = Netns::new("idle");
-    assert!(ns.ip(&["link", "set", "lo", "up"]).status.success());
+    ns.loopback_up();
     let dir = tempfile::tempdir().unwrap();
     let f = fixtures::example();
     let sent = f.as_sent(dir.path());

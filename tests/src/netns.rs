@@ -90,8 +90,13 @@ impl Netns {
         for (ns, dev, addr) in [(self, mine, my_ip), (other, theirs, their_ip)] {
             must(&["-n", &ns.name, "addr", "add", &format!("{addr}/24"), "dev", dev]);
             must(&["-n", &ns.name, "link", "set", "dev", dev, "up"]);
-            must(&["-n", &ns.name, "link", "set", "dev", "lo", "up"]);
+            ns.loopback_up();
         }
+    }
+
+    /// Brings the namespace's loopback up (for a server the test reaches on 127.0.0.1).
+    pub fn loopback_up(&self) {
+        must(&["-n", &self.name, "link", "set", "dev", "lo", "up"]);
     }
 
     /// An empty namespace (only its loopback).

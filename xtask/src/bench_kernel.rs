@@ -142,9 +142,7 @@ pub fn live_rss(seconds: u64) -> anyhow::Result<()> {
     unsafe { std::env::set_var("ROCE_ANALYZER_BIN", &bin) };
     let dir = tempfile::tempdir()?;
     let ns = Netns::new("rss");
-    if !ns.ip(&["link", "set", "lo", "up"]).status.success() {
-        bail!("cannot bring up lo in the namespace (for /metrics)");
-    }
+    ns.loopback_up();
     let sets: Vec<std::path::PathBuf> = (0..4u32)
         .map(|s| {
             let p = dir.path().join(format!("set{s}.pcap"));

@@ -26,6 +26,7 @@ use analyzer_common::opcode;
 use analyzer_common::record::Record;
 use rustc_hash::FxHashMap;
 
+use super::Addr;
 use super::stats::Samples;
 
 /// Windows before a CNP that make its "rate before".
@@ -80,8 +81,6 @@ impl Series {
         self.ce[i] += ce as u64;
     }
 }
-
-pub type Addr = ([u8; 16], u8);
 
 /// One CNP's outcome.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -16,7 +16,7 @@ use analyzer_common::opcode;
 use analyzer_common::record::Record;
 use rustc_hash::FxHashMap;
 
-use super::bounded;
+use super::{Addr, bounded};
 
 /// One direction of an IP pair: data from `a` to `b`, CNPs from `b` to `a`. What only pairs
 /// with CE marks or CNPs need is boxed apart ([`Marks`]): most pairs of a large fabric have
@@ -90,8 +90,6 @@ pub struct Pacing {
     last: Option<u64>,
     pub gaps: Vec<u64>,
 }
-
-type Addr = ([u8; 16], u8);
 
 #[derive(Debug, Default)]
 pub struct Ecn {

@@ -14,7 +14,7 @@ use analyzer_common::opcode;
 use analyzer_common::record::Record;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-pub type Addr = ([u8; 16], u8);
+pub use super::Addr;
 
 /// Senders an episode lists, at most (its counts still cover every sender's data).
 pub const MAX_EPISODE_SENDERS: usize = 4096;

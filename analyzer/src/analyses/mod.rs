@@ -21,6 +21,9 @@ use rustc_hash::FxHashMap;
 
 pub use config::Config;
 
+/// An address as the analyses key it: the 16-byte form and its IP version.
+pub type Addr = ([u8; 16], u8);
+
 /// The state an analysis keeps per key (flow, address pair, destination) is bounded: past
 /// `cap` keys, a new key gets none and its frame is counted in `full` (the report's
 /// `dropped.analysis_state_full`), as the kernel counts a full map.

@@ -113,6 +113,10 @@ pub type FindingCounts = [u64; 3];
 pub fn finding_counts(run: &Pipeline) -> FindingCounts {
     let mut findings = assemble::audit::findings(run);
     assemble::vantage::section(run, &mut findings);
+    by_severity(&findings)
+}
+
+fn by_severity(findings: &[crate::report::model::Finding]) -> FindingCounts {
     let mut n = [0; 3];
     for (i, sev) in Severity::ALL.iter().enumerate() {
         n[i] = findings.iter().filter(|f| f.severity == *sev).count() as u64;
@@ -190,13 +194,7 @@ impl Input {
             rtt,
             rtt_timeouts: r.rtt_ns.timeouts,
             incast_episodes: r.incast.episodes.len() as u64,
-            findings: {
-                let mut n = [0; 3];
-                for (i, sev) in Severity::ALL.iter().enumerate() {
-                    n[i] = r.audit.iter().filter(|f| f.severity == *sev).count() as u64;
-                }
-                n
-            },
+            findings: by_severity(&r.audit),
             vantage: r.vantage.clone(),
             dcqcn_hosts: r.dcqcn.as_ref().map(|d| d.hosts.clone()).unwrap_or_default(),
             nic: r.nic.clone(),

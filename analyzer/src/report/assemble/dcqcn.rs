@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use analyzer_common::flow::FlowKey;
+
 use crate::analyses::dcqcn::FlowSummary;
 use crate::pipeline::Pipeline;
 use crate::report::model::*;
@@ -31,13 +33,18 @@ fn stats(s: &FlowSummary) -> DcqcnStats {
 /// Flows plotted in the HTML page, at most.
 pub const MAX_PLOTS: usize = 8;
 
+type Judged = (FlowKey, FlowSummary);
+
 /// The section, when any CNP was seen.
 pub fn section(run: &Pipeline) -> Option<Dcqcn> {
     let d = &run.analyses.dcqcn;
     let flows = d.flows();
+    if flows.is_empty() && d.unattributed == 0 {
+        return None;
+    }
     // Plots: the flows the findings name, then those with the most CNPs.
-    let named: Vec<FlowRef> = findings(run).into_iter().flat_map(|f| f.flows).collect();
-    let mut order: Vec<&(analyzer_common::flow::FlowKey, FlowSummary)> = flows.iter().collect();
+    let named: Vec<FlowRef> = findings_of(run, &flows).into_iter().flat_map(|f| f.flows).collect();
+    let mut order: Vec<&Judged> = flows.iter().collect();
     order.sort_by_key(|(k, s)| (!named.contains(&flow_ref(k)), std::cmp::Reverse(s.cnps), *k));
     let plots = order
         .iter()
@@ -56,15 +63,6 @@ pub fn section(run: &Pipeline) -> Option<Dcqcn> {
             cnps_ns: s.cnps.clone(),
         })
         .collect();
-    if flows.is_empty() && d.unattributed == 0 {
-        return None;
-    }
-    let mut hosts: BTreeMap<(u8, [u8; 16]), (u64, FlowSummary)> = BTreeMap::new();
-    for (k, s) in &flows {
-        let h = hosts.entry((k.ip_version, k.src)).or_default();
-        h.0 += 1;
-        h.1.absorb(s);
-    }
     Some(Dcqcn {
         rate_window_ns: d.window_ns(),
         horizon_ns: d.horizon_ns(),
@@ -79,12 +77,20 @@ pub fn section(run: &Pipeline) -> Option<Dcqcn> {
                 stats: stats(s),
             })
             .collect(),
-        hosts: hosts
-            .iter()
-            .map(|((v, a), (n, s))| DcqcnHost { src: addr_string(*v, a), flows: *n, stats: stats(s) })
-            .collect(),
+        hosts: hosts(&flows),
         plots,
     })
+}
+
+/// Per sender host, the summaries of its flows (the section's `hosts`; the metrics').
+pub fn hosts(flows: &[Judged]) -> Vec<DcqcnHost> {
+    let mut hosts: BTreeMap<(u8, [u8; 16]), (u64, FlowSummary)> = BTreeMap::new();
+    for (k, s) in flows {
+        let h = hosts.entry((k.ip_version, k.src)).or_default();
+        h.0 += 1;
+        h.1.absorb(s);
+    }
+    hosts.iter().map(|((v, a), (n, s))| DcqcnHost { src: addr_string(*v, a), flows: *n, stats: stats(s) }).collect()
 }
 
 fn us(ns: u64) -> String {
@@ -93,11 +99,15 @@ fn us(ns: u64) -> String {
 
 /// The findings about senders' reaction to CNPs.
 pub fn findings(run: &Pipeline) -> Vec<Finding> {
+    findings_of(run, &run.analyses.dcqcn.flows())
+}
+
+/// The same over flows judged already.
+fn findings_of(run: &Pipeline, flows: &[Judged]) -> Vec<Finding> {
     let d = &run.analyses.dcqcn;
     let cfg = &run.analyses.config;
-    let flows = d.flows();
     let mut out = Vec::new();
-    let ignored: Vec<&(analyzer_common::flow::FlowKey, FlowSummary)> =
+    let ignored: Vec<&Judged> =
         flows.iter().filter(|(_, s)| s.unreacted >= IGNORED_MIN_CNPS && s.reacted == 0).collect();
     if !ignored.is_empty() {
         let cnps: u64 = ignored.iter().map(|(_, s)| s.unreacted).sum();
@@ -114,7 +124,7 @@ pub fn findings(run: &Pipeline) -> Vec<Finding> {
             ignored.iter().map(|(k, _)| flow_ref(k)).collect(),
         ));
     }
-    let slow: Vec<(&analyzer_common::flow::FlowKey, u64)> = flows
+    let slow: Vec<(&FlowKey, u64)> = flows
         .iter()
         .filter_map(|(k, s)| s.recoveries.percentiles().map(|p| (k, p.p50)))
         .filter(|(_, p50)| *p50 > cfg.dcqcn_slow_recovery_ns)
@@ -134,7 +144,7 @@ pub fn findings(run: &Pipeline) -> Vec<Finding> {
             slow.iter().map(|(k, _)| flow_ref(k)).collect(),
         ));
     }
-    let storm: Vec<&(analyzer_common::flow::FlowKey, FlowSummary)> =
+    let storm: Vec<&Judged> =
         flows.iter().filter(|(_, s)| s.close_cnps >= STORM_MIN_CNPS && s.close_cnps * 2 >= s.cnps).collect();
     if !storm.is_empty() {
         let (close, all): (u64, u64) = storm.iter().fold((0, 0), |(c, a), (_, s)| (c + s.close_cnps, a + s.cnps));

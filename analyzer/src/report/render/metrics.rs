@@ -262,7 +262,7 @@ impl Input {
             incast_episodes: run.analyses.incast.episode_count(),
             findings,
             vantage: assemble::vantage::section(run, &mut Vec::new()),
-            dcqcn_hosts: assemble::dcqcn::section(run).map(|d| d.hosts).unwrap_or_default(),
+            dcqcn_hosts: assemble::dcqcn::hosts(&run.analyses.dcqcn.flows()),
             nic: e.nic.clone(),
             version: env!("CARGO_PKG_VERSION").into(),
         }

@@ -282,9 +282,11 @@ impl Dcqcn {
                 None => return,
             }
         };
-        match f.windows.back_mut() {
-            Some((last, bytes)) if *last == w => *bytes += r.frame_len as u64,
-            _ => f.windows.push_back((w, r.frame_len as u64)),
+        // Kept in window order (a record a little out of order — live, from another CPU — adds
+        // to its own window), so that judging finds a window by binary search.
+        match f.windows.binary_search_by_key(&w, |(i, _)| *i) {
+            Ok(at) => f.windows[at].1 += r.frame_len as u64,
+            Err(at) => f.windows.insert(at, (w, r.frame_len as u64)),
         }
         if let Some(s) = f.series.as_mut() {
             s.add(w, r.frame_len as u64, r.ce());
@@ -344,7 +346,8 @@ fn judge(f: &RateFlow, t: u64, window_ns: u64, horizon: u64) -> Option<Outcome> 
         return None;
     }
     let windows = &f.windows;
-    let bytes = |i: u64| windows.iter().find(|(w, _)| *w == i).map_or(0, |(_, b)| *b);
+    // (The windows are in order: a CNP storm judges many CNPs on ~100 windows each.)
+    let bytes = |i: u64| windows.binary_search_by_key(&i, |(w, _)| *w).map_or(0, |at| windows[at].1);
     // A steady rate before: data in every one of those windows (a sparse or bursty flow has no
     // rate at this resolution to be cut from).
     if (wc.saturating_sub(BEFORE_WINDOWS)..wc).any(|i| bytes(i) == 0) {

@@ -71,12 +71,13 @@ pub fn storms(pause: &Pause, topo: Option<&Topology>) -> Vec<StormJson> {
 pub fn congestion_tree(run: &Pipeline) -> CongestionTrees {
     let a = &run.analyses;
     // Without a pause there is no tree to place flows on (and no list of them to build).
-    let paused = !a.pause.timers.is_empty();
+    if a.pause.timers.is_empty() {
+        return tree::build(&a.pause, a.config.topology.as_ref(), &[], a.config.deadlock_min_ns);
+    }
     let flows: Vec<FlowSpan> = run
         .engine
         .flows
         .iter()
-        .filter(|_| paused)
         .map(|(k, s)| FlowSpan {
             key: *k,
             bytes: s.bytes,

@@ -210,7 +210,7 @@ fn offline(args: &AnalyzeArgs) -> anyhow::Result<Pipeline> {
 
 /// Now, in Unix nanoseconds.
 fn wall_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    analyzer::engine::live::clock_ns(libc::CLOCK_REALTIME)
 }
 
 fn live(

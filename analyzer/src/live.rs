@@ -344,13 +344,17 @@ impl<M: MapSource> LiveLoop<M> {
             }
             // Flows the kernel let go keep their totals here, up to as many idle ones as the
             // kernel holds flows; past that the oldest fold into one aggregate (churn over
-            // months must not grow the agent).
-            let gone: rustc_hash::FxHashSet<FlowKey> = gone.into_iter().collect();
-            let active: rustc_hash::FxHashSet<FlowKey> =
-                snap.flows.iter().map(|(k, _)| *k).filter(|k| !gone.contains(k)).collect();
-            let folded = self.run.engine.fold_idle(self.keep_idle, &active);
-            if !folded.is_empty() {
-                self.run.analyses.forget(&folded.into_iter().collect());
+            // months must not grow the agent). The sets are built only when that is due (the
+            // evicted flows are among the snapshot's).
+            let active_count = snap.flows.len() - gone.len();
+            if self.run.engine.flows.len().saturating_sub(active_count) > self.keep_idle {
+                let gone: rustc_hash::FxHashSet<FlowKey> = gone.into_iter().collect();
+                let active: rustc_hash::FxHashSet<FlowKey> =
+                    snap.flows.iter().map(|(k, _)| *k).filter(|k| !gone.contains(k)).collect();
+                let folded = self.run.engine.fold_idle(self.keep_idle, &active);
+                if !folded.is_empty() {
+                    self.run.analyses.forget(&folded);
+                }
             }
         }
         Ok(more)

@@ -282,10 +282,10 @@ impl Engine {
     /// `active`, the kernel's flow map), folds the oldest of them (by last packet) into
     /// [`Engine::folded`] until `keep` × 3/4 are left, and returns their keys (the analyses
     /// forget them too). Their packets and bytes stay in the totals of the folded aggregate.
-    pub fn fold_idle(&mut self, keep: usize, active: &FxHashSet<FlowKey>) -> Vec<FlowKey> {
+    pub fn fold_idle(&mut self, keep: usize, active: &FxHashSet<FlowKey>) -> FxHashSet<FlowKey> {
         let idle = self.flows.len().saturating_sub(active.len());
         if idle <= keep {
-            return Vec::new();
+            return FxHashSet::default();
         }
         let mut candidates: Vec<(u64, FlowKey)> =
             self.flows.iter().filter(|(k, _)| !active.contains(*k)).map(|(k, s)| (s.last_ns, *k)).collect();
@@ -298,7 +298,7 @@ impl Engine {
             self.folded.bytes += s.bytes;
         }
         self.flows.remove(&gone);
-        gone.into_iter().collect()
+        gone
     }
 
     /// A copy of a frame counted already (another vantage point saw it): a frame of the

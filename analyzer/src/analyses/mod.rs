@@ -78,12 +78,10 @@ impl Analyses {
         self.rtt.observe(r);
         self.ecn.observe(r);
         self.incast.observe(r);
-        if r.is_cnp() || analyzer_common::opcode::is_data(r.opcode) {
-            // A CNP is about the request flow whose ACKs go to its QP, when the RTT analysis
-            // has paired them.
-            let paired = r.is_cnp().then(|| self.rtt.request_acked_at(&r.dst_ip, &r.src_ip, r.dst_qp)).flatten();
-            self.dcqcn.observe(r, paired);
-        }
+        // A CNP is about the request flow whose ACKs go to its QP, when the RTT analysis has
+        // paired them.
+        let paired = r.is_cnp().then(|| self.rtt.request_acked_at(&r.dst_ip, &r.src_ip, r.dst_qp)).flatten();
+        self.dcqcn.observe(r, paired);
     }
 
     /// Live, flows folded away ([`crate::engine::Engine::fold_idle`]): their per-flow state

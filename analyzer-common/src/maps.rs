@@ -46,6 +46,8 @@ pub const DEFAULT_MAX_NOTES: u32 = 16384;
 pub const DEFAULT_MAX_SIGHTINGS: u32 = 65536;
 /// 8 MiB: 131072 records, 170 ms of a 759 k frames/s stream between two 10 ms drains.
 pub const DEFAULT_TIMELINE_BYTES: u32 = 8 << 20;
+/// Bytes of a frame the XDP program copies for evidence, at most (`--evidence-snaplen`).
+pub const EVIDENCE_MAX_SNAPLEN: usize = 256;
 
 /// Indices of the per-CPU global counter array: one per [`crate::FrameClass`], then losses
 /// and visibility counters.

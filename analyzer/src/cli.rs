@@ -255,6 +255,32 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     pub export_keep: u32,
 
+    /// Write the frames behind each finding, incast episode, PFC storm and deadlock to a pcapng
+    /// file in this directory (created if missing), linked from the report (`evidence`): the
+    /// flows named with their ACKs, NAKs and CNPs (or the PFC frames), from the first trouble
+    /// they showed to their last frame, plus `--evidence-margin`. Offline the capture is read
+    /// once (frames are spooled to an unnamed temporary file in DIR); live, the XDP program
+    /// copies the frames of flows a finding names into a ring for `--evidence-time` after the
+    /// finding opens.
+    #[arg(long, value_name = "DIR")]
+    pub evidence: Option<PathBuf>,
+
+    /// Evidence: bytes of each frame kept (headers; the original length is recorded).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(64..=crate::report::evidence::MAX_SNAPLEN as i64))]
+    pub evidence_snaplen: u32,
+
+    /// Evidence: frames per file, at most (the rest are counted as `left_out`).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub evidence_max: u64,
+
+    /// Evidence: frames this long before a finding's span and after it are taken too.
+    #[arg(long, default_value = "1ms")]
+    pub evidence_margin: humantime::Duration,
+
+    /// Evidence, live: how long the kernel copies a finding's flows after it opens.
+    #[arg(long, default_value = "2s", value_parser = positive_duration)]
+    pub evidence_time: humantime::Duration,
+
     /// Progress bar on stderr (offline).
     #[arg(long, value_enum, default_value_t = Progress::Auto)]
     pub progress: Progress,
@@ -431,6 +457,18 @@ fn link_speed(s: &str) -> Result<LinkSpeed, String> {
         "400G" => Ok(LinkSpeed(400_000_000_000)),
         "800G" => Ok(LinkSpeed(800_000_000_000)),
         _ => Err(format!("{s:?}: one of 25G, 100G, 200G, 400G, 800G")),
+    }
+}
+
+impl AnalyzeArgs {
+    /// `--evidence` and its bounds, when given.
+    pub fn evidence(&self) -> Option<crate::report::evidence::Options> {
+        self.evidence.as_ref().map(|dir| crate::report::evidence::Options {
+            dir: dir.clone(),
+            snaplen: self.evidence_snaplen,
+            max_frames: self.evidence_max,
+            margin_ns: nanos(*self.evidence_margin),
+        })
     }
 }
 

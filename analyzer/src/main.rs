@@ -75,6 +75,10 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
     // Export lines on standard output: nothing else goes there.
     args.output.quiet |= args.export.as_deref() == stdout;
     prepare_outputs(&args.output)?;
+    let evidence = args.evidence();
+    if let Some(o) = &evidence {
+        analyzer::report::evidence::prepare(&o.dir).context("--evidence")?;
+    }
     let kind = if args.iface.is_some() { RunKind::Live } else { RunKind::Offline };
     let mut exporter = match &args.export {
         Some(path) => {
@@ -85,12 +89,18 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
         }
         None => None,
     };
+    let mut spool = match &evidence {
+        Some(o) if kind == RunKind::Offline => {
+            Some(analyzer::report::evidence::spool::Spool::create(&o.dir, o.snaplen).context("--evidence")?)
+        }
+        _ => None,
+    };
     let (run, failed) = match &args.iface {
         Some(iface) => {
             let o = live(&args, iface, &mut exporter)?;
             (o.run, o.failed)
         }
-        None => (offline(&args)?, None),
+        None => (offline(&args, spool.as_mut())?, None),
     };
     if let Some(x) = &mut exporter {
         let end = if kind == RunKind::Live { wall_ns() } else { run.engine.last_ns.unwrap_or(0) };
@@ -100,10 +110,14 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
     // the run into the JSON file instead of being held (memory per flow, BENCHMARKS.md).
     let out = &args.output;
     let streamed = out.html.is_none() && out.fail_on.is_empty() && (out.quiet || out.json.as_deref() == stdout);
+    let mut report = Report::assemble_with(&run, kind, if streamed { Lists::Streamed } else { Lists::Held });
+    if let (Some(o), Some(spool)) = (evidence, spool) {
+        analyzer::report::evidence::cut_offline(&mut report, &run, spool, o).context("writing the evidence files")?;
+    }
     let code = if streamed {
-        emit(&Report::assemble_with(&run, kind, Lists::Streamed), Some(&run), &[], out)?
+        emit(&report, Some(&run), &[], out)?
     } else {
-        emit(&Report::assemble(&run, kind), None, &run.analyses.rtt.all_samples(), out)?
+        emit(&report, None, &run.analyses.rtt.all_samples(), out)?
     };
     match failed {
         // The report is written; the run still failed.
@@ -175,7 +189,10 @@ fn emit(report: &Report, streamed_from: Option<&Pipeline>, rtt_ns: &[u64], out: 
     Ok(if report.capture.partial { exit::PARTIAL } else { exit::OK })
 }
 
-fn offline(args: &AnalyzeArgs) -> anyhow::Result<Pipeline> {
+fn offline(
+    args: &AnalyzeArgs,
+    spool: Option<&mut analyzer::report::evidence::spool::Spool>,
+) -> anyhow::Result<Pipeline> {
     let mut run = Pipeline::new(args.config()?);
     let bar = progress_bar(args);
     let mut inputs = args.pcap.clone();
@@ -187,7 +204,7 @@ fn offline(args: &AnalyzeArgs) -> anyhow::Result<Pipeline> {
         }
         anyhow::ensure!(hit, "--clock-offset {label}=…: no --pcap input is labelled {label:?}");
     }
-    let truncations = analyzer::offline::analyze_files(&mut run, &inputs, |path, bytes| {
+    let truncations = analyzer::offline::analyze_files_spooled(&mut run, &inputs, spool, |path, bytes| {
         if let Some(b) = &bar {
             b.set_message(path.display().to_string());
             b.set_position(bytes);

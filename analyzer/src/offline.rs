@@ -17,6 +17,8 @@ use crate::capture::{CaptureError, LinkType, ReadOutcome, Record, Truncation, pc
 use crate::engine::{DropReason, FrameMeta};
 use crate::frames;
 use crate::pipeline::Pipeline;
+use crate::report::evidence::select::Tag;
+use crate::report::evidence::spool::Spool;
 
 /// Records per batch a reader thread hands over.
 const BATCH: usize = 512;
@@ -29,6 +31,16 @@ const BATCHES_IN_FLIGHT: usize = 4;
 pub fn analyze_files(
     run: &mut Pipeline,
     inputs: &[InputSpec],
+    progress: impl FnMut(&Path, u64),
+) -> Result<Vec<Truncation>, CaptureError> {
+    analyze_files_spooled(run, inputs, None, progress)
+}
+
+/// The same, spooling the frames evidence can be about (`--evidence`) as they are read.
+pub fn analyze_files_spooled(
+    run: &mut Pipeline,
+    inputs: &[InputSpec],
+    mut spool: Option<&mut Spool>,
     mut progress: impl FnMut(&Path, u64),
 ) -> Result<Vec<Truncation>, CaptureError> {
     let mut truncations = Vec::new();
@@ -39,7 +51,7 @@ pub fn analyze_files(
         let mut summary = PacketSummary::zeroed();
         let outcome = pcap::read_file(
             &input.path,
-            |rec| take(run, &mut summary, source, input.clock_offset_ns, rec),
+            |rec| take(run, &mut summary, source, input.clock_offset_ns, rec, spool.as_deref_mut()),
             |bytes| progress(&input.path, bytes),
         )?;
         settle(run, outcome, &mut truncations);
@@ -48,7 +60,7 @@ pub fn analyze_files(
         if labels.len() > 1 {
             run.expect_vantage_points();
         }
-        for outcome in merged(run, inputs, &sources, &mut progress)? {
+        for outcome in merged(run, inputs, &sources, spool, &mut progress)? {
             settle(run, outcome, &mut truncations);
         }
     }
@@ -57,10 +69,23 @@ pub fn analyze_files(
     Ok(truncations)
 }
 
-/// One record into the run.
-fn take(run: &mut Pipeline, summary: &mut PacketSummary, source: u16, offset_ns: i64, rec: &Record<'_>) {
+/// One record into the run (and into the evidence spool when there is one).
+fn take(
+    run: &mut Pipeline,
+    summary: &mut PacketSummary,
+    source: u16,
+    offset_ns: i64,
+    rec: &Record<'_>,
+    spool: Option<&mut Spool>,
+) {
     frames::decode(rec.link, rec.data, rec.orig_len, summary);
     let ts_ns = rec.ts_ns.saturating_add_signed(offset_ns);
+    if let Some(spool) = spool
+        && Tag::wanted(summary.class())
+        && run.admits(summary)
+    {
+        spool.push(ts_ns, source, rec.link, rec.orig_len, &Tag::of(summary), rec.data);
+    }
     run.observe(FrameMeta { ts_ns, source }, summary);
     if cm::is_carrier(summary.opcode, summary.dst_qp)
         && let Some(mad) = frames::bytes_at(rec.link, rec.data, summary.payload_off as usize, cm::BYTES)
@@ -168,6 +193,7 @@ fn merged(
     run: &mut Pipeline,
     inputs: &[InputSpec],
     sources: &[u16],
+    mut spool: Option<&mut Spool>,
     progress: &mut impl FnMut(&Path, u64),
 ) -> Result<Vec<ReadOutcome>, CaptureError> {
     std::thread::scope(|scope| {
@@ -193,7 +219,7 @@ fn merged(
             let (ts_ns, orig_len, link, offset, start, end) = lane.batch.records[lane.next];
             lane.next += 1;
             let rec = Record { ts_ns, orig_len, data: &lane.batch.data[start..end], link, offset };
-            take(run, &mut summary, sources[i], inputs[i].clock_offset_ns, &rec);
+            take(run, &mut summary, sources[i], inputs[i].clock_offset_ns, &rec, spool.as_deref_mut());
             if last_read[i] != lane.read {
                 last_read[i] = lane.read;
                 progress(&inputs[i].path, last_read.iter().sum());

@@ -35,9 +35,7 @@ impl Pipeline {
     /// for the match window first, so that its copies count once ([`crate::analyses::vantage`]).
     #[inline]
     pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) {
-        if let Some(f) = &self.analyses.config.filter
-            && !f.filter.admits(s)
-        {
+        if !self.admits(s) {
             // As the XDP program does: counted, not analysed.
             self.engine.filtered += 1;
             return;
@@ -54,6 +52,12 @@ impl Pipeline {
         while let Some(h) = self.analyses.vantage.due(Some(meta.ts_ns)) {
             self.count_held(h);
         }
+    }
+
+    /// Whether `--filter` (if any) lets the frame in.
+    #[inline]
+    pub fn admits(&self, s: &PacketSummary) -> bool {
+        self.analyses.config.filter.as_ref().is_none_or(|f| f.filter.admits(s))
     }
 
     /// Several inputs are several vantage points: match their frames from the first on.

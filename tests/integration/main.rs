@@ -2,6 +2,7 @@
 
 mod cli;
 mod deploy;
+mod evidence;
 mod export;
 mod fabric;
 mod fixtures;

@@ -321,6 +321,7 @@ fn deadlocks(p: u8, es: &[EdgeRef], min_ns: u64, name: &dyn Fn(Node) -> String) 
                     cycle: c.iter().map(|n| name(*n)).collect(),
                     start_ns: s,
                     duration_ns: e - s,
+                    evidence: None,
                 });
             }
         }

@@ -83,6 +83,9 @@ pub struct FlowStats {
     /// PSN sequence and AETH counters (offline: the state machine itself; live: the counters
     /// accumulated from the kernel's PSN map).
     pub psn: PsnState,
+    /// The first frame that showed trouble: CE-marked, a CNP, a NAK, or out of sequence or
+    /// repeated in its PSN stream (0: none yet). Offline only; evidence files start there.
+    pub first_event_ns: u64,
 }
 
 impl FlowStats {

@@ -78,6 +78,16 @@ impl DropReason {
     }
 }
 
+/// What of a flow's PSN state counts trouble: sequence errors, repeats and NAKs.
+#[inline]
+fn anomalies(p: &psn::PsnState) -> u64 {
+    use psn::count;
+    p.count[count::OUT_OF_SEQUENCE]
+        + p.count[count::DUPLICATES]
+        + p.count[count::RESPONSE_OUT_OF_SEQUENCE]
+        + p.aeth[1..].iter().sum::<u64>()
+}
+
 /// The bucket of timestamps [`Engine::settle_span`] groups frames by.
 const PERIOD_NS: u64 = 30 * 86_400 * 1_000_000_000;
 /// Periods further apart than this are not one capture.
@@ -268,9 +278,15 @@ impl Engine {
                     return;
                 };
                 stats.observe(meta, s);
+                let before = (stats.first_event_ns == 0).then(|| anomalies(&stats.psn));
                 if class == FrameClass::Roce {
                     // As the XDP program does, with the same function.
                     psn::account(&mut stats.psn, s, &mut self.notes);
+                }
+                if let Some(before) = before
+                    && (s.ecn == 3 || class == FrameClass::Cnp || anomalies(&stats.psn) != before)
+                {
+                    stats.first_event_ns = meta.ts_ns.max(1);
                 }
             }
             FrameClass::Pfc | FrameClass::Pause => self.pfc.observe(meta, s),

@@ -470,6 +470,7 @@ impl Merger {
             vantage: None,
             dcqcn: None,
             marking: None,
+            evidence: None,
         };
         let complete = report.pfc.senders.iter().all(|s| s.pause.intervals_complete)
             && report.pfc.pause_senders.iter().all(|s| s.pause.intervals_complete);
@@ -477,6 +478,8 @@ impl Merger {
         if complete && pfc_seen {
             fabric_from_intervals(&mut report, opts);
         }
+        // Each report's evidence links point into its own directory, which this one has not.
+        crate::report::evidence::unlink(&mut report);
         report.flows.sort_by_key(flow_sort_key);
         let keyed: Vec<(FlowKey, u64)> = report.flows.iter().filter_map(|f| Some((flow_key(f)?, f.bytes))).collect();
         let multi = report.flows.iter().filter(|f| f.labels.len() > 1).count() as u64;

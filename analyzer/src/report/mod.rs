@@ -10,6 +10,7 @@
 //! timestamps Unix ns, flows sorted by key so that two runs give byte-identical JSON.
 
 pub mod assemble;
+pub mod evidence;
 pub mod export;
 pub mod gates;
 pub mod merge;

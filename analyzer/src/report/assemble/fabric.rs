@@ -64,6 +64,7 @@ pub fn storms(pause: &Pause, topo: Option<&Topology>) -> Vec<StormJson> {
             priority: s.priority,
             start_ns: s.start_ns,
             duration_ns: s.duration_ns,
+            evidence: None,
         })
         .collect()
 }
@@ -127,6 +128,7 @@ pub fn incast(run: &Pipeline) -> Incast {
                 ce_packets: e.ce(),
                 cnp_packets: e.cnp(),
                 pfc_frames: a.pause.frame_times.iter().filter(|&&t| t >= e.start_ns && t <= e.end_ns).count() as u64,
+                evidence: None,
             }
         })
         .collect();

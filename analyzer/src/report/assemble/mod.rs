@@ -73,6 +73,7 @@ impl Report {
             vantage: None,
             dcqcn: dcqcn::section(run),
             marking: dcqcn::marking(run),
+            evidence: None,
         };
         report.vantage = vantage::section(run, &mut report.audit);
         report.visibility = visibility::notes(run, &report);

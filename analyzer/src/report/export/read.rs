@@ -248,6 +248,7 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
         vantage: None,
         dcqcn: None,
         marking: None,
+        evidence: None,
     })
 }
 

@@ -86,6 +86,42 @@ pub struct Report {
     /// CE marking over time per traffic class, when any data frame was CE-marked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marking: Option<Marking>,
+    /// `--evidence`: the pcapng files written, one per finding, episode, storm and deadlock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+}
+
+/// The evidence files of a run (`--evidence DIR`) and what they could not keep.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub dir: String,
+    /// Bytes of each frame kept (`--evidence-snaplen`).
+    pub snaplen: u32,
+    /// Frames per file, at most (`--evidence-max`).
+    pub max_frames: u64,
+    /// Frames before and after a finding's span that its file takes too.
+    pub margin_ns: u64,
+    pub files: Vec<EvidenceFile>,
+    /// Live: frames the kernel could not copy (its evidence ring was full).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ring_full: u64,
+    /// Files that could not be written, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceFile {
+    /// Relative to `dir`.
+    pub file: String,
+    /// What it shows: the finding's code, an episode, a storm, a deadlock.
+    pub about: String,
+    /// Its span: frames of the named flows (or PFC senders) from `start_ns` to `end_ns`.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub frames: u64,
+    /// Frames that matched past `max_frames` (not written).
+    pub left_out: u64,
 }
 
 /// Data frames and CE marks over time per traffic class (DSCP), from the first CE mark: the
@@ -237,6 +273,9 @@ pub struct Episode {
     /// CNPs sent back by `dst` during the episode.
     pub cnp_packets: u64,
     pub pfc_frames: u64,
+    /// `--evidence`: the pcapng file of the frames behind it, relative to the evidence directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -489,6 +528,9 @@ pub struct Finding {
     /// Flows concerned past [`MAX_LISTED_FLOWS`], counted, not listed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub flows_omitted: u64,
+    /// `--evidence`: the pcapng file of the frames behind it, relative to the evidence directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
 }
 
 /// NIC counters, as increments over the run (end − start).
@@ -704,6 +746,9 @@ pub struct StormJson {
     pub priority: u8,
     pub start_ns: u64,
     pub duration_ns: u64,
+    /// `--evidence`: the pcapng file of the frames behind it, relative to the evidence directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -770,6 +815,9 @@ pub struct Deadlock {
     pub cycle: Vec<String>,
     pub start_ns: u64,
     pub duration_ns: u64,
+    /// `--evidence`: the pcapng file of the frames behind it, relative to the evidence directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
 }
 
 /// Pause frames of one sender (and priority), as the report shows them.
@@ -827,7 +875,7 @@ impl Finding {
         flows.sort();
         flows.dedup();
         let flows_omitted = cap_flows(&mut flows);
-        Finding { severity, code, message, flows, flows_omitted }
+        Finding { severity, code, message, flows, flows_omitted, evidence: None }
     }
 }
 

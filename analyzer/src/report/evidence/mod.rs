@@ -1,0 +1,361 @@
+//! `--evidence DIR`: the frames behind each finding, incast episode, PFC storm and deadlock,
+//! as a pcapng file an engineer opens in Wireshark. A request names the frames ([`Select`])
+//! and the span; the report links each item to its file and lists the files with what they
+//! could not keep. Offline the frames come from a [`spool::Spool`] written during the one
+//! pass over the inputs; live, from the XDP program's evidence ring (`crate::live`).
+
+pub mod file;
+pub mod select;
+pub mod spool;
+
+use std::path::{Path, PathBuf};
+
+use analyzer_common::flow::FlowKey;
+
+use self::file::{EvidenceError, Vantage};
+use self::select::{PAUSE_BIT, Router, Select, Tag};
+use super::model::{Evidence, EvidenceFile, Finding, Report, addr_bytes};
+use crate::analyses::tree;
+use crate::capture::LinkType;
+use crate::pipeline::Pipeline;
+
+/// `--evidence` and its bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub dir: PathBuf,
+    pub snaplen: u32,
+    pub max_frames: u64,
+    pub margin_ns: u64,
+}
+
+/// The snap length live copies are cut to at most (the kernel's copy buffer).
+pub const MAX_SNAPLEN: u32 = analyzer_common::maps::EVIDENCE_MAX_SNAPLEN as u32;
+
+/// One frame evidence may take: where and when it was seen, its [`Tag`] and its bytes (cut
+/// to the snap length).
+#[derive(Debug, Clone, Copy)]
+pub struct Seen<'a> {
+    pub ts_ns: u64,
+    pub orig_len: u32,
+    pub source: u16,
+    pub link: LinkType,
+    pub tag: Tag,
+    pub data: &'a [u8],
+}
+
+/// Which item of the report a file is the evidence of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item {
+    Finding(usize),
+    Episode(usize),
+    Storm(usize),
+    Deadlock(usize),
+}
+
+/// One evidence file to cut: its frames, its span, and what it is about.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub item: Item,
+    /// The file name, relative to the directory.
+    pub file: String,
+    pub about: String,
+    /// The section comment: what the item says.
+    pub comment: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub select: Select,
+}
+
+/// The files being cut, with their requests and counts.
+#[derive(Debug)]
+pub struct Cutter {
+    pub opts: Options,
+    pub requests: Vec<Request>,
+    files: Vec<Option<file::File>>,
+    left_out: Vec<u64>,
+    router: Router,
+    pub errors: Vec<String>,
+    hits: Vec<usize>,
+}
+
+impl Cutter {
+    pub fn new(opts: Options, requests: Vec<Request>) -> Cutter {
+        let router = Router::new(requests.iter().map(|r| &r.select));
+        let n = requests.len();
+        Cutter {
+            opts,
+            requests,
+            files: (0..n).map(|_| None).collect(),
+            left_out: vec![0; n],
+            router,
+            errors: Vec::new(),
+            hits: Vec::new(),
+        }
+    }
+
+    /// Live: one more request, routed from now on.
+    pub fn add(&mut self, r: Request) {
+        self.router.add(self.requests.len(), &r.select);
+        self.requests.push(r);
+        self.files.push(None);
+        self.left_out.push(0);
+    }
+
+    /// One frame seen at `source`: into every file whose selection and span take it, up to
+    /// `max_frames` each (the rest counted).
+    pub fn frame(&mut self, seen: &Seen<'_>, vantage: &dyn Fn(u16) -> Vantage) {
+        let Seen { ts_ns, orig_len, source, link, ref tag, data } = *seen;
+        let mut hits = std::mem::take(&mut self.hits);
+        self.router.route(tag, &mut hits);
+        for &i in &hits {
+            let r = &self.requests[i];
+            if ts_ns < r.start_ns || ts_ns > r.end_ns {
+                continue;
+            }
+            let slot = &mut self.files[i];
+            if slot.as_ref().is_some_and(|f| f.frames >= self.opts.max_frames) {
+                self.left_out[i] += 1;
+                continue;
+            }
+            if slot.is_none() {
+                match file::File::new(&self.opts.dir.join(&r.file), &r.comment, self.opts.snaplen) {
+                    Ok(f) => *slot = Some(f),
+                    Err(e) => {
+                        self.errors.push(e.to_string());
+                        continue;
+                    }
+                }
+            }
+            let f = slot.as_mut().expect("opened");
+            if let Err(e) = f.write(ts_ns, source, link, orig_len, data, || vantage(source)) {
+                self.errors.push(e.to_string());
+                self.files[i] = None;
+            }
+        }
+        self.hits = hits;
+    }
+
+    /// Writes what is buffered, links every item to its file and returns the report's section.
+    /// Items whose span held no frame of theirs get no file.
+    pub fn finish(mut self, report: &mut Report) -> Evidence {
+        let mut files = Vec::new();
+        for (i, r) in self.requests.iter().enumerate() {
+            let Some(f) = &mut self.files[i] else { continue };
+            if let Err(e) = f.flush() {
+                self.errors.push(e.to_string());
+                continue;
+            }
+            link(report, r.item, &r.file);
+            files.push(EvidenceFile {
+                file: r.file.clone(),
+                about: r.about.clone(),
+                start_ns: r.start_ns,
+                end_ns: r.end_ns,
+                frames: f.frames,
+                left_out: self.left_out[i],
+            });
+        }
+        self.errors.dedup();
+        Evidence {
+            dir: self.opts.dir.display().to_string(),
+            snaplen: self.opts.snaplen,
+            max_frames: self.opts.max_frames,
+            margin_ns: self.opts.margin_ns,
+            files,
+            ring_full: 0,
+            errors: self.errors,
+        }
+    }
+}
+
+/// Sets the item's `evidence` link.
+fn link(report: &mut Report, item: Item, file: &str) {
+    let slot = match item {
+        Item::Finding(i) => report.audit.get_mut(i).map(|f| &mut f.evidence),
+        Item::Episode(i) => report.incast.episodes.get_mut(i).map(|e| &mut e.evidence),
+        Item::Storm(i) => report.pfc.storms.get_mut(i).map(|s| &mut s.evidence),
+        Item::Deadlock(i) => report.congestion_tree.deadlocks.get_mut(i).map(|d| &mut d.evidence),
+    };
+    if let Some(s) = slot {
+        *s = Some(file.to_string());
+    }
+}
+
+/// Removes every evidence link (a merged report has no evidence directory of its own).
+pub fn unlink(report: &mut Report) {
+    report.evidence = None;
+    report.audit.iter_mut().for_each(|f| f.evidence = None);
+    report.incast.episodes.iter_mut().for_each(|e| e.evidence = None);
+    report.pfc.storms.iter_mut().for_each(|s| s.evidence = None);
+    report.congestion_tree.deadlocks.iter_mut().for_each(|d| d.evidence = None);
+}
+
+/// The key of a report's flow reference (addresses parsed back).
+fn key_of(src: &str, dst: &str, udp_sport: u16, dst_qp: u32) -> Option<FlowKey> {
+    let v4 = src.parse::<std::net::Ipv4Addr>().is_ok();
+    Some(FlowKey {
+        src: addr_bytes(src)?,
+        dst: addr_bytes(dst)?,
+        dst_qp,
+        udp_sport,
+        ip_version: if v4 { 4 } else { 6 },
+        _pad: 0,
+    })
+}
+
+/// A finding's frames: its flows, their ACK flows, and the replies to their senders (to the
+/// sender's QP when its ACK flow is known, else any from that receiver).
+pub fn finding_select(run: &Pipeline, f: &Finding) -> Select {
+    let mut s = Select::default();
+    for r in &f.flows {
+        let Some(k) = key_of(&r.src, &r.dst, r.udp_sport, r.dst_qp) else { continue };
+        s.flows.insert(k);
+        let peer = run.analyses.rtt.peer(&k);
+        if let Some(p) = peer {
+            s.flows.insert(p);
+        }
+        s.replies.insert((k.dst, k.src, peer.map(|p| p.dst_qp)));
+    }
+    s
+}
+
+/// The file name of an item: its place in the report and what it is.
+fn name(n: usize, what: &str) -> String {
+    format!("{n:03}-{what}.pcapng")
+}
+
+/// Every request of a report built from `run`: one per finding, incast episode, PFC storm and
+/// deadlock. A finding's span starts at the first trouble its flows showed (a CE mark, a CNP,
+/// a NAK, a PSN out of sequence or repeated; else their first frame) and ends at their last.
+pub fn plan(report: &Report, run: &Pipeline, margin_ns: u64) -> Vec<Request> {
+    let mut out = Vec::new();
+    let mut n = 0;
+    let mut next = || {
+        n += 1;
+        n
+    };
+    for (i, f) in report.audit.iter().enumerate() {
+        let select = finding_select(run, f);
+        let mut span: Option<(u64, u64)> = None;
+        for k in &select.flows {
+            if let Some(s) = run.engine.flows.get(k) {
+                let start = if s.first_event_ns != 0 { s.first_event_ns } else { s.first_ns };
+                span = Some(span.map_or((start, s.last_ns), |(a, b)| (a.min(start), b.max(s.last_ns))));
+            }
+        }
+        let Some((start, end)) = span else { continue };
+        out.push(Request {
+            item: Item::Finding(i),
+            file: name(next(), f.code.name()),
+            about: format!("finding {} ({})", f.code.name(), f.severity.name()),
+            comment: format!("roce-analyzer finding {} ({}): {}", f.code.name(), f.severity.name(), f.message),
+            start_ns: start.saturating_sub(margin_ns),
+            end_ns: end.saturating_add(margin_ns),
+            select,
+        });
+    }
+    for (i, e) in report.incast.episodes.iter().enumerate() {
+        let Some(dst) = addr_bytes(&e.dst) else { continue };
+        let select = Select { host: Some(dst), pause: Some((Vec::new(), 0x1FF)), ..Default::default() };
+        out.push(Request {
+            item: Item::Episode(i),
+            file: name(next(), "incast"),
+            about: format!("incast episode into {}", e.dst),
+            comment: format!(
+                "roce-analyzer incast episode: {} senders at peak into {} ({} bytes, peak {:.1} Gb/s, {} CE-marked, {} CNPs, {} PFC frames)",
+                e.peak_senders, e.dst, e.bytes, e.peak_gbps, e.ce_packets, e.cnp_packets, e.pfc_frames
+            ),
+            start_ns: e.start_ns.saturating_sub(margin_ns),
+            end_ns: e.end_ns.saturating_add(margin_ns),
+            select,
+        });
+    }
+    for (i, s) in report.pfc.storms.iter().enumerate() {
+        let Some(mac) = parse_mac(&s.mac) else { continue };
+        let prios = if s.priority >= 8 { PAUSE_BIT } else { 1 << s.priority };
+        out.push(Request {
+            item: Item::Storm(i),
+            file: name(next(), "pfc_storm"),
+            about: format!("PFC storm from {} priority {}", s.mac, s.priority),
+            comment: format!(
+                "roce-analyzer PFC storm: {}{} paused priority {} for {} ns",
+                s.mac,
+                s.device.as_ref().map(|d| format!(" ({d})")).unwrap_or_default(),
+                s.priority,
+                s.duration_ns
+            ),
+            start_ns: s.start_ns.saturating_sub(margin_ns),
+            end_ns: s.start_ns.saturating_add(s.duration_ns).saturating_add(margin_ns),
+            select: Select { pause: Some((vec![mac], prios)), ..Default::default() },
+        });
+    }
+    for (i, d) in report.congestion_tree.deadlocks.iter().enumerate() {
+        let prios = if d.priority >= 8 { PAUSE_BIT } else { 1 << d.priority };
+        // The PFC frames of the devices in the cycle (the topology names their MACs).
+        let topo = run.analyses.config.topology.as_ref();
+        let mut macs: Vec<[u8; 6]> = (run.engine.pfc.pfc.keys().map(|(m, _)| *m))
+            .chain(run.engine.pfc.pause.keys().copied())
+            .filter(|m| tree::owner_names(topo, m).0.is_some_and(|n| d.cycle.contains(&n)))
+            .collect();
+        macs.sort_unstable();
+        macs.dedup();
+        out.push(Request {
+            item: Item::Deadlock(i),
+            file: name(next(), "deadlock"),
+            about: format!("PFC deadlock on priority {}", d.priority),
+            comment: format!(
+                "roce-analyzer PFC deadlock on priority {}: {} paused each other for {} ns",
+                d.priority,
+                d.cycle.join(" → "),
+                d.duration_ns
+            ),
+            start_ns: d.start_ns.saturating_sub(margin_ns),
+            end_ns: d.start_ns.saturating_add(d.duration_ns).saturating_add(margin_ns),
+            select: Select { pause: Some((macs, prios)), ..Default::default() },
+        });
+    }
+    out
+}
+
+fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut m = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut m {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(m)
+}
+
+/// How an input names itself in an interface block.
+pub fn vantage_of(run: &Pipeline, source: u16) -> Vantage {
+    match run.engine.sources.get(source as usize) {
+        Some(s) => {
+            Vantage { name: s.label.clone(), description: format!("vantage point {}: {} {}", s.label, s.kind, s.name) }
+        }
+        None => Vantage { name: format!("input {source}"), description: String::new() },
+    }
+}
+
+/// Offline: the files of `report`, cut from the spool of the run's one pass, linked into it.
+pub fn cut_offline(
+    report: &mut Report,
+    run: &Pipeline,
+    spool: spool::Spool,
+    opts: Options,
+) -> Result<(), EvidenceError> {
+    let failed = spool.failed.clone();
+    let mut cutter = Cutter::new(opts.clone(), plan(report, run, opts.margin_ns));
+    let vantage = |s: u16| vantage_of(run, s);
+    spool.replay(|f| cutter.frame(f, &vantage))?;
+    cutter.errors.extend(failed);
+    report.evidence = Some(cutter.finish(report));
+    Ok(())
+}
+
+/// Checks that evidence can be written to `dir` (created when missing) before any work.
+pub fn prepare(dir: &Path) -> Result<(), EvidenceError> {
+    let io = |source| EvidenceError::Io { path: dir.into(), source };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    tempfile::tempfile_in(dir).map_err(io)?;
+    Ok(())
+}

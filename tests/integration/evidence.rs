@@ -1,0 +1,321 @@
+//! `--evidence DIR`: the pcapng files behind findings, incast episodes, PFC storms and
+//! deadlocks, opened with tshark (an independent reader) and compared with the frames tshark
+//! itself selects from the original capture by the rule the report states: the named flows
+//! and the replies (AETH, CNP) back to their senders, or the PFC frames, within the file's span.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+use tests::fixtures::data_dir;
+use tests::tools::{check_report, require, run};
+
+/// The report of `args` with `--evidence DIR` (a temporary directory, returned with it).
+fn with_evidence(args: &[&str]) -> (Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let ev = dir.path().join("evidence");
+    let mut a: Vec<String> =
+        vec!["-q".into(), "--json".into(), "-".into(), "--evidence".into(), ev.display().to_string()];
+    for x in args {
+        if x.ends_with(".pcap") {
+            a.push("-r".into());
+        }
+        a.push(if x.ends_with(".pcap") || x.ends_with(".toml") { resolve(x) } else { x.to_string() });
+    }
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_report(&v);
+    (v, dir)
+}
+
+fn resolve(x: &str) -> String {
+    match x.split_once('=') {
+        Some((label, file)) => format!("{label}={}", data_dir().join(file).display()),
+        None => data_dir().join(x).display().to_string(),
+    }
+}
+
+/// One frame as tshark decodes it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Frame {
+    ts_ns: u64,
+    src: String,
+    dst: String,
+    dst_qp: Option<u64>,
+    opcode: Option<u64>,
+    psn: Option<u64>,
+    aeth: Option<u64>,
+    eth_src: String,
+    /// PFC class-enable vector (0 when not PFC); 802.3x PAUSE: 0x100.
+    pfc: u64,
+    interface: String,
+}
+
+const FIELDS: [&str; 12] = [
+    "frame.time_epoch",
+    "ip.src",
+    "ip.dst",
+    "infiniband.bth.destqp",
+    "infiniband.bth.opcode",
+    "infiniband.bth.psn",
+    "infiniband.aeth.syndrome",
+    "eth.src",
+    "macc.opcode",
+    "macc.cbfc.enbv",
+    "frame.interface_name",
+    "frame.len",
+];
+
+fn num(s: &str) -> Option<u64> {
+    let s = s.trim();
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// "1795910400.000001000" as nanoseconds, exactly.
+fn epoch_ns(s: &str) -> u64 {
+    let (sec, frac) = s.split_once('.').unwrap_or((s, "0"));
+    let frac = format!("{frac:0<9}");
+    sec.parse::<u64>().unwrap() * 1_000_000_000 + frac[..9].parse::<u64>().unwrap()
+}
+
+fn tshark(file: &Path) -> Vec<Frame> {
+    let mut cmd = Command::new(require("tshark"));
+    cmd.args(["-n", "-r"]).arg(file).args(["-T", "fields", "-E", "separator=/t", "-E", "occurrence=l"]);
+    for f in FIELDS {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("tshark runs");
+    assert!(out.status.success(), "tshark on {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let c: Vec<&str> = l.split('\t').collect();
+            let pfc = match num(c[8]) {
+                Some(0x0101) => num(c[9]).unwrap_or(0),
+                Some(0x0001) => 0x100,
+                _ => 0,
+            };
+            Frame {
+                ts_ns: epoch_ns(c[0]),
+                src: c[1].into(),
+                dst: c[2].into(),
+                dst_qp: num(c[3]),
+                opcode: num(c[4]),
+                psn: num(c[5]),
+                aeth: num(c[6]),
+                eth_src: c[7].into(),
+                pfc,
+                interface: c[10].into(),
+            }
+        })
+        .collect()
+}
+
+fn without_interface(mut v: Vec<Frame>) -> Vec<Frame> {
+    for f in &mut v {
+        f.interface.clear();
+    }
+    v
+}
+
+/// The section comment of a pcapng (capinfos prints it).
+fn comment(file: &Path) -> String {
+    let out = Command::new(require("capinfos")).arg("-k").arg(file).output().expect("capinfos runs");
+    assert!(out.status.success(), "capinfos: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The evidence section's entry for `file`.
+fn entry<'a>(r: &'a Value, file: &str) -> &'a Value {
+    r["evidence"]["files"].as_array().unwrap().iter().find(|f| f["file"] == file).expect("listed")
+}
+
+/// The frames of the original capture a finding's file must hold: its flows, and AETH / CNP
+/// frames back from their receivers to their senders, in the file's span, the first
+/// `max_frames`.
+fn expected_for_flows(original: &[Frame], flows: &[Value], span: (u64, u64), max: usize) -> Vec<Frame> {
+    let of = |f: &Frame, x: &Value| {
+        (f.src.as_str(), f.dst.as_str(), f.dst_qp)
+            == (x["src"].as_str().unwrap(), x["dst"].as_str().unwrap(), x["dst_qp"].as_u64())
+    };
+    // A named flow that carries AETHs is a reply flow: the requests it answers belong too.
+    let replies: Vec<bool> = flows.iter().map(|x| original.iter().any(|f| of(f, x) && f.aeth.is_some())).collect();
+    let named = |f: &Frame| {
+        flows.iter().zip(&replies).any(|(x, reply)| {
+            let (s, d) = (x["src"].as_str().unwrap(), x["dst"].as_str().unwrap());
+            of(f, x) || (f.src == d && f.dst == s && (*reply || f.aeth.is_some() || f.opcode == Some(0x81)))
+        })
+    };
+    original.iter().filter(|f| f.ts_ns >= span.0 && f.ts_ns <= span.1 && named(f)).take(max).cloned().collect()
+}
+
+fn span(e: &Value) -> (u64, u64) {
+    (e["start_ns"].as_u64().unwrap(), e["end_ns"].as_u64().unwrap())
+}
+
+/// The first number in `message` after `before`.
+fn number_after(message: &str, before: &str) -> u64 {
+    let rest = &message[message.find(before).unwrap_or_else(|| panic!("{before:?} in {message:?}")) + before.len()..];
+    rest.trim_start().split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn each_finding_file_holds_exactly_the_frames_of_its_flows_and_their_replies() {
+    for fixture in ["gobackn.pcap", "ecn_audit.pcap", "rnr.pcap", "reorder.pcap", "cnp_paced.pcap", "dcqcn.pcap"] {
+        let (r, dir) = with_evidence(&[fixture]);
+        let original = tshark(&data_dir().join(fixture));
+        let audit = r["audit"].as_array().unwrap();
+        assert!(!audit.is_empty(), "{fixture}: findings to check");
+        let max = r["evidence"]["max_frames"].as_u64().unwrap() as usize;
+        for f in audit {
+            let file = f["evidence"].as_str().unwrap_or_else(|| panic!("{fixture}: {} has a file", f["code"]));
+            let path = dir.path().join("evidence").join(file);
+            let got = without_interface(tshark(&path));
+            let e = entry(&r, file);
+            let want = expected_for_flows(&original, f["flows"].as_array().unwrap(), span(e), max);
+            assert_eq!(got, want, "{fixture}: {file} holds the frames of {} and their replies", f["code"]);
+            assert_eq!(e["frames"].as_u64().unwrap() as usize, got.len(), "{fixture}: {file} counted");
+            let c = comment(&path);
+            assert!(c.contains(f["code"].as_str().unwrap()) && c.contains(f["message"].as_str().unwrap()), "{c}");
+        }
+    }
+}
+
+#[test]
+fn go_back_n_evidence_shows_the_nak_and_the_repeated_psns_the_finding_counts() {
+    let (r, dir) = with_evidence(&["gobackn.pcap"]);
+    let f = r["audit"].as_array().unwrap().iter().find(|f| f["code"] == "go_back_n").expect("go_back_n");
+    let msg = f["message"].as_str().unwrap();
+    let frames = tshark(&dir.path().join("evidence").join(f["evidence"].as_str().unwrap()));
+    let flow = &f["flows"][0];
+    let data: Vec<&Frame> = frames.iter().filter(|x| x.src == flow["src"].as_str().unwrap()).collect();
+    // As the receiver sees them: a PSN at or behind the highest one so far is a repeat, one
+    // past the next expected skips.
+    let (mut high, mut repeats, mut skips) = (None::<u64>, 0, 0);
+    for psn in data.iter().map(|x| x.psn.unwrap()) {
+        match high {
+            Some(h) if psn <= h => repeats += 1,
+            Some(h) if psn > h + 1 => skips += 1,
+            _ => {}
+        }
+        high = Some(high.map_or(psn, |h| h.max(psn)));
+    }
+    assert_eq!(skips, number_after(msg, "NAKs from the receiver: go-back-N retransmission after loss ("), "{msg}");
+    // PSN-sequence-error NAKs: AETH syndrome 011x xxxx with NAK code 0.
+    let naks = frames.iter().filter(|x| x.aeth == Some(0x60)).count() as u64;
+    assert_eq!(repeats, number_after(msg, ""), "{msg}");
+    assert_eq!(naks, number_after(msg, "after"), "{msg}");
+}
+
+#[test]
+fn incast_storm_and_deadlock_files_hold_their_frames() {
+    // Incast: RoCE into the destination, its CNPs and the PFC frames, within the episode.
+    let (r, dir) = with_evidence(&["incast.pcap"]);
+    let original = tshark(&data_dir().join("incast.pcap"));
+    let episodes = r["incast"]["episodes"].as_array().unwrap();
+    assert!(!episodes.is_empty());
+    for e in episodes {
+        let file = e["evidence"].as_str().expect("an episode links its file");
+        let (a, b) = span(entry(&r, file));
+        let d = e["dst"].as_str().unwrap();
+        let want: Vec<Frame> = original
+            .iter()
+            .filter(|f| f.ts_ns >= a && f.ts_ns <= b)
+            .filter(|f| {
+                (f.dst == d && f.opcode.is_some_and(|o| o != 0x81))
+                    || (f.src == d && f.opcode == Some(0x81))
+                    || f.pfc != 0
+            })
+            .cloned()
+            .collect();
+        assert_eq!(without_interface(tshark(&dir.path().join("evidence").join(file))), want, "{file}");
+        assert_eq!(e["start_ns"].as_u64().unwrap() - a, 1_000_000, "the margin before");
+    }
+    // A storm: that sender's PFC frames for that priority.
+    let (r, dir) = with_evidence(&["pfc_storm.pcap"]);
+    let original = tshark(&data_dir().join("pfc_storm.pcap"));
+    let s = &r["pfc"]["storms"][0];
+    let file = s["evidence"].as_str().expect("the storm links its file");
+    let (a, b) = span(entry(&r, file));
+    let prio = s["priority"].as_u64().unwrap();
+    let want: Vec<Frame> = original
+        .iter()
+        .filter(|f| f.ts_ns >= a && f.ts_ns <= b && f.eth_src == s["mac"].as_str().unwrap() && f.pfc & (1 << prio) != 0)
+        .cloned()
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(without_interface(tshark(&dir.path().join("evidence").join(file))), want);
+    // A deadlock: the PFC frames of the cycle's switches (by the topology), not the others'.
+    let (r, dir) = with_evidence(&["pfc_deadlock.pcap", "--topology", "ring.toml"]);
+    let d = &r["congestion_tree"]["deadlocks"][0];
+    let file = d["evidence"].as_str().expect("the deadlock links its file");
+    let got = tshark(&dir.path().join("evidence").join(file));
+    let senders: std::collections::BTreeSet<&str> = got.iter().map(|f| f.eth_src.as_str()).collect();
+    assert_eq!(senders.len(), d["cycle"].as_array().unwrap().len(), "{senders:?}");
+    let (a, b) = span(entry(&r, file));
+    let original = tshark(&data_dir().join("pfc_deadlock.pcap"));
+    let want: Vec<Frame> = original
+        .iter()
+        .filter(|f| f.ts_ns >= a && f.ts_ns <= b && senders.contains(f.eth_src.as_str()))
+        .cloned()
+        .collect();
+    assert_eq!(without_interface(got), want);
+}
+
+#[test]
+fn a_file_keeps_at_most_evidence_max_frames_and_counts_the_rest() {
+    let (full, _d) = with_evidence(&["gobackn.pcap"]);
+    let (r, dir) = with_evidence(&["gobackn.pcap", "--evidence-max", "5", "--evidence-snaplen", "64"]);
+    let (all, e) = (&full["evidence"]["files"][0], &r["evidence"]["files"][0]);
+    assert_eq!(e["frames"], 5);
+    assert_eq!(e["left_out"].as_u64().unwrap(), all["frames"].as_u64().unwrap() - 5);
+    let path = dir.path().join("evidence").join(e["file"].as_str().unwrap());
+    let frames = tshark(&path);
+    let first: Vec<Frame> =
+        tshark(&_d.path().join("evidence").join(all["file"].as_str().unwrap())).into_iter().take(5).collect();
+    assert_eq!(frames, first, "the first five");
+    let info = String::from_utf8(Command::new(require("capinfos")).arg(&path).output().unwrap().stdout).unwrap();
+    assert!(info.contains("Packet size limit:   inferred: 64 bytes") || info.contains("64 bytes"), "{info}");
+}
+
+#[test]
+fn vantage_points_are_interfaces_of_the_file() {
+    let (r, dir) = with_evidence(&["leaf=vantage_leaf.pcap", "spine=vantage_spine.pcap"]);
+    let lost = r["audit"].as_array().unwrap().iter().find(|f| f["code"] == "loss_between").expect("loss_between");
+    let frames = tshark(&dir.path().join("evidence").join(lost["evidence"].as_str().unwrap()));
+    let names: std::collections::BTreeSet<&str> = frames.iter().map(|f| f.interface.as_str()).collect();
+    assert_eq!(names, ["leaf", "spine"].into(), "each copy on its vantage point's interface");
+    // The frames the leaf saw and the spine did not are in it: more leaf copies than spine ones.
+    let at = |n: &str| frames.iter().filter(|f| f.interface == n).count();
+    assert!(at("leaf") > at("spine"), "leaf {} spine {}", at("leaf"), at("spine"));
+}
+
+#[test]
+fn evidence_from_standard_input_and_a_directory_that_cannot_be_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let ev = dir.path().join("ev");
+    let out = Command::new(tests::tools::binary())
+        .args(["-q", "--json", "-", "--pcap", "-", "--evidence"])
+        .arg(&ev)
+        .stdin(std::fs::File::open(data_dir().join("gobackn.pcap")).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["evidence"]["files"].as_array().unwrap().len(), 1);
+    let left: Vec<_> = std::fs::read_dir(&ev).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 1, "the file, and no spool left behind: {left:?}");
+    // A regular file where the directory should be: a clear error before any work.
+    let blocker = dir.path().join("plain");
+    std::fs::write(&blocker, b"x").unwrap();
+    let out = run(&["-q", "--pcap", &resolve("gobackn.pcap"), "--evidence", blocker.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--evidence") && err.contains(blocker.to_str().unwrap()), "{err}");
+}

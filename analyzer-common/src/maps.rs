@@ -34,6 +34,16 @@ pub const MAP_FILTER: &str = "FILTER";
 /// Per-CPU scratch slot holding the summary of the frame being classified (the last one when
 /// the program returns; the kernel-equals-host test reads it).
 pub const MAP_SCRATCH: &str = "SCRATCH";
+/// `--evidence`: whether the program copies the frames the agent asks for.
+pub const GLOBAL_EVIDENCE_ON: &str = "EVIDENCE_ON";
+/// Flows whose frames are copied, each until its deadline (kernel monotonic ns).
+pub const MAP_EVIDENCE_FLOWS: &str = "EVIDENCE_FLOWS";
+/// The copy controls, by [`evidence_ctl`] index.
+pub const MAP_EVIDENCE_CTL: &str = "EVIDENCE_CTL";
+/// The ring the copies go to ([`EvidenceFrame`]).
+pub const MAP_EVIDENCE: &str = "EVIDENCE";
+pub const DEFAULT_EVIDENCE_BYTES: u32 = 4 << 20;
+pub const DEFAULT_MAX_EVIDENCE_FLOWS: u32 = 4096;
 pub const PROGRAM: &str = "roce_analyzer";
 /// A program that only returns XDP_PASS: the baseline of the kernel benchmark.
 pub const PROGRAM_BASELINE: &str = "xdp_pass_baseline";
@@ -48,6 +58,8 @@ pub const DEFAULT_MAX_SIGHTINGS: u32 = 65536;
 pub const DEFAULT_TIMELINE_BYTES: u32 = 8 << 20;
 /// Bytes of a frame the XDP program copies for evidence, at most (`--evidence-snaplen`).
 pub const EVIDENCE_MAX_SNAPLEN: usize = 256;
+// The XDP program bounds copy lengths by masking with it minus one.
+const _: () = assert!(EVIDENCE_MAX_SNAPLEN.is_power_of_two());
 
 /// Indices of the per-CPU global counter array: one per [`crate::FrameClass`], then losses
 /// and visibility counters.
@@ -81,7 +93,11 @@ pub mod counter {
     pub const MATCHED_COPIES: u32 = FLOW_MAP_FULL + 12;
     /// Frames `--filter` left out (counted, not analysed).
     pub const FILTERED: u32 = FLOW_MAP_FULL + 13;
-    pub const COUNT: u32 = FLOW_MAP_FULL + 14;
+    /// Frames copied for evidence.
+    pub const EVIDENCE: u32 = FLOW_MAP_FULL + 14;
+    /// Frames to copy for evidence that found the evidence ring full.
+    pub const EVIDENCE_FULL: u32 = FLOW_MAP_FULL + 15;
+    pub const COUNT: u32 = FLOW_MAP_FULL + 16;
 }
 
 /// Outer-PCP value meaning "no VLAN tag" in [`FlowCounters::pcp`] and [`ExtraKey`].
@@ -244,6 +260,41 @@ pub struct Event {
 
 const _: () = assert!(core::mem::size_of::<Event>() == 232);
 
+/// Indices of [`MAP_EVIDENCE_CTL`] (u64 each).
+pub mod evidence_ctl {
+    /// Kernel monotonic ns until which some flow of [`super::MAP_EVIDENCE_FLOWS`] is copied
+    /// (before looking a flow up; 0: none).
+    pub const FLOWS_UNTIL: u32 = 0;
+    /// Kernel monotonic ns until which PFC and PAUSE frames are copied.
+    pub const PAUSE_UNTIL: u32 = 1;
+    /// Bytes of each frame copied, at most [`super::EVIDENCE_MAX_SNAPLEN`].
+    pub const SNAPLEN: u32 = 2;
+    pub const COUNT: u32 = 3;
+}
+
+/// A frame copied for evidence: its first `caplen` bytes, with what the agent needs to route
+/// it to the findings it shows (the flow, the reply and PFC bits of [`crate::PacketSummary`]).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvidenceFrame {
+    /// Kernel monotonic ns.
+    pub ts_ns: u64,
+    /// The frame's whole length.
+    pub orig_len: u32,
+    pub caplen: u16,
+    /// A [`crate::FrameClass`].
+    pub class: u8,
+    /// The frame carries an AETH.
+    pub aeth: u8,
+    /// PFC class-enable vector (bit 8: an 802.3x PAUSE).
+    pub priorities: u16,
+    pub src_mac: [u8; 6],
+    pub flow: FlowKey,
+    pub data: [u8; EVIDENCE_MAX_SNAPLEN],
+}
+
+const _: () = assert!(core::mem::size_of::<EvidenceFrame>() == 64 + EVIDENCE_MAX_SNAPLEN);
+
 #[cfg(feature = "user")]
 mod pod {
     use super::*;
@@ -259,4 +310,6 @@ mod pod {
     unsafe impl aya::Pod for Event {}
     // SAFETY: repr(C), integers only, no implicit padding (sizes asserted with the type).
     unsafe impl aya::Pod for CmEvent {}
+    // SAFETY: repr(C), integers and byte arrays, no padding.
+    unsafe impl aya::Pod for EvidenceFrame {}
 }

@@ -11,9 +11,10 @@ use analyzer_common::classify::MAX_HEADER_OFFSET;
 use analyzer_common::filter::Filter;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
-    self, CmEvent, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS, DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_MAX_SIGHTINGS,
-    DEFAULT_RINGBUF_BYTES, DEFAULT_TIMELINE_BYTES, Event, ExtraKey, FlowCounters, PfcCounters, PfcKey, counter,
-    event_kind, extra_kind,
+    self, CmEvent, DEFAULT_EVIDENCE_BYTES, DEFAULT_MAX_EVIDENCE_FLOWS, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS,
+    DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_MAX_SIGHTINGS, DEFAULT_RINGBUF_BYTES, DEFAULT_TIMELINE_BYTES,
+    EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowCounters, PfcCounters, PfcKey, counter, event_kind,
+    evidence_ctl, extra_kind,
 };
 use analyzer_common::psn::{self, PeerKey, PsnState};
 use analyzer_common::record::{Record, write_addresses};
@@ -68,6 +69,18 @@ static FILTER_ON: u8 = 0;
 /// The `--filter` (entry 0), written by the loader.
 #[map]
 static FILTER: Array<Filter> = Array::with_max_entries(1, 0);
+/// Whether `--evidence` is given (set by the loader; the verifier prunes the copies when not).
+#[unsafe(no_mangle)]
+static EVIDENCE_ON: u8 = 0;
+/// Flows whose frames the agent wants copied, each until its deadline (monotonic ns).
+#[map]
+static EVIDENCE_FLOWS: HashMap<FlowKey, u64> = HashMap::with_max_entries(DEFAULT_MAX_EVIDENCE_FLOWS, 0);
+/// The copy controls ([`evidence_ctl`]).
+#[map]
+static EVIDENCE_CTL: Array<u64> = Array::with_max_entries(evidence_ctl::COUNT, 0);
+/// Copied frames for the agent's evidence files.
+#[map]
+static EVIDENCE: RingBuf = RingBuf::with_byte_size(DEFAULT_EVIDENCE_BYTES, 0);
 /// The summary of the frame being classified (192 bytes: too large for the stack budget).
 #[map]
 static SCRATCH: PerCpuArray<PacketSummary> = PerCpuArray::with_max_entries(1, 0);
@@ -192,6 +205,10 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
                 account_psn(&key, s);
             }
             // SAFETY: a read-only global of this program.
+            if unsafe { core::ptr::read_volatile(&EVIDENCE_ON) } != 0 {
+                evidence_flow(ctx, &key, s, wire_len);
+            }
+            // SAFETY: a read-only global of this program.
             if unsafe { core::ptr::read_volatile(&TIMELINE_ON) } != 0 {
                 record(s);
             }
@@ -206,6 +223,12 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
             account_pfc(s, now);
             let kind = if class == FrameClass::Pfc { event_kind::PFC } else { event_kind::PAUSE };
             event_at(s, now, kind);
+            // SAFETY: a read-only global of this program.
+            if unsafe { core::ptr::read_volatile(&EVIDENCE_ON) } != 0
+                && EVIDENCE_CTL.get(evidence_ctl::PAUSE_UNTIL).is_some_and(|u| now <= *u)
+            {
+                evidence_copy(ctx, s, &FlowKey::from_summary(s), now, wire_len);
+            }
         }
         _ => {}
     }
@@ -430,6 +453,73 @@ fn cm_event(ctx: &XdpContext, s: &PacketSummary) {
         count(counter::EVENTS);
     } else {
         // A MAD shorter than the bytes read: not a CM message the agent could use.
+        e.discard(0);
+    }
+}
+
+/// A RoCE frame of a flow the agent asked for (a finding named it): copied until the flow's
+/// deadline. While no flow is asked for, one array read.
+#[inline(always)]
+fn evidence_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, wire_len: u32) {
+    let Some(until) = EVIDENCE_CTL.get(evidence_ctl::FLOWS_UNTIL) else { return };
+    if *until == 0 {
+        return;
+    }
+    // SAFETY: helper without arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if now > *until {
+        return;
+    }
+    // SAFETY: the value is read once; the agent may update it concurrently (a u64 write).
+    if unsafe { EVIDENCE_FLOWS.get(key) }.is_some_and(|d| now <= *d) {
+        evidence_copy(ctx, s, key, now, wire_len);
+    }
+}
+
+/// The frame's first bytes (up to the snap length) into the evidence ring.
+#[inline(never)]
+fn evidence_copy(ctx: &XdpContext, s: &PacketSummary, key: &FlowKey, now: u64, wire_len: u32) {
+    let snap = EVIDENCE_CTL.get(evidence_ctl::SNAPLEN).copied().unwrap_or(0) as u32;
+    let len = if snap < wire_len { snap } else { wire_len };
+    let len = if len > EVIDENCE_MAX_SNAPLEN as u32 { EVIDENCE_MAX_SNAPLEN as u32 } else { len };
+    let Some(mut e) = EVIDENCE.reserve::<EvidenceFrame>(0) else {
+        count(counter::EVIDENCE_FULL);
+        return;
+    };
+    let p = e.as_mut_ptr();
+    // SAFETY: the reservation is one EvidenceFrame; every field but the data beyond `caplen`
+    // is written before submit; the bytes by the helper, which checks them against the frame.
+    let loaded = unsafe {
+        (*p).ts_ns = now;
+        (*p).orig_len = wire_len;
+        (*p).class = s.class;
+        (*p).aeth = (s.ext & analyzer_common::opcode::ext::AETH != 0) as u8;
+        (*p).priorities = match s.class() {
+            FrameClass::Pfc => s.pfc_enable & 0xFF,
+            FrameClass::Pause => 0x100,
+            _ => 0,
+        };
+        (*p).src_mac = s.src_mac;
+        (*p).flow = *key;
+        match WIDEN.get_ptr_mut(0) {
+            Some(slot) if len >= 1 => {
+                // Through map memory, so that neither LLVM nor the verifier keeps the range
+                // of `len`: the mask alone bounds the length to 1..=256 for the helper.
+                core::ptr::write_volatile(slot, (len - 1) as u64);
+                let n = (core::ptr::read_volatile(slot) & (EVIDENCE_MAX_SNAPLEN as u64 - 1)) as u32 + 1;
+                (*p).caplen = n as u16;
+                bpf_xdp_load_bytes(ctx.ctx, 0, (*p).data.as_mut_ptr() as *mut _, n)
+            }
+            _ => {
+                (*p).caplen = 0;
+                0
+            }
+        }
+    };
+    if loaded == 0 {
+        e.submit(BPF_RB_NO_WAKEUP as u64);
+        count(counter::EVIDENCE);
+    } else {
         e.discard(0);
     }
 }

@@ -8,11 +8,13 @@ use analyzer_common::FrameClass;
 use analyzer_common::flow::FlowKey;
 
 use crate::capture::kernel::KernelError;
+use crate::capture::kernel::evidence::EvidenceMaps;
 use crate::capture::kernel::load::{AttachMode, LoadOptions, attach, load};
 use crate::capture::kernel::snapshot::{AyaMaps, KernelEvent, MapSource};
 use crate::engine::live::{Clock, LiveAccount, clock_ns};
 use crate::engine::{DropReason, Engine, FrameMeta};
 use crate::pipeline::Pipeline;
+use crate::report::evidence::live::LiveEvidence;
 use crate::report::render::metrics;
 
 #[derive(Debug, Clone)]
@@ -34,6 +36,8 @@ pub struct LiveOptions {
     pub user: Option<String>,
     /// Parameters of the analyses.
     pub config: crate::analyses::Config,
+    /// `--evidence` and how long the kernel copies a finding's frames (ns).
+    pub evidence: Option<(crate::report::evidence::Options, u64)>,
 }
 
 /// What the live run tells its caller while it runs.
@@ -94,6 +98,10 @@ fn interface_index(name: &str) -> u32 {
 pub struct Outcome {
     pub run: Pipeline,
     pub failed: Option<String>,
+    /// `--evidence`: the files cut, to be linked into the report.
+    pub evidence: Option<crate::report::evidence::live::Closed>,
+    /// The kernel's counters at the last poll.
+    pub counters: Vec<u64>,
 }
 
 /// Runs until `--duration`, SIGINT or SIGTERM (or the interface goes away); returns the run
@@ -110,6 +118,10 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
         let mut logger = match opts.load.kernel_log {
             true => Some(aya_log::EbpfLogger::init(&mut ebpf).map_err(KernelError::Log)?),
             false => None,
+        };
+        let mut evidence = match &opts.evidence {
+            Some((o, time_ns)) => Some(LiveEvidence::new(EvidenceMaps::new(&mut ebpf)?, o.clone(), *time_ns)),
+            None => None,
         };
         let (mode, fallback) = attach(&mut ebpf, &opts.iface, opts.mode)?;
         // Least privilege before a frame is read or a request served.
@@ -143,6 +155,9 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
             if let Some(l) = &mut logger {
                 l.flush();
             }
+            if let Some(ev) = &mut evidence {
+                ev.drain(EVIDENCE_DRAIN, &live.run, &live.clock, source);
+            }
             if flush_only {
                 return ControlFlow::Continue(());
             }
@@ -156,13 +171,19 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
             if let Some(n) = &nic {
                 live.run.engine.nic = Some(n.since());
             }
+            // Findings walk every flow: re-evaluated every FINDINGS_EVERY polls.
+            let findings_due = ticks % FINDINGS_EVERY == 0;
+            ticks += 1;
             if let Some((server, top)) = &metrics {
-                // Findings walk every flow: re-evaluated every FINDINGS_EVERY polls.
-                if ticks % FINDINGS_EVERY == 0 {
+                if findings_due {
                     findings = metrics::finding_counts(&live.run);
                 }
-                ticks += 1;
                 server.publish(metrics::render_run(&live.run, *top, findings));
+            }
+            if let Some(ev) = evidence.as_mut().filter(|_| findings_due)
+                && let Err(e) = ev.open(&live.run, &live.clock, clock_ns(libc::CLOCK_MONOTONIC))
+            {
+                return ControlFlow::Break(format!("asking the kernel for evidence: {e:#}"));
             }
             notify(Notice::Tick { run: &live.run, elapsed: started.elapsed() });
             if !bypass_said
@@ -183,6 +204,11 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
             l.flush();
         }
         let end_wall = live.clock.wall(clock_ns(libc::CLOCK_MONOTONIC));
+        if let Some(ev) = &mut evidence {
+            let until = Instant::now() + FINAL_DRAIN;
+            while ev.drain(EVIDENCE_DRAIN, &live.run, &live.clock, source) > 0 && Instant::now() < until {}
+        }
+        let counters = live.counters.clone();
         let mut run = live.into_pipeline();
         if roce_frames(&run.engine) == 0 && !devices.is_empty() {
             run.engine.visibility.rdma_devices = devices;
@@ -191,7 +217,7 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
         run.engine.last_ns.get_or_insert(end_wall);
         // Dropping `ebpf` closes the bpf_link: the program leaves the interface.
         drop(ebpf);
-        Ok(Outcome { run, failed: broken })
+        Ok(Outcome { run, failed: broken, evidence: evidence.map(LiveEvidence::close), counters })
     })
 }
 
@@ -268,6 +294,9 @@ pub async fn drive<M: MapSource>(
 /// The metrics' finding counts are re-evaluated every this many polls (they walk every flow).
 const FINDINGS_EVERY: u64 = 10;
 
+/// Evidence copies cut per drain, at most.
+const EVIDENCE_DRAIN: u64 = 4096;
+
 /// How often the event ring buffer is emptied.
 const EVENT_DRAIN: Duration = Duration::from_millis(10);
 /// How long one drain may run before the loop's other work gets its turn.
@@ -290,12 +319,14 @@ pub struct LiveLoop<M: MapSource> {
     idle: Duration,
     /// Idle flows (evicted from the kernel) kept with their own totals, at most.
     pub keep_idle: usize,
+    /// The kernel's global counters at the last poll.
+    pub counters: Vec<u64>,
 }
 
 impl<M: MapSource> LiveLoop<M> {
     pub fn new(maps: M, run: Pipeline, source: u16, clock: Clock, idle: Duration) -> Self {
         let keep_idle = run.engine.max_flows.min(usize::MAX / 2);
-        LiveLoop { maps, run, acc: LiveAccount::new(source), clock, idle, keep_idle }
+        LiveLoop { maps, run, acc: LiveAccount::new(source), clock, idle, keep_idle, counters: Vec::new() }
     }
 
     /// Hands at most `max` ring-buffer events and `max` timeline records to the analyses;
@@ -335,6 +366,7 @@ impl<M: MapSource> LiveLoop<M> {
     pub fn poll(&mut self, now_mono_ns: u64, evict: bool) -> Result<bool, KernelError> {
         let snap = self.maps.snapshot()?;
         self.acc.apply(&mut self.run.engine, &snap, &self.clock);
+        self.counters.clone_from(&snap.counters);
         let more = self.drain_for(DRAIN_TIME);
         if evict {
             let gone = LiveAccount::idle(&snap, now_mono_ns.saturating_sub(self.idle.as_nanos() as u64));

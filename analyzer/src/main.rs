@@ -95,12 +95,14 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
         }
         _ => None,
     };
-    let (run, failed) = match &args.iface {
+    let (run, failed, live_evidence) = match &args.iface {
         Some(iface) => {
             let o = live(&args, iface, &mut exporter)?;
-            (o.run, o.failed)
+            let ring_full =
+                o.counters.get(analyzer_common::maps::counter::EVIDENCE_FULL as usize).copied().unwrap_or(0);
+            (o.run, o.failed, o.evidence.map(|e| (e, ring_full)))
         }
-        None => (offline(&args, spool.as_mut())?, None),
+        None => (offline(&args, spool.as_mut())?, None, None),
     };
     if let Some(x) = &mut exporter {
         let end = if kind == RunKind::Live { wall_ns() } else { run.engine.last_ns.unwrap_or(0) };
@@ -113,6 +115,9 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
     let mut report = Report::assemble_with(&run, kind, if streamed { Lists::Streamed } else { Lists::Held });
     if let (Some(o), Some(spool)) = (evidence, spool) {
         analyzer::report::evidence::cut_offline(&mut report, &run, spool, o).context("writing the evidence files")?;
+    }
+    if let Some((e, ring_full)) = live_evidence {
+        report.evidence = Some(e.finish(&mut report, ring_full));
     }
     let code = if streamed {
         emit(&report, Some(&run), &[], out)?
@@ -259,12 +264,14 @@ fn live(
             pmtu: config.pmtu,
             match_window_ns: config.match_window_ns,
             filter: config.filter.as_ref().map(|f| f.filter),
+            evidence_snaplen: if args.evidence.is_some() { args.evidence_snaplen } else { 0 },
         },
         config,
         rdma_grace: args.rdma_grace,
         metrics: args.metrics.clone().map(|a| (a, args.metrics_top_flows)),
         nic_counters: args.nic_counters,
         user: args.user.clone(),
+        evidence: args.evidence().map(|o| (o, args.evidence_time.as_nanos() as u64)),
     };
     let shown = escape(iface);
     let show =

@@ -319,3 +319,99 @@ fn evidence_from_standard_input_and_a_directory_that_cannot_be_written() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--evidence") && err.contains(blocker.to_str().unwrap()), "{err}");
 }
+
+/// The packets of a pcapng as written: (timestamp ns, original length, bytes).
+fn packets(path: &Path) -> Vec<(u64, u32, Vec<u8>)> {
+    use pcap_file::pcapng::{Block, PcapNgReader};
+    let mut r = PcapNgReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut out = Vec::new();
+    while let Some(b) = r.next_block() {
+        if let (Block::EnhancedPacket(p), _) = b.unwrap() {
+            out.push((p.timestamp.as_nanos() as u64, p.original_len, p.data.to_vec()));
+        }
+    }
+    out
+}
+
+/// Live: a finding opens while frames go on arriving; the agent asks the XDP program for its
+/// flows' frames, and the file holds copies of exactly those frames (their first
+/// `--evidence-snaplen` bytes, whole length recorded), taken after the finding opened, within
+/// the span the report states.
+#[test]
+fn live_evidence_copies_the_frames_of_a_finding_after_it_opens() {
+    use std::time::Duration;
+    use tests::netns::{Agent, Netns, privileged};
+    if !privileged("live_evidence_copies_the_frames_of_a_finding_after_it_opens") {
+        return;
+    }
+    let ns = Netns::new("evidence");
+    let dir = tempfile::tempdir().unwrap();
+    let (json, ev) = (dir.path().join("live.json"), dir.path().join("ev"));
+    let agent = Agent::start(
+        &ns,
+        &[
+            "--interval",
+            "100ms",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+            "--evidence",
+            ev.to_str().unwrap(),
+            "--evidence-time",
+            "30s",
+            "--evidence-snaplen",
+            "80",
+        ],
+    );
+    let fixture = data_dir().join("gobackn.pcap");
+    // Rounds of the go-back-N exchange for 3 s: the finding opens at the first findings
+    // evaluation (every 10 polls), and the rounds after it are copied.
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    let mut rounds = 0;
+    while std::time::Instant::now() < until {
+        let out = ns.replay(&fixture);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        rounds += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let (code, _, stderr) = agent.stop();
+    assert_eq!(code, Some(0), "agent: {}", stderr.join("\n"));
+    let r = tests::tools::read_report(&json);
+    check_report(&r);
+    let f = r["audit"].as_array().unwrap().iter().find(|f| f["code"] == "go_back_n").expect("go_back_n live");
+    let file = f["evidence"].as_str().expect("the finding links its file");
+    let e = entry(&r, file);
+    let path = ev.join(file);
+    let got = packets(&path);
+    assert_eq!(e["frames"].as_u64().unwrap() as usize, got.len());
+    assert_eq!(e["left_out"], 0);
+    assert!(r["evidence"].get("ring_full").is_none(), "no copy lost: {}", r["evidence"]);
+    // The rounds after the finding opened are in the file (17 frames a round; one under way
+    // when it opened may be there in part), each frame the flow's or a reply (gobackn has no
+    // other traffic), cut to 80 bytes.
+    assert!(got.len() >= 17, "{} frames over {rounds} rounds", got.len());
+    assert!(got.len() < 17 * rounds, "frames before the finding opened are not copied");
+    let originals: Vec<Vec<u8>> = tests::fixtures::all()
+        .into_iter()
+        .find(|x| x.name == "gobackn.pcap")
+        .unwrap()
+        .frames
+        .into_iter()
+        .map(|x| x.record.data)
+        .collect();
+    for (ts, len, data) in &got {
+        let o = originals
+            .iter()
+            .find(|o| o[..80.min(o.len())] == data[..])
+            .expect("a copy of a fixture frame's first 80 bytes");
+        assert_eq!(*len as usize, o.len(), "the whole length recorded");
+        let (a, b) = span(e);
+        assert!(*ts >= a && *ts <= b, "{ts} within the span {a}..{b}");
+    }
+    // tshark opens it, and names the vantage point.
+    let frames = tshark(&path);
+    assert_eq!(frames.len(), got.len());
+    assert!(frames.iter().all(|x| x.interface == "vb"), "{:?}", frames.first());
+    assert!(comment(&path).contains("go_back_n"));
+}

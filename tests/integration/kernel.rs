@@ -21,6 +21,7 @@ fn comparable(s: &FlowStats) -> FlowStats {
     s.first_ns = 0;
     s.last_ns = 0;
     s.sources = 0;
+    s.first_event_ns = 0;
     let sort = |c: &analyzer::engine::flows::Counts| {
         let mut n = analyzer::engine::flows::Counts::default();
         for (k, v) in c.sorted() {
@@ -134,6 +135,83 @@ fn kernel_equals_host(filter: Option<&str>) -> (u64, u64) {
     };
     assert_eq!(strip(&kernel.pfc), strip(&host.pfc), "{what}: PFC / PAUSE per sender and priority");
     (host.frames, host.filtered)
+}
+
+/// Evidence copies: with a flow and PFC watched, the program copies exactly the frames of that
+/// flow and every PFC / PAUSE frame, each cut to the snap length, with the flow key, class,
+/// AETH and priority bits the host's classifier gives the whole frame; nothing else.
+#[test]
+fn kernel_copies_the_watched_flows_frames_for_evidence() {
+    use analyzer::capture::kernel::evidence::{EvidenceMaps, EvidenceSource};
+    use analyzer::report::evidence::select::Tag;
+    use analyzer_common::flow::FlowKey;
+    if !privileged("kernel_copies_the_watched_flows_frames_for_evidence") {
+        return;
+    }
+    pin_to_cpu(0).expect("pin to CPU 0");
+    let snaplen = 96;
+    let mut ebpf = load(LoadOptions { evidence_snaplen: snaplen, ..LoadOptions::default() }, &[PROGRAM]).unwrap();
+    let mut ev = EvidenceMaps::new(&mut ebpf).unwrap();
+    let frames: Vec<Vec<u8>> = ["gobackn.pcap", "pfc.pcap", "rtt.pcap"]
+        .iter()
+        .flat_map(|n| fixtures::all().into_iter().find(|f| f.name == *n).unwrap().frames)
+        .map(|f| f.record.data)
+        .collect();
+    let tag = |d: &[u8]| {
+        let mut s = PacketSummary::zeroed();
+        classify(d, d.len() as u32, &mut s);
+        Tag::of(&s)
+    };
+    // The first frame's flow (gobackn's data flow).
+    let watched: FlowKey = tag(&frames[0]).flow;
+    assert_eq!(ev.watch_flows(&[watched], u64::MAX).unwrap(), 1);
+    ev.watch_pause(u64::MAX).unwrap();
+    let fd = program_fd(&ebpf, PROGRAM).unwrap();
+    let mut want = Vec::new();
+    for d in &frames {
+        let r = test_run(fd, d, 1, None).unwrap();
+        assert_eq!(r.retval, XDP_PASS);
+        let t = tag(d);
+        let pause = matches!(t.class, analyzer_common::FrameClass::Pfc | analyzer_common::FrameClass::Pause);
+        if pause || (t.flow == watched && matches!(t.class, analyzer_common::FrameClass::Roce)) {
+            want.push((d[..d.len().min(snaplen as usize)].to_vec(), d.len() as u32, t));
+        }
+    }
+    let mut got = Vec::new();
+    ev.drain(u64::MAX, &mut |e| {
+        let t = Tag {
+            class: analyzer_common::FrameClass::from_u8(e.class).unwrap(),
+            flow: e.flow,
+            aeth: e.aeth != 0,
+            src_mac: e.src_mac,
+            priorities: e.priorities,
+        };
+        got.push((e.data[..e.caplen as usize].to_vec(), e.orig_len, t));
+    });
+    assert!(want.len() > 10 && want.iter().any(|w| w.2.priorities != 0), "{} frames to copy", want.len());
+    // PFC frames have no flow: compare what the kernel fills in for them.
+    let norm = |v: Vec<(Vec<u8>, u32, Tag)>| -> Vec<(Vec<u8>, u32, Tag)> {
+        v.into_iter()
+            .map(|(d, l, mut t)| {
+                if t.priorities != 0 {
+                    t.flow = FlowKey::default();
+                }
+                (d, l, t)
+            })
+            .collect()
+    };
+    assert_eq!(norm(got), norm(want));
+    // Past its deadline a flow is no longer copied.
+    ev.watch_flows(&[watched], 1).unwrap();
+    let mut maps = AyaMaps::new(&mut ebpf).unwrap();
+    let before = maps.snapshot().unwrap().counter(analyzer_common::maps::counter::EVIDENCE);
+    let fd = program_fd(&ebpf, PROGRAM).unwrap();
+    test_run(fd, &frames[0], 1, None).unwrap();
+    assert_eq!(
+        maps.snapshot().unwrap().counter(analyzer_common::maps::counter::EVIDENCE),
+        before + 1,
+        "the later deadline holds"
+    );
 }
 
 #[test]

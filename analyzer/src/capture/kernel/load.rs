@@ -21,6 +21,9 @@ pub struct LoadOptions {
     pub match_window_ns: u64,
     /// `--filter`: frames it refuses are counted (`FILTERED`) and not analysed.
     pub filter: Option<analyzer_common::filter::Filter>,
+    /// `--evidence-snaplen`: the program copies the frames the agent asks for, this many bytes
+    /// of each (0: no evidence, the copy path pruned).
+    pub evidence_snaplen: u32,
 }
 
 impl Default for LoadOptions {
@@ -33,6 +36,7 @@ impl Default for LoadOptions {
             pmtu: 0,
             match_window_ns: analyzer_common::vantage::DEFAULT_WINDOW_NS,
             filter: None,
+            evidence_snaplen: 0,
         }
     }
 }
@@ -88,6 +92,11 @@ pub fn load_object(
         .override_global(maps::GLOBAL_PMTU_DEFAULT, &opts.pmtu, strict)
         .override_global(maps::GLOBAL_MATCH_WINDOW_NS, &opts.match_window_ns, strict)
         .override_global(maps::GLOBAL_FILTER_ON, &(opts.filter.is_some() as u8), strict)
+        .override_global(
+            maps::GLOBAL_EVIDENCE_ON,
+            &((opts.evidence_snaplen > 0) as u8),
+            strict && opts.evidence_snaplen > 0,
+        )
         .map_max_entries(MAP_FLOWS, opts.max_flows)
         .map_max_entries(maps::MAP_PSN, opts.max_flows)
         .map_max_entries(MAP_EVENTS, opts.ringbuf_bytes)
@@ -104,6 +113,14 @@ pub fn load_object(
             aya::maps::Array::try_from(map).map_err(map_err)?;
         array.set(0, filter, 0).map_err(map_err)?;
     }
+    if opts.evidence_snaplen > 0 {
+        let map_err = |source| KernelError::Map { map: maps::MAP_EVIDENCE_CTL, source };
+        let map = ebpf
+            .map_mut(maps::MAP_EVIDENCE_CTL)
+            .ok_or(KernelError::MapLayout { map: maps::MAP_EVIDENCE_CTL, what: "not in the object" })?;
+        let mut array: aya::maps::Array<_, u64> = aya::maps::Array::try_from(map).map_err(map_err)?;
+        array.set(maps::evidence_ctl::SNAPLEN, opts.evidence_snaplen as u64, 0).map_err(map_err)?;
+    }
     for name in programs {
         let prog: &mut Xdp = ebpf
             .program_mut(name)
@@ -111,8 +128,10 @@ pub fn load_object(
             .try_into()
             .map_err(|source| KernelError::Program { name: name.to_string(), source })?;
         prog.load().map_err(|e| match e {
+            // The verifier refuses with EACCES too: a log says it was the verifier, not privilege.
             aya::programs::ProgramError::LoadError { io_error, verifier_log }
-                if !matches!(io_error.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) =>
+                if !matches!(io_error.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES))
+                    || !verifier_log.to_string().trim().is_empty() =>
             {
                 KernelError::Verifier { name: name.to_string(), log: verifier_log.to_string(), source: io_error }
             }

@@ -2,6 +2,7 @@
 //! asked for, running it on test frames (`BPF_PROG_TEST_RUN`) and reading its maps.
 
 pub(crate) mod batch;
+pub mod evidence;
 pub mod load;
 pub mod snapshot;
 pub mod test_run;

@@ -64,7 +64,7 @@ pub struct AyaMaps {
     cpus: usize,
 }
 
-fn map_err(map: &'static str) -> impl Fn(aya::maps::MapError) -> KernelError {
+pub(crate) fn map_err(map: &'static str) -> impl Fn(aya::maps::MapError) -> KernelError {
     move |source| KernelError::Map { map, source }
 }
 
@@ -72,7 +72,7 @@ fn io_err(map: &'static str) -> impl Fn(std::io::Error) -> KernelError {
     move |source| KernelError::MapIo { map, source }
 }
 
-fn take(ebpf: &mut aya::Ebpf, name: &'static str) -> Result<aya::maps::Map, KernelError> {
+pub(crate) fn take(ebpf: &mut aya::Ebpf, name: &'static str) -> Result<aya::maps::Map, KernelError> {
     ebpf.take_map(name).ok_or(KernelError::MapLayout { map: name, what: "not in the object" })
 }
 
@@ -84,7 +84,7 @@ fn per_cpu_hash(ebpf: &mut aya::Ebpf, name: &'static str) -> Result<MapData, Ker
 }
 
 /// Reads a `T` from the start of `b` (bytes the kernel copied out of a map).
-fn pod<T: aya::Pod>(b: &[u8]) -> T {
+pub(crate) fn pod<T: aya::Pod>(b: &[u8]) -> T {
     assert!(b.len() >= std::mem::size_of::<T>(), "short map element");
     // SAFETY: T is Pod (any bytes are a valid T) and `b` holds at least size_of::<T>() bytes.
     unsafe { std::ptr::read_unaligned(b.as_ptr() as *const T) }

@@ -5,12 +5,14 @@
 //! pass over the inputs; live, from the XDP program's evidence ring (`crate::live`).
 
 pub mod file;
+pub mod live;
 pub mod select;
 pub mod spool;
 
 use std::path::{Path, PathBuf};
 
 use analyzer_common::flow::FlowKey;
+use rustc_hash::FxHashMap;
 
 use self::file::{EvidenceError, Vantage};
 use self::select::{PAUSE_BIT, Router, Select, Tag};
@@ -55,8 +57,11 @@ pub enum Item {
 /// One evidence file to cut: its frames, its span, and what it is about.
 #[derive(Debug, Clone)]
 pub struct Request {
-    pub item: Item,
-    /// The file name, relative to the directory.
+    /// Which item of the report it shows, the same in every report of a run ([`items`]).
+    pub id: String,
+    /// What it is, for the file name (`go_back_n`, `incast`).
+    pub what: String,
+    /// The file name, relative to the directory (given by the [`Cutter`]).
     pub file: String,
     pub about: String,
     /// The section comment: what the item says.
@@ -80,21 +85,25 @@ pub struct Cutter {
 
 impl Cutter {
     pub fn new(opts: Options, requests: Vec<Request>) -> Cutter {
-        let router = Router::new(requests.iter().map(|r| &r.select));
-        let n = requests.len();
-        Cutter {
+        let mut c = Cutter {
             opts,
-            requests,
-            files: (0..n).map(|_| None).collect(),
-            left_out: vec![0; n],
-            router,
+            requests: Vec::new(),
+            files: Vec::new(),
+            left_out: Vec::new(),
+            router: Router::default(),
             errors: Vec::new(),
             hits: Vec::new(),
+        };
+        for r in requests {
+            c.add(r);
         }
+        c
     }
 
-    /// Live: one more request, routed from now on.
-    pub fn add(&mut self, r: Request) {
+    /// One more request (live: as findings open), routed from now on; its file is numbered in
+    /// the order requests came.
+    pub fn add(&mut self, mut r: Request) {
+        r.file = format!("{:03}-{}.pcapng", self.requests.len() + 1, r.what);
         self.router.add(self.requests.len(), &r.select);
         self.requests.push(r);
         self.files.push(None);
@@ -139,13 +148,16 @@ impl Cutter {
     /// Items whose span held no frame of theirs get no file.
     pub fn finish(mut self, report: &mut Report) -> Evidence {
         let mut files = Vec::new();
+        let ids: FxHashMap<String, Item> = items(report).into_iter().map(|(item, id)| (id, item)).collect();
         for (i, r) in self.requests.iter().enumerate() {
             let Some(f) = &mut self.files[i] else { continue };
             if let Err(e) = f.flush() {
                 self.errors.push(e.to_string());
                 continue;
             }
-            link(report, r.item, &r.file);
+            if let Some(item) = ids.get(&r.id) {
+                link(report, *item, &r.file);
+            }
             files.push(EvidenceFile {
                 file: r.file.clone(),
                 about: r.about.clone(),
@@ -219,9 +231,25 @@ pub fn finding_select(run: &Pipeline, f: &Finding) -> Select {
     s
 }
 
-/// The file name of an item: its place in the report and what it is.
-fn name(n: usize, what: &str) -> String {
-    format!("{n:03}-{what}.pcapng")
+/// Every item of a report evidence can be about, with its identity: the same item in a later
+/// report of the run (live: counts grow, messages change) has the same one.
+pub fn items(report: &Report) -> Vec<(Item, String)> {
+    let mut out = Vec::new();
+    for (i, f) in report.audit.iter().enumerate() {
+        let flows: Vec<String> =
+            f.flows.iter().map(|r| format!("{}>{}:{}/{:#x}", r.src, r.dst, r.udp_sport, r.dst_qp)).collect();
+        out.push((Item::Finding(i), format!("finding {} {}", f.code.name(), flows.join(" "))));
+    }
+    for (i, e) in report.incast.episodes.iter().enumerate() {
+        out.push((Item::Episode(i), format!("incast {} {}", e.dst, e.start_ns)));
+    }
+    for (i, s) in report.pfc.storms.iter().enumerate() {
+        out.push((Item::Storm(i), format!("storm {} {} {}", s.mac, s.priority, s.start_ns)));
+    }
+    for (i, d) in report.congestion_tree.deadlocks.iter().enumerate() {
+        out.push((Item::Deadlock(i), format!("deadlock {} {} {}", d.priority, d.cycle.join(","), d.start_ns)));
+    }
+    out
 }
 
 /// Every request of a report built from `run`: one per finding, incast episode, PFC storm and
@@ -229,92 +257,102 @@ fn name(n: usize, what: &str) -> String {
 /// a NAK, a PSN out of sequence or repeated; else their first frame) and ends at their last.
 pub fn plan(report: &Report, run: &Pipeline, margin_ns: u64) -> Vec<Request> {
     let mut out = Vec::new();
-    let mut n = 0;
-    let mut next = || {
-        n += 1;
-        n
-    };
-    for (i, f) in report.audit.iter().enumerate() {
-        let select = finding_select(run, f);
-        let mut span: Option<(u64, u64)> = None;
-        for k in &select.flows {
-            if let Some(s) = run.engine.flows.get(k) {
-                let start = if s.first_event_ns != 0 { s.first_event_ns } else { s.first_ns };
-                span = Some(span.map_or((start, s.last_ns), |(a, b)| (a.min(start), b.max(s.last_ns))));
-            }
+    for (item, id) in items(report) {
+        if let Some(r) = request(report, run, margin_ns, item, id) {
+            out.push(r);
         }
-        let Some((start, end)) = span else { continue };
-        out.push(Request {
-            item: Item::Finding(i),
-            file: name(next(), f.code.name()),
-            about: format!("finding {} ({})", f.code.name(), f.severity.name()),
-            comment: format!("roce-analyzer finding {} ({}): {}", f.code.name(), f.severity.name(), f.message),
-            start_ns: start.saturating_sub(margin_ns),
-            end_ns: end.saturating_add(margin_ns),
-            select,
-        });
-    }
-    for (i, e) in report.incast.episodes.iter().enumerate() {
-        let Some(dst) = addr_bytes(&e.dst) else { continue };
-        let select = Select { host: Some(dst), pause: Some((Vec::new(), 0x1FF)), ..Default::default() };
-        out.push(Request {
-            item: Item::Episode(i),
-            file: name(next(), "incast"),
-            about: format!("incast episode into {}", e.dst),
-            comment: format!(
-                "roce-analyzer incast episode: {} senders at peak into {} ({} bytes, peak {:.1} Gb/s, {} CE-marked, {} CNPs, {} PFC frames)",
-                e.peak_senders, e.dst, e.bytes, e.peak_gbps, e.ce_packets, e.cnp_packets, e.pfc_frames
-            ),
-            start_ns: e.start_ns.saturating_sub(margin_ns),
-            end_ns: e.end_ns.saturating_add(margin_ns),
-            select,
-        });
-    }
-    for (i, s) in report.pfc.storms.iter().enumerate() {
-        let Some(mac) = parse_mac(&s.mac) else { continue };
-        let prios = if s.priority >= 8 { PAUSE_BIT } else { 1 << s.priority };
-        out.push(Request {
-            item: Item::Storm(i),
-            file: name(next(), "pfc_storm"),
-            about: format!("PFC storm from {} priority {}", s.mac, s.priority),
-            comment: format!(
-                "roce-analyzer PFC storm: {}{} paused priority {} for {} ns",
-                s.mac,
-                s.device.as_ref().map(|d| format!(" ({d})")).unwrap_or_default(),
-                s.priority,
-                s.duration_ns
-            ),
-            start_ns: s.start_ns.saturating_sub(margin_ns),
-            end_ns: s.start_ns.saturating_add(s.duration_ns).saturating_add(margin_ns),
-            select: Select { pause: Some((vec![mac], prios)), ..Default::default() },
-        });
-    }
-    for (i, d) in report.congestion_tree.deadlocks.iter().enumerate() {
-        let prios = if d.priority >= 8 { PAUSE_BIT } else { 1 << d.priority };
-        // The PFC frames of the devices in the cycle (the topology names their MACs).
-        let topo = run.analyses.config.topology.as_ref();
-        let mut macs: Vec<[u8; 6]> = (run.engine.pfc.pfc.keys().map(|(m, _)| *m))
-            .chain(run.engine.pfc.pause.keys().copied())
-            .filter(|m| tree::owner_names(topo, m).0.is_some_and(|n| d.cycle.contains(&n)))
-            .collect();
-        macs.sort_unstable();
-        macs.dedup();
-        out.push(Request {
-            item: Item::Deadlock(i),
-            file: name(next(), "deadlock"),
-            about: format!("PFC deadlock on priority {}", d.priority),
-            comment: format!(
-                "roce-analyzer PFC deadlock on priority {}: {} paused each other for {} ns",
-                d.priority,
-                d.cycle.join(" → "),
-                d.duration_ns
-            ),
-            start_ns: d.start_ns.saturating_sub(margin_ns),
-            end_ns: d.start_ns.saturating_add(d.duration_ns).saturating_add(margin_ns),
-            select: Select { pause: Some((macs, prios)), ..Default::default() },
-        });
     }
     out
+}
+
+/// The request of one item of `report`.
+fn request(report: &Report, run: &Pipeline, margin_ns: u64, item: Item, id: String) -> Option<Request> {
+    let new = |what: &str, about: String, comment: String, span: (u64, u64), select: Select| Request {
+        id: id.clone(),
+        what: what.to_string(),
+        file: String::new(),
+        about,
+        comment,
+        start_ns: span.0.saturating_sub(margin_ns),
+        end_ns: span.1.saturating_add(margin_ns),
+        select,
+    };
+    Some(match item {
+        Item::Finding(i) => {
+            let f = &report.audit[i];
+            let select = finding_select(run, f);
+            let mut span: Option<(u64, u64)> = None;
+            for k in &select.flows {
+                if let Some(s) = run.engine.flows.get(k) {
+                    let start = if s.first_event_ns != 0 { s.first_event_ns } else { s.first_ns };
+                    span = Some(span.map_or((start, s.last_ns), |(a, b)| (a.min(start), b.max(s.last_ns))));
+                }
+            }
+            new(
+                f.code.name(),
+                format!("finding {} ({})", f.code.name(), f.severity.name()),
+                format!("roce-analyzer finding {} ({}): {}", f.code.name(), f.severity.name(), f.message),
+                span?,
+                select,
+            )
+        }
+        Item::Episode(i) => {
+            let e = &report.incast.episodes[i];
+            let select =
+                Select { host: Some(addr_bytes(&e.dst)?), pause: Some((Vec::new(), 0x1FF)), ..Default::default() };
+            new(
+                "incast",
+                format!("incast episode into {}", e.dst),
+                format!(
+                    "roce-analyzer incast episode: {} senders at peak into {} ({} bytes, peak {:.1} Gb/s, {} CE-marked, {} CNPs, {} PFC frames)",
+                    e.peak_senders, e.dst, e.bytes, e.peak_gbps, e.ce_packets, e.cnp_packets, e.pfc_frames
+                ),
+                (e.start_ns, e.end_ns),
+                select,
+            )
+        }
+        Item::Storm(i) => {
+            let s = &report.pfc.storms[i];
+            let prios = if s.priority >= 8 { PAUSE_BIT } else { 1 << s.priority };
+            new(
+                "pfc_storm",
+                format!("PFC storm from {} priority {}", s.mac, s.priority),
+                format!(
+                    "roce-analyzer PFC storm: {}{} paused priority {} for {} ns",
+                    s.mac,
+                    s.device.as_ref().map(|d| format!(" ({d})")).unwrap_or_default(),
+                    s.priority,
+                    s.duration_ns
+                ),
+                (s.start_ns, s.start_ns.saturating_add(s.duration_ns)),
+                Select { pause: Some((vec![parse_mac(&s.mac)?], prios)), ..Default::default() },
+            )
+        }
+        Item::Deadlock(i) => {
+            let d = &report.congestion_tree.deadlocks[i];
+            let prios = if d.priority >= 8 { PAUSE_BIT } else { 1 << d.priority };
+            // The PFC frames of the devices in the cycle (the topology names their MACs).
+            let topo = run.analyses.config.topology.as_ref();
+            let mut macs: Vec<[u8; 6]> = (run.engine.pfc.pfc.keys().map(|(m, _)| *m))
+                .chain(run.engine.pfc.pause.keys().copied())
+                .filter(|m| tree::owner_names(topo, m).0.is_some_and(|n| d.cycle.contains(&n)))
+                .collect();
+            macs.sort_unstable();
+            macs.dedup();
+            new(
+                "deadlock",
+                format!("PFC deadlock on priority {}", d.priority),
+                format!(
+                    "roce-analyzer PFC deadlock on priority {}: {} paused each other for {} ns",
+                    d.priority,
+                    d.cycle.join(" → "),
+                    d.duration_ns
+                ),
+                (d.start_ns, d.start_ns.saturating_add(d.duration_ns)),
+                Select { pause: Some((macs, prios)), ..Default::default() },
+            )
+        }
+    })
 }
 
 fn parse_mac(s: &str) -> Option<[u8; 6]> {

@@ -11,15 +11,14 @@ use std::path::{Path, PathBuf};
 use analyzer_common::FrameClass;
 use analyzer_common::flow::FlowKey;
 
-use super::file::EvidenceError;
 use super::Seen;
+use super::file::EvidenceError;
 use super::select::Tag;
 use crate::capture::LinkType;
 
 /// Bytes of a spooled frame's fixed part: ts, orig_len, caplen, source, link, class, aeth,
 /// priorities, src_mac, flow key.
 const HEAD: usize = 8 + 4 + 4 + 2 + 1 + 1 + 1 + 2 + 6 + 40 + 1;
-
 
 pub struct Spool {
     dir: PathBuf,

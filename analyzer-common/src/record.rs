@@ -30,7 +30,9 @@ pub struct Record {
     pub flags: u8,
     pub aeth_syndrome: u8,
     pub ip_version: u8,
-    pub _pad: [u8; 2],
+    /// The outer VLAN tag's PCP 0..7, or [`crate::maps::UNTAGGED`].
+    pub pcp: u8,
+    pub _pad: u8,
 }
 
 const _: () = assert!(core::mem::size_of::<Record>() == 64);
@@ -77,7 +79,8 @@ impl Record {
             (*dst).flags = flags;
             (*dst).aeth_syndrome = s.aeth_syndrome;
             (*dst).ip_version = s.ip_version;
-            (*dst)._pad = [0; 2];
+            (*dst).pcp = crate::maps::pcp_of(s);
+            (*dst)._pad = 0;
         }
     }
 

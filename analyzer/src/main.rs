@@ -75,9 +75,16 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
     // Export lines on standard output: nothing else goes there.
     args.output.quiet |= args.export.as_deref() == stdout;
     prepare_outputs(&args.output)?;
-    let evidence = args.evidence();
-    if let Some(o) = &evidence {
-        analyzer::report::evidence::prepare(&o.dir).context("--evidence")?;
+    let mut evidence = args.evidence();
+    if let Some(o) = &mut evidence {
+        let removed;
+        (o.dir, removed) = analyzer::report::evidence::prepare(&o.dir).context("--evidence")?;
+        if removed > 0 {
+            eprintln!(
+                "roce-analyzer: removed {removed} evidence file(s) of an earlier run from {}",
+                escape(&o.dir.display().to_string())
+            );
+        }
     }
     let kind = if args.iface.is_some() { RunKind::Live } else { RunKind::Offline };
     let mut exporter = match &args.export {
@@ -97,7 +104,7 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
     };
     let (run, failed, live_evidence) = match &args.iface {
         Some(iface) => {
-            let o = live(&args, iface, &mut exporter)?;
+            let o = live(&args, iface, &mut exporter, evidence.clone())?;
             let ring_full =
                 o.counters.get(analyzer_common::maps::counter::EVIDENCE_FULL as usize).copied().unwrap_or(0);
             (o.run, o.failed, o.evidence.map(|e| (e, ring_full)))
@@ -239,6 +246,7 @@ fn live(
     args: &AnalyzeArgs,
     iface: &str,
     exporter: &mut Option<export::Exporter>,
+    evidence: Option<analyzer::report::evidence::Options>,
 ) -> anyhow::Result<analyzer::live::Outcome> {
     if args.kernel_log {
         // aya-log hands the program's lines to the `log` crate; print them on stderr.
@@ -271,7 +279,7 @@ fn live(
         metrics: args.metrics.clone().map(|a| (a, args.metrics_top_flows)),
         nic_counters: args.nic_counters,
         user: args.user.clone(),
-        evidence: args.evidence().map(|o| (o, args.evidence_time.as_nanos() as u64)),
+        evidence: evidence.map(|o| (o, args.evidence_time.as_nanos() as u64)),
     };
     let shown = escape(iface);
     let show =

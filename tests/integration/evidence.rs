@@ -415,3 +415,28 @@ fn live_evidence_copies_the_frames_of_a_finding_after_it_opens() {
     assert!(frames.iter().all(|x| x.interface == "vb"), "{:?}", frames.first());
     assert!(comment(&path).contains("go_back_n"));
 }
+
+/// The HTML page links each finding to its evidence file; the summary names the files.
+#[test]
+fn the_page_and_the_summary_point_to_the_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("p.html");
+    let (r, ev) = with_evidence(&["ecn_audit.pcap", "--html", page.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let linked = r["audit"].as_array().unwrap().iter().filter(|f| f["evidence"].is_string()).count();
+    assert_eq!(linked, 5);
+    assert_eq!(html.matches("class=\"evidence\"").count(), linked);
+    let dir_abs = ev.path().join("evidence").canonicalize().unwrap();
+    assert_eq!(r["evidence"]["dir"], dir_abs.to_str().unwrap(), "an absolute directory");
+    assert!(html.contains(&format!("file://{}/001-", dir_abs.display())), "links by absolute path");
+    let out = run(&["-r", &resolve("ecn_audit.pcap"), "--evidence", dir_abs.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("→ 001-ce_without_cnp.pcapng") && text.contains("evidence: 5 pcapng files"), "{text}");
+    // A later run into the same directory leaves no file of the earlier one behind.
+    let out = run(&["-q", "-r", &resolve("gobackn.pcap"), "--evidence", dir_abs.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("removed 5 evidence file(s) of an earlier run"));
+    let mut left: Vec<String> =
+        std::fs::read_dir(&dir_abs).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    left.sort();
+    assert_eq!(left, ["001-go_back_n.pcapng"]);
+}

@@ -51,7 +51,22 @@ fn comparable(v: &Value) -> Value {
         }
     }
     pfc.as_object_mut().unwrap().remove("storms");
+    // Marking over time: its points follow the replay's timing, its totals per class and per
+    // priority (from the first CE mark) do not. (Of mirrored copies, live analyses see the
+    // first copy's ECN, offline the last one's: README, vantage points.)
+    let mirrored = !v["vantage"].is_null();
+    let totals = |list: &str, key: &str| -> Vec<Value> {
+        if mirrored {
+            return Vec::new();
+        }
+        let sum =
+            |s: &Value, k: &str| s[k].as_array().map_or(0, |a| a.iter().map(|v| v.as_u64().unwrap()).sum::<u64>());
+        v["marking"][list].as_array().map_or(Vec::new(), |a| {
+            a.iter().map(|s| serde_json::json!([s[key], sum(s, "frames"), sum(s, "ce")])).collect()
+        })
+    };
     serde_json::json!({
+        "marking": [totals("classes", "dscp"), totals("priorities", "pcp")],
         "frames": v["capture"]["frames"],
         "classes": v["capture"]["classes"],
         "dropped": v["capture"]["dropped"],

@@ -416,3 +416,32 @@ fn dcqcn_reaction_per_flow_and_host() {
     assert!(findings(&r).iter().all(|f| f.1 != "slow_recovery"));
     assert_eq!(r["dcqcn"]["flows"][0]["recovery_ns_p50"], 410_000);
 }
+
+/// Marking per priority (the outer VLAN tag's PCP, the PFC priority): the example's data
+/// frames are all PCP 3 and DSCP 26, so its one priority has the class's series; its CE marks
+/// are the CE-marked RoCE frames tshark finds on priority 3. An untagged capture's priority is
+/// `pcp: null`.
+#[test]
+fn marking_per_priority() {
+    let r = report("example.pcap", &[]);
+    let m = &r["marking"];
+    let prios = m["priorities"].as_array().unwrap();
+    assert_eq!(prios.len(), 1, "{m}");
+    assert_eq!(prios[0]["pcp"], 3);
+    let class = &m["classes"][0];
+    for k in ["start_ns", "point_ns", "frames", "ce"] {
+        assert_eq!(prios[0][k], class[k], "{k}");
+    }
+    let out = std::process::Command::new(tests::tools::require("tshark"))
+        .args(["-n", "-r"])
+        .arg(data_dir().join("example.pcap"))
+        .args(["-Y", "vlan.priority == 3 && ip.dsfield.ecn == 3 && infiniband", "-T", "fields", "-e", "frame.number"])
+        .output()
+        .unwrap();
+    let ce = String::from_utf8(out.stdout).unwrap().lines().count() as u64;
+    let sum = |k: &str| prios[0][k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum::<u64>();
+    assert!(ce > 0);
+    assert_eq!(sum("ce"), ce);
+    let r = report("dcqcn.pcap", &[]);
+    assert_eq!(r["marking"]["priorities"][0]["pcp"], Value::Null);
+}

@@ -206,3 +206,30 @@ fn human_html_and_metrics_show_the_hops() {
         "{m}"
     );
 }
+
+/// Where marking starts: the hop leaf → spine marks PSN 60..69 (the spine sees them CE), so its
+/// series starts at PSN 60's arrival at the spine (600 µs + 3 µs, in the 10 µs point from 600
+/// µs) and then counts one matched frame per point (PSN 60..99 every 10 µs, and the resend of
+/// 99 at 1003 µs), the first ten marked between; the spine → leaf hop marks nothing.
+#[test]
+fn the_hop_that_marks_has_its_marking_over_time() {
+    let r = leaf_and_spine(&[]);
+    let hops = r["vantage"]["hops"].as_array().unwrap();
+    let (x, y) = (&hops[0], &hops[1]);
+    assert_eq!((x["from"].as_str(), y["from"].as_str()), (Some("leaf"), Some("spine")));
+    assert!(y.get("marking").is_none(), "{y}");
+    let m = &x["marking"];
+    let start = r["capture"]["start_ns"].as_u64().unwrap();
+    assert_eq!(m["start_ns"].as_u64().unwrap() - start, 600_000, "{m}");
+    assert_eq!(m["point_ns"], 10_000);
+    let frames = vec![1u64; 41];
+    let mut ce = vec![0u64; 41];
+    ce[..10].fill(1);
+    assert_eq!(m["frames"], json!(frames));
+    assert_eq!(m["ce"], json!(ce));
+    // The same totals the hop states.
+    assert_eq!(
+        m["ce"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum::<u64>(),
+        x["ce_marked"].as_u64().unwrap()
+    );
+}

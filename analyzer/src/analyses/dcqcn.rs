@@ -164,6 +164,8 @@ pub struct Dcqcn {
     window_ns: u64,
     /// Data frames and CE marks over time per DSCP (the traffic class), once a mark is seen.
     classes: std::collections::BTreeMap<u8, Series>,
+    /// The same per outer PCP (8: untagged).
+    priorities: std::collections::BTreeMap<u8, Series>,
     /// Whether any data frame was CE-marked (the class series start then).
     marked: bool,
     horizon_ns: u64,
@@ -269,6 +271,7 @@ impl Dcqcn {
         self.marked |= r.ce();
         if self.marked {
             self.classes.entry(r.dscp & 63).or_insert_with(|| Series::new(w)).add(w, r.frame_len as u64, r.ce());
+            self.priorities.entry(r.pcp.min(8)).or_insert_with(|| Series::new(w)).add(w, r.frame_len as u64, r.ce());
         }
         let key = r.flow();
         let f = if r.ce() {
@@ -308,6 +311,11 @@ impl Dcqcn {
     }
 
     /// Data frames and CE marks over time per DSCP, from the first CE mark.
+    /// Marking over time per outer PCP (8: untagged), as [`Dcqcn::classes`].
+    pub fn priorities(&self) -> &std::collections::BTreeMap<u8, Series> {
+        &self.priorities
+    }
+
     pub fn classes(&self) -> &std::collections::BTreeMap<u8, Series> {
         &self.classes
     }

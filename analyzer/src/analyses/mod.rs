@@ -62,7 +62,7 @@ impl Analyses {
                 .with_interval(config.cnp_interval_ns),
             incast: incast::Incast::new(config.incast_window_ns, config.incast_min_senders, config.max_keys),
             pause: pause::Pause::new(config.link_speed_bps, config.pfc_storm_ns),
-            vantage: vantage::Vantage::new(config.match_window_ns),
+            vantage: vantage::Vantage::new(config.match_window_ns, config.rate_window_ns),
             dcqcn: dcqcn::Dcqcn::new(
                 config.rate_window_ns,
                 config.dcqcn_horizon_ns,

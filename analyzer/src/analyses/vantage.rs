@@ -71,6 +71,9 @@ pub struct HopState {
     pub latency: Samples,
     /// Frames matched per flow.
     pub flows: FxHashMap<FlowKey, u64>,
+    /// From the first frame CE-marked between the points on: matched frames and those marked
+    /// between, per point of time (where marking starts, and how it goes on).
+    pub marking: Option<Box<super::dcqcn::Series>>,
 }
 
 /// A hop as the report gives it: `missing` computed over the flows seen at both points.
@@ -87,6 +90,8 @@ pub struct Hop<'a> {
 #[derive(Debug)]
 pub struct Vantage {
     pub window_ns: u64,
+    /// The time resolution of a hop's marking series (`--rate-window`).
+    pub point_ns: u64,
     /// Matching runs for runs with several inputs, or from the first mirrored copy on.
     active: bool,
     pub points: Vec<Point>,
@@ -106,9 +111,10 @@ pub struct Vantage {
 }
 
 impl Vantage {
-    pub fn new(window_ns: u64) -> Self {
+    pub fn new(window_ns: u64, point_ns: u64) -> Self {
         Vantage {
             window_ns,
+            point_ns: point_ns.max(1),
             active: false,
             points: Vec::new(),
             point_index: FxHashMap::default(),
@@ -183,10 +189,18 @@ impl Vantage {
                 self.copies += 1;
                 let ecn = s.ecn & 3;
                 let flow = FlowKey::from_summary(&h.summary);
+                let w = meta.ts_ns / self.point_ns;
                 for &(q, tq, ecn_q) in &h.sightings {
                     let hop = self.hops.entry((q, point)).or_default();
                     hop.matched += 1;
-                    hop.ce_marked += (ecn_q != 3 && ecn == 3) as u64;
+                    let marked = ecn_q != 3 && ecn == 3;
+                    hop.ce_marked += marked as u64;
+                    if marked && hop.marking.is_none() {
+                        hop.marking = Some(Box::new(super::dcqcn::Series::new(w)));
+                    }
+                    if let Some(m) = &mut hop.marking {
+                        m.add(w, 0, marked);
+                    }
                     hop.latency.push(meta.ts_ns.saturating_sub(tq));
                     *hop.flows.entry(flow).or_default() += 1;
                 }

@@ -171,13 +171,22 @@ pub fn marking(run: &Pipeline) -> Option<Marking> {
     let classes: Vec<MarkingClass> = d
         .classes()
         .iter()
-        .map(|(dscp, s)| MarkingClass {
-            dscp: *dscp,
-            start_ns: s.start_window * d.window_ns(),
-            point_ns: s.windows * d.window_ns(),
-            frames: s.frames.clone(),
-            ce: s.ce.clone(),
-        })
+        .map(|(dscp, s)| MarkingClass { dscp: *dscp, series: series_json(s, d.window_ns()) })
         .collect();
-    (!classes.is_empty()).then_some(Marking { classes })
+    let priorities = d
+        .priorities()
+        .iter()
+        .map(|(pcp, s)| MarkingPriority { pcp: (*pcp < 8).then_some(*pcp), series: series_json(s, d.window_ns()) })
+        .collect();
+    (!classes.is_empty()).then_some(Marking { classes, priorities })
+}
+
+/// A marking series as the report gives it, its points `window_ns` × their width.
+pub fn series_json(s: &crate::analyses::dcqcn::Series, window_ns: u64) -> MarkingSeries {
+    MarkingSeries {
+        start_ns: s.start_window * window_ns,
+        point_ns: s.windows * window_ns,
+        frames: s.frames.clone(),
+        ce: s.ce.clone(),
+    }
 }

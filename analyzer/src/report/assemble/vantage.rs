@@ -34,6 +34,7 @@ pub fn section(run: &Pipeline, audit: &mut Vec<Finding>) -> Option<Vantage> {
             frames_matched: hop.state.matched,
             frames_missing: hop.missing,
             ce_marked: hop.state.ce_marked,
+            marking: hop.state.marking.as_deref().map(|s| super::dcqcn::series_json(s, v.point_ns)),
             latency_ns: hop.state.latency.percentiles().unwrap_or_default(),
         });
     }

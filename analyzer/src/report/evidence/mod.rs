@@ -390,10 +390,31 @@ pub fn cut_offline(
     Ok(())
 }
 
-/// Checks that evidence can be written to `dir` (created when missing) before any work.
-pub fn prepare(dir: &Path) -> Result<(), EvidenceError> {
+/// Checks that evidence can be written to `dir` (created when missing) before any work, and
+/// removes the evidence files of an earlier run there (a file this run does not write must not
+/// pass for its evidence); returns the directory as an absolute path (the report and the HTML
+/// page link files by it) and how many files it removed.
+pub fn prepare(dir: &Path) -> Result<(PathBuf, usize), EvidenceError> {
     let io = |source| EvidenceError::Io { path: dir.into(), source };
     std::fs::create_dir_all(dir).map_err(io)?;
     tempfile::tempfile_in(dir).map_err(io)?;
-    Ok(())
+    let mut removed = 0;
+    for e in std::fs::read_dir(dir).map_err(io)? {
+        let path = e.map_err(io)?.path();
+        if path.file_name().and_then(|n| n.to_str()).is_some_and(is_evidence_name) {
+            std::fs::remove_file(&path).map_err(|source| EvidenceError::Io { path: path.clone(), source })?;
+            removed += 1;
+        }
+    }
+    Ok((dir.canonicalize().map_err(io)?, removed))
+}
+
+/// `NNN-what.pcapng`, as [`Cutter::add`] names files.
+fn is_evidence_name(n: &str) -> bool {
+    let Some(stem) = n.strip_suffix(".pcapng") else { return false };
+    let Some((num, what)) = stem.split_once('-') else { return false };
+    num.len() >= 3
+        && num.bytes().all(|b| b.is_ascii_digit())
+        && !what.is_empty()
+        && what.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
 }

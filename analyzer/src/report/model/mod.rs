@@ -129,15 +129,32 @@ pub struct EvidenceFile {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Marking {
     pub classes: Vec<MarkingClass>,
+    /// The same per outer VLAN PCP (the PFC priority; `pcp` null: untagged frames).
+    #[serde(default)]
+    pub priorities: Vec<MarkingPriority>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MarkingPriority {
+    pub pcp: Option<u8>,
+    #[serde(flatten)]
+    pub series: MarkingSeries,
+}
+
+/// Frames and CE marks per point of `point_ns` from `start_ns`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MarkingSeries {
+    pub start_ns: u64,
+    pub point_ns: u64,
+    pub frames: Vec<u64>,
+    pub ce: Vec<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MarkingClass {
     pub dscp: u8,
-    pub start_ns: u64,
-    pub point_ns: u64,
-    pub frames: Vec<u64>,
-    pub ce: Vec<u64>,
+    #[serde(flatten)]
+    pub series: MarkingSeries,
 }
 
 /// How senders reacted to the CNPs they were sent, per flow and per sender host.
@@ -245,6 +262,10 @@ pub struct VantageHop {
     pub frames_missing: u64,
     /// Matched frames not CE-marked at `from` and CE-marked at `to`.
     pub ce_marked: u64,
+    /// When frames were first CE-marked between the points, and from then on the frames
+    /// matched (`frames`) and marked between (`ce`) over time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marking: Option<MarkingSeries>,
     /// `to`'s time minus `from`'s, over the matched frames (needs synchronised capture clocks).
     pub latency_ns: Percentiles,
 }

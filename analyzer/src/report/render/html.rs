@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::report::model::{Report, Tree};
+use crate::report::model::{MarkingSeries, Report, Tree};
 
 /// Escapes text for HTML and SVG (names come from topology files and captures).
 fn esc(s: &str) -> String {
@@ -138,6 +138,13 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
         }
         let points: Vec<String> = v.points.iter().map(|p| format!("{} ({} frames)", esc(&p.name), p.frames)).collect();
         let _ = writeln!(o, "</table><p>Points: {}; {} copies counted once.</p>", points.join(", "), v.copies);
+        // Where marking starts: the CE fraction added on each hop that marked, over time.
+        let hops: Vec<(String, &MarkingSeries)> =
+            v.hops.iter().filter_map(|h| h.marking.as_ref().map(|m| (format!("{} → {}", h.from, h.to), m))).collect();
+        if !hops.is_empty() {
+            let _ = writeln!(o, "<p>CE marks added between points, over time:</p>");
+            marking_svg(&mut o, "marking-hops", &hops);
+        }
     }
 
     let _ = writeln!(o, "<h2>Incast timeline</h2>");
@@ -149,7 +156,17 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
     }
     if let Some(m) = &r.marking {
         let _ = writeln!(o, "<h2>CE marking over time</h2>");
-        marking_svg(&mut o, m);
+        let classes: Vec<(String, &MarkingSeries)> =
+            m.classes.iter().map(|c| (format!("DSCP {}", c.dscp), &c.series)).collect();
+        marking_svg(&mut o, "marking", &classes);
+        if m.priorities.iter().any(|p| p.pcp.is_some()) {
+            let prios: Vec<(String, &MarkingSeries)> = m
+                .priorities
+                .iter()
+                .map(|p| (p.pcp.map_or("untagged".into(), |n| format!("PCP {n}")), &p.series))
+                .collect();
+            marking_svg(&mut o, "marking-pcp", &prios);
+        }
     }
 
     let _ = writeln!(o, "<h2>RTT distribution</h2>");
@@ -157,9 +174,17 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
 
     let _ = writeln!(o, "<h2>Findings</h2><table id=\"findings\">");
     for f in r.audit.iter().chain(&r.ecmp.findings) {
+        // The evidence file, relative to the evidence directory the report names.
+        let evidence = match (&f.evidence, &r.evidence) {
+            (Some(file), Some(e)) => {
+                let path = std::path::Path::new(&e.dir).join(file).display().to_string();
+                format!("<a class=\"evidence\" href=\"file://{}\">{}</a>", esc(&path), esc(file))
+            }
+            _ => String::new(),
+        };
         let _ = writeln!(
             o,
-            "<tr><td class=\"{}\">{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{evidence}</td></tr>",
             f.severity,
             f.severity,
             f.code,
@@ -424,14 +449,14 @@ fn dcqcn_html(o: &mut String, d: &crate::report::model::Dcqcn) {
     }
 }
 
-/// The CE fraction of data frames over time, a line per traffic class (DSCP).
-fn marking_svg(o: &mut String, m: &crate::report::model::Marking) {
+/// The CE fraction of frames over time, a line per series (a DSCP class, a PCP, a hop).
+fn marking_svg(o: &mut String, id: &str, lines: &[(String, &MarkingSeries)]) {
     let colours = ["#2a6fb0", "#d04a4a", "#3a9a4a", "#e89a2c", "#7a4ab0", "#555555"];
-    let t0 = m.classes.iter().map(|c| c.start_ns).min().unwrap_or(0);
-    let t1 = m.classes.iter().map(|c| c.start_ns + c.frames.len() as u64 * c.point_ns).max().unwrap_or(t0 + 1);
+    let t0 = lines.iter().map(|(_, c)| c.start_ns).min().unwrap_or(0);
+    let t1 = lines.iter().map(|(_, c)| c.start_ns + c.frames.len() as u64 * c.point_ns).max().unwrap_or(t0 + 1);
     let x = |t: u64| 60.0 + t.saturating_sub(t0) as f64 / (t1 - t0).max(1) as f64 * 680.0;
-    let _ = writeln!(o, "<svg id=\"marking\" xmlns=\"http://www.w3.org/2000/svg\" width=\"760\" height=\"{}\">", 170);
-    for (i, c) in m.classes.iter().enumerate() {
+    let _ = writeln!(o, "<svg id=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"760\" height=\"{}\">", 170);
+    for (i, (label, c)) in lines.iter().enumerate() {
         let points: Vec<String> = c
             .frames
             .iter()
@@ -444,13 +469,13 @@ fn marking_svg(o: &mut String, m: &crate::report::model::Marking) {
             .collect();
         let _ = writeln!(
             o,
-            "<polyline class=\"marking\" fill=\"none\" stroke=\"{}\" points=\"{}\"><title>DSCP {}</title></polyline><text x=\"{}\" y=\"165\" fill=\"{}\">DSCP {}</text>",
+            "<polyline class=\"{id}\" fill=\"none\" stroke=\"{}\" points=\"{}\"><title>{}</title></polyline><text x=\"{}\" y=\"165\" fill=\"{}\">{}</text>",
             colours[i % colours.len()],
             points.join(" "),
-            c.dscp,
-            60 + i * 90,
+            esc(label),
+            60 + i * 150,
             colours[i % colours.len()],
-            c.dscp
+            esc(label)
         );
     }
     let _ = writeln!(

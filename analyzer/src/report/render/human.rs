@@ -316,8 +316,26 @@ fn health(o: &mut String, r: &Report, top: usize) {
     if !r.audit.is_empty() {
         let _ = writeln!(o, "audit:");
         for f in &r.audit {
-            let _ = writeln!(o, "  {:<7} [{}] {} ({} flows)", f.severity, f.code, f.message, f.flows.len());
+            let evidence = f.evidence.as_ref().map(|e| format!(" → {e}")).unwrap_or_default();
+            let _ = writeln!(o, "  {:<7} [{}] {} ({} flows){evidence}", f.severity, f.code, f.message, f.flows.len());
         }
+    }
+    if let Some(e) = &r.evidence {
+        let frames: u64 = e.files.iter().map(|f| f.frames).sum();
+        let left: u64 = e.files.iter().map(|f| f.left_out).sum();
+        let _ = writeln!(
+            o,
+            "evidence: {} pcapng files ({frames} frames{}{}) in {}{}",
+            e.files.len(),
+            if left > 0 { format!(", {left} past --evidence-max left out") } else { String::new() },
+            if e.ring_full > 0 {
+                format!(", {} copies lost: the kernel's evidence ring was full", e.ring_full)
+            } else {
+                String::new()
+            },
+            e.dir,
+            if e.errors.is_empty() { String::new() } else { format!("; errors: {}", e.errors.join("; ")) }
+        );
     }
 }
 

@@ -206,7 +206,7 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
             }
             // SAFETY: a read-only global of this program.
             if unsafe { core::ptr::read_volatile(&EVIDENCE_ON) } != 0 {
-                evidence_flow(ctx, &key, s, wire_len);
+                evidence_flow(ctx, &key, s, wire_len, now);
             }
             // SAFETY: a read-only global of this program.
             if unsafe { core::ptr::read_volatile(&TIMELINE_ON) } != 0 {
@@ -458,21 +458,19 @@ fn cm_event(ctx: &XdpContext, s: &PacketSummary) {
 }
 
 /// A RoCE frame of a flow the agent asked for (a finding named it): copied until the flow's
-/// deadline. While no flow is asked for, one array read.
+/// deadline. While no flow is asked for (or every deadline has passed), one array read and a
+/// compare against the coarse clock the flow accounting read already; the precise clock only
+/// for a frame copied.
 #[inline(always)]
-fn evidence_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, wire_len: u32) {
+fn evidence_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, wire_len: u32, coarse_now: u64) {
     let Some(until) = EVIDENCE_CTL.get(evidence_ctl::FLOWS_UNTIL) else { return };
-    if *until == 0 {
-        return;
-    }
-    // SAFETY: helper without arguments.
-    let now = unsafe { bpf_ktime_get_ns() };
-    if now > *until {
+    if coarse_now > *until {
         return;
     }
     // SAFETY: the value is read once; the agent may update it concurrently (a u64 write).
-    if unsafe { EVIDENCE_FLOWS.get(key) }.is_some_and(|d| now <= *d) {
-        evidence_copy(ctx, s, key, now, wire_len);
+    if unsafe { EVIDENCE_FLOWS.get(key) }.is_some_and(|d| coarse_now <= *d) {
+        // SAFETY: helper without arguments.
+        evidence_copy(ctx, s, key, unsafe { bpf_ktime_get_ns() }, wire_len);
     }
 }
 

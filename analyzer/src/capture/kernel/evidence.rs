@@ -7,7 +7,7 @@ use analyzer_common::maps::{EvidenceFrame, MAP_EVIDENCE, MAP_EVIDENCE_CTL, MAP_E
 use aya::maps::{Array, HashMap, MapData, RingBuf};
 
 use super::KernelError;
-use super::snapshot::{map_err, pod, take};
+use super::snapshot::{drain_pod, map_err, take};
 
 /// Where copies are asked for and come from.
 pub trait EvidenceSource {
@@ -72,6 +72,11 @@ impl EvidenceSource for EvidenceMaps {
     }
 
     fn expire(&mut self, now: u64) -> Result<(), KernelError> {
+        if self.flows_until != 0 && now > self.flows_until {
+            // Nothing watched any more: the program's check ends at the array read again.
+            self.flows_until = 0;
+            self.ctl.set(evidence_ctl::FLOWS_UNTIL, 0, 0).map_err(map_err(MAP_EVIDENCE_CTL))?;
+        }
         let old: Vec<FlowKey> =
             self.flows.iter().filter_map(|e| e.ok()).filter(|(_, d)| *d < now).map(|(k, _)| k).collect();
         for k in old {
@@ -82,15 +87,6 @@ impl EvidenceSource for EvidenceMaps {
     }
 
     fn drain(&mut self, max: u64, f: &mut dyn FnMut(&EvidenceFrame)) -> u64 {
-        let mut n = 0;
-        while n < max
-            && let Some(item) = self.ring.next()
-        {
-            if item.len() >= std::mem::size_of::<EvidenceFrame>() {
-                f(&pod::<EvidenceFrame>(&item));
-            }
-            n += 1;
-        }
-        n
+        drain_pod(&mut self.ring, max, f)
     }
 }

@@ -84,7 +84,7 @@ fn per_cpu_hash(ebpf: &mut aya::Ebpf, name: &'static str) -> Result<MapData, Ker
 }
 
 /// Reads a `T` from the start of `b` (bytes the kernel copied out of a map).
-pub(crate) fn pod<T: aya::Pod>(b: &[u8]) -> T {
+fn pod<T: aya::Pod>(b: &[u8]) -> T {
     assert!(b.len() >= std::mem::size_of::<T>(), "short map element");
     // SAFETY: T is Pod (any bytes are a valid T) and `b` holds at least size_of::<T>() bytes.
     unsafe { std::ptr::read_unaligned(b.as_ptr() as *const T) }
@@ -97,6 +97,21 @@ fn stride<V>() -> usize {
 
 fn per_cpu<V: aya::Pod>(b: &[u8], cpus: usize) -> Vec<V> {
     (0..cpus).map(|c| pod::<V>(&b[c * stride::<V>()..])).collect()
+}
+
+/// Hands at most `max` entries of a ring of `T`s to `f` (a short entry is read and skipped);
+/// returns how many it read.
+pub(crate) fn drain_pod<T: aya::Pod>(ring: &mut RingBuf<MapData>, max: u64, f: &mut dyn FnMut(&T)) -> u64 {
+    let mut n = 0;
+    while n < max
+        && let Some(item) = ring.next()
+    {
+        if item.len() >= std::mem::size_of::<T>() {
+            f(&pod::<T>(&item));
+        }
+        n += 1;
+    }
+    n
 }
 
 /// The bytes of a repr(C) key without padding.
@@ -206,15 +221,6 @@ impl MapSource for AyaMaps {
     }
 
     fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record)) -> u64 {
-        let mut n = 0;
-        while n < max
-            && let Some(item) = self.timeline.next()
-        {
-            if item.len() >= std::mem::size_of::<Record>() {
-                f(&pod::<Record>(&item));
-            }
-            n += 1;
-        }
-        n
+        drain_pod(&mut self.timeline, max, f)
     }
 }

@@ -10,7 +10,7 @@ use analyzer_common::{FrameClass, maps};
 use rustc_hash::FxHashSet;
 
 use super::select::{Select, Tag};
-use super::{Cutter, Options, Seen, plan, vantage_of};
+use super::{Cutter, Item, Options, Seen, items, ref_key, request, vantage_of};
 use crate::capture::LinkType;
 use crate::capture::kernel::KernelError;
 use crate::capture::kernel::evidence::EvidenceSource;
@@ -24,6 +24,9 @@ pub struct LiveEvidence<S: EvidenceSource> {
     cutter: Cutter,
     /// Items asked for already (by identity).
     opened: FxHashSet<String>,
+    /// Per finding code, the flows a file of that code watches already: a finding whose flows
+    /// grow (the same item, a new identity) gets a file for its new flows only.
+    covered: rustc_hash::FxHashMap<&'static str, FxHashSet<FlowKey>>,
     time_ns: u64,
     /// Flows a request named that the kernel's evidence flow map had no room for.
     unwatched: u64,
@@ -37,6 +40,7 @@ impl<S: EvidenceSource> LiveEvidence<S> {
             source,
             cutter: Cutter::new(opts, Vec::new()),
             opened: FxHashSet::default(),
+            covered: Default::default(),
             time_ns,
             unwatched: 0,
             copies: 0,
@@ -46,12 +50,31 @@ impl<S: EvidenceSource> LiveEvidence<S> {
     /// Looks for items that appeared since the last look (a report of the run so far) and
     /// asks the kernel for their frames from `now_mono` on, for the evidence time.
     pub fn open(&mut self, run: &Pipeline, clock: &Clock, now_mono: u64) -> Result<usize, KernelError> {
-        let report = Report::assemble_with(run, RunKind::Live, Lists::Streamed);
+        let mut report = Report::assemble_with(run, RunKind::Live, Lists::Streamed);
         let until = now_mono.saturating_add(self.time_ns);
         let mut opened = 0;
-        for mut r in plan(&report, run, 0) {
-            if !self.opened.insert(r.id.clone()) {
+        for (item, mut id) in items(&report) {
+            if !self.opened.insert(id.clone()) {
                 continue;
+            }
+            if let Item::Finding(i) = item {
+                let f = &mut report.audit[i];
+                let covered = self.covered.entry(f.code.name()).or_default();
+                let named = f.flows.len();
+                f.flows.retain(|r| ref_key(r).is_some_and(|k| !covered.contains(&k)));
+                if f.flows.is_empty() {
+                    continue;
+                }
+                if f.flows.len() < named {
+                    // A file for part of the finding: the finding links its first file.
+                    id.push_str(" (new flows)");
+                }
+                covered.extend(f.flows.iter().filter_map(ref_key));
+            }
+            let partial = id.ends_with(" (new flows)");
+            let Some(mut r) = request(&report, run, 0, item, id) else { continue };
+            if partial {
+                r.about.push_str(", flows that joined it later");
             }
             (r.start_ns, r.end_ns) = (clock.wall(now_mono), clock.wall(until));
             let keys = kernel_keys(run, &r.select);
@@ -142,4 +165,104 @@ fn kernel_keys(run: &Pipeline, s: &Select) -> Vec<FlowKey> {
     let mut v: Vec<FlowKey> = keys.into_iter().collect();
     v.sort_unstable_by_key(crate::report::model::flow_order);
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use analyzer_common::record::Record;
+
+    use super::*;
+    use crate::report::model::FindingCode;
+
+    /// A kernel without a kernel: what was asked, and copies waiting in the ring.
+    #[derive(Default)]
+    struct Fake {
+        watched: Vec<(Vec<FlowKey>, u64)>,
+        pause: Vec<u64>,
+        ring: Vec<EvidenceFrame>,
+    }
+
+    impl EvidenceSource for Fake {
+        fn watch_flows(&mut self, keys: &[FlowKey], until: u64) -> Result<usize, KernelError> {
+            self.watched.push((keys.to_vec(), until));
+            Ok(keys.len())
+        }
+        fn watch_pause(&mut self, until: u64) -> Result<(), KernelError> {
+            self.pause.push(until);
+            Ok(())
+        }
+        fn expire(&mut self, _now: u64) -> Result<(), KernelError> {
+            Ok(())
+        }
+        fn drain(&mut self, max: u64, f: &mut dyn FnMut(&EvidenceFrame)) -> u64 {
+            let n = (self.ring.len() as u64).min(max);
+            for e in self.ring.drain(..n as usize) {
+                f(&e);
+            }
+            n
+        }
+    }
+
+    /// A Not-ECT data frame of flow `qp` from 10.0.0.1 to 10.0.0.2 (a `not_ect` finding).
+    fn not_ect(qp: u32, ts: u64) -> Record {
+        let mut r = Record {
+            ts_ns: ts,
+            opcode: 0x0A,
+            ip_version: 4,
+            dst_qp: qp,
+            frame_len: 1000,
+            dscp: 26,
+            ..Default::default()
+        };
+        r.src_ip[..4].copy_from_slice(&[10, 0, 0, 1]);
+        r.dst_ip[..4].copy_from_slice(&[10, 0, 0, 2]);
+        r
+    }
+
+    fn copy(r: &Record, ts: u64) -> EvidenceFrame {
+        EvidenceFrame {
+            ts_ns: ts,
+            orig_len: 1000,
+            caplen: 64,
+            class: FrameClass::Roce as u8,
+            aeth: 0,
+            priorities: 0,
+            src_mac: [2, 0, 0, 0, 0, 1],
+            flow: r.flow(),
+            data: [0xAB; maps::EVIDENCE_MAX_SNAPLEN],
+        }
+    }
+
+    /// A finding opens once: its flows are watched for the evidence time from then, and the
+    /// copies that arrive go to its file. When the same finding grows (a second flow), only
+    /// the new flow gets a file of its own; the final finding links the first.
+    #[test]
+    fn a_finding_is_watched_once_and_its_new_flows_get_their_own_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options { dir: dir.path().into(), snaplen: 128, max_frames: 10, margin_ns: 0 };
+        let mut ev = LiveEvidence::new(Fake::default(), opts, 5_000);
+        let clock = Clock { offset: 0 };
+        let mut run = Pipeline::default();
+        let source = run.engine.add_source("live", "vb", "vb");
+        let (a, b) = (not_ect(0x11, 100), not_ect(0x12, 200));
+        run.observe_record(&a);
+        assert_eq!(ev.open(&run, &clock, 1_000).unwrap(), 1);
+        assert_eq!(ev.source.watched, vec![(vec![a.flow()], 6_000)]);
+        assert_eq!(ev.open(&run, &clock, 2_000).unwrap(), 0, "once");
+        // Copies within the span (1000..6000) go to the file; one after it does not.
+        ev.source.ring = vec![copy(&a, 1_500), copy(&a, 2_500), copy(&a, 7_000)];
+        assert_eq!(ev.drain(100, &run, &clock, source), 3);
+        run.observe_record(&b);
+        assert_eq!(ev.open(&run, &clock, 3_000).unwrap(), 1);
+        assert_eq!(ev.source.watched[1], (vec![b.flow()], 8_000), "only the new flow");
+        ev.source.ring = vec![copy(&b, 3_500), copy(&a, 3_600)];
+        ev.drain(100, &run, &clock, source);
+        let mut report = Report::assemble(&run, RunKind::Live);
+        let e = ev.close().finish(&mut report, 0);
+        let files: Vec<(&str, u64)> = e.files.iter().map(|f| (f.file.as_str(), f.frames)).collect();
+        assert_eq!(files, vec![("001-not_ect.pcapng", 3), ("002-not_ect.pcapng", 1)]);
+        let f = report.audit.iter().find(|f| f.code == FindingCode::NotEct).unwrap();
+        assert_eq!(f.flows.len(), 2);
+        assert_eq!(f.evidence.as_deref(), Some("001-not_ect.pcapng"));
+    }
 }

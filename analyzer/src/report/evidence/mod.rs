@@ -16,7 +16,7 @@ use rustc_hash::FxHashMap;
 
 use self::file::{EvidenceError, Vantage};
 use self::select::{PAUSE_BIT, Router, Select, Tag};
-use super::model::{Evidence, EvidenceFile, Finding, Report, addr_bytes};
+use super::model::{Evidence, EvidenceFile, Finding, FlowRef, Report, addr_bytes};
 use crate::analyses::tree;
 use crate::capture::LinkType;
 use crate::pipeline::Pipeline;
@@ -71,12 +71,22 @@ pub struct Request {
     pub select: Select,
 }
 
+/// A request's file.
+#[derive(Debug)]
+enum Slot {
+    /// No frame of its yet.
+    Empty,
+    Open(file::File),
+    /// Writing it failed (said in `errors`): its frames are not written again elsewhere.
+    Failed,
+}
+
 /// The files being cut, with their requests and counts.
 #[derive(Debug)]
 pub struct Cutter {
     pub opts: Options,
     pub requests: Vec<Request>,
-    files: Vec<Option<file::File>>,
+    files: Vec<Slot>,
     left_out: Vec<u64>,
     router: Router,
     pub errors: Vec<String>,
@@ -106,7 +116,7 @@ impl Cutter {
         r.file = format!("{:03}-{}.pcapng", self.requests.len() + 1, r.what);
         self.router.add(self.requests.len(), &r.select);
         self.requests.push(r);
-        self.files.push(None);
+        self.files.push(Slot::Empty);
         self.left_out.push(0);
     }
 
@@ -122,23 +132,23 @@ impl Cutter {
                 continue;
             }
             let slot = &mut self.files[i];
-            if slot.as_ref().is_some_and(|f| f.frames >= self.opts.max_frames) {
+            if let Slot::Empty = slot {
+                *slot = match file::File::new(&self.opts.dir.join(&r.file), &r.comment, self.opts.snaplen) {
+                    Ok(f) => Slot::Open(f),
+                    Err(e) => {
+                        self.errors.push(e.to_string());
+                        Slot::Failed
+                    }
+                };
+            }
+            let Slot::Open(f) = slot else { continue };
+            if f.frames >= self.opts.max_frames {
                 self.left_out[i] += 1;
                 continue;
             }
-            if slot.is_none() {
-                match file::File::new(&self.opts.dir.join(&r.file), &r.comment, self.opts.snaplen) {
-                    Ok(f) => *slot = Some(f),
-                    Err(e) => {
-                        self.errors.push(e.to_string());
-                        continue;
-                    }
-                }
-            }
-            let f = slot.as_mut().expect("opened");
             if let Err(e) = f.write(ts_ns, source, link, orig_len, data, || vantage(source)) {
                 self.errors.push(e.to_string());
-                self.files[i] = None;
+                *slot = Slot::Failed;
             }
         }
         self.hits = hits;
@@ -149,12 +159,14 @@ impl Cutter {
     pub fn finish(mut self, report: &mut Report) -> Evidence {
         let mut files = Vec::new();
         let ids: FxHashMap<String, Item> = items(report).into_iter().map(|(item, id)| (id, item)).collect();
+        let mut written = vec![false; self.requests.len()];
         for (i, r) in self.requests.iter().enumerate() {
-            let Some(f) = &mut self.files[i] else { continue };
+            let Slot::Open(f) = &mut self.files[i] else { continue };
             if let Err(e) = f.flush() {
                 self.errors.push(e.to_string());
                 continue;
             }
+            written[i] = true;
             if let Some(item) = ids.get(&r.id) {
                 link(report, *item, &r.file);
             }
@@ -166,6 +178,20 @@ impl Cutter {
                 frames: f.frames,
                 left_out: self.left_out[i],
             });
+        }
+        // Live, a finding whose flows grew since its file was opened is not the same item any
+        // more: it links the first file of its code that holds one of its flows.
+        for f in report.audit.iter_mut().filter(|f| f.evidence.is_none()) {
+            let keys: Vec<FlowKey> = f.flows.iter().filter_map(ref_key).collect();
+            let first = self.requests.iter().enumerate().find(|(i, r)| {
+                written[*i]
+                    && r.what == f.code.name()
+                    && r.id.starts_with("finding ")
+                    && keys.iter().any(|k| r.select.flows.contains(k))
+            });
+            if let Some((_, r)) = first {
+                f.evidence = Some(r.file.clone());
+            }
         }
         self.errors.dedup();
         Evidence {
@@ -203,13 +229,13 @@ pub fn unlink(report: &mut Report) {
 }
 
 /// The key of a report's flow reference (addresses parsed back).
-fn key_of(src: &str, dst: &str, udp_sport: u16, dst_qp: u32) -> Option<FlowKey> {
-    let v4 = src.parse::<std::net::Ipv4Addr>().is_ok();
+pub(crate) fn ref_key(r: &FlowRef) -> Option<FlowKey> {
+    let v4 = r.src.parse::<std::net::Ipv4Addr>().is_ok();
     Some(FlowKey {
-        src: addr_bytes(src)?,
-        dst: addr_bytes(dst)?,
-        dst_qp,
-        udp_sport,
+        src: addr_bytes(&r.src)?,
+        dst: addr_bytes(&r.dst)?,
+        dst_qp: r.dst_qp,
+        udp_sport: r.udp_sport,
         ip_version: if v4 { 4 } else { 6 },
         _pad: 0,
     })
@@ -220,7 +246,7 @@ fn key_of(src: &str, dst: &str, udp_sport: u16, dst_qp: u32) -> Option<FlowKey> 
 pub fn finding_select(run: &Pipeline, f: &Finding) -> Select {
     let mut s = Select::default();
     for r in &f.flows {
-        let Some(k) = key_of(&r.src, &r.dst, r.udp_sport, r.dst_qp) else { continue };
+        let Some(k) = ref_key(r) else { continue };
         s.flows.insert(k);
         let peer = run.analyses.rtt.peer(&k);
         if let Some(p) = peer {
@@ -266,7 +292,7 @@ pub fn plan(report: &Report, run: &Pipeline, margin_ns: u64) -> Vec<Request> {
 }
 
 /// The request of one item of `report`.
-fn request(report: &Report, run: &Pipeline, margin_ns: u64, item: Item, id: String) -> Option<Request> {
+pub(crate) fn request(report: &Report, run: &Pipeline, margin_ns: u64, item: Item, id: String) -> Option<Request> {
     let new = |what: &str, about: String, comment: String, span: (u64, u64), select: Select| Request {
         id: id.clone(),
         what: what.to_string(),
@@ -292,7 +318,8 @@ fn request(report: &Report, run: &Pipeline, margin_ns: u64, item: Item, id: Stri
                 f.code.name(),
                 format!("finding {} ({})", f.code.name(), f.severity.name()),
                 format!("roce-analyzer finding {} ({}): {}", f.code.name(), f.severity.name(), f.message),
-                span?,
+                // Flows the engine does not hold (live before a poll, past --max-flows): the run.
+                span.unwrap_or((0, u64::MAX)),
                 select,
             )
         }

@@ -10,13 +10,13 @@ use analyzer_common::{FrameClass, maps};
 use rustc_hash::FxHashSet;
 
 use super::select::{Select, Tag};
-use super::{Cutter, Item, Options, Seen, items, ref_key, request, vantage_of};
+use super::{Cutter, Item, Items, Options, Seen, items, ref_key, request, vantage_of};
 use crate::capture::LinkType;
 use crate::capture::kernel::KernelError;
 use crate::capture::kernel::evidence::EvidenceSource;
 use crate::engine::live::Clock;
 use crate::pipeline::Pipeline;
-use crate::report::assemble::{Lists, RunKind};
+use crate::report::assemble;
 use crate::report::model::{Evidence, Report};
 
 pub struct LiveEvidence<S: EvidenceSource> {
@@ -50,15 +50,23 @@ impl<S: EvidenceSource> LiveEvidence<S> {
     /// Looks for items that appeared since the last look (a report of the run so far) and
     /// asks the kernel for their frames from `now_mono` on, for the evidence time.
     pub fn open(&mut self, run: &Pipeline, clock: &Clock, now_mono: u64) -> Result<usize, KernelError> {
-        let mut report = Report::assemble_with(run, RunKind::Live, Lists::Streamed);
+        // The items only (findings as /metrics computes them, episodes, storms, deadlocks): a
+        // whole report would also judge DCQCN, spread ECMP and write notes on the agent's loop.
+        let mut audit = assemble::audit::findings(run);
+        assemble::vantage::section(run, &mut audit);
+        let episodes = assemble::fabric::incast(run).episodes;
+        let storms = assemble::fabric::storms(&run.analyses.pause, run.analyses.config.topology.as_ref());
+        let deadlocks = assemble::fabric::congestion_tree(run).deadlocks;
         let until = now_mono.saturating_add(self.time_ns);
         let mut opened = 0;
-        for (item, mut id) in items(&report) {
+        let ids =
+            items(&Items { audit: &audit, ecmp: &[], episodes: &episodes, storms: &storms, deadlocks: &deadlocks });
+        for (item, mut id) in ids {
             if !self.opened.insert(id.clone()) {
                 continue;
             }
             if let Item::Finding(i) = item {
-                let f = &mut report.audit[i];
+                let f = &mut audit[i];
                 let covered = self.covered.entry(f.code.name()).or_default();
                 let named = f.flows.len();
                 f.flows.retain(|r| ref_key(r).is_some_and(|k| !covered.contains(&k)));
@@ -72,6 +80,8 @@ impl<S: EvidenceSource> LiveEvidence<S> {
                 covered.extend(f.flows.iter().filter_map(ref_key));
             }
             let partial = id.ends_with(" (new flows)");
+            let report =
+                Items { audit: &audit, ecmp: &[], episodes: &episodes, storms: &storms, deadlocks: &deadlocks };
             let Some(mut r) = request(&report, run, 0, item, id) else { continue };
             if partial {
                 r.about.push_str(", flows that joined it later");
@@ -257,7 +267,7 @@ mod tests {
         assert_eq!(ev.source.watched[1], (vec![b.flow()], 8_000), "only the new flow");
         ev.source.ring = vec![copy(&b, 3_500), copy(&a, 3_600)];
         ev.drain(100, &run, &clock, source);
-        let mut report = Report::assemble(&run, RunKind::Live);
+        let mut report = Report::assemble(&run, crate::report::RunKind::Live);
         let e = ev.close().finish(&mut report, 0);
         let files: Vec<(&str, u64)> = e.files.iter().map(|f| (f.file.as_str(), f.frames)).collect();
         assert_eq!(files, vec![("001-not_ect.pcapng", 3), ("002-not_ect.pcapng", 1)]);

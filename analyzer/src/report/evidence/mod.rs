@@ -16,7 +16,7 @@ use rustc_hash::FxHashMap;
 
 use self::file::{EvidenceError, Vantage};
 use self::select::{PAUSE_BIT, Router, Select, Tag};
-use super::model::{Evidence, EvidenceFile, Finding, FlowRef, Report, addr_bytes};
+use super::model::{Deadlock, Episode, Evidence, EvidenceFile, Finding, FlowRef, Report, StormJson, addr_bytes};
 use crate::analyses::tree;
 use crate::capture::LinkType;
 use crate::pipeline::Pipeline;
@@ -49,6 +49,8 @@ pub struct Seen<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Item {
     Finding(usize),
+    /// A finding of the ECMP section (`ecmp.findings`).
+    EcmpFinding(usize),
     Episode(usize),
     Storm(usize),
     Deadlock(usize),
@@ -158,7 +160,7 @@ impl Cutter {
     /// Items whose span held no frame of theirs get no file.
     pub fn finish(mut self, report: &mut Report) -> Evidence {
         let mut files = Vec::new();
-        let ids: FxHashMap<String, Item> = items(report).into_iter().map(|(item, id)| (id, item)).collect();
+        let ids: FxHashMap<String, Item> = items(&Items::of(report)).into_iter().map(|(item, id)| (id, item)).collect();
         let mut written = vec![false; self.requests.len()];
         for (i, r) in self.requests.iter().enumerate() {
             let Slot::Open(f) = &mut self.files[i] else { continue };
@@ -210,6 +212,7 @@ impl Cutter {
 fn link(report: &mut Report, item: Item, file: &str) {
     let slot = match item {
         Item::Finding(i) => report.audit.get_mut(i).map(|f| &mut f.evidence),
+        Item::EcmpFinding(i) => report.ecmp.findings.get_mut(i).map(|f| &mut f.evidence),
         Item::Episode(i) => report.incast.episodes.get_mut(i).map(|e| &mut e.evidence),
         Item::Storm(i) => report.pfc.storms.get_mut(i).map(|s| &mut s.evidence),
         Item::Deadlock(i) => report.congestion_tree.deadlocks.get_mut(i).map(|d| &mut d.evidence),
@@ -222,7 +225,7 @@ fn link(report: &mut Report, item: Item, file: &str) {
 /// Removes every evidence link (a merged report has no evidence directory of its own).
 pub fn unlink(report: &mut Report) {
     report.evidence = None;
-    report.audit.iter_mut().for_each(|f| f.evidence = None);
+    report.audit.iter_mut().chain(&mut report.ecmp.findings).for_each(|f| f.evidence = None);
     report.incast.episodes.iter_mut().for_each(|e| e.evidence = None);
     report.pfc.storms.iter_mut().for_each(|s| s.evidence = None);
     report.congestion_tree.deadlocks.iter_mut().for_each(|d| d.evidence = None);
@@ -257,22 +260,52 @@ pub fn finding_select(run: &Pipeline, f: &Finding) -> Select {
     s
 }
 
-/// Every item of a report evidence can be about, with its identity: the same item in a later
-/// report of the run (live: counts grow, messages change) has the same one.
-pub fn items(report: &Report) -> Vec<(Item, String)> {
+/// What evidence can be about, borrowed from a report or computed from a run on its own (live,
+/// without assembling a whole report).
+#[derive(Debug, Clone, Copy)]
+pub struct Items<'a> {
+    pub audit: &'a [Finding],
+    /// The ECMP section's findings (offline; live does not compute the ECMP section).
+    pub ecmp: &'a [Finding],
+    pub episodes: &'a [Episode],
+    pub storms: &'a [StormJson],
+    pub deadlocks: &'a [Deadlock],
+}
+
+impl<'a> Items<'a> {
+    pub fn of(report: &'a Report) -> Self {
+        Items {
+            audit: &report.audit,
+            ecmp: &report.ecmp.findings,
+            episodes: &report.incast.episodes,
+            storms: &report.pfc.storms,
+            deadlocks: &report.congestion_tree.deadlocks,
+        }
+    }
+}
+
+/// Every item evidence can be about, with its identity: the same item in a later report of
+/// the run (live: counts grow, messages change) has the same one.
+pub fn items(report: &Items<'_>) -> Vec<(Item, String)> {
     let mut out = Vec::new();
-    for (i, f) in report.audit.iter().enumerate() {
+    let id = |f: &Finding| {
         let flows: Vec<String> =
             f.flows.iter().map(|r| format!("{}>{}:{}/{:#x}", r.src, r.dst, r.udp_sport, r.dst_qp)).collect();
-        out.push((Item::Finding(i), format!("finding {} {}", f.code.name(), flows.join(" "))));
+        format!("finding {} {}", f.code.name(), flows.join(" "))
+    };
+    for (i, f) in report.audit.iter().enumerate() {
+        out.push((Item::Finding(i), id(f)));
     }
-    for (i, e) in report.incast.episodes.iter().enumerate() {
+    for (i, f) in report.ecmp.iter().enumerate() {
+        out.push((Item::EcmpFinding(i), id(f)));
+    }
+    for (i, e) in report.episodes.iter().enumerate() {
         out.push((Item::Episode(i), format!("incast {} {}", e.dst, e.start_ns)));
     }
-    for (i, s) in report.pfc.storms.iter().enumerate() {
+    for (i, s) in report.storms.iter().enumerate() {
         out.push((Item::Storm(i), format!("storm {} {} {}", s.mac, s.priority, s.start_ns)));
     }
-    for (i, d) in report.congestion_tree.deadlocks.iter().enumerate() {
+    for (i, d) in report.deadlocks.iter().enumerate() {
         out.push((Item::Deadlock(i), format!("deadlock {} {} {}", d.priority, d.cycle.join(","), d.start_ns)));
     }
     out
@@ -283,8 +316,9 @@ pub fn items(report: &Report) -> Vec<(Item, String)> {
 /// a NAK, a PSN out of sequence or repeated; else their first frame) and ends at their last.
 pub fn plan(report: &Report, run: &Pipeline, margin_ns: u64) -> Vec<Request> {
     let mut out = Vec::new();
-    for (item, id) in items(report) {
-        if let Some(r) = request(report, run, margin_ns, item, id) {
+    let report = Items::of(report);
+    for (item, id) in items(&report) {
+        if let Some(r) = request(&report, run, margin_ns, item, id) {
             out.push(r);
         }
     }
@@ -292,7 +326,7 @@ pub fn plan(report: &Report, run: &Pipeline, margin_ns: u64) -> Vec<Request> {
 }
 
 /// The request of one item of `report`.
-pub(crate) fn request(report: &Report, run: &Pipeline, margin_ns: u64, item: Item, id: String) -> Option<Request> {
+pub(crate) fn request(report: &Items<'_>, run: &Pipeline, margin_ns: u64, item: Item, id: String) -> Option<Request> {
     let new = |what: &str, about: String, comment: String, span: (u64, u64), select: Select| Request {
         id: id.clone(),
         what: what.to_string(),
@@ -303,28 +337,29 @@ pub(crate) fn request(report: &Report, run: &Pipeline, margin_ns: u64, item: Ite
         end_ns: span.1.saturating_add(margin_ns),
         select,
     };
-    Some(match item {
-        Item::Finding(i) => {
-            let f = &report.audit[i];
-            let select = finding_select(run, f);
-            let mut span: Option<(u64, u64)> = None;
-            for k in &select.flows {
-                if let Some(s) = run.engine.flows.get(k) {
-                    let start = if s.first_event_ns != 0 { s.first_event_ns } else { s.first_ns };
-                    span = Some(span.map_or((start, s.last_ns), |(a, b)| (a.min(start), b.max(s.last_ns))));
-                }
+    let finding = |f: &Finding| {
+        let select = finding_select(run, f);
+        let mut span: Option<(u64, u64)> = None;
+        for k in &select.flows {
+            if let Some(s) = run.engine.flows.get(k) {
+                let start = if s.first_event_ns != 0 { s.first_event_ns } else { s.first_ns };
+                span = Some(span.map_or((start, s.last_ns), |(a, b)| (a.min(start), b.max(s.last_ns))));
             }
-            new(
-                f.code.name(),
-                format!("finding {} ({})", f.code.name(), f.severity.name()),
-                format!("roce-analyzer finding {} ({}): {}", f.code.name(), f.severity.name(), f.message),
-                // Flows the engine does not hold (live before a poll, past --max-flows): the run.
-                span.unwrap_or((0, u64::MAX)),
-                select,
-            )
         }
+        new(
+            f.code.name(),
+            format!("finding {} ({})", f.code.name(), f.severity.name()),
+            format!("roce-analyzer finding {} ({}): {}", f.code.name(), f.severity.name(), f.message),
+            // Flows the engine does not hold (live before a poll, past --max-flows): the run.
+            span.unwrap_or((0, u64::MAX)),
+            select,
+        )
+    };
+    Some(match item {
+        Item::Finding(i) => finding(&report.audit[i]),
+        Item::EcmpFinding(i) => finding(&report.ecmp[i]),
         Item::Episode(i) => {
-            let e = &report.incast.episodes[i];
+            let e = &report.episodes[i];
             let select =
                 Select { host: Some(addr_bytes(&e.dst)?), pause: Some((Vec::new(), 0x1FF)), ..Default::default() };
             new(
@@ -339,7 +374,7 @@ pub(crate) fn request(report: &Report, run: &Pipeline, margin_ns: u64, item: Ite
             )
         }
         Item::Storm(i) => {
-            let s = &report.pfc.storms[i];
+            let s = &report.storms[i];
             let prios = if s.priority >= 8 { PAUSE_BIT } else { 1 << s.priority };
             new(
                 "pfc_storm",
@@ -356,7 +391,7 @@ pub(crate) fn request(report: &Report, run: &Pipeline, margin_ns: u64, item: Ite
             )
         }
         Item::Deadlock(i) => {
-            let d = &report.congestion_tree.deadlocks[i];
+            let d = &report.deadlocks[i];
             let prios = if d.priority >= 8 { PAUSE_BIT } else { 1 << d.priority };
             // The PFC frames of the devices in the cycle (the topology names their MACs).
             let topo = run.analyses.config.topology.as_ref();

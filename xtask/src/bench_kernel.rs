@@ -318,6 +318,7 @@ pub fn run(repeat: u32, seconds: u64, compare: Option<&Path>, compare_agent: Opt
     unsafe { std::env::set_var("ROCE_ANALYZER_BIN", &bin) };
     prog_test_run(repeat, compare)?;
     two_cpus()?;
+    crate::bench_stats::run(seconds.div_ceil(2))?;
     veth(seconds, compare_agent)
 }
 

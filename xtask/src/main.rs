@@ -8,6 +8,7 @@
 
 mod bench;
 mod bench_kernel;
+mod bench_stats;
 mod ebpf;
 mod fixtures;
 mod layers;

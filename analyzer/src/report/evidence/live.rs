@@ -19,6 +19,10 @@ use crate::pipeline::Pipeline;
 use crate::report::assemble;
 use crate::report::model::{Evidence, Report};
 
+/// Files a live run writes at most: an agent that runs for months keeps each file's selection
+/// (its flows) to route copies by, so their number is bounded; items past it are counted.
+pub const MAX_LIVE_FILES: usize = 1000;
+
 pub struct LiveEvidence<S: EvidenceSource> {
     source: S,
     cutter: Cutter,
@@ -30,6 +34,8 @@ pub struct LiveEvidence<S: EvidenceSource> {
     time_ns: u64,
     /// Flows a request named that the kernel's evidence flow map had no room for.
     unwatched: u64,
+    /// Items that appeared after [`MAX_LIVE_FILES`] files were asked for.
+    unkept: u64,
     /// Copies read from the ring.
     pub copies: u64,
 }
@@ -43,6 +49,7 @@ impl<S: EvidenceSource> LiveEvidence<S> {
             covered: Default::default(),
             time_ns,
             unwatched: 0,
+            unkept: 0,
             copies: 0,
         }
     }
@@ -59,12 +66,18 @@ impl<S: EvidenceSource> LiveEvidence<S> {
         let deadlocks = assemble::fabric::congestion_tree(run).deadlocks;
         let until = now_mono.saturating_add(self.time_ns);
         let mut opened = 0;
+        let mut index = None;
         let ids =
             items(&Items { audit: &audit, ecmp: &[], episodes: &episodes, storms: &storms, deadlocks: &deadlocks });
         for (item, mut id) in ids {
             if !self.opened.insert(id.clone()) {
                 continue;
             }
+            if self.cutter.requests.len() >= MAX_LIVE_FILES {
+                self.unkept += 1;
+                continue;
+            }
+            let mut partial = false;
             if let Item::Finding(i) = item {
                 let f = &mut audit[i];
                 let covered = self.covered.entry(f.code.name()).or_default();
@@ -75,11 +88,11 @@ impl<S: EvidenceSource> LiveEvidence<S> {
                 }
                 if f.flows.len() < named {
                     // A file for part of the finding: the finding links its first file.
+                    partial = true;
                     id.push_str(" (new flows)");
                 }
                 covered.extend(f.flows.iter().filter_map(ref_key));
             }
-            let partial = id.ends_with(" (new flows)");
             let report =
                 Items { audit: &audit, ecmp: &[], episodes: &episodes, storms: &storms, deadlocks: &deadlocks };
             let Some(mut r) = request(&report, run, 0, item, id) else { continue };
@@ -87,7 +100,7 @@ impl<S: EvidenceSource> LiveEvidence<S> {
                 r.about.push_str(", flows that joined it later");
             }
             (r.start_ns, r.end_ns) = (clock.wall(now_mono), clock.wall(until));
-            let keys = kernel_keys(run, &r.select);
+            let keys = kernel_keys(&mut index, run, &r.select);
             let taken = self.source.watch_flows(&keys, until)?;
             self.unwatched += (keys.len() - taken) as u64;
             if r.select.pause.is_some() {
@@ -129,7 +142,7 @@ impl<S: EvidenceSource> LiveEvidence<S> {
 
     /// Done with the kernel (the run ended): what is left is linking the files.
     pub fn close(self) -> Closed {
-        Closed { cutter: self.cutter, unwatched: self.unwatched }
+        Closed { cutter: self.cutter, unwatched: self.unwatched, unkept: self.unkept }
     }
 }
 
@@ -138,6 +151,7 @@ impl<S: EvidenceSource> LiveEvidence<S> {
 pub struct Closed {
     cutter: Cutter,
     unwatched: u64,
+    unkept: u64,
 }
 
 impl Closed {
@@ -151,25 +165,53 @@ impl Closed {
                 maps::DEFAULT_MAX_EVIDENCE_FLOWS
             ));
         }
+        if self.unkept > 0 {
+            self.cutter.errors.push(format!(
+                "{} findings, episodes, storms or deadlocks appeared after {MAX_LIVE_FILES} evidence files were asked for: no file for them",
+                self.unkept
+            ));
+        }
         let mut e = self.cutter.finish(report);
         e.ring_full = ring_full;
         e
     }
 }
 
+/// The run's flows by (source, destination) and by either address, built once per look and
+/// only when a selection needs them (one pass over the flows, not one per item).
+#[derive(Default)]
+struct FlowIndex {
+    by_pair: rustc_hash::FxHashMap<([u8; 16], [u8; 16]), Vec<FlowKey>>,
+    by_host: rustc_hash::FxHashMap<[u8; 16], Vec<FlowKey>>,
+}
+
+impl FlowIndex {
+    fn of(run: &Pipeline) -> Self {
+        let mut x = FlowIndex::default();
+        for (k, _) in run.engine.flows.iter() {
+            x.by_pair.entry((k.src, k.dst)).or_default().push(*k);
+            x.by_host.entry(k.src).or_default().push(*k);
+            if k.dst != k.src {
+                x.by_host.entry(k.dst).or_default().push(*k);
+            }
+        }
+        x
+    }
+}
+
 /// The kernel keys whose frames a selection takes: its flows, the flows the run has seen that
 /// carry its replies (a CNP's flow has the CNP's own source port), and the flows into and out
 /// of an incast's destination.
-fn kernel_keys(run: &Pipeline, s: &Select) -> Vec<FlowKey> {
+fn kernel_keys(index: &mut Option<FlowIndex>, run: &Pipeline, s: &Select) -> Vec<FlowKey> {
     let mut keys: FxHashSet<FlowKey> = s.flows.iter().copied().collect();
     if !s.replies.is_empty() || s.host.is_some() {
-        for (k, _) in run.engine.flows.iter() {
-            let reply =
-                s.replies.iter().any(|(a, b, qp)| k.src == *a && k.dst == *b && qp.is_none_or(|q| q == k.dst_qp));
-            let host = s.host.is_some_and(|h| k.dst == h || k.src == h);
-            if reply || host {
-                keys.insert(*k);
-            }
+        let index = index.get_or_insert_with(|| FlowIndex::of(run));
+        for (a, b, qp) in &s.replies {
+            let flows = index.by_pair.get(&(*a, *b)).into_iter().flatten();
+            keys.extend(flows.filter(|k| qp.is_none_or(|q| q == k.dst_qp)));
+        }
+        if let Some(h) = s.host {
+            keys.extend(index.by_host.get(&h).into_iter().flatten());
         }
     }
     let mut v: Vec<FlowKey> = keys.into_iter().collect();

@@ -45,6 +45,9 @@ pub const MAP_EVIDENCE: &str = "EVIDENCE";
 pub const DEFAULT_EVIDENCE_BYTES: u32 = 4 << 20;
 pub const DEFAULT_MAX_EVIDENCE_FLOWS: u32 = 4096;
 pub const PROGRAM: &str = "roce_analyzer";
+/// The same program without multi-buffer support (`xdp` instead of `xdp.frags`), for drivers
+/// that refuse multi-buffer programs.
+pub const PROGRAM_SINGLE: &str = "roce_analyzer_single";
 /// A program that only returns XDP_PASS: the baseline of the kernel benchmark.
 pub const PROGRAM_BASELINE: &str = "xdp_pass_baseline";
 

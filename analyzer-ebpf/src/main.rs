@@ -131,6 +131,15 @@ pub fn roce_analyzer(ctx: XdpContext) -> u32 {
     xdp_action::XDP_PASS
 }
 
+/// The same program without `xdp.frags`, for drivers that refuse multi-buffer programs (the
+/// agent attaches it when the multi-buffer one is refused, or with `--xdp-frags off`). Such a
+/// driver keeps frames in one buffer, so nothing is lost by it.
+#[xdp]
+pub fn roce_analyzer_single(ctx: XdpContext) -> u32 {
+    let _ = try_roce_analyzer(&ctx);
+    xdp_action::XDP_PASS
+}
+
 /// The benchmark baseline: the cheapest possible XDP program.
 #[xdp(frags)]
 pub fn xdp_pass_baseline(_ctx: XdpContext) -> u32 {

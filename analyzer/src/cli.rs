@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::analyses::config::{defaults, nanos};
 use crate::capture::input::InputSpec;
-use crate::capture::kernel::load::AttachMode;
+use crate::capture::kernel::load::{AttachMode, FragsMode};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -166,6 +166,13 @@ pub struct AnalyzeArgs {
     #[arg(long, value_enum, default_value_t = AttachMode::Auto)]
     pub xdp_mode: AttachMode,
 
+    /// The XDP program with multi-buffer support (`xdp.frags`, for jumbo frames a driver splits
+    /// over several buffers: on), without it (off: for drivers that refuse multi-buffer
+    /// programs), or the first the driver takes (auto). The report says which
+    /// (`capture.sources[].xdp`).
+    #[arg(long, value_enum, default_value_t = FragsMode::Auto)]
+    pub xdp_frags: FragsMode,
+
     /// Live: how often the kernel maps are read.
     #[arg(long, default_value = "1s", value_parser = positive_std_duration)]
     pub interval: Duration,
@@ -289,6 +296,7 @@ pub struct AnalyzeArgs {
 /// The flags that only mean something on a live interface (their ids).
 pub const LIVE_ONLY: &[&str] = &[
     "xdp_mode",
+    "xdp_frags",
     "interval",
     "duration",
     "idle_timeout",

@@ -9,7 +9,7 @@ use analyzer_common::flow::FlowKey;
 
 use crate::capture::kernel::KernelError;
 use crate::capture::kernel::evidence::EvidenceMaps;
-use crate::capture::kernel::load::{AttachMode, LoadOptions, attach, load};
+use crate::capture::kernel::load::{AttachMode, FragsMode, LoadOptions, attach, load};
 use crate::capture::kernel::snapshot::{AyaMaps, KernelEvent, MapSource};
 use crate::engine::live::{Clock, LiveAccount, clock_ns};
 use crate::engine::{DropReason, Engine, FrameMeta};
@@ -21,6 +21,8 @@ use crate::report::render::metrics;
 pub struct LiveOptions {
     pub iface: String,
     pub mode: AttachMode,
+    /// The multi-buffer program, the single-buffer one, or the first the driver takes.
+    pub frags: FragsMode,
     pub interval: Duration,
     pub duration: Option<Duration>,
     pub idle_timeout: Duration,
@@ -44,17 +46,14 @@ pub struct LiveOptions {
 pub enum Notice<'a> {
     Attached {
         mode: &'static str,
+        /// The multi-buffer program (else the single-buffer one).
+        frags: bool,
         fallback: Option<&'a str>,
     },
     /// A poll: the run now holds the totals up to this moment.
-    Tick {
-        run: &'a Pipeline,
-        elapsed: Duration,
-    },
+    Tick { run: &'a Pipeline, elapsed: Duration },
     /// No RoCE seen on an interface whose NIC has an RDMA device.
-    HardwareBypass {
-        devices: &'a [String],
-    },
+    HardwareBypass { devices: &'a [String] },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -123,17 +122,23 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
             Some((o, time_ns)) => Some(LiveEvidence::new(EvidenceMaps::new(&mut ebpf)?, o.clone(), *time_ns)),
             None => None,
         };
-        let (mode, fallback) = attach(&mut ebpf, &opts.iface, opts.mode)?;
+        let attached = attach(&mut ebpf, &opts.iface, opts.mode, opts.frags)?;
+        let (mode, fallback) = (attached.mode, attached.fallback.clone());
         // Least privilege before a frame is read or a request served.
         crate::privilege::drop_to(opts.user.as_deref())?;
         let metrics = match &opts.metrics {
             Some((addr, top)) => Some((crate::metrics_server::MetricsServer::start(addr).await?, *top)),
             None => None,
         };
-        notify(Notice::Attached { mode, fallback: fallback.as_deref() });
+        notify(Notice::Attached { mode, frags: attached.frags, fallback: fallback.as_deref() });
         let mut run = Pipeline::new(opts.config.clone());
         run.engine.timeline = opts.load.timeline;
         let source = run.engine.add_source("live", &opts.iface, &opts.iface);
+        run.engine.sources[source as usize].xdp = Some(crate::report::model::XdpJson {
+            mode: attached.mode.into(),
+            frags: attached.frags,
+            fallback: attached.fallback,
+        });
         let mut live = LiveLoop::new(AyaMaps::new(&mut ebpf)?, run, source, Clock::now(), opts.idle_timeout);
         let nic = opts
             .nic_counters

@@ -261,6 +261,7 @@ fn live(
     let opts = LiveOptions {
         iface: iface.to_string(),
         mode: args.xdp_mode,
+        frags: args.xdp_frags,
         interval: args.interval,
         duration: args.duration,
         idle_timeout: args.idle_timeout,
@@ -292,12 +293,17 @@ fn live(
     let mut checkpoint_failed = false;
     let mut export_failed = false;
     let run = analyzer::live::run(&opts, |n| match n {
-        Notice::Attached { mode, fallback } => {
+        Notice::Attached { mode, frags, fallback } => {
             mode_used = mode;
+            let program = if frags { "multi-buffer" } else { "single-buffer" };
             if let Some(why) = fallback {
-                eprintln!("roce-analyzer: warning: native XDP is not available on {shown} ({why}); using generic (skb) XDP, which sees frames later and costs more CPU");
+                let cost = if mode == "skb" { ", which sees frames later and costs more CPU" } else { "" };
+                eprintln!(
+                    "roce-analyzer: warning: on {shown}: {}; using {mode} XDP with the {program} program{cost}",
+                    escape(why)
+                );
             }
-            eprintln!("roce-analyzer: attached to {shown} ({mode} XDP); stop with Ctrl-C");
+            eprintln!("roce-analyzer: attached to {shown} ({mode} XDP, {program} program); stop with Ctrl-C");
         }
         Notice::Tick { run, elapsed } => {
             if let Some(x) = exporter.as_mut() {

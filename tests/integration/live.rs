@@ -408,6 +408,36 @@ fn jumbo_frames_are_counted_whole_in_native_mode() {
     let avg = |f: &Value| f["bytes"].as_u64().unwrap() / f["packets"].as_u64().unwrap();
     assert!(off["flows"].as_array().unwrap().iter().any(|f| avg(f) > 4096), "flows of 4 KB frames");
     assert_eq!(comparable(&live), comparable(&off), "jumbo frames: live report differs from offline");
+    assert_eq!(live["capture"]["sources"][0]["xdp"], serde_json::json!({"mode": "native", "frags": true}));
+    // The single-buffer program cannot take a jumbo MTU in native mode: a clear refusal.
+    let dir = tempfile::tempdir().unwrap();
+    let out = ns
+        .cmd(tests::tools::binary())
+        .args(["-i", "vb", "--xdp-mode", "native", "--xdp-frags", "off", "--duration", "1s", "-q", "--json"])
+        .arg(dir.path().join("r.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("native") && err.contains("vb") && err.contains("MTU"), "{err}");
+}
+
+/// Drivers that refuse multi-buffer programs get the single-buffer one (`--xdp-frags off`
+/// here; `auto` falls back to it when the multi-buffer one is refused): the same answers, and
+/// the report says which program ran.
+#[test]
+fn the_single_buffer_program_gives_the_same_answers_and_says_so() {
+    if !privileged("the_single_buffer_program_gives_the_same_answers_and_says_so") {
+        return;
+    }
+    let ns = Netns::new("single");
+    let file = fixtures::data_dir().join("example.pcap");
+    let live = live_report(&ns, &["--xdp-mode", "native", "--xdp-frags", "off"], || {
+        let out = ns.replay(&file);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    });
+    assert_eq!(live["capture"]["sources"][0]["xdp"], serde_json::json!({"mode": "native", "frags": false}));
+    assert_eq!(comparable(&live), comparable(&offline(&file)));
 }
 
 /// Replays `file` at the capture's own pacing (`--speed 1`) into the agent started with `args`.

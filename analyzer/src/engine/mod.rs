@@ -108,6 +108,8 @@ pub struct Source {
     pub kind: String,
     pub name: String,
     pub label: String,
+    /// Live: how the XDP program is attached to it.
+    pub xdp: Option<crate::report::model::XdpJson>,
 }
 
 /// Frames that were mirrored copies or were cut by the snap length (for the visibility notes).
@@ -244,7 +246,7 @@ impl Engine {
 
     /// Registers an input and returns its index for [`FrameMeta::source`].
     pub fn add_source(&mut self, kind: &str, name: &str, label: &str) -> u16 {
-        self.sources.push(Source { kind: kind.into(), name: name.into(), label: label.into() });
+        self.sources.push(Source { kind: kind.into(), name: name.into(), label: label.into(), xdp: None });
         (self.sources.len() - 1) as u16
     }
 

@@ -200,7 +200,7 @@ impl Merger {
         for s in &r.capture.sources {
             let label = self.qualify(path, &s.label);
             if !self.sources.iter().any(|x| x.kind == s.kind && x.name == s.name && x.label == label) {
-                self.sources.push(SourceJson { kind: s.kind.clone(), name: s.name.clone(), label });
+                self.sources.push(SourceJson { kind: s.kind.clone(), name: s.name.clone(), label, xdp: s.xdp.clone() });
             }
         }
         self.absorb_capture(&r.capture)?;

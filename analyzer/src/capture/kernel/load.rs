@@ -161,42 +161,82 @@ pub enum AttachMode {
     Auto,
 }
 
+/// Whether to attach the multi-buffer (`xdp.frags`) program, the single-buffer one, or the
+/// first the driver takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FragsMode {
+    Auto,
+    On,
+    Off,
+}
+
+/// How the program was attached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attached {
+    /// "native" or "skb".
+    pub mode: &'static str,
+    /// The multi-buffer (`xdp.frags`) program, or the single-buffer one.
+    pub frags: bool,
+    /// Why an `auto` choice fell back (to generic XDP, or to the single-buffer program).
+    pub fallback: Option<String>,
+}
+
 /// Attaches the analyzer program to `iface` through a bpf_link, which the kernel removes when
-/// the process exits (SIGKILL included). Returns the mode used and, for `auto` falling back to
-/// generic XDP, the reason for the fallback.
-pub fn attach(
-    ebpf: &mut aya::Ebpf,
-    iface: &str,
-    mode: AttachMode,
-) -> Result<(&'static str, Option<String>), KernelError> {
+/// the process exits (SIGKILL included): in native mode first (unless `skb`), the multi-buffer
+/// program first (unless `--xdp-frags off`), each `auto` choice falling back to the next when
+/// refused, with the reason.
+pub fn attach(ebpf: &mut aya::Ebpf, iface: &str, mode: AttachMode, frags: FragsMode) -> Result<Attached, KernelError> {
     let c = std::ffi::CString::new(iface).map_err(|_| KernelError::UnknownInterface(iface.into()))?;
     // SAFETY: c is a valid NUL-terminated string.
     if unsafe { libc::if_nametoindex(c.as_ptr()) } == 0 {
         return Err(KernelError::UnknownInterface(iface.into()));
     }
-    let prog: &mut Xdp = ebpf
-        .program_mut(maps::PROGRAM)
-        .ok_or_else(|| KernelError::NoProgram(maps::PROGRAM.to_string()))?
-        .try_into()
-        .map_err(|source| KernelError::Program { name: maps::PROGRAM.to_string(), source })?;
-    let mut try_mode = |m: XdpMode, name: &'static str| {
-        prog.attach(iface, m).map(|_| name).map_err(|e| {
-            if has_errno(&e, &[libc::EBUSY, libc::EEXIST]) {
-                KernelError::Busy { iface: iface.into() }
-            } else if has_errno(&e, &[libc::EPERM, libc::EACCES]) {
-                KernelError::Permission
-            } else {
-                KernelError::Attach { iface: iface.into(), mode: name, source: e }
-            }
-        })
+    let modes: &[(XdpMode, &'static str)] = match mode {
+        AttachMode::Native => &[(XdpMode::Driver, "native")],
+        AttachMode::Skb => &[(XdpMode::Skb, "skb")],
+        AttachMode::Auto => &[(XdpMode::Driver, "native"), (XdpMode::Skb, "skb")],
     };
-    match mode {
-        AttachMode::Native => try_mode(XdpMode::Driver, "native").map(|m| (m, None)),
-        AttachMode::Skb => try_mode(XdpMode::Skb, "skb").map(|m| (m, None)),
-        AttachMode::Auto => match try_mode(XdpMode::Driver, "native") {
-            Ok(m) => Ok((m, None)),
-            Err(e @ (KernelError::Busy { .. } | KernelError::Permission)) => Err(e),
-            Err(native) => try_mode(XdpMode::Skb, "skb").map(|m| (m, Some(error_chain(&native)))),
-        },
+    let programs: &[(&str, bool)] = match frags {
+        FragsMode::On => &[(maps::PROGRAM, true)],
+        FragsMode::Off => &[(maps::PROGRAM_SINGLE, false)],
+        FragsMode::Auto => &[(maps::PROGRAM, true), (maps::PROGRAM_SINGLE, false)],
+    };
+    let mut refused: Vec<String> = Vec::new();
+    let mut last = None;
+    for &(m, mode_name) in modes {
+        for &(name, is_frags) in programs {
+            let prog: &mut Xdp = ebpf
+                .program_mut(name)
+                .ok_or_else(|| KernelError::NoProgram(name.to_string()))?
+                .try_into()
+                .map_err(|source| KernelError::Program { name: name.to_string(), source })?;
+            if name != maps::PROGRAM && prog.fd().is_err() {
+                // Loaded (verified) only when it is needed.
+                prog.load().map_err(|source| KernelError::Program { name: name.to_string(), source })?;
+            }
+            match prog.attach(iface, m) {
+                Ok(_) => {
+                    let fallback = (!refused.is_empty()).then(|| refused.join("; "));
+                    return Ok(Attached { mode: mode_name, frags: is_frags, fallback });
+                }
+                Err(e) if has_errno(&e, &[libc::EBUSY, libc::EEXIST]) => {
+                    return Err(KernelError::Busy { iface: iface.into() });
+                }
+                Err(e) if has_errno(&e, &[libc::EPERM, libc::EACCES]) => return Err(KernelError::Permission),
+                Err(e) => {
+                    let what = if is_frags { "multi-buffer" } else { "single-buffer" };
+                    let err = if !is_frags && has_errno(&e, &[libc::ERANGE]) {
+                        // A driver's answer to an MTU one buffer cannot hold (veth: ERANGE).
+                        KernelError::MtuTooLarge { iface: iface.into(), mode: mode_name }
+                    } else {
+                        KernelError::Attach { iface: iface.into(), mode: mode_name, source: e }
+                    };
+                    refused.push(format!("{mode_name} XDP refused the {what} program: {}", error_chain(&err)));
+                    last = Some(err);
+                }
+            }
+        }
     }
+    // (Every list above has an entry, so something was tried and refused.)
+    Err(last.unwrap_or_else(|| KernelError::NoProgram(maps::PROGRAM.to_string())))
 }

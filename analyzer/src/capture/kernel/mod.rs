@@ -48,6 +48,11 @@ pub enum KernelError {
          (`ip link set dev {iface} xdp off`) or choose another interface"
     )]
     Busy { iface: String },
+    #[error(
+        "attaching to {iface} in {mode} mode: the single-buffer XDP program cannot take the interface's MTU \
+         (frames over a page need the multi-buffer program: --xdp-frags auto or on, or a smaller MTU)"
+    )]
+    MtuTooLarge { iface: String, mode: &'static str },
     #[error("attaching to {iface} in {mode} mode")]
     Attach {
         iface: String,

@@ -109,7 +109,12 @@ pub(crate) fn capture(run: &Pipeline) -> Capture {
             .engine
             .sources
             .iter()
-            .map(|s| SourceJson { kind: s.kind.clone(), name: s.name.clone(), label: s.label.clone() })
+            .map(|s| SourceJson {
+                kind: s.kind.clone(),
+                name: s.name.clone(),
+                label: s.label.clone(),
+                xdp: s.xdp.clone(),
+            })
             .collect(),
         start_ns: run.engine.first_ns.unwrap_or(0),
         end_ns: run.engine.last_ns.unwrap_or(0),

@@ -626,6 +626,21 @@ pub struct SourceJson {
     pub kind: String,
     pub name: String,
     pub label: String,
+    /// Live: how the XDP program is attached to the interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<XdpJson>,
+}
+
+/// How the XDP program runs on a live interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XdpJson {
+    /// "native" (in the driver) or "skb" (generic XDP).
+    pub mode: String,
+    /// The multi-buffer (`xdp.frags`) program, or (false) the single-buffer one.
+    pub frags: bool,
+    /// Why an `auto` choice fell back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

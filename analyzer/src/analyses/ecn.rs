@@ -81,6 +81,10 @@ pub struct FlowMarking {
     /// A DSCP seen on data other than the expected one (the first such).
     pub seen_data_dscp: Option<u8>,
     pub seen_cnp_dscp: Option<u8>,
+    /// The index of this flow's pair in [`Ecn::pairs`] (for its data: source → destination;
+    /// for its CNPs: destination → source), once known: one hash lookup per record, not two.
+    data_pair: Option<u32>,
+    cnp_pair: Option<u32>,
 }
 
 /// CNPs toward one QP: their count and gaps.
@@ -96,9 +100,10 @@ pub struct Ecn {
     pub timeout_ns: u64,
     roce_dscp: u8,
     cnp_dscp: u8,
-    /// (a, b) → data a→b and CNPs b→a.
-    /// (Hash maps: one lookup per record; reports sort them.)
-    pub pairs: FxHashMap<(Addr, Addr), PairStats>,
+    /// (a, b) → data a→b and CNPs b→a, in the order first seen ([`Ecn::pairs`]); a flow keeps
+    /// its pair's index. (Reports sort them.)
+    pairs: Vec<((Addr, Addr), PairStats)>,
+    pair_index: FxHashMap<(Addr, Addr), u32>,
     /// (CNP destination address, destination QP) → pacing.
     pub pacing: FxHashMap<(Addr, u32), Pacing>,
     pub flows: FxHashMap<FlowKey, FlowMarking>,
@@ -134,6 +139,49 @@ impl Ecn {
             .map_or(Interval::Unknown, Interval::Inferred)
     }
 
+    /// Every pair: (a, b) → data a→b and CNPs b→a.
+    pub fn pairs(&self) -> impl Iterator<Item = (&(Addr, Addr), &PairStats)> {
+        self.pairs.iter().map(|(k, p)| (k, p))
+    }
+
+    /// One pair's state.
+    pub fn pair(&self, key: &(Addr, Addr)) -> Option<&PairStats> {
+        self.pair_index.get(key).map(|&i| &self.pairs[i as usize].1)
+    }
+
+    /// The pair of `key`, through the index a flow keeps (found, or added within the cap, the
+    /// first time); None at the cap (counted).
+    fn pair_of<'a>(
+        pairs: &'a mut Vec<((Addr, Addr), PairStats)>,
+        index: &mut FxHashMap<(Addr, Addr), u32>,
+        kept: &mut Option<u32>,
+        key: (Addr, Addr),
+        cap: usize,
+        full: &mut u64,
+    ) -> Option<&'a mut PairStats> {
+        let i = match *kept {
+            Some(i) => i,
+            None => {
+                let i = match index.get(&key) {
+                    Some(&i) => i,
+                    None if index.len() >= cap => {
+                        *full += 1;
+                        return None;
+                    }
+                    None => {
+                        pairs.push((key, PairStats::default()));
+                        let i = (pairs.len() - 1) as u32;
+                        index.insert(key, i);
+                        i
+                    }
+                };
+                *kept = Some(i);
+                i
+            }
+        };
+        Some(&mut pairs[i as usize].1)
+    }
+
     pub fn observe(&mut self, r: &Record) {
         let src = (r.src_ip, r.ip_version);
         let dst = (r.dst_ip, r.ip_version);
@@ -152,7 +200,8 @@ impl Ecn {
                 }
                 p.last = Some(r.ts_ns);
             }
-            let Some(pair) = bounded(&mut self.pairs, (dst, src), cap, full) else { return };
+            let (pairs, index) = (&mut self.pairs, &mut self.pair_index);
+            let Some(pair) = Self::pair_of(pairs, index, &mut m.cnp_pair, (dst, src), cap, full) else { return };
             pair.cnp_back += 1;
             let m = pair.marks.get_or_insert_with(Default::default);
             while let Some(&(t, since_cnp)) = m.waiting.front() {
@@ -177,7 +226,8 @@ impl Ecn {
                 m.data_other_dscp += 1;
                 m.seen_data_dscp.get_or_insert(r.dscp);
             }
-            let Some(pair) = bounded(&mut self.pairs, (src, dst), cap, full) else { return };
+            let (pairs, index) = (&mut self.pairs, &mut self.pair_index);
+            let Some(pair) = Self::pair_of(pairs, index, &mut m.data_pair, (src, dst), cap, full) else { return };
             pair.data_packets += 1;
             if r.ce() {
                 pair.ce += 1;
@@ -262,7 +312,7 @@ mod tests {
         e.observe(&rec(1, 2, 0x0A, 2200, 3, 26)); // CE at the end, undecided
         e.observe(&rec(1, 2, 0x11, 2300, 3, 26)); // an ACK is not data
         let k = |a: u8| (([10, 0, 0, a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), 4u8);
-        let p = &e.pairs[&(k(1), k(2))];
+        let p = e.pair(&(k(1), k(2))).unwrap();
         let unknown = Interval::Unknown;
         assert_eq!(
             (p.data_packets, p.ce, p.cnp_back, p.ce_answered(), p.split(2500, 1000, unknown)),

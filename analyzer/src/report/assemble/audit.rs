@@ -96,7 +96,7 @@ fn feedback(run: &Pipeline) -> Vec<Finding> {
     // Flows by (source, destination), once, for the pairs a finding will name (a fabric of
     // many pairs has few with CE/CNP trouble: no index of every flow).
     let mut by_hosts: FxHashMap<([u8; 16], [u8; 16]), Vec<&FlowKey>> = FxHashMap::default();
-    for (((a, _), (b, _)), p) in &e.pairs {
+    for (((a, _), (b, _)), p) in e.pairs() {
         if p.split(end, e.timeout_ns, interval).0 > 0 {
             by_hosts.entry((*a, *b)).or_default();
         }
@@ -115,7 +115,7 @@ fn feedback(run: &Pipeline) -> Vec<Finding> {
         let flows = by_hosts.get(&(*src, *dst)).into_iter().flatten();
         flows.filter(|k| if cnp { e.flows[**k].cnps > 0 } else { e.flows[**k].data > 0 }).map(|k| flow_ref(k)).collect()
     };
-    for (((a, v), (b, _)), p) in &e.pairs {
+    for (((a, v), (b, _)), p) in e.pairs() {
         let (sa, sb) = (addr_string(*v, a), addr_string(*v, b));
         let (unanswered, covered) = p.split(end, e.timeout_ns, interval);
         if unanswered > 0 {

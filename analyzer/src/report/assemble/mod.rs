@@ -193,7 +193,7 @@ pub fn pair_items(run: &Pipeline) -> impl Iterator<Item = Pair> + '_ {
     let e = &run.analyses.ecn;
     // One interval for the whole report (inferring it looks at every notified QP).
     let interval = e.interval();
-    let mut pairs: Vec<_> = e.pairs.iter().collect();
+    let mut pairs: Vec<_> = e.pairs().collect();
     pairs.sort_unstable_by_key(|(k, _)| **k);
     pairs.into_iter().map(move |(((a, v), (b, _)), p)| {
         let (ce_unanswered, ce_covered) = p.split(end_ns(run), e.timeout_ns, interval);

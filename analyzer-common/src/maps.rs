@@ -296,7 +296,44 @@ pub struct EvidenceFrame {
     pub data: [u8; EVIDENCE_MAX_SNAPLEN],
 }
 
-const _: () = assert!(core::mem::size_of::<EvidenceFrame>() == 64 + EVIDENCE_MAX_SNAPLEN);
+const _: () = assert!(core::mem::size_of::<EvidenceFrame>() == EvidenceFrame::HEAD + EVIDENCE_MAX_SNAPLEN);
+
+/// The bit of an 802.3x PAUSE (all priorities) in [`EvidenceFrame::priorities`].
+pub const PAUSE_PRIORITIES: u16 = 1 << 8;
+
+impl EvidenceFrame {
+    /// Bytes before [`EvidenceFrame::data`] (what the host's evidence spool keeps of a frame
+    /// besides its bytes).
+    pub const HEAD: usize = 64;
+
+    pub const fn zeroed() -> Self {
+        // SAFETY: integers and byte arrays only.
+        unsafe { core::mem::zeroed() }
+    }
+
+    /// Fills what routes a frame to the findings it shows (all but `caplen` and `data`) from
+    /// its summary: the XDP program and the host's offline spool call this one function.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of one `EvidenceFrame`.
+    #[inline(always)]
+    pub unsafe fn fill_head(dst: *mut EvidenceFrame, ts_ns: u64, orig_len: u32, s: &PacketSummary, flow: &FlowKey) {
+        // SAFETY: the caller guarantees `dst`; field by field (ring-buffer memory in the kernel).
+        unsafe {
+            (*dst).ts_ns = ts_ns;
+            (*dst).orig_len = orig_len;
+            (*dst).class = s.class;
+            (*dst).aeth = (s.ext & crate::opcode::ext::AETH != 0) as u8;
+            (*dst).priorities = match s.class() {
+                crate::FrameClass::Pfc => s.pfc_enable & 0xFF,
+                crate::FrameClass::Pause => PAUSE_PRIORITIES,
+                _ => 0,
+            };
+            (*dst).src_mac = s.src_mac;
+            (*dst).flow = *flow;
+        }
+    }
+}
 
 #[cfg(feature = "user")]
 mod pod {

@@ -497,17 +497,7 @@ fn evidence_copy(ctx: &XdpContext, s: &PacketSummary, key: &FlowKey, now: u64, w
     // SAFETY: the reservation is one EvidenceFrame; every field but the data beyond `caplen`
     // is written before submit; the bytes by the helper, which checks them against the frame.
     let loaded = unsafe {
-        (*p).ts_ns = now;
-        (*p).orig_len = wire_len;
-        (*p).class = s.class;
-        (*p).aeth = (s.ext & analyzer_common::opcode::ext::AETH != 0) as u8;
-        (*p).priorities = match s.class() {
-            FrameClass::Pfc => s.pfc_enable & 0xFF,
-            FrameClass::Pause => 0x100,
-            _ => 0,
-        };
-        (*p).src_mac = s.src_mac;
-        (*p).flow = *key;
+        EvidenceFrame::fill_head(p, now, wire_len, s, key);
         match WIDEN.get_ptr_mut(0) {
             Some(slot) if len >= 1 => {
                 // Through map memory, so that neither LLVM nor the verifier keeps the range

@@ -206,6 +206,7 @@ fn offline(
     spool: Option<&mut analyzer::report::evidence::spool::Spool>,
 ) -> anyhow::Result<Pipeline> {
     let mut run = Pipeline::new(args.config()?);
+    run.engine.first_events = spool.is_some();
     let bar = progress_bar(args);
     let mut inputs = args.pcap.clone();
     for (label, ns) in &args.clock_offset {

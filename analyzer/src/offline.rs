@@ -80,13 +80,13 @@ fn take(
 ) {
     frames::decode(rec.link, rec.data, rec.orig_len, summary);
     let ts_ns = rec.ts_ns.saturating_add_signed(offset_ns);
+    let admitted = run.observe(FrameMeta { ts_ns, source }, summary);
     if let Some(spool) = spool
+        && admitted
         && Tag::wanted(summary.class())
-        && run.admits(summary)
     {
-        spool.push(ts_ns, source, rec.link, rec.orig_len, &Tag::of(summary), rec.data);
+        spool.push(ts_ns, source, rec.link, rec.orig_len, summary, rec.data);
     }
-    run.observe(FrameMeta { ts_ns, source }, summary);
     if cm::is_carrier(summary.opcode, summary.dst_qp)
         && let Some(mad) = frames::bytes_at(rec.link, rec.data, summary.payload_off as usize, cm::BYTES)
     {

@@ -33,31 +33,30 @@ impl Pipeline {
 
     /// Offline: one classified frame (in time order). With several vantage points it is held
     /// for the match window first, so that its copies count once ([`crate::analyses::vantage`]).
+    /// False when `--filter` left it out.
     #[inline]
-    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) {
-        if !self.admits(s) {
+    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) -> bool {
+        if let Some(f) = &self.analyses.config.filter
+            && !f.filter.admits(s)
+        {
             // As the XDP program does: counted, not analysed.
             self.engine.filtered += 1;
-            return;
+            return false;
         }
         let vantage = &mut self.analyses.vantage;
         if !vantage.active() && s.encap != 0 {
             vantage.activate();
         }
         if !vantage.active() {
-            return self.count(meta, s);
+            self.count(meta, s);
+            return true;
         }
         let label = self.engine.sources.get(meta.source as usize).map_or("", |s| s.label.as_str());
         vantage.offer(meta, s, label);
         while let Some(h) = self.analyses.vantage.due(Some(meta.ts_ns)) {
             self.count_held(h);
         }
-    }
-
-    /// Whether `--filter` (if any) lets the frame in.
-    #[inline]
-    pub fn admits(&self, s: &PacketSummary) -> bool {
-        self.analyses.config.filter.as_ref().is_none_or(|f| f.filter.admits(s))
+        true
     }
 
     /// Several inputs are several vantage points: match their frames from the first on.

@@ -178,16 +178,7 @@ fn kernel_copies_the_watched_flows_frames_for_evidence() {
         }
     }
     let mut got = Vec::new();
-    ev.drain(u64::MAX, &mut |e| {
-        let t = Tag {
-            class: analyzer_common::FrameClass::from_u8(e.class).unwrap(),
-            flow: e.flow,
-            aeth: e.aeth != 0,
-            src_mac: e.src_mac,
-            priorities: e.priorities,
-        };
-        got.push((e.data[..e.caplen as usize].to_vec(), e.orig_len, t));
-    });
+    ev.drain(u64::MAX, &mut |e| got.push((e.data[..e.caplen as usize].to_vec(), e.orig_len, Tag::of_frame(e))));
     assert!(want.len() > 10 && want.iter().any(|w| w.2.priorities != 0), "{} frames to copy", want.len());
     // PFC frames have no flow: compare what the kernel fills in for them.
     let norm = |v: Vec<(Vec<u8>, u32, Tag)>| -> Vec<(Vec<u8>, u32, Tag)> {

@@ -25,18 +25,25 @@ pub enum LinkType {
     Ipv6,
 }
 
+/// The link types this tool reads, with their pcap LINKTYPE numbers.
+const LINKTYPES: [(u32, LinkType); 6] = [
+    (1, LinkType::Ethernet),
+    (113, LinkType::LinuxSll),
+    (276, LinkType::LinuxSll2),
+    (101, LinkType::RawIp),
+    (228, LinkType::Ipv4),
+    (229, LinkType::Ipv6),
+];
+
 impl LinkType {
     /// The link types this tool reads, by their pcap LINKTYPE number.
     pub fn from_linktype(n: u32) -> Option<Self> {
-        match n {
-            1 => Some(LinkType::Ethernet),
-            113 => Some(LinkType::LinuxSll),
-            276 => Some(LinkType::LinuxSll2),
-            101 => Some(LinkType::RawIp),
-            228 => Some(LinkType::Ipv4),
-            229 => Some(LinkType::Ipv6),
-            _ => None,
-        }
+        LINKTYPES.iter().find(|(k, _)| *k == n).map(|(_, l)| *l)
+    }
+
+    /// Its pcap LINKTYPE number (to write it again: evidence files).
+    pub fn linktype(self) -> u32 {
+        LINKTYPES.iter().find(|(_, l)| *l == self).map_or(1, |(k, _)| *k)
     }
 }
 

@@ -84,7 +84,8 @@ pub struct FlowStats {
     /// accumulated from the kernel's PSN map).
     pub psn: PsnState,
     /// The first frame that showed trouble: CE-marked, a CNP, a NAK, or out of sequence or
-    /// repeated in its PSN stream (0: none yet). Offline only; evidence files start there.
+    /// repeated in its PSN stream (0: none yet). Offline with `--evidence` only
+    /// ([`super::Engine::first_events`]); evidence files start there.
     pub first_event_ns: u64,
 }
 

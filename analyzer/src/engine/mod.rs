@@ -206,6 +206,9 @@ pub struct Engine {
     /// False when live timeline records are off (`--no-timeline`): the packet-resolution
     /// analyses then have no input, and the report says so.
     pub timeline: bool,
+    /// Offline with `--evidence`: note each flow's first trouble ([`FlowStats::first_event_ns`],
+    /// where its evidence starts); off, no frame pays for it.
+    pub first_events: bool,
 }
 
 impl Default for Engine {
@@ -241,6 +244,7 @@ impl Engine {
             notes: HostNotes { notes: FxHashMap::default(), order: Default::default(), puts: 0, default: pmtu_default },
             max_flows: usize::MAX,
             timeline: true,
+            first_events: false,
         }
     }
 
@@ -280,7 +284,7 @@ impl Engine {
                     return;
                 };
                 stats.observe(meta, s);
-                let before = (stats.first_event_ns == 0).then(|| anomalies(&stats.psn));
+                let before = (self.first_events && stats.first_event_ns == 0).then(|| anomalies(&stats.psn));
                 if class == FrameClass::Roce {
                     // As the XDP program does, with the same function.
                     psn::account(&mut stats.psn, s, &mut self.notes);

@@ -210,8 +210,8 @@ pub fn attach(ebpf: &mut aya::Ebpf, iface: &str, mode: AttachMode, frags: FragsM
                 .ok_or_else(|| KernelError::NoProgram(name.to_string()))?
                 .try_into()
                 .map_err(|source| KernelError::Program { name: name.to_string(), source })?;
-            if name != maps::PROGRAM && prog.fd().is_err() {
-                // Loaded (verified) only when it is needed.
+            if prog.fd().is_err() {
+                // Loaded (verified) only when it is needed: the single-buffer program.
                 prog.load().map_err(|source| KernelError::Program { name: name.to_string(), source })?;
             }
             match prog.attach(iface, m) {

@@ -37,17 +37,6 @@ pub struct Vantage {
     pub description: String,
 }
 
-pub fn datalink(link: LinkType) -> DataLink {
-    match link {
-        LinkType::Ethernet => DataLink::ETHERNET,
-        LinkType::LinuxSll => DataLink::LINUX_SLL,
-        LinkType::LinuxSll2 => DataLink::LINUX_SLL2,
-        LinkType::RawIp => DataLink::RAW,
-        LinkType::Ipv4 => DataLink::IPV4,
-        LinkType::Ipv6 => DataLink::IPV6,
-    }
-}
-
 /// A pcapng being written.
 pub struct File {
     pub path: PathBuf,
@@ -100,7 +89,7 @@ impl File {
                 let v = vantage();
                 self.writer
                     .write_pcapng_block(InterfaceDescriptionBlock {
-                        linktype: datalink(link),
+                        linktype: DataLink::from(link.linktype()),
                         snaplen: self.snaplen,
                         options: vec![
                             InterfaceDescriptionOption::IfName(Cow::Owned(v.name)),

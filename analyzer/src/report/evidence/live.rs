@@ -5,18 +5,19 @@
 //! not copy (its ring full) and what the flow map could not watch are counted.
 
 use analyzer_common::flow::FlowKey;
+use analyzer_common::maps;
 use analyzer_common::maps::EvidenceFrame;
-use analyzer_common::{FrameClass, maps};
 use rustc_hash::FxHashSet;
 
-use super::select::{Select, Tag};
-use super::{Cutter, Item, Items, Options, Seen, items, ref_key, request, vantage_of};
+use super::select::Select;
+use super::{Cutter, Item, Items, Options, Seen, items, request, vantage_of};
 use crate::capture::LinkType;
 use crate::capture::kernel::KernelError;
 use crate::capture::kernel::evidence::EvidenceSource;
 use crate::engine::live::Clock;
 use crate::pipeline::Pipeline;
 use crate::report::assemble;
+use crate::report::model::flow_ref_key;
 use crate::report::model::{Evidence, Report};
 
 /// Files a live run writes at most: an agent that runs for months keeps each file's selection
@@ -36,8 +37,6 @@ pub struct LiveEvidence<S: EvidenceSource> {
     unwatched: u64,
     /// Items that appeared after [`MAX_LIVE_FILES`] files were asked for.
     unkept: u64,
-    /// Copies read from the ring.
-    pub copies: u64,
 }
 
 impl<S: EvidenceSource> LiveEvidence<S> {
@@ -50,7 +49,6 @@ impl<S: EvidenceSource> LiveEvidence<S> {
             time_ns,
             unwatched: 0,
             unkept: 0,
-            copies: 0,
         }
     }
 
@@ -82,7 +80,7 @@ impl<S: EvidenceSource> LiveEvidence<S> {
                 let f = &mut audit[i];
                 let covered = self.covered.entry(f.code.name()).or_default();
                 let named = f.flows.len();
-                f.flows.retain(|r| ref_key(r).is_some_and(|k| !covered.contains(&k)));
+                f.flows.retain(|r| flow_ref_key(r).is_some_and(|k| !covered.contains(&k)));
                 if f.flows.is_empty() {
                     continue;
                 }
@@ -91,7 +89,7 @@ impl<S: EvidenceSource> LiveEvidence<S> {
                     partial = true;
                     id.push_str(" (new flows)");
                 }
-                covered.extend(f.flows.iter().filter_map(ref_key));
+                covered.extend(f.flows.iter().filter_map(flow_ref_key));
             }
             let report =
                 Items { audit: &audit, ecmp: &[], episodes: &episodes, storms: &storms, deadlocks: &deadlocks };
@@ -117,27 +115,9 @@ impl<S: EvidenceSource> LiveEvidence<S> {
     pub fn drain(&mut self, max: u64, run: &Pipeline, clock: &Clock, source: u16) -> u64 {
         let cutter = &mut self.cutter;
         let vantage = |s: u16| vantage_of(run, s);
-        let n = self.source.drain(max, &mut |e: &EvidenceFrame| {
-            let tag = Tag {
-                class: FrameClass::from_u8(e.class).unwrap_or(FrameClass::NonRoce),
-                flow: e.flow,
-                aeth: e.aeth != 0,
-                src_mac: e.src_mac,
-                priorities: e.priorities,
-            };
-            let len = (e.caplen as usize).min(maps::EVIDENCE_MAX_SNAPLEN);
-            let seen = Seen {
-                ts_ns: clock.wall(e.ts_ns),
-                orig_len: e.orig_len,
-                source,
-                link: LinkType::Ethernet,
-                tag,
-                data: &e.data[..len],
-            };
-            cutter.frame(&seen, &vantage);
-        });
-        self.copies += n;
-        n
+        self.source.drain(max, &mut |e: &EvidenceFrame| {
+            cutter.frame(&Seen::of(e, clock.wall(e.ts_ns), source, LinkType::Ethernet), &vantage);
+        })
     }
 
     /// Done with the kernel (the run ended): what is left is linking the files.
@@ -276,7 +256,7 @@ mod tests {
             ts_ns: ts,
             orig_len: 1000,
             caplen: 64,
-            class: FrameClass::Roce as u8,
+            class: analyzer_common::FrameClass::Roce as u8,
             aeth: 0,
             priorities: 0,
             src_mac: [2, 0, 0, 0, 0, 1],

@@ -12,11 +12,12 @@ pub mod spool;
 use std::path::{Path, PathBuf};
 
 use analyzer_common::flow::FlowKey;
+use analyzer_common::maps::EvidenceFrame;
 use rustc_hash::FxHashMap;
 
 use self::file::{EvidenceError, Vantage};
 use self::select::{PAUSE_BIT, Router, Select, Tag};
-use super::model::{Deadlock, Episode, Evidence, EvidenceFile, Finding, FlowRef, Report, StormJson, addr_bytes};
+use super::model::{Deadlock, Episode, Evidence, EvidenceFile, Finding, Report, StormJson, addr_bytes, flow_ref_key};
 use crate::analyses::tree;
 use crate::capture::LinkType;
 use crate::pipeline::Pipeline;
@@ -43,6 +44,15 @@ pub struct Seen<'a> {
     pub link: LinkType,
     pub tag: Tag,
     pub data: &'a [u8],
+}
+
+impl<'a> Seen<'a> {
+    /// An evidence copy (the kernel's, or one read back from the offline spool) seen at
+    /// `source` at `ts_ns`.
+    pub fn of(e: &'a EvidenceFrame, ts_ns: u64, source: u16, link: LinkType) -> Self {
+        let len = (e.caplen as usize).min(e.data.len());
+        Seen { ts_ns, orig_len: e.orig_len, source, link, tag: Tag::of_frame(e), data: &e.data[..len] }
+    }
 }
 
 /// Which item of the report a file is the evidence of.
@@ -184,7 +194,7 @@ impl Cutter {
         // Live, a finding whose flows grew since its file was opened is not the same item any
         // more: it links the first file of its code that holds one of its flows.
         for f in report.audit.iter_mut().filter(|f| f.evidence.is_none()) {
-            let keys: Vec<FlowKey> = f.flows.iter().filter_map(ref_key).collect();
+            let keys: Vec<FlowKey> = f.flows.iter().filter_map(flow_ref_key).collect();
             let first = self.requests.iter().enumerate().find(|(i, r)| {
                 written[*i]
                     && r.what == f.code.name()
@@ -231,25 +241,12 @@ pub fn unlink(report: &mut Report) {
     report.congestion_tree.deadlocks.iter_mut().for_each(|d| d.evidence = None);
 }
 
-/// The key of a report's flow reference (addresses parsed back).
-pub(crate) fn ref_key(r: &FlowRef) -> Option<FlowKey> {
-    let v4 = r.src.parse::<std::net::Ipv4Addr>().is_ok();
-    Some(FlowKey {
-        src: addr_bytes(&r.src)?,
-        dst: addr_bytes(&r.dst)?,
-        dst_qp: r.dst_qp,
-        udp_sport: r.udp_sport,
-        ip_version: if v4 { 4 } else { 6 },
-        _pad: 0,
-    })
-}
-
 /// A finding's frames: its flows, their ACK flows, and the replies to their senders (to the
 /// sender's QP when its ACK flow is known, else any from that receiver).
 pub fn finding_select(run: &Pipeline, f: &Finding) -> Select {
     let mut s = Select::default();
     for r in &f.flows {
-        let Some(k) = ref_key(r) else { continue };
+        let Some(k) = flow_ref_key(r) else { continue };
         s.flows.insert(k);
         let peer = run.analyses.rtt.peer(&k);
         if let Some(p) = peer {

@@ -4,7 +4,7 @@
 //! [`Tag`] of what selection needs of a frame.
 
 use analyzer_common::flow::FlowKey;
-use analyzer_common::opcode::ext;
+use analyzer_common::maps::EvidenceFrame;
 use analyzer_common::{FrameClass, PacketSummary};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -22,21 +22,25 @@ pub struct Tag {
 }
 
 /// The bit of an 802.3x PAUSE (all priorities) in [`Tag::priorities`].
-pub const PAUSE_BIT: u16 = 1 << 8;
+pub const PAUSE_BIT: u16 = analyzer_common::maps::PAUSE_PRIORITIES;
 
 impl Tag {
+    /// The tag of a frame's summary, as the XDP program fills it ([`EvidenceFrame::fill_head`]).
     pub fn of(s: &PacketSummary) -> Tag {
-        let class = s.class();
+        let mut e = EvidenceFrame::zeroed();
+        // SAFETY: `e` is a valid EvidenceFrame.
+        unsafe { EvidenceFrame::fill_head(&mut e, 0, 0, s, &FlowKey::from_summary(s)) };
+        Tag::of_frame(&e)
+    }
+
+    /// The tag an evidence copy carries (the kernel's, or the offline spool's).
+    pub fn of_frame(e: &EvidenceFrame) -> Tag {
         Tag {
-            class,
-            flow: FlowKey::from_summary(s),
-            aeth: s.ext & ext::AETH != 0,
-            src_mac: s.src_mac,
-            priorities: match class {
-                FrameClass::Pfc => s.pfc_enable & 0xFF,
-                FrameClass::Pause => PAUSE_BIT,
-                _ => 0,
-            },
+            class: FrameClass::from_u8(e.class).unwrap_or(FrameClass::NonRoce),
+            flow: e.flow,
+            aeth: e.aeth != 0,
+            src_mac: e.src_mac,
+            priorities: e.priorities,
         }
     }
 

@@ -1,6 +1,6 @@
 //! Offline evidence in one pass over the inputs: while they are read, every frame evidence can
-//! be about (RoCE, CNP, PFC, PAUSE) is appended, cut to the snap length, with its [`Tag`], to a
-//! spool: an unnamed temporary file in the evidence directory (gone when the run ends, even
+//! be about (RoCE, CNP, PFC, PAUSE) is appended, cut to the snap length, tagged as the XDP
+//! program tags its copies ([`EvidenceFrame::fill_head`]), to a spool: an unnamed temporary file in the evidence directory (gone when the run ends, even
 //! killed). Which frames each finding needs is known only when the run is over; one
 //! sequential read of the spool then cuts every file. The captures are not read twice (they
 //! may be standard input).
@@ -8,17 +8,17 @@
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
-use analyzer_common::FrameClass;
+use analyzer_common::PacketSummary;
 use analyzer_common::flow::FlowKey;
+use analyzer_common::maps::EvidenceFrame;
 
 use super::Seen;
 use super::file::EvidenceError;
-use super::select::Tag;
 use crate::capture::LinkType;
 
-/// Bytes of a spooled frame's fixed part: ts, orig_len, caplen, source, link, class, aeth,
-/// priorities, src_mac, flow key.
-const HEAD: usize = 8 + 4 + 4 + 2 + 1 + 1 + 1 + 2 + 6 + 40 + 1;
+/// Bytes of a spooled frame before its own: the input (u16), its pcap link type (u16), four
+/// zero bytes, then the head of an [`EvidenceFrame`] (what the kernel's copies carry).
+const HEAD: usize = 8 + EvidenceFrame::HEAD;
 
 pub struct Spool {
     dir: PathBuf,
@@ -36,65 +36,49 @@ impl std::fmt::Debug for Spool {
     }
 }
 
-fn link_code(l: LinkType) -> u8 {
-    match l {
-        LinkType::Ethernet => 0,
-        LinkType::LinuxSll => 1,
-        LinkType::LinuxSll2 => 2,
-        LinkType::RawIp => 3,
-        LinkType::Ipv4 => 4,
-        LinkType::Ipv6 => 5,
-    }
+/// The first `n` bytes of `e` (it is plain bytes: repr(C), no padding).
+fn bytes_of(e: &EvidenceFrame, n: usize) -> &[u8] {
+    // SAFETY: EvidenceFrame is Pod; n is at most its size.
+    unsafe { std::slice::from_raw_parts(e as *const EvidenceFrame as *const u8, n.min(size_of::<EvidenceFrame>())) }
 }
 
-fn link_of(c: u8) -> Option<LinkType> {
-    Some(match c {
-        0 => LinkType::Ethernet,
-        1 => LinkType::LinuxSll,
-        2 => LinkType::LinuxSll2,
-        3 => LinkType::RawIp,
-        4 => LinkType::Ipv4,
-        5 => LinkType::Ipv6,
-        _ => return None,
-    })
+fn bytes_of_mut(e: &mut EvidenceFrame) -> &mut [u8] {
+    // SAFETY: EvidenceFrame is Pod: any bytes written are a valid value.
+    unsafe { std::slice::from_raw_parts_mut(e as *mut EvidenceFrame as *mut u8, size_of::<EvidenceFrame>()) }
 }
 
 impl Spool {
-    /// A spool in `dir` (which must exist and be writable).
+    /// A spool in `dir` (which must exist and be writable). `snaplen` is at most
+    /// [`super::MAX_SNAPLEN`], the bytes an [`EvidenceFrame`] holds.
     pub fn create(dir: &Path, snaplen: u32) -> Result<Spool, EvidenceError> {
         let f = tempfile::tempfile_in(dir).map_err(|source| EvidenceError::Io { path: dir.into(), source })?;
         Ok(Spool {
             dir: dir.into(),
             out: Some(BufWriter::with_capacity(1 << 20, f)),
-            snaplen,
+            snaplen: snaplen.min(super::MAX_SNAPLEN),
             frames: 0,
             bytes: 0,
             failed: None,
         })
     }
 
-    /// Appends one frame (nothing once a write has failed).
-    pub fn push(&mut self, ts_ns: u64, source: u16, link: LinkType, orig_len: u32, tag: &Tag, data: &[u8]) {
+    /// Appends one frame, tagged from its summary as the XDP program tags its copies (nothing
+    /// once a write has failed).
+    pub fn push(&mut self, ts_ns: u64, source: u16, link: LinkType, orig_len: u32, s: &PacketSummary, data: &[u8]) {
         let Some(out) = &mut self.out else { return };
         let data = &data[..data.len().min(self.snaplen as usize)];
-        let mut h = [0u8; HEAD];
-        h[0..8].copy_from_slice(&ts_ns.to_le_bytes());
-        h[8..12].copy_from_slice(&orig_len.to_le_bytes());
-        h[12..16].copy_from_slice(&(data.len() as u32).to_le_bytes());
-        h[16..18].copy_from_slice(&source.to_le_bytes());
-        h[18] = link_code(link);
-        h[19] = tag.class as u8;
-        h[20] = tag.aeth as u8;
-        h[21..23].copy_from_slice(&tag.priorities.to_le_bytes());
-        h[23..29].copy_from_slice(&tag.src_mac);
-        let k = &tag.flow;
-        h[29..45].copy_from_slice(&k.src);
-        h[45..61].copy_from_slice(&k.dst);
-        h[61..65].copy_from_slice(&k.dst_qp.to_le_bytes());
-        h[65..67].copy_from_slice(&k.udp_sport.to_le_bytes());
-        h[67] = k.ip_version;
-        h[68] = 0;
-        if let Err(e) = out.write_all(&h).and_then(|_| out.write_all(data)) {
+        let mut e = EvidenceFrame::zeroed();
+        // SAFETY: `e` is a valid EvidenceFrame.
+        unsafe { EvidenceFrame::fill_head(&mut e, ts_ns, orig_len, s, &FlowKey::from_summary(s)) };
+        e.caplen = data.len() as u16;
+        let mut h = [0u8; 8];
+        h[0..2].copy_from_slice(&source.to_le_bytes());
+        h[2..4].copy_from_slice(&(link.linktype() as u16).to_le_bytes());
+        let written = out
+            .write_all(&h)
+            .and_then(|_| out.write_all(bytes_of(&e, EvidenceFrame::HEAD)))
+            .and_then(|_| out.write_all(data));
+        if let Err(e) = written {
             self.failed = Some(format!("the spool in {}: {e}", self.dir.display()));
             self.out = None;
             return;
@@ -110,40 +94,16 @@ impl Spool {
         let mut f = out.into_inner().map_err(|e| io(e.into_error()))?;
         f.rewind().map_err(io)?;
         let mut r = BufReader::with_capacity(1 << 20, f);
-        let mut h = [0u8; HEAD];
-        let mut data = vec![0u8; self.snaplen as usize];
+        let mut h = [0u8; 8];
+        let mut e = EvidenceFrame::zeroed();
         for _ in 0..self.frames {
             r.read_exact(&mut h).map_err(io)?;
-            let u32_at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));
-            let len = u32_at(12) as usize;
-            r.read_exact(&mut data[..len]).map_err(io)?;
-            let mut flow = FlowKey {
-                src: [0; 16],
-                dst: [0; 16],
-                dst_qp: u32_at(61),
-                udp_sport: u16::from_le_bytes([h[65], h[66]]),
-                ip_version: h[67],
-                _pad: 0,
-            };
-            flow.src.copy_from_slice(&h[29..45]);
-            flow.dst.copy_from_slice(&h[45..61]);
-            let mut src_mac = [0u8; 6];
-            src_mac.copy_from_slice(&h[23..29]);
-            let tag = Tag {
-                class: FrameClass::from_u8(h[19]).unwrap_or(FrameClass::NonRoce),
-                flow,
-                aeth: h[20] != 0,
-                src_mac,
-                priorities: u16::from_le_bytes([h[21], h[22]]),
-            };
-            each(&Seen {
-                ts_ns: u64::from_le_bytes(h[0..8].try_into().expect("8 bytes")),
-                orig_len: u32_at(8),
-                source: u16::from_le_bytes([h[16], h[17]]),
-                link: link_of(h[18]).unwrap_or(LinkType::Ethernet),
-                tag,
-                data: &data[..len],
-            });
+            r.read_exact(&mut bytes_of_mut(&mut e)[..EvidenceFrame::HEAD]).map_err(io)?;
+            let len = (e.caplen as usize).min(e.data.len());
+            r.read_exact(&mut e.data[..len]).map_err(io)?;
+            let source = u16::from_le_bytes([h[0], h[1]]);
+            let link = LinkType::from_linktype(u16::from_le_bytes([h[2], h[3]]) as u32).unwrap_or(LinkType::Ethernet);
+            each(&Seen::of(&e, e.ts_ns, source, link));
         }
         Ok(())
     }

@@ -33,6 +33,19 @@ pub fn flow_key(f: &Flow) -> Option<FlowKey> {
     })
 }
 
+/// The key of a report's flow reference (addresses parsed back; the version is the source's),
+/// or `None` for an unparsable address.
+pub fn flow_ref_key(r: &FlowRef) -> Option<FlowKey> {
+    Some(FlowKey {
+        src: addr_bytes(&r.src)?,
+        dst: addr_bytes(&r.dst)?,
+        dst_qp: r.dst_qp,
+        udp_sport: r.udp_sport,
+        ip_version: if r.src.parse::<Ipv4Addr>().is_ok() { 4 } else { 6 },
+        _pad: 0,
+    })
+}
+
 /// The same order as [`flow_order`] for a report's flow.
 pub fn flow_sort_key(f: &Flow) -> (u8, [u8; 16], [u8; 16], u16, u32) {
     let bytes = |s: &str| addr_bytes(s).unwrap_or_default();

@@ -17,7 +17,7 @@ use analyzer_common::psn::count;
 use crate::analyses::stats::PromBuckets;
 use crate::pipeline::Pipeline;
 use crate::report::assemble::{self, fabric};
-use crate::report::model::{Capture, Naks, Nic, Pfc, PsnJson, Report, Responder, Severity, Vantage};
+use crate::report::model::{Capture, FlowRef, Naks, Nic, Pfc, PsnJson, Report, Responder, Severity, Vantage, flow_ref};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabel {
@@ -97,10 +97,7 @@ struct SeverityLabel {
 /// One flow with its own series.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopFlow {
-    pub src: String,
-    pub dst: String,
-    pub udp_sport: u16,
-    pub dst_qp: u32,
+    pub flow: FlowRef,
     pub bytes: u64,
     pub packets: u64,
 }
@@ -176,10 +173,7 @@ impl Input {
                 .iter()
                 .take(top)
                 .map(|f| TopFlow {
-                    src: f.src.clone(),
-                    dst: f.dst.clone(),
-                    udp_sport: f.udp_sport,
-                    dst_qp: f.dst_qp,
+                    flow: FlowRef { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp },
                     bytes: f.bytes,
                     packets: f.packets,
                 })
@@ -230,19 +224,11 @@ impl Input {
         }
         let (head, rest) = order.split_at_mut(n);
         head.sort_unstable_by(by_bytes);
-        let addr = crate::report::model::addr_string;
         let top_flows = head
             .iter()
             .map(|(_, _, i)| {
                 let (k, s) = e.flows.at(*i as usize);
-                TopFlow {
-                    src: addr(k.ip_version, &k.src),
-                    dst: addr(k.ip_version, &k.dst),
-                    udp_sport: k.udp_sport,
-                    dst_qp: k.dst_qp,
-                    bytes: s.bytes,
-                    packets: s.packets,
-                }
+                TopFlow { flow: flow_ref(k), bytes: s.bytes, packets: s.packets }
             })
             .collect();
         let other_packets = rest.iter().map(|(_, _, i)| e.flows.at(*i as usize).1.packets).sum();
@@ -427,7 +413,8 @@ fn flows(reg: &mut Registry, m: &Input) {
     let bytes = counter_family::<FlowLabels>(reg, "flow_bytes", "RoCE bytes of the top flows by bytes");
     let packets = counter_family::<FlowLabels>(reg, "flow_packets", "RoCE packets of the top flows by bytes");
     for f in &m.top {
-        let l = FlowLabels { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp };
+        let r = &f.flow;
+        let l = FlowLabels { src: r.src.clone(), dst: r.dst.clone(), udp_sport: r.udp_sport, dst_qp: r.dst_qp };
         bytes.get_or_create(&l).inc_by(f.bytes);
         packets.get_or_create(&l).inc_by(f.packets);
     }

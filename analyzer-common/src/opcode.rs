@@ -39,6 +39,7 @@ pub enum Transport {
 }
 
 impl Transport {
+    #[inline]
     pub const fn of(opcode: u8) -> Option<Transport> {
         match opcode >> 5 {
             0 => Some(Transport::Rc),
@@ -125,6 +126,7 @@ pub const fn op_name(operation: u8) -> Option<&'static str> {
 
 /// Whether the IBTA defines `opcode` (for its transport). Unknown opcodes are still RoCE: the
 /// classifier decodes their BTH and counts them by number.
+#[inline]
 pub const fn is_defined(opcode: u8) -> bool {
     let o = opcode & 0x1F;
     match Transport::of(opcode) {
@@ -140,11 +142,13 @@ pub const fn is_defined(opcode: u8) -> bool {
 
 /// True for request packets (the sender's data-path stream): SEND, RDMA WRITE, READ REQUEST,
 /// atomics, FLUSH and ATOMIC WRITE. Responses are READ RESPONSE, ACK and ATOMIC ACK.
+#[inline]
 pub const fn is_request(opcode: u8) -> bool {
     is_defined(opcode) && opcode != CNP && !is_response(opcode)
 }
 
 /// READ RESPONSE, ACKNOWLEDGE and ATOMIC ACKNOWLEDGE.
+#[inline]
 pub const fn is_response(opcode: u8) -> bool {
     let o = opcode & 0x1F;
     is_defined(opcode) && opcode != CNP && o >= op::RDMA_READ_RESPONSE_FIRST && o <= op::ATOMIC_ACKNOWLEDGE
@@ -218,6 +222,7 @@ pub const fn headers_len(mask: u16) -> usize {
 
 /// Data packets in the incast sense: SEND, RDMA WRITE, READ RESPONSE, atomics (not ACK/NAK,
 /// CNP or READ REQUEST).
+#[inline]
 pub const fn is_data(opcode: u8) -> bool {
     let o = opcode & 0x1F;
     is_defined(opcode)

@@ -84,6 +84,7 @@ impl Record {
         }
     }
 
+    #[inline]
     pub fn from_summary(ts_ns: u64, s: &PacketSummary) -> Self {
         let mut r = Record::default();
         // SAFETY: `r` is a valid Record.
@@ -91,6 +92,7 @@ impl Record {
         r
     }
 
+    #[inline]
     pub fn flow(&self) -> FlowKey {
         FlowKey {
             src: self.src_ip,
@@ -102,20 +104,24 @@ impl Record {
         }
     }
 
+    #[inline]
     pub fn ack_req(&self) -> bool {
         self.flags & flag::ACK_REQ != 0
     }
 
     /// The AETH syndrome, if the packet carries an AETH.
+    #[inline]
     pub fn aeth(&self) -> Option<u8> {
         (self.flags & flag::AETH != 0).then_some(self.aeth_syndrome)
     }
 
+    #[inline]
     pub fn is_cnp(&self) -> bool {
         self.opcode == crate::opcode::CNP
     }
 
     /// CE-marked (ECN codepoint 3).
+    #[inline]
     pub fn ce(&self) -> bool {
         self.ecn & 3 == 3
     }

@@ -602,9 +602,10 @@ mod tests {
             assert_eq!(folded.flows as usize + engine.flows.len(), (round as usize + 1) * 100, "every flow once");
             let kept: u64 = engine.flows.iter().map(|(_, s)| s.packets).sum();
             assert_eq!(kept + folded.packets, sent, "round {round}: no packet lost");
-            let requests = l.run.analyses.rtt.request_flows().filter(|k| engine.flows.get(k).is_none()).count();
+            let a = &l.run.analyses;
+            let requests = a.rtt.request_flows(&a.flows).filter(|k| engine.flows.get(k).is_none()).count();
             assert_eq!(requests, 0, "round {round}: the folded flows' RTT state is forgotten too");
-            assert!(l.run.analyses.rtt.request_flows().count() >= 100, "the kept flows' is not");
+            assert!(a.rtt.request_flows(&a.flows).count() >= 100, "the kept flows' is not");
         }
         // The newest flows kept their own totals; the oldest are the aggregate.
         assert!(l.run.engine.flows.get(&key(999)).is_some() && l.run.engine.flows.get(&key(0)).is_none());

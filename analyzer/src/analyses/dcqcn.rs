@@ -230,9 +230,22 @@ impl Dcqcn {
         self.flows.get_mut(&key)
     }
 
+    /// Whether the flow's rate is watched (it had a CE mark or a CNP).
+    pub fn watches(&self, key: &FlowKey) -> bool {
+        self.flows.contains_key(key)
+    }
+
     /// A data packet or CNP; `paired` is the data flow whose ACKs go where this CNP goes (from
-    /// the RTT analysis), when known.
-    pub fn observe(&mut self, r: &Record, paired: Option<FlowKey>) {
+    /// the RTT analysis), when known; `watched` is [`Dcqcn::watches`] of the record's flow, when
+    /// the caller knows it (saving a lookup). Returns the flow it started to watch, if any.
+    pub fn observe(&mut self, r: &Record, paired: Option<FlowKey>, watched: Option<bool>) -> Option<FlowKey> {
+        let before = self.flows.len();
+        let key = self.observe_inner(r, paired, watched)?;
+        (self.flows.len() > before).then_some(key)
+    }
+
+    /// [`Dcqcn::observe`]; the flow the record was about, if any.
+    fn observe_inner(&mut self, r: &Record, paired: Option<FlowKey>, watched: Option<bool>) -> Option<FlowKey> {
         let (wn, h) = (self.window_ns, self.horizon_windows());
         let w = r.ts_ns / wn;
         if r.is_cnp() {
@@ -242,11 +255,11 @@ impl Dcqcn {
                 (None, Some([k])) => *k,
                 _ => {
                     self.unattributed += 1;
-                    return;
+                    return None;
                 }
             };
             let pacing = self.pacing_ns;
-            let Some(f) = self.watch(key, r.ts_ns) else { return };
+            let f = self.watch(key, r.ts_ns)?;
             if f.last_cnp.is_some_and(|l| r.ts_ns.saturating_sub(l) < pacing / 2) {
                 f.done.close_cnps += 1;
             }
@@ -261,10 +274,10 @@ impl Dcqcn {
                 f.done.add(o);
             }
             f.pending.push_back(r.ts_ns);
-            return;
+            return Some(key);
         }
         if !opcode::is_data(r.opcode) {
-            return;
+            return None;
         }
         // Marking over time per class, from the first CE mark on (a run without marks keeps
         // none); classes beyond 64 DSCPs cannot exist.
@@ -273,18 +286,11 @@ impl Dcqcn {
             self.classes.entry(r.dscp & 63).or_insert_with(|| Series::new(w)).add(w, r.frame_len as u64, r.ce());
             self.priorities.entry(r.pcp.min(8)).or_insert_with(|| Series::new(w)).add(w, r.frame_len as u64, r.ce());
         }
+        if watched == Some(false) && !r.ce() {
+            return None;
+        }
         let key = r.flow();
-        let f = if r.ce() {
-            match self.watch(key, r.ts_ns) {
-                Some(f) => f,
-                None => return,
-            }
-        } else {
-            match self.flows.get_mut(&key) {
-                Some(f) => f,
-                None => return,
-            }
-        };
+        let f = if r.ce() { self.watch(key, r.ts_ns)? } else { self.flows.get_mut(&key)? };
         // Kept in window order (a record a little out of order — live, from another CPU — adds
         // to its own window), so that judging finds a window by binary search.
         match f.windows.binary_search_by_key(&w, |(i, _)| *i) {
@@ -308,6 +314,7 @@ impl Dcqcn {
         while f.windows.front().is_some_and(|(i, _)| *i < from) {
             f.windows.pop_front();
         }
+        Some(key)
     }
 
     /// Data frames and CE marks over time per DSCP, from the first CE mark.
@@ -409,7 +416,7 @@ mod tests {
         for w in from_us / 10..to_us / 10 {
             for i in 0..per_window {
                 let t = w * 10 * US + i * 10 * US / per_window;
-                d.observe(&data(sender, t, ce_at == Some(t)), None);
+                d.observe(&data(sender, t, ce_at == Some(t)), None, None);
             }
         }
     }
@@ -418,7 +425,7 @@ mod tests {
     fn a_halving_with_staged_recovery_is_measured_to_the_window() {
         let mut d = Dcqcn::new(10 * US, 1_000 * US, None, usize::MAX);
         send(&mut d, 1, 0, 100, 20, Some(50 * US)); // CE mark at 50 µs: watched from there
-        d.observe(&cnp(1, 100 * US), None);
+        d.observe(&cnp(1, 100 * US), None, None);
         send(&mut d, 1, 100, 110, 20, None); // 10 µs until the sender reacts
         send(&mut d, 1, 110, 310, 10, None); // halved
         send(&mut d, 1, 310, 510, 15, None); // three quarters
@@ -453,7 +460,7 @@ mod tests {
         let mut d = Dcqcn::new(10 * US, 1_000 * US, None, usize::MAX);
         send(&mut d, 2, 0, 100, 20, Some(0));
         for t in [100, 200, 300] {
-            d.observe(&cnp(2, t * US), None);
+            d.observe(&cnp(2, t * US), None, None);
             send(&mut d, 2, t, t + 100, 20, None);
         }
         send(&mut d, 2, 400, 1400, 20, None);
@@ -461,7 +468,7 @@ mod tests {
         assert_eq!((s.cnps, s.reacted, s.unreacted), (3, 0, 3));
         assert_eq!(s.cuts.values(), vec![1_000_000; 3], "no window below the rate before");
         // A CNP to a host with no watched flow: counted, not attributed.
-        d.observe(&cnp(7, 500 * US), None);
+        d.observe(&cnp(7, 500 * US), None, None);
         assert_eq!(d.unattributed, 1);
     }
 
@@ -469,14 +476,14 @@ mod tests {
     fn a_flow_that_ends_is_not_cut_and_a_cnp_without_history_is_counted() {
         let mut d = Dcqcn::new(10 * US, 1_000 * US, None, usize::MAX);
         send(&mut d, 3, 0, 100, 20, Some(0));
-        d.observe(&cnp(3, 100 * US), None);
+        d.observe(&cnp(3, 100 * US), None, None);
         send(&mut d, 3, 100, 150, 20, None); // the message ends at 150 µs
         let (_, s) = &d.flows()[0];
         assert_eq!((s.reacted, s.unreacted), (0, 1), "the windows after its end are not a cut");
         // A CNP before any data of its flow was watched has no rate before.
         let mut e = Dcqcn::new(10 * US, 1_000 * US, None, usize::MAX);
         send(&mut e, 4, 0, 100, 20, Some(99 * US)); // watched from its last packet only
-        e.observe(&cnp(4, 100 * US), None);
+        e.observe(&cnp(4, 100 * US), None, None);
         send(&mut e, 4, 100, 200, 20, None);
         let (_, s) = &e.flows()[0];
         assert_eq!((s.cnps, s.no_rate_before, s.reacted, s.unreacted), (1, 1, 0, 0));

@@ -11,11 +11,11 @@
 
 use std::collections::VecDeque;
 
-use analyzer_common::flow::FlowKey;
 use analyzer_common::opcode;
 use analyzer_common::record::Record;
 use rustc_hash::FxHashMap;
 
+use super::flows::Slot;
 use super::{Addr, bounded};
 
 /// One direction of an IP pair: data from `a` to `b`, CNPs from `b` to `a`. What only pairs
@@ -106,7 +106,6 @@ pub struct Ecn {
     pair_index: FxHashMap<(Addr, Addr), u32>,
     /// (CNP destination address, destination QP) → pacing.
     pub pacing: FxHashMap<(Addr, u32), Pacing>,
-    pub flows: FxHashMap<FlowKey, FlowMarking>,
     /// Keys each map keeps, at most.
     cap: usize,
     /// Frames whose flow, pair or QP found a map at its cap.
@@ -182,12 +181,25 @@ impl Ecn {
         Some(&mut pairs[i as usize].1)
     }
 
-    pub fn observe(&mut self, r: &Record) {
+    /// Whether a record is one this analysis keeps its flow's marking for.
+    pub fn wants(r: &Record) -> bool {
+        r.is_cnp() || opcode::is_data(r.opcode)
+    }
+
+    /// A record of the flow in `flow` (one it [`Ecn::wants`]); None: the flows table had no
+    /// room for it.
+    pub fn observe(&mut self, r: &Record, flow: Option<&mut Slot<'_>>) {
         let src = (r.src_ip, r.ip_version);
         let dst = (r.dst_ip, r.ip_version);
         let (cap, full) = (self.cap, &mut self.state_full);
+        if !Self::wants(r) {
+            return;
+        }
+        let Some(m) = flow.and_then(|f| f.marking()) else {
+            *full += 1;
+            return;
+        };
         if r.is_cnp() {
-            let Some(m) = bounded(&mut self.flows, r.flow(), cap, full) else { return };
             m.cnps += 1;
             if r.dscp != self.cnp_dscp {
                 m.cnp_other_dscp += 1;
@@ -217,7 +229,6 @@ impl Ecn {
             }
             m.last_cnp = Some(r.ts_ns);
         } else if opcode::is_data(r.opcode) {
-            let Some(m) = bounded(&mut self.flows, r.flow(), cap, full) else { return };
             m.data += 1;
             if r.ecn & 3 == 0 {
                 m.data_not_ect += 1;
@@ -291,6 +302,7 @@ impl Marks {
 
 #[cfg(test)]
 mod tests {
+    use super::super::flows::{Flows, Wants};
     use super::*;
 
     fn rec(src: u8, dst: u8, opcode: u8, ts: u64, ecn: u8, dscp: u8) -> Record {
@@ -303,14 +315,21 @@ mod tests {
     #[test]
     fn ce_answered_unanswered_and_pacing() {
         let mut e = Ecn::new(1000, 26, 48, usize::MAX);
-        e.observe(&rec(1, 2, 0x0A, 0, 3, 26)); // CE, answered at 400
-        e.observe(&rec(1, 2, 0x0A, 100, 3, 26)); // CE, answered at 400
-        e.observe(&rec(2, 1, 0x81, 400, 0, 48));
-        e.observe(&rec(1, 2, 0x0A, 500, 3, 26)); // CE, no CNP until 2000: unanswered
-        e.observe(&rec(2, 1, 0x81, 2000, 0, 46));
-        e.observe(&rec(1, 2, 0x0A, 2100, 0, 24)); // Not-ECT, DSCP 24
-        e.observe(&rec(1, 2, 0x0A, 2200, 3, 26)); // CE at the end, undecided
-        e.observe(&rec(1, 2, 0x11, 2300, 3, 26)); // an ACK is not data
+        let mut flows = Flows::new(usize::MAX);
+        let records = [
+            rec(1, 2, 0x0A, 0, 3, 26),    // CE, answered at 400
+            rec(1, 2, 0x0A, 100, 3, 26),  // CE, answered at 400
+            rec(2, 1, 0x81, 400, 0, 48),  // CNP
+            rec(1, 2, 0x0A, 500, 3, 26),  // CE, no CNP until 2000: unanswered
+            rec(2, 1, 0x81, 2000, 0, 46), // CNP
+            rec(1, 2, 0x0A, 2100, 0, 24), // Not-ECT, DSCP 24
+            rec(1, 2, 0x0A, 2200, 3, 26), // CE at the end, undecided
+            rec(1, 2, 0x11, 2300, 3, 26), // an ACK is not data
+        ];
+        for r in &records {
+            let wants = Wants { marking: Ecn::wants(r), request: false };
+            e.observe(r, flows.slot(r.flow(), wants).as_mut());
+        }
         let k = |a: u8| (([10, 0, 0, a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), 4u8);
         let p = e.pair(&(k(1), k(2))).unwrap();
         let unknown = Interval::Unknown;
@@ -325,9 +344,10 @@ mod tests {
         assert_eq!(e.interval(), Interval::Unknown, "two CNPs on the QP: too few to infer pacing");
         let pace = &e.pacing[&(k(1), 0x11)];
         assert_eq!((pace.cnps, pace.gaps.clone()), (2, vec![1600]));
-        let m = e.flows[&rec(1, 2, 0, 0, 0, 0).flow()];
+        let marking = |k| flows.get(&k).and_then(|f| f.marking).unwrap();
+        let m = marking(rec(1, 2, 0, 0, 0, 0).flow());
         assert_eq!((m.data, m.data_not_ect, m.data_other_dscp, m.seen_data_dscp), (5, 1, 1, Some(24)));
-        let c = e.flows[&rec(2, 1, 0, 0, 0, 0).flow()];
+        let c = marking(rec(2, 1, 0, 0, 0, 0).flow());
         assert_eq!((c.cnps, c.cnp_other_dscp, c.seen_cnp_dscp), (2, 1, Some(46)));
     }
 }

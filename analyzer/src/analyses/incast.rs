@@ -129,7 +129,10 @@ struct Dest {
 pub struct Incast {
     window_ns: u64,
     min_senders: u32,
-    dests: FxHashMap<Addr, Dest>,
+    /// Destinations in the order first seen, and where each is (a flow keeps its
+    /// destination's place: [`Incast::observe_kept`]). Never removed.
+    dests: Vec<(Addr, Dest)>,
+    dest_index: FxHashMap<Addr, u32>,
     /// Destinations kept, at most.
     cap: usize,
     /// Data packets to destinations beyond `cap`.
@@ -199,10 +202,17 @@ impl Incast {
     }
 
     pub fn observe(&mut self, r: &Record) {
+        self.observe_kept(r, None);
+    }
+
+    /// [`Incast::observe`], with the place of the record's destination its flow keeps (`kept`:
+    /// filled the first time), which saves a lookup.
+    pub fn observe_kept(&mut self, r: &Record, kept: Option<&mut Option<u32>>) {
         let (w, min) = (self.window_ns, self.min_senders);
         if r.is_cnp() {
             // A CNP sent back by a destination during its episode.
-            if let Some(d) = self.dests.get_mut(&(r.src_ip, r.ip_version)) {
+            if let Some(&i) = self.dest_index.get(&(r.src_ip, r.ip_version)) {
+                let d = &mut self.dests[i as usize].1;
                 d.advance(r.ts_ns, w, min, &mut self.listed_room);
                 if let Some(t) = d.tally() {
                     t.cnp += 1;
@@ -214,9 +224,30 @@ impl Incast {
             return;
         }
         let src = (r.src_ip, r.ip_version);
-        let Some(d) = super::bounded(&mut self.dests, (r.dst_ip, r.ip_version), self.cap, &mut self.state_full) else {
-            return;
+        let i = match kept.as_deref() {
+            Some(Some(i)) => *i,
+            _ => {
+                let key = (r.dst_ip, r.ip_version);
+                let i = match self.dest_index.get(&key) {
+                    Some(&i) => i,
+                    None if self.dests.len() >= self.cap => {
+                        self.state_full += 1;
+                        return;
+                    }
+                    None => {
+                        self.dests.push((key, Dest::default()));
+                        let i = (self.dests.len() - 1) as u32;
+                        self.dest_index.insert(key, i);
+                        i
+                    }
+                };
+                if let Some(k) = kept {
+                    *k = Some(i);
+                }
+                i
+            }
         };
+        let d = &mut self.dests[i as usize].1;
         d.advance(r.ts_ns, w, min, &mut self.listed_room);
         d.window.push_back((r.ts_ns, src, r.frame_len));
         d.window_bytes += r.frame_len as u64;
@@ -257,7 +288,7 @@ impl Incast {
     pub fn episodes(&self) -> Vec<(Addr, Episode)> {
         let (w, min) = (self.window_ns, self.min_senders);
         let mut out = Vec::new();
-        let mut dests: Vec<(&Addr, &Dest)> = self.dests.iter().collect();
+        let mut dests: Vec<(&Addr, &Dest)> = self.dests.iter().map(|(a, d)| (a, d)).collect();
         dests.sort_unstable_by_key(|(a, _)| **a);
         for (addr, d) in dests {
             out.extend(d.done.iter().map(|e| (*addr, e.clone())));
@@ -276,19 +307,23 @@ impl Incast {
     /// How many episodes [`Incast::episodes`] lists, without building them.
     pub fn episode_count(&self) -> u64 {
         let open = |d: &Dest| (d.open.ep.is_some() && d.done.len() < MAX_EPISODES_PER_DEST) as u64;
-        self.dests.values().map(|d| d.done.len() as u64 + open(d)).sum()
+        self.dests.iter().map(|(_, d)| d).map(|d| d.done.len() as u64 + open(d)).sum()
     }
 
     /// Episodes (kept, or open) that list fewer senders than they had.
     pub fn episodes_with_senders_capped(&self) -> u64 {
         let open = |d: &Dest| d.open.ep.as_ref().is_some_and(|e| e.tally.senders_capped) as u64;
-        self.dests.values().map(|d| d.done.iter().filter(|e| e.tally.senders_capped).count() as u64 + open(d)).sum()
+        self.dests
+            .iter()
+            .map(|(_, d)| d)
+            .map(|d| d.done.iter().filter(|e| e.tally.senders_capped).count() as u64 + open(d))
+            .sum()
     }
 
     /// Episodes counted but not kept (past [`MAX_EPISODES_PER_DEST`] at a destination).
     pub fn episodes_dropped(&self) -> u64 {
         let open_past_cap = |d: &Dest| (d.open.ep.is_some() && d.done.len() >= MAX_EPISODES_PER_DEST) as u64;
-        self.dests.values().map(|d| d.dropped + open_past_cap(d)).sum()
+        self.dests.iter().map(|(_, d)| d).map(|d| d.dropped + open_past_cap(d)).sum()
     }
 
     pub fn window_ns(&self) -> u64 {

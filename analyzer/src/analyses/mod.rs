@@ -8,6 +8,7 @@ pub mod config;
 pub mod dcqcn;
 pub mod ecmp;
 pub(crate) mod ecn;
+pub mod flows;
 pub(crate) mod incast;
 pub mod pause;
 pub mod rtt;
@@ -43,6 +44,8 @@ pub(crate) fn bounded<'m, K: std::hash::Hash + Eq, V: Default>(
 #[derive(Debug)]
 pub struct Analyses {
     pub config: Config,
+    /// The ECN and RTT analyses' state per flow, in one table (one lookup per record).
+    pub flows: flows::Flows,
     pub rtt: rtt::Rtt,
     pub ecn: ecn::Ecn,
     pub incast: incast::Incast,
@@ -57,6 +60,7 @@ pub struct Analyses {
 impl Analyses {
     pub fn new(config: Config) -> Self {
         Analyses {
+            flows: flows::Flows::new(config.max_keys),
             rtt: rtt::Rtt::new(config.rtt_timeout_ns, config.max_keys),
             ecn: ecn::Ecn::new(config.cnp_timeout_ns, config.roce_dscp, config.cnp_dscp, config.max_keys)
                 .with_interval(config.cnp_interval_ns),
@@ -75,20 +79,47 @@ impl Analyses {
 
     #[inline]
     pub fn observe(&mut self, r: &Record) {
-        self.rtt.observe(r);
-        self.ecn.observe(r);
-        self.incast.observe(r);
+        let wants = flows::Wants { marking: ecn::Ecn::wants(r), request: rtt::Rtt::wants(r) };
+        // Whether DCQCN watches the record's flow, when the flows table knows (it keeps that
+        // equal to the DCQCN analysis: set when an entry is added and when a flow is watched).
+        let mut watched = None;
+        if wants.marking || wants.request {
+            let key = r.flow();
+            let mut slot = self.flows.slot(key, wants);
+            if let Some(s) = slot.as_mut() {
+                if s.created {
+                    s.flow.rate_watched = self.dcqcn.watches(&key);
+                }
+                watched = Some(s.flow.rate_watched);
+            }
+            if wants.request {
+                self.rtt.request(r, slot.as_mut());
+            }
+            self.ecn.observe(r, slot.as_mut());
+            // The records incast counts (data, CNPs) are ones the ECN analysis wants: their
+            // flow's entry keeps the destination's place.
+            self.incast.observe_kept(r, slot.map(|s| &mut s.flow.dest));
+        } else {
+            self.incast.observe(r);
+        }
+        if rtt::Rtt::is_ack(r) {
+            self.rtt.ack(r, &mut self.flows);
+        }
         // A CNP is about the request flow whose ACKs go to its QP, when the RTT analysis has
         // paired them.
         let paired = r.is_cnp().then(|| self.rtt.request_acked_at(&r.dst_ip, &r.src_ip, r.dst_qp)).flatten();
-        self.dcqcn.observe(r, paired);
+        if let Some(k) = self.dcqcn.observe(r, paired, watched)
+            && let Some(f) = self.flows.get_mut(&k)
+        {
+            f.rate_watched = true;
+        }
     }
 
     /// Live, flows folded away ([`crate::engine::Engine::fold_idle`]): their per-flow state
     /// goes, so that churn does not fill the analyses' bounded maps.
     pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<analyzer_common::flow::FlowKey>) {
         self.rtt.forget(gone);
-        self.ecn.flows.retain(|k, _| !gone.contains(k));
+        self.flows.forget(gone);
         self.dcqcn.forget(gone);
     }
 

@@ -29,6 +29,7 @@ use analyzer_common::record::Record;
 use analyzer_common::wire::ext::{AckType, syndrome_type};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::flows::{Flows, Slot};
 use super::stats::Samples;
 
 /// PSNs an ACK may run ahead of the latest request PSN (a READ of up to 1024 PMTUs).
@@ -41,7 +42,7 @@ pub const MAX_WAITING: usize = 1 << 16;
 /// A request flow: its PSN span, and (boxed: most flows of a large capture have none) the
 /// requests with AckReq that wait for their ACK.
 #[derive(Debug, Default)]
-struct RequestFlow {
+pub(crate) struct RequestFlow {
     first_psn: u32,
     last_psn: u32,
     waiting: Option<Box<Waiting>>,
@@ -103,7 +104,6 @@ pub struct FlowRtt {
 #[derive(Debug, Default)]
 pub struct Rtt {
     timeout_ns: u64,
-    requests: FxHashMap<FlowKey, RequestFlow>,
     /// (source, destination) of request flows → their keys, in order of appearance.
     /// (Most host pairs have one: it lives in the map's entry, no allocation.)
     by_hosts: FxHashMap<([u8; 16], [u8; 16]), HostFlows>,
@@ -124,20 +124,20 @@ pub struct Rtt {
     pub pending_evicted: u64,
     /// Every sample in Prometheus' buckets (for /metrics, kept as they come).
     pub prom: super::stats::PromBuckets,
-    /// Request flows kept, at most.
+    /// CM exchanges kept, at most (request flows are kept within the flows table's cap).
     cap: usize,
-    /// Requests of flows beyond `cap` (not followed).
+    /// Requests of flows beyond the flows table's cap, CM messages beyond `cap` (not followed).
     pub state_full: u64,
 }
 
 impl Rtt {
+    /// (Request flows are kept in the analyses' [`Flows`].)
     pub fn new(timeout_ns: u64, cap: usize) -> Self {
         Rtt { timeout_ns, cap, ..Default::default() }
     }
 
     /// Drops every trace of the flows in `gone` (folded away live).
     pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<FlowKey>) {
-        self.requests.retain(|k, _| !gone.contains(k));
         self.flows.retain(|k, _| !gone.contains(k));
         self.paired.retain(|ack, req| !gone.contains(ack) && !gone.contains(req));
         self.by_hosts.retain(|_, keys| {
@@ -146,29 +146,31 @@ impl Rtt {
         });
     }
 
-    pub fn observe(&mut self, r: &Record) {
-        // Only reliable transports are acknowledged (UC and UD requests never are).
-        let reliable = matches!(Transport::of(r.opcode), Some(Transport::Rc | Transport::Rd | Transport::Xrc));
-        if reliable && opcode::is_request(r.opcode) {
-            self.request(r);
-        }
-        if let Some(syn) = r.aeth()
-            && syndrome_type(syn) == AckType::Ack
-        {
-            self.ack(r);
-        }
+    /// Whether a record is a request this analysis follows: only reliable transports are
+    /// acknowledged (UC and UD requests never are).
+    pub fn wants(r: &Record) -> bool {
+        matches!(Transport::of(r.opcode), Some(Transport::Rc | Transport::Rd | Transport::Xrc))
+            && opcode::is_request(r.opcode)
     }
 
-    fn request(&mut self, r: &Record) {
+    /// Whether a record is an ACK (a response with an AETH of the ACK type).
+    pub fn is_ack(r: &Record) -> bool {
+        r.aeth().is_some_and(|syn| syndrome_type(syn) == AckType::Ack)
+    }
+
+    /// A request this analysis [`Rtt::wants`], in its flow's entry of the flows table (None:
+    /// the table had no room for it).
+    pub fn request(&mut self, r: &Record, flow: Option<&mut Slot<'_>>) {
         let key = r.flow();
-        if self.requests.len() >= self.cap && !self.requests.contains_key(&key) {
+        let by_hosts = &mut self.by_hosts;
+        let new = || {
+            by_hosts.entry((key.src, key.dst)).or_default().push(key);
+            RequestFlow { first_psn: r.psn, last_psn: r.psn, ..Default::default() }
+        };
+        let Some(f) = flow.and_then(|f| f.request(new)) else {
             self.state_full += 1;
             return;
-        }
-        let f = self.requests.entry(key).or_insert_with(|| {
-            self.by_hosts.entry((key.src, key.dst)).or_default().push(key);
-            RequestFlow { first_psn: r.psn, last_psn: r.psn, ..Default::default() }
-        });
+        };
         if psn_diff(f.last_psn, r.psn) < PSN_HALF {
             f.last_psn = r.psn;
         }
@@ -219,7 +221,8 @@ impl Rtt {
         psn_diff(f.first_psn, psn) <= psn_diff(f.first_psn, f.last_psn).saturating_add(READ_SLACK)
     }
 
-    fn ack(&mut self, r: &Record) {
+    /// An ACK ([`Rtt::is_ack`]): the requests of its paired flow in `flows` that it covers.
+    pub fn ack(&mut self, r: &Record, flows: &mut Flows) {
         let ack_key = r.flow();
         let req_key = match self.paired.get(&ack_key) {
             Some(k) => *k,
@@ -236,7 +239,10 @@ impl Rtt {
                             .filter(|k| match cm_qp {
                                 Some(qp) => k.dst_qp == qp,
                                 None => {
-                                    Self::covers(&self.requests[*k], r.psn)
+                                    flows
+                                        .get(k)
+                                        .and_then(|f| f.request.as_ref())
+                                        .is_some_and(|f| Self::covers(f, r.psn))
                                         && self.flows.get(*k).is_none_or(|f| f.ack_flow.is_none())
                                 }
                             })
@@ -261,7 +267,7 @@ impl Rtt {
                 }
             }
         };
-        let f = self.requests.get_mut(&req_key).expect("paired flows are request flows");
+        let f = flows.request_mut(&req_key).expect("paired flows are request flows");
         let stats = self.flows.entry(req_key).or_default();
         while let Some((psn, t)) = f.front() {
             if psn_diff(psn, r.psn) >= PSN_HALF {
@@ -294,8 +300,8 @@ impl Rtt {
 
     /// Requests still waiting at `end_ns`: (older than the timeout, younger). Read-only, so
     /// live reports can be built at every interval.
-    pub fn waiting(&self, key: &FlowKey, end_ns: u64) -> (u64, u64) {
-        let Some(f) = self.requests.get(key) else { return (0, 0) };
+    pub fn waiting(&self, flows: &Flows, key: &FlowKey, end_ns: u64) -> (u64, u64) {
+        let Some(f) = flows.get(key).and_then(|f| f.request.as_ref()) else { return (0, 0) };
         let (mut old, mut all) = (0, 0);
         for (_, t) in f.queue() {
             all += 1;
@@ -306,14 +312,14 @@ impl Rtt {
 
     /// A request flow's timeouts as of `end_ns` (decided so far, and waiting requests older than
     /// the timeout) and its requests still pending. Read-only.
-    pub fn outcome(&self, key: &FlowKey, end_ns: u64) -> (u64, u64) {
-        let (late, pending) = self.waiting(key, end_ns);
+    pub fn outcome(&self, flows: &Flows, key: &FlowKey, end_ns: u64) -> (u64, u64) {
+        let (late, pending) = self.waiting(flows, key, end_ns);
         (self.flows.get(key).map_or(0, |f| f.timeouts) + late, pending)
     }
 
     /// Every flow that sent requests of a reliable transport (acknowledged or not).
-    pub fn request_flows(&self) -> impl Iterator<Item = &FlowKey> {
-        self.requests.keys()
+    pub fn request_flows<'a>(&self, flows: &'a Flows) -> impl Iterator<Item = &'a FlowKey> {
+        flows.requests().map(|(k, _)| k)
     }
 
     /// The request flow an ACK flow was paired with, and back.
@@ -331,8 +337,42 @@ impl Rtt {
 
 #[cfg(test)]
 mod tests {
+    use super::super::flows::Wants;
     use super::*;
     use analyzer_common::record::flag;
+
+    /// The analysis with its flows table, fed as [`super::super::Analyses`] feeds it.
+    struct Run {
+        rtt: Rtt,
+        table: Flows,
+    }
+
+    impl Run {
+        fn new(timeout_ns: u64) -> Self {
+            Run { rtt: Rtt::new(timeout_ns, usize::MAX), table: Flows::new(usize::MAX) }
+        }
+
+        fn observe(&mut self, r: &Record) {
+            if Rtt::wants(r) {
+                let wants = Wants { marking: false, request: true };
+                self.rtt.request(r, self.table.slot(r.flow(), wants).as_mut());
+            }
+            if Rtt::is_ack(r) {
+                self.rtt.ack(r, &mut self.table);
+            }
+        }
+
+        fn waiting(&self, key: &FlowKey, end_ns: u64) -> (u64, u64) {
+            self.rtt.waiting(&self.table, key, end_ns)
+        }
+    }
+
+    impl std::ops::Deref for Run {
+        type Target = Rtt;
+        fn deref(&self) -> &Rtt {
+            &self.rtt
+        }
+    }
 
     #[allow(clippy::too_many_arguments)]
     fn rec(src: u8, dst: u8, qp: u32, opcode: u8, psn: u32, ts: u64, flags: u8, syn: u8) -> Record {
@@ -353,7 +393,7 @@ mod tests {
 
     #[test]
     fn pairs_by_psn_and_measures() {
-        let mut rtt = Rtt::new(1_000_000, usize::MAX);
+        let mut rtt = Run::new(1_000_000);
         // Two QPs from .1 to .2 with far-apart PSNs; ACKs come back on QPs 0x11 and 0x12.
         rtt.observe(&rec(1, 2, 0x21, 0x0A, 100, 1000, flag::ACK_REQ, 0));
         rtt.observe(&rec(1, 2, 0x22, 0x0A, 900_000, 1100, flag::ACK_REQ, 0));
@@ -372,7 +412,7 @@ mod tests {
 
     #[test]
     fn timeouts_pending_and_retransmissions() {
-        let mut rtt = Rtt::new(1000, usize::MAX);
+        let mut rtt = Run::new(1000);
         rtt.observe(&rec(1, 2, 0x21, 0x0A, 5, 0, flag::ACK_REQ, 0));
         rtt.observe(&rec(1, 2, 0x21, 0x0A, 5, 500, flag::ACK_REQ, 0)); // retransmission keeps t=0
         rtt.observe(&rec(2, 1, 0x11, 0x11, 5, 900, flag::AETH, 0));
@@ -388,7 +428,7 @@ mod tests {
 
     #[test]
     fn one_direction_floods_stay_bounded_and_count_what_falls_out() {
-        let mut rtt = Rtt::new(u64::MAX, usize::MAX);
+        let mut rtt = Run::new(u64::MAX);
         let n = MAX_WAITING as u32 + 10;
         for psn in 0..n {
             rtt.observe(&rec(1, 2, 0x21, 0x0A, psn, psn as u64, flag::ACK_REQ, 0));
@@ -406,7 +446,7 @@ mod tests {
 
     #[test]
     fn ambiguous_until_told_apart() {
-        let mut rtt = Rtt::new(1_000_000, usize::MAX);
+        let mut rtt = Run::new(1_000_000);
         rtt.observe(&rec(1, 2, 0x21, 0x0A, 10, 0, flag::ACK_REQ, 0));
         rtt.observe(&rec(1, 2, 0x22, 0x0A, 12, 0, flag::ACK_REQ, 0));
         rtt.observe(&rec(2, 1, 0x11, 0x11, 12, 100, flag::AETH, 0)); // both span 12 (with slack)

@@ -7,6 +7,7 @@ use analyzer_common::psn::{aeth, count};
 use rustc_hash::FxHashMap;
 
 use crate::analyses::ecn::{FlowMarking, Interval};
+use crate::analyses::flows::Flows;
 use crate::pipeline::Pipeline;
 use crate::report::model::{Finding, FindingCode, FlowRef, Severity, addr_string, flow_ref};
 
@@ -40,13 +41,13 @@ pub fn findings(run: &Pipeline) -> Vec<Finding> {
 /// A finding over the flows whose marking `count` is not zero; `message` gets the total count
 /// and those flows.
 fn over_flows(
-    flows: &FxHashMap<FlowKey, FlowMarking>,
+    flows: &Flows,
     count: impl Fn(&FlowMarking) -> u64,
     severity: Severity,
     code: FindingCode,
     message: impl FnOnce(u64, &[(&FlowKey, &FlowMarking)]) -> String,
 ) -> Option<Finding> {
-    let hit: Vec<(&FlowKey, &FlowMarking)> = flows.iter().filter(|(_, m)| count(m) > 0).collect();
+    let hit: Vec<(&FlowKey, &FlowMarking)> = flows.markings().filter(|(_, m)| count(m) > 0).collect();
     if hit.is_empty() {
         return None;
     }
@@ -57,7 +58,7 @@ fn over_flows(
 /// ECN capability and DSCP of data and CNPs.
 fn marking(run: &Pipeline) -> Vec<Finding> {
     let cfg = &run.analyses.config;
-    let flows = &run.analyses.ecn.flows;
+    let flows = &run.analyses.flows;
     [
         over_flows(flows, |m| m.data_not_ect, Severity::Error, FindingCode::NotEct, |n, hit| {
             format!(
@@ -95,7 +96,8 @@ fn feedback(run: &Pipeline) -> Vec<Finding> {
     let interval = e.interval();
     // Flows by (source, destination), once, for the pairs a finding will name (a fabric of
     // many pairs has few with CE/CNP trouble: no index of every flow).
-    let mut by_hosts: FxHashMap<([u8; 16], [u8; 16]), Vec<&FlowKey>> = FxHashMap::default();
+    type Marked<'a> = Vec<(&'a FlowKey, &'a FlowMarking)>;
+    let mut by_hosts: FxHashMap<([u8; 16], [u8; 16]), Marked> = FxHashMap::default();
     for (((a, _), (b, _)), p) in e.pairs() {
         if p.split(end, e.timeout_ns, interval).0 > 0 {
             by_hosts.entry((*a, *b)).or_default();
@@ -105,15 +107,15 @@ fn feedback(run: &Pipeline) -> Vec<Finding> {
         }
     }
     if !by_hosts.is_empty() {
-        for k in e.flows.keys() {
+        for (k, m) in run.analyses.flows.markings() {
             if let Some(v) = by_hosts.get_mut(&(k.src, k.dst)) {
-                v.push(k);
+                v.push((k, m));
             }
         }
     }
     let named = |src: &[u8; 16], dst: &[u8; 16], cnp: bool| -> Vec<FlowRef> {
         let flows = by_hosts.get(&(*src, *dst)).into_iter().flatten();
-        flows.filter(|k| if cnp { e.flows[**k].cnps > 0 } else { e.flows[**k].data > 0 }).map(|k| flow_ref(k)).collect()
+        flows.filter(|(_, m)| if cnp { m.cnps > 0 } else { m.data > 0 }).map(|(k, _)| flow_ref(k)).collect()
     };
     for (((a, v), (b, _)), p) in e.pairs() {
         let (sa, sb) = (addr_string(*v, a), addr_string(*v, b));
@@ -277,7 +279,7 @@ fn transport(run: &Pipeline) -> Vec<Finding> {
             ));
         }
         {
-            let (t, _) = run.analyses.rtt.outcome(k, run.engine.last_ns.unwrap_or(0));
+            let (t, _) = run.analyses.rtt.outcome(&run.analyses.flows, k, run.engine.last_ns.unwrap_or(0));
             if t > 0 {
                 out.push(finding(
                     Severity::Warning,

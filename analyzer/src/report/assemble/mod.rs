@@ -135,7 +135,7 @@ fn end_ns(run: &Pipeline) -> u64 {
 
 fn flow_rtt(run: &Pipeline, k: &FlowKey) -> Option<FlowRtt> {
     let rtt = &run.analyses.rtt;
-    let (timeouts, pending) = rtt.outcome(k, end_ns(run));
+    let (timeouts, pending) = rtt.outcome(&run.analyses.flows, k, end_ns(run));
     let percentiles = rtt.flows.get(k).and_then(|r| r.samples.percentiles());
     if percentiles.is_none() && timeouts == 0 && pending == 0 {
         return None;
@@ -147,8 +147,9 @@ fn flow_rtt(run: &Pipeline, k: &FlowKey) -> Option<FlowRtt> {
 pub(crate) fn rtt_waiting(run: &Pipeline) -> (u64, u64) {
     let rtt = &run.analyses.rtt;
     let (mut timeouts, mut pending) = (0, 0);
-    for k in rtt.request_flows() {
-        let (t, p) = rtt.outcome(k, end_ns(run));
+    let flows = &run.analyses.flows;
+    for k in rtt.request_flows(flows) {
+        let (t, p) = rtt.outcome(flows, k, end_ns(run));
         timeouts += t;
         pending += p;
     }

@@ -31,8 +31,8 @@ pub const GLOBAL_PMTU_DEFAULT: &str = "PMTU_DEFAULT";
 /// Whether `--filter` is given (then the one entry of [`MAP_FILTER`] holds it).
 pub const GLOBAL_FILTER_ON: &str = "FILTER_ON";
 pub const MAP_FILTER: &str = "FILTER";
-/// Per-CPU scratch slot holding the summary of the frame being classified (the last one when
-/// the program returns; the kernel-equals-host test reads it).
+/// Per-CPU [`Scratch`] of a program run: the summary of the frame being classified (the last
+/// one when the program returns; the kernel-equals-host test reads it).
 pub const MAP_SCRATCH: &str = "SCRATCH";
 /// `--evidence`: whether the program copies the frames the agent asks for.
 pub const GLOBAL_EVIDENCE_ON: &str = "EVIDENCE_ON";
@@ -103,6 +103,23 @@ pub mod counter {
     pub const COUNT: u32 = FLOW_MAP_FULL + 16;
 }
 
+/// The per-CPU scratch of one run of the XDP program, in one map so that a frame costs one
+/// lookup for it: the summary of the frame being classified (192 bytes: too large for the
+/// stack budget) and the slot through which the program hides values from the verifier
+/// (`FrameBytes::widen`, copy lengths).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scratch {
+    pub summary: PacketSummary,
+    pub widen: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<Scratch>() == core::mem::size_of::<PacketSummary>() + 8);
+
+#[cfg(feature = "user")]
+// SAFETY: repr(C), two integer-only fields, no implicit padding (size asserted above).
+unsafe impl aya::Pod for Scratch {}
+
 /// Outer-PCP value meaning "no VLAN tag" in [`FlowCounters::pcp`] and [`ExtraKey`].
 pub const UNTAGGED: u8 = 8;
 
@@ -118,8 +135,9 @@ pub struct FlowCounters {
     pub packets: u64,
     /// Sum of frame lengths.
     pub bytes: u64,
-    /// `bpf_ktime_get_coarse_ns` (CLOCK_MONOTONIC_COARSE, the kernel tick's resolution) of
-    /// the first and last packet on this CPU.
+    /// Monotonic time of the first and last packet on this CPU: the precise clock when the
+    /// program writes timeline records (it reads that one for them anyway), else
+    /// `bpf_ktime_get_coarse_ns` (CLOCK_MONOTONIC_COARSE, the kernel tick's resolution).
     pub first_ns: u64,
     pub last_ns: u64,
     /// Indexed by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE.

@@ -13,8 +13,8 @@ use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
     self, CmEvent, DEFAULT_EVIDENCE_BYTES, DEFAULT_MAX_EVIDENCE_FLOWS, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS,
     DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_MAX_SIGHTINGS, DEFAULT_RINGBUF_BYTES, DEFAULT_TIMELINE_BYTES,
-    EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowCounters, PfcCounters, PfcKey, counter, event_kind,
-    evidence_ctl, extra_kind,
+    EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowCounters, PfcCounters, PfcKey, Scratch, counter,
+    event_kind, evidence_ctl, extra_kind,
 };
 use analyzer_common::psn::{self, PeerKey, PsnState};
 use analyzer_common::record::{Record, write_addresses};
@@ -81,12 +81,9 @@ static EVIDENCE_CTL: Array<u64> = Array::with_max_entries(evidence_ctl::COUNT, 0
 /// Copied frames for the agent's evidence files.
 #[map]
 static EVIDENCE: RingBuf = RingBuf::with_byte_size(DEFAULT_EVIDENCE_BYTES, 0);
-/// The summary of the frame being classified (192 bytes: too large for the stack budget).
+/// The frame's summary and the `widen` slot ([`Scratch`]): one lookup per frame.
 #[map]
-static SCRATCH: PerCpuArray<PacketSummary> = PerCpuArray::with_max_entries(1, 0);
-/// Slot that `widen` passes offsets through.
-#[map]
-static WIDEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);
 
 /// A zeroed flow value in read-only data: inserting it avoids a 208-byte memset on the stack.
 static ZERO_FLOW: FlowCounters = FlowCounters::zeroed();
@@ -96,6 +93,7 @@ static ZERO_PSN: PsnState = PsnState::zeroed();
 struct Packet {
     start: usize,
     end: usize,
+    /// This CPU's `Scratch::widen`.
     slot: *mut u64,
 }
 
@@ -113,7 +111,7 @@ impl FrameBytes for Packet {
     /// bounded again by the mask (every classifier offset is below MAX_HEADER_OFFSET).
     #[inline(always)]
     fn widen(&self, offset: usize) -> usize {
-        // SAFETY: `slot` points at this CPU's WIDEN entry for the whole program run.
+        // SAFETY: `slot` points at this CPU's scratch slot for the whole program run.
         unsafe {
             core::ptr::write_volatile(self.slot, offset as u64);
             (core::ptr::read_volatile(self.slot) as usize) & (MAX_HEADER_OFFSET - 1)
@@ -160,14 +158,14 @@ fn count(index: u32) -> u64 {
 
 #[inline(always)]
 fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
-    let slot = WIDEN.get_ptr_mut(0).ok_or(())?;
+    let scratch = SCRATCH.get_ptr_mut(0).ok_or(())?;
+    // SAFETY: this CPU's scratch, used by this run only; the summary and the slot are distinct
+    // fields (the slot is only reached through its raw pointer).
+    let (s, slot) = unsafe { (&mut (*scratch).summary, core::ptr::addr_of_mut!((*scratch).widen)) };
     let pkt = Packet { start: ctx.data(), end: ctx.data_end(), slot };
     // data_end - data would be arithmetic on pkt_end, which the verifier refuses.
     // SAFETY: helper on the program's own context.
     let wire_len = unsafe { bpf_xdp_get_buff_len(ctx.ctx) } as u32;
-    let s = SCRATCH.get_ptr_mut(0).ok_or(())?;
-    // SAFETY: this CPU's scratch slot, used by this run only.
-    let s = unsafe { &mut *s };
     let class = classify(&pkt, wire_len, s);
     // SAFETY: a read-only global of this program.
     if unsafe { core::ptr::read_volatile(&FILTER_ON) } != 0
@@ -194,10 +192,13 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
                 count(counter::EXT_CUT);
             }
             let key = FlowKey::from_summary(s);
-            // Flow first/last times use the coarse clock (the kernel tick): the precise one
-            // costs ~25 ns per call here, more than the rest of the frame's accounting.
-            // SAFETY: helper without arguments.
-            let now = unsafe { bpf_ktime_get_coarse_ns() };
+            // SAFETY: a read-only global of this program.
+            let timeline = unsafe { core::ptr::read_volatile(&TIMELINE_ON) } != 0;
+            // One clock read per frame. The timeline record needs the precise clock (RTT and
+            // incast need nanoseconds), and then the flow's first/last times take it too;
+            // without records they use the coarse one (the kernel tick), which is cheaper.
+            // SAFETY: helpers without arguments.
+            let now = unsafe { if timeline { bpf_ktime_get_ns() } else { bpf_ktime_get_coarse_ns() } };
             if s.encap != 0 {
                 // Every mirrored copy, at the precise time: the agent's vantage points and hops.
                 // SAFETY: helper without arguments.
@@ -217,9 +218,8 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
             if unsafe { core::ptr::read_volatile(&EVIDENCE_ON) } != 0 {
                 evidence_flow(ctx, &key, s, wire_len, now);
             }
-            // SAFETY: a read-only global of this program.
-            if unsafe { core::ptr::read_volatile(&TIMELINE_ON) } != 0 {
-                record(s);
+            if timeline {
+                record(s, now);
             }
             if cm::is_carrier(s.opcode, s.dst_qp) {
                 cm_event(ctx, s);
@@ -468,16 +468,16 @@ fn cm_event(ctx: &XdpContext, s: &PacketSummary) {
 
 /// A RoCE frame of a flow the agent asked for (a finding named it): copied until the flow's
 /// deadline. While no flow is asked for (or every deadline has passed), one array read and a
-/// compare against the coarse clock the flow accounting read already; the precise clock only
-/// for a frame copied.
+/// compare against the clock the flow accounting read already; the precise clock for a frame
+/// copied.
 #[inline(always)]
-fn evidence_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, wire_len: u32, coarse_now: u64) {
+fn evidence_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, wire_len: u32, now: u64) {
     let Some(until) = EVIDENCE_CTL.get(evidence_ctl::FLOWS_UNTIL) else { return };
-    if coarse_now > *until {
+    if now > *until {
         return;
     }
     // SAFETY: the value is read once; the agent may update it concurrently (a u64 write).
-    if unsafe { EVIDENCE_FLOWS.get(key) }.is_some_and(|d| coarse_now <= *d) {
+    if unsafe { EVIDENCE_FLOWS.get(key) }.is_some_and(|d| now <= *d) {
         // SAFETY: helper without arguments.
         evidence_copy(ctx, s, key, unsafe { bpf_ktime_get_ns() }, wire_len);
     }
@@ -498,7 +498,7 @@ fn evidence_copy(ctx: &XdpContext, s: &PacketSummary, key: &FlowKey, now: u64, w
     // is written before submit; the bytes by the helper, which checks them against the frame.
     let loaded = unsafe {
         EvidenceFrame::fill_head(p, now, wire_len, s, key);
-        match WIDEN.get_ptr_mut(0) {
+        match SCRATCH.get_ptr_mut(0).map(|p| core::ptr::addr_of_mut!((*p).widen)) {
             Some(slot) if len >= 1 => {
                 // Through map memory, so that neither LLVM nor the verifier keeps the range
                 // of `len`: the mask alone bounds the length to 1..=256 for the helper.
@@ -521,11 +521,9 @@ fn evidence_copy(ctx: &XdpContext, s: &PacketSummary, key: &FlowKey, now: u64, w
     }
 }
 
-/// One timeline record, stamped with the precise clock (RTT and incast need nanoseconds).
+/// One timeline record, stamped `now` (the precise clock: RTT and incast need nanoseconds).
 #[inline(never)]
-fn record(s: &PacketSummary) {
-    // SAFETY: helper without arguments.
-    let now = unsafe { bpf_ktime_get_ns() };
+fn record(s: &PacketSummary, now: u64) {
     match TIMELINE.reserve::<Record>(0) {
         Some(mut r) => {
             // SAFETY: the reservation is exactly one Record; `fill` writes every field.

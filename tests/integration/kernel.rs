@@ -7,7 +7,7 @@ use analyzer::capture::kernel::snapshot::{AyaMaps, MapSource};
 use analyzer::capture::kernel::test_run::{pin_to_cpu, test_run};
 use analyzer::engine::live::{Clock, LiveAccount};
 use analyzer::engine::{Engine, FlowStats, FrameMeta};
-use analyzer_common::maps::{MAP_SCRATCH, PROGRAM};
+use analyzer_common::maps::{MAP_SCRATCH, PROGRAM, Scratch};
 use analyzer_common::{PacketSummary, classify};
 use aya::maps::PerCpuArray;
 use tests::fixtures;
@@ -78,7 +78,7 @@ fn kernel_equals_host(filter: Option<&str>) -> (u64, u64) {
     let spec = filter.map(|f| analyzer::frames::filter::FilterSpec::parse(f).unwrap());
     let opts = LoadOptions { filter: spec.as_ref().map(|s| s.filter), ..LoadOptions::default() };
     let mut ebpf = load(opts, &[PROGRAM]).expect("load the XDP program");
-    let scratch: PerCpuArray<_, PacketSummary> =
+    let scratch: PerCpuArray<_, Scratch> =
         PerCpuArray::try_from(ebpf.map(MAP_SCRATCH).expect("scratch map")).expect("scratch map type");
     let fd = program_fd(&ebpf, PROGRAM).unwrap();
     // The host as offline: copies of one frame from two mirror origins count once there and
@@ -96,7 +96,7 @@ fn kernel_equals_host(filter: Option<&str>) -> (u64, u64) {
             let r = test_run(fd, data, 1, Some(&mut out)).unwrap_or_else(|e| panic!("{} frame {}: {e}", f.name, i + 1));
             assert_eq!(r.retval, XDP_PASS, "{} frame {}: always XDP_PASS", f.name, i + 1);
             assert_eq!(&out, data, "{} frame {}: the frame is not modified", f.name, i + 1);
-            let kernel = scratch.get(&0, 0).unwrap()[0];
+            let kernel = scratch.get(&0, 0).unwrap()[0].summary;
             let mut want = PacketSummary::zeroed();
             classify(&data[..], data.len() as u32, &mut want);
             assert_eq!(kernel, want, "{} frame {}: kernel and host summaries differ", f.name, i + 1);
@@ -212,7 +212,7 @@ fn kernel_passes_arbitrary_frames_untouched() {
     }
     pin_to_cpu(0).expect("pin to CPU 0");
     let ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
-    let scratch: PerCpuArray<_, PacketSummary> = PerCpuArray::try_from(ebpf.map(MAP_SCRATCH).unwrap()).unwrap();
+    let scratch: PerCpuArray<_, Scratch> = PerCpuArray::try_from(ebpf.map(MAP_SCRATCH).unwrap()).unwrap();
     let fd = program_fd(&ebpf, PROGRAM).unwrap();
     // Deterministic pseudo-random frames, and valid frames with bytes flipped.
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -243,6 +243,6 @@ fn kernel_passes_arbitrary_frames_untouched() {
         assert_eq!(out, data);
         let mut want = PacketSummary::zeroed();
         classify(&data[..], data.len() as u32, &mut want);
-        assert_eq!(scratch.get(&0, 0).unwrap()[0], want, "frame {data:02x?}");
+        assert_eq!(scratch.get(&0, 0).unwrap()[0].summary, want, "frame {data:02x?}");
     }
 }

@@ -23,8 +23,8 @@ pub struct PerFlow {
     /// [`super::Analyses::observe`]): the frames of the flows it does not watch, nearly all,
     /// skip its lookup.
     pub(crate) rate_watched: bool,
-    /// The place of its destination in the incast analysis, once known.
-    pub(crate) dest: Option<u32>,
+    /// What the incast analysis keeps of it.
+    pub(crate) incast: super::incast::Kept,
 }
 
 /// Which analyses want a record's flow kept ([`Flows::slot`]).

@@ -113,8 +113,22 @@ struct Open {
     pending: Tally,
 }
 
+/// What a flow keeps of the incast analysis (in the analyses' flows table): its destination's
+/// place, and the generation of the sender list it was last added to, so that a frame of a
+/// flow already listed in the current tally costs no set lookup.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Kept {
+    dest: Option<u32>,
+    listed: Option<u64>,
+}
+
 #[derive(Debug, Clone, Default)]
 struct Dest {
+    /// Counts the episodes opened: a flow's sender needs listing once per episode. (While the
+    /// count is below the minimum, frames count toward `open.pending`, which is absorbed into
+    /// the same episode's tally if it comes back, or dropped with the episode: a flow listed in
+    /// the episode needs nothing more either way.)
+    tally_gen: u64,
     /// Data packets within the window: (time, source, bytes).
     window: VecDeque<(u64, Addr, u32)>,
     per_src: FxHashMap<Addr, u32>,
@@ -205,9 +219,9 @@ impl Incast {
         self.observe_kept(r, None);
     }
 
-    /// [`Incast::observe`], with the place of the record's destination its flow keeps (`kept`:
-    /// filled the first time), which saves a lookup.
-    pub fn observe_kept(&mut self, r: &Record, kept: Option<&mut Option<u32>>) {
+    /// [`Incast::observe`], with what the record's flow keeps ([`Kept`], filled as it goes),
+    /// which saves lookups.
+    pub fn observe_kept(&mut self, r: &Record, mut kept: Option<&mut Kept>) {
         let (w, min) = (self.window_ns, self.min_senders);
         if r.is_cnp() {
             // A CNP sent back by a destination during its episode.
@@ -224,9 +238,9 @@ impl Incast {
             return;
         }
         let src = (r.src_ip, r.ip_version);
-        let i = match kept.as_deref() {
-            Some(Some(i)) => *i,
-            _ => {
+        let i = match kept.as_deref().and_then(|k| k.dest) {
+            Some(i) => i,
+            None => {
                 let key = (r.dst_ip, r.ip_version);
                 let i = match self.dest_index.get(&key) {
                     Some(&i) => i,
@@ -241,8 +255,8 @@ impl Incast {
                         i
                     }
                 };
-                if let Some(k) = kept {
-                    *k = Some(i);
+                if let Some(k) = kept.as_deref_mut() {
+                    k.dest = Some(i);
                 }
                 i
             }
@@ -255,6 +269,7 @@ impl Incast {
         let count = d.per_src.len() as u32;
         if count >= min {
             if d.open.ep.is_none() {
+                d.tally_gen += 1;
                 d.open.ep = Some(Episode {
                     start_ns: r.ts_ns,
                     end_ns: r.ts_ns,
@@ -275,10 +290,20 @@ impl Incast {
             ep.peak_senders = ep.peak_senders.max(count);
             ep.peak_window_bytes = ep.peak_window_bytes.max(d.window_bytes);
         }
+        let generation = d.tally_gen;
         if let Some(t) = d.tally() {
             t.bytes += r.frame_len as u64;
             t.ce += r.ce() as u64;
-            t.add_sender(src);
+            // A flow listed in this tally already (its sender is in the set, or the set was
+            // full) needs no lookup.
+            match kept {
+                Some(k) if k.listed == Some(generation) => {}
+                Some(k) => {
+                    t.add_sender(src);
+                    k.listed = Some(generation);
+                }
+                None => t.add_sender(src),
+            }
         }
     }
 
@@ -437,5 +462,33 @@ mod tests {
         // First: 10 .. 100 (sender 1 leaves at 100). Second: 1010 .. 1110 (1 leaves at 1100:
         // still 2 and 3; 2 leaves at 1110: one left).
         assert_eq!(eps, vec![(10, 100, 2, 1000), (1010, 1110, 3, 2000)]);
+    }
+
+    proptest::proptest! {
+        /// What a flow keeps ([`Kept`]) only saves lookups: episodes (times, peaks, bytes,
+        /// senders, caps) equal those found without it, over flapping senders to two
+        /// destinations (episodes open, fall below, come back, close).
+        #[test]
+        fn what_flows_keep_changes_no_episode(
+            frames in proptest::collection::vec((0u8..12, 0u8..2, 1u64..40, proptest::bool::ANY), 1..400),
+            min in 2u32..5,
+        ) {
+            let (mut plain, mut kept) = (Incast::new(100, min, usize::MAX), Incast::new(100, min, usize::MAX));
+            let mut flows: FxHashMap<(u8, u8), Kept> = FxHashMap::default();
+            let mut t = 0;
+            for (src, dst, gap, ce) in frames {
+                t += gap;
+                let r = data(src, 20 + dst, t, ce);
+                plain.observe(&r);
+                kept.observe_kept(&r, Some(flows.entry((src, dst)).or_default()));
+            }
+            let view = |i: &Incast| -> Vec<_> {
+                i.episodes()
+                    .into_iter()
+                    .map(|(a, e)| (a, e.start_ns, e.end_ns, e.peak_senders, e.bytes(), e.ce(), e.senders(), e.senders_capped()))
+                    .collect()
+            };
+            proptest::prop_assert_eq!(view(&plain), view(&kept));
+        }
     }
 }

@@ -98,7 +98,7 @@ impl Analyses {
             self.ecn.observe(r, slot.as_mut());
             // The records incast counts (data, CNPs) are ones the ECN analysis wants: their
             // flow's entry keeps the destination's place.
-            self.incast.observe_kept(r, slot.map(|s| &mut s.flow.dest));
+            self.incast.observe_kept(r, slot.map(|s| &mut s.flow.incast));
         } else {
             self.incast.observe(r);
         }

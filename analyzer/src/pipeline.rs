@@ -88,9 +88,11 @@ impl Pipeline {
     /// One frame to the counters and to the analyses.
     #[inline]
     fn count(&mut self, meta: FrameMeta, s: &PacketSummary) {
-        self.engine.observe(meta, s);
+        let flow = self.engine.observe(meta, s);
         match s.class() {
-            FrameClass::Roce | FrameClass::Cnp => self.analyses.observe(&Record::from_summary(meta.ts_ns, s)),
+            FrameClass::Roce | FrameClass::Cnp => {
+                self.analyses.observe_hinted(&Record::from_summary(meta.ts_ns, s), flow);
+            }
             FrameClass::Pfc | FrameClass::Pause => self.analyses.observe_pause(meta.ts_ns, s),
             _ => {}
         }

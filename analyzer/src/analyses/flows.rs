@@ -5,9 +5,13 @@
 //! Each analysis keeps at most `cap` flows of its own (`--max-flows`), as before: a flow new to
 //! an analysis at its cap gets nothing there, and its frame is counted in that analysis'
 //! `state_full`. A flow is in the table when at least one analysis keeps it.
+//!
+//! Offline the engine has just found the frame's flow in its own table; its index there is a
+//! hint that leads straight to the flow's entry here (kept per engine flow while the table does
+//! not grow), so the frame pays for one hash lookup in all, not two.
 
 use analyzer_common::flow::FlowKey;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 
 use super::ecn::FlowMarking;
 use super::rtt::RequestFlow;
@@ -36,11 +40,20 @@ pub struct Wants {
 
 #[derive(Debug, Default)]
 pub struct Flows {
-    map: FxHashMap<FlowKey, PerFlow>,
+    table: hashbrown::HashTable<(FlowKey, PerFlow)>,
+    /// Offline: per engine flow index, the bucket of its entry here plus one (0: not known),
+    /// valid while the table has `hinted_buckets` buckets (growing moves entries).
+    hints: Vec<u32>,
+    hinted_buckets: usize,
     /// Flows with a marking, with a request state.
     markings: usize,
     requests: usize,
     cap: usize,
+}
+
+fn hash(k: &FlowKey) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(k)
 }
 
 /// A flow's entry with the room each analysis has left: the analyses add their state through
@@ -85,46 +98,77 @@ impl Flows {
     }
 
     /// The flow's entry, when an analysis that wants it has room or keeps it already (one
-    /// lookup); None when every analysis that wants it is at its cap.
-    pub fn slot(&mut self, key: FlowKey, wants: Wants) -> Option<Slot<'_>> {
-        let room = (wants.marking && self.markings < self.cap) || (wants.request && self.requests < self.cap);
-        let (flow, created) = if room {
-            match self.map.entry(key) {
-                std::collections::hash_map::Entry::Occupied(o) => (o.into_mut(), false),
-                std::collections::hash_map::Entry::Vacant(v) => (v.insert(PerFlow::default()), true),
+    /// lookup, none with a valid `hint`: the engine's index of the flow, offline); None when
+    /// every analysis that wants it is at its cap.
+    pub fn slot(&mut self, key: FlowKey, wants: Wants, hint: Option<u32>) -> Option<Slot<'_>> {
+        let hinted = hint
+            .filter(|_| self.table.num_buckets() == self.hinted_buckets)
+            .and_then(|h| self.hints.get(h as usize).copied())
+            .filter(|b| *b != 0 && self.table.get_bucket(*b as usize - 1).is_some_and(|(k, _)| *k == key));
+        let (bucket, created) = match hinted {
+            Some(b) => (b as usize - 1, false),
+            None => {
+                let room = (wants.marking && self.markings < self.cap) || (wants.request && self.requests < self.cap);
+                let h = hash(&key);
+                let (bucket, created) = match self.table.find_bucket_index(h, |(k, _)| *k == key) {
+                    Some(b) => (b, false),
+                    None if room => {
+                        let e = self.table.insert_unique(h, (key, PerFlow::default()), |(k, _)| hash(k));
+                        (e.bucket_index(), true)
+                    }
+                    None => return None,
+                };
+                if let Some(h) = hint {
+                    self.remember(h, bucket);
+                }
+                (bucket, created)
             }
-        } else {
-            (self.map.get_mut(&key)?, false)
         };
+        let (_, flow) = self.table.get_bucket_mut(bucket).expect("a bucket just found");
         Some(Slot { created, flow, markings: &mut self.markings, requests: &mut self.requests, cap: self.cap })
     }
 
+    /// Notes that engine flow `hint` is in `bucket` (forgetting every hint when the table has
+    /// grown since they were noted).
+    fn remember(&mut self, hint: u32, bucket: usize) {
+        if self.table.num_buckets() != self.hinted_buckets {
+            self.hints.clear();
+            self.hinted_buckets = self.table.num_buckets();
+        }
+        let h = hint as usize;
+        if self.hints.len() <= h {
+            self.hints.resize(h + 1, 0);
+        }
+        self.hints[h] = bucket as u32 + 1;
+    }
+
     pub fn get(&self, key: &FlowKey) -> Option<&PerFlow> {
-        self.map.get(key)
+        self.table.find(hash(key), |(k, _)| k == key).map(|(_, f)| f)
     }
 
     pub(crate) fn get_mut(&mut self, key: &FlowKey) -> Option<&mut PerFlow> {
-        self.map.get_mut(key)
+        self.table.find_mut(hash(key), |(k, _)| k == key).map(|(_, f)| f)
     }
 
     pub(crate) fn request_mut(&mut self, key: &FlowKey) -> Option<&mut RequestFlow> {
-        self.map.get_mut(key)?.request.as_mut()
+        self.get_mut(key)?.request.as_mut()
     }
 
     /// Every flow with a marking.
     pub fn markings(&self) -> impl Iterator<Item = (&FlowKey, &FlowMarking)> {
-        self.map.iter().filter_map(|(k, f)| Some((k, f.marking.as_ref()?)))
+        self.table.iter().filter_map(|(k, f)| Some((k, f.marking.as_ref()?)))
     }
 
     pub(crate) fn requests(&self) -> impl Iterator<Item = (&FlowKey, &RequestFlow)> {
-        self.map.iter().filter_map(|(k, f)| Some((k, f.request.as_ref()?)))
+        self.table.iter().filter_map(|(k, f)| Some((k, f.request.as_ref()?)))
     }
 
-    /// Drops the flows in `gone` (folded away live).
+    /// Drops the flows in `gone` (folded away live; hints are offline only, but go too).
     pub fn forget(&mut self, gone: &FxHashSet<FlowKey>) {
-        self.map.retain(|k, _| !gone.contains(k));
-        self.markings = self.map.values().filter(|f| f.marking.is_some()).count();
-        self.requests = self.map.values().filter(|f| f.request.is_some()).count();
+        self.table.retain(|(k, _)| !gone.contains(k));
+        self.markings = self.table.iter().filter(|(_, f)| f.marking.is_some()).count();
+        self.requests = self.table.iter().filter(|(_, f)| f.request.is_some()).count();
+        self.hints.clear();
     }
 }
 
@@ -142,20 +186,45 @@ mod tests {
         let both = Wants { marking: true, request: true };
         let marking = Wants { marking: true, request: false };
         for i in 0..2 {
-            let mut s = f.slot(key(i), marking).unwrap();
+            let mut s = f.slot(key(i), marking, None).unwrap();
             assert!(s.marking().is_some());
         }
         // Markings are full; a third flow is still kept for its requests.
-        let mut s = f.slot(key(2), both).unwrap();
+        let mut s = f.slot(key(2), both, None).unwrap();
         assert!(s.marking().is_none(), "third marking past the cap");
         assert!(s.request(RequestFlow::default).is_some());
-        assert!(f.slot(key(3), marking).is_none(), "no analysis has room: not added");
+        assert!(f.slot(key(3), marking, None).is_none(), "no analysis has room: not added");
         assert_eq!(f.markings().count(), 2);
         assert_eq!(f.requests().count(), 1);
         // A kept flow keeps being found at the cap.
-        assert!(f.slot(key(0), marking).unwrap().marking().is_some());
+        assert!(f.slot(key(0), marking, None).unwrap().marking().is_some());
         let gone: FxHashSet<FlowKey> = [key(0)].into_iter().collect();
         f.forget(&gone);
-        assert!(f.slot(key(3), marking).unwrap().marking().is_some(), "room again after a fold");
+        assert!(f.slot(key(3), marking, None).unwrap().marking().is_some(), "room again after a fold");
+    }
+
+    /// Hints (the engine's flow indexes, offline) lead to the flow's own entry, also after the
+    /// table grew and moved entries, and a hint of another flow is not taken for this one.
+    #[test]
+    fn hints_lead_to_the_flows_own_entry() {
+        let mut f = Flows::new(usize::MAX);
+        let marking = Wants { marking: true, request: false };
+        let key = |i: u32| FlowKey { dst_qp: i, ip_version: 4, ..Default::default() };
+        // Flow i has engine index i; each frame adds 1 to its data count. Flows arrive one by
+        // one (the table grows many times) and the earlier ones keep coming back.
+        for n in 0..2000u32 {
+            for i in (0..=n).step_by(97) {
+                f.slot(key(i), marking, Some(i)).unwrap().marking().unwrap().data += 1;
+            }
+            f.slot(key(n), marking, Some(n)).unwrap().marking().unwrap().data += 1;
+        }
+        for i in 0..2000u32 {
+            let want = 1 + (i..2000).filter(|n| i % 97 == 0 && *n >= i).count() as u64;
+            assert_eq!(f.get(&key(i)).and_then(|p| p.marking).map(|m| m.data), Some(want), "flow {i}");
+        }
+        // A wrong hint (flow 5's index for flow 6) finds flow 6 by its key.
+        f.slot(key(6), marking, Some(5)).unwrap().marking().unwrap().data += 100;
+        assert_eq!(f.get(&key(6)).and_then(|p| p.marking).map(|m| m.data), Some(101));
+        assert_eq!(f.get(&key(5)).and_then(|p| p.marking).map(|m| m.data), Some(1));
     }
 }

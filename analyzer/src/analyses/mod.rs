@@ -79,13 +79,20 @@ impl Analyses {
 
     #[inline]
     pub fn observe(&mut self, r: &Record) {
+        self.observe_hinted(r, None);
+    }
+
+    /// [`Analyses::observe`], offline, with the engine's index of the record's flow (a
+    /// shortcut to its entry in [`flows::Flows`]).
+    #[inline]
+    pub fn observe_hinted(&mut self, r: &Record, engine_flow: Option<u32>) {
         let wants = flows::Wants { marking: ecn::Ecn::wants(r), request: rtt::Rtt::wants(r) };
         // Whether DCQCN watches the record's flow, when the flows table knows (it keeps that
         // equal to the DCQCN analysis: set when an entry is added and when a flow is watched).
         let mut watched = None;
         if wants.marking || wants.request {
             let key = r.flow();
-            let mut slot = self.flows.slot(key, wants);
+            let mut slot = self.flows.slot(key, wants, engine_flow);
             if let Some(s) = slot.as_mut() {
                 if s.created {
                     s.flow.rate_watched = self.dcqcn.watches(&key);

@@ -244,24 +244,31 @@ impl FlowTable {
 
     /// The flow's counters; `None` for a new flow when the table holds `max` flows already.
     pub fn get_or_insert_within(&mut self, key: FlowKey, max: usize) -> Option<&mut FlowStats> {
-        if self.keys.len() >= max && self.position(&key).is_none() {
-            return None;
+        let i = self.index_within(key, max)?;
+        Some(self.stats.get_mut(i))
+    }
+
+    /// The flow's index (its place, stable until [`FlowTable`] folds or compacts), added when
+    /// new; `None` for a new flow when the table holds `max` flows already.
+    pub fn index_within(&mut self, key: FlowKey, max: usize) -> Option<usize> {
+        match self.position(&key) {
+            Some(i) => Some(i),
+            None if self.keys.len() >= max => None,
+            None => Some(self.insert_new(key)),
         }
-        Some(self.get_or_insert(key))
+    }
+
+    fn insert_new(&mut self, key: FlowKey) -> usize {
+        let i = self.keys.len();
+        self.keys.push(key);
+        self.stats.push(FlowStats::default());
+        let keys = &self.keys;
+        self.index.insert_unique(key_hash(&key), i as u32, |&j| key_hash(keys.get(j as usize)));
+        i
     }
 
     pub fn get_or_insert(&mut self, key: FlowKey) -> &mut FlowStats {
-        let i = match self.position(&key) {
-            Some(i) => i,
-            None => {
-                let i = self.keys.len();
-                self.keys.push(key);
-                self.stats.push(FlowStats::default());
-                let keys = &self.keys;
-                self.index.insert_unique(key_hash(&key), i as u32, |&j| key_hash(keys.get(j as usize)));
-                i
-            }
-        };
+        let i = self.index_within(key, usize::MAX).expect("no limit");
         self.stats.get_mut(i)
     }
 
@@ -276,6 +283,11 @@ impl FlowTable {
     /// The `i`-th flow in insertion order.
     pub fn at(&self, i: usize) -> (&FlowKey, &FlowStats) {
         (self.keys.get(i), self.stats.get(i))
+    }
+
+    /// The counters of the flow at `i` ([`FlowTable::index_within`]).
+    pub fn at_index_mut(&mut self, i: usize) -> &mut FlowStats {
+        self.stats.get_mut(i)
     }
 
     pub fn len(&self) -> usize {

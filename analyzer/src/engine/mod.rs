@@ -255,8 +255,9 @@ impl Engine {
     }
 
     /// Accounts one classified frame (its counters; the analyses get it from the pipeline).
+    /// Returns the index of its flow in [`Engine::flows`] (RoCE and CNP frames of a flow kept).
     #[inline]
-    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) {
+    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) -> Option<u32> {
         let class = s.class();
         self.classes[class as usize] += 1;
         self.frames += 1;
@@ -278,11 +279,12 @@ impl Engine {
                 if s.ext_missing != 0 {
                     self.visibility.ext_cut += 1;
                 }
-                let Some(stats) = self.flows.get_or_insert_within(FlowKey::from_summary(s), self.max_flows) else {
+                let Some(i) = self.flows.index_within(FlowKey::from_summary(s), self.max_flows) else {
                     // As the XDP program with its flow map full: counted, not kept.
                     self.count_drop(DropReason::FlowMapFull, 1);
-                    return;
+                    return None;
                 };
+                let stats = self.flows.at_index_mut(i);
                 stats.observe(meta, s);
                 let before = (self.first_events && stats.first_event_ns == 0).then(|| anomalies(&stats.psn));
                 if class == FrameClass::Roce {
@@ -294,10 +296,12 @@ impl Engine {
                 {
                     stats.first_event_ns = meta.ts_ns.max(1);
                 }
+                return Some(i as u32);
             }
             FrameClass::Pfc | FrameClass::Pause => self.pfc.observe(meta, s),
             _ => {}
         }
+        None
     }
 
     /// Live, bounding memory under churn: when more than `keep` flows are idle (not in

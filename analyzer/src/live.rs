@@ -13,7 +13,7 @@ use crate::capture::kernel::load::{AttachMode, FragsMode, LoadOptions, attach, l
 use crate::capture::kernel::snapshot::{AyaMaps, KernelEvent, MapSource};
 use crate::engine::live::{Clock, LiveAccount, clock_ns};
 use crate::engine::{DropReason, Engine, FrameMeta};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Lookahead, Pipeline};
 use crate::report::evidence::live::LiveEvidence;
 use crate::report::render::metrics;
 
@@ -342,11 +342,13 @@ impl<M: MapSource> LiveLoop<M> {
             KernelEvent::Frame(e) => run.observe_event(FrameMeta { ts_ns: clock.wall(e.ts_ns), source }, e),
             KernelEvent::Cm(c) => run.observe_cm(&c.src_ip, &c.dst_ip, &c.mad),
         });
+        let mut ahead = Lookahead::default();
         let records = self.maps.drain_records(max, &mut |r| {
             let mut r = *r;
             r.ts_ns = clock.wall(r.ts_ns);
-            run.observe_record(&r);
+            ahead.push(run, r);
         });
+        ahead.finish(run);
         (events + records, events == max || records == max)
     }
 

@@ -82,6 +82,14 @@ impl Analyses {
         self.observe_hinted(r, None);
     }
 
+    /// Starts fetching the state `r` will need ([`flows::Flows::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, r: &Record) {
+        if ecn::Ecn::wants(r) || rtt::Rtt::wants(r) {
+            self.flows.prefetch(&r.flow());
+        }
+    }
+
     /// [`Analyses::observe`], offline, with the engine's index of the record's flow (a
     /// shortcut to its entry in [`flows::Flows`]).
     #[inline]

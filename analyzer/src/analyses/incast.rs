@@ -93,12 +93,17 @@ impl Episode {
     /// On closing: the senders as a sorted list, within `room` senders listed over all
     /// episodes (beyond it the episode says its list is capped).
     fn close(&mut self, room: &mut usize) {
-        let mut v: Vec<Addr> = std::mem::take(&mut self.tally.senders).into_iter().collect();
-        v.sort_unstable();
-        if v.len() > *room {
-            v.truncate(*room);
+        let senders = std::mem::take(&mut self.tally.senders);
+        if senders.len() > *room {
             self.tally.senders_capped = true;
         }
+        // The lowest `room` addresses, sorted (once the budget is spent, none: nothing to sort).
+        let mut v: Vec<Addr> = if *room == 0 { Vec::new() } else { senders.into_iter().collect() };
+        if v.len() > *room {
+            v.select_nth_unstable(*room);
+            v.truncate(*room);
+        }
+        v.sort_unstable();
         *room -= v.len();
         self.listed = Some(v.into_boxed_slice());
     }
@@ -408,6 +413,8 @@ mod tests {
         let eps = i.episodes();
         let listed: Vec<usize> = eps.iter().map(|(_, e)| e.senders().len()).collect();
         assert_eq!(listed, vec![6, 4, 0]);
+        let second: Vec<u8> = eps[1].1.senders().iter().map(|(a, _)| a[3]).collect();
+        assert_eq!(second, vec![0, 1, 2, 3], "the budget keeps the lowest addresses, in order");
         let capped: Vec<bool> = eps.iter().map(|(_, e)| e.senders_capped()).collect();
         assert_eq!(capped, vec![false, true, true]);
         assert!(eps.iter().all(|(_, e)| e.peak_senders == 6), "the counts cover every sender");

@@ -16,7 +16,7 @@ use analyzer_common::record::Record;
 use rustc_hash::FxHashMap;
 
 use super::flows::Slot;
-use super::{Addr, bounded};
+use super::{Addr, Interned, bounded};
 
 /// One direction of an IP pair: data from `a` to `b`, CNPs from `b` to `a`. What only pairs
 /// with CE marks or CNPs need is boxed apart ([`Marks`]): most pairs of a large fabric have
@@ -102,8 +102,7 @@ pub struct Ecn {
     cnp_dscp: u8,
     /// (a, b) → data a→b and CNPs b→a, in the order first seen ([`Ecn::pairs`]); a flow keeps
     /// its pair's index. (Reports sort them.)
-    pairs: Vec<((Addr, Addr), PairStats)>,
-    pair_index: FxHashMap<(Addr, Addr), u32>,
+    pairs: Interned<(Addr, Addr), PairStats>,
     /// (CNP destination address, destination QP) → pacing.
     pub pacing: FxHashMap<(Addr, u32), Pacing>,
     /// Keys each map keeps, at most.
@@ -140,45 +139,12 @@ impl Ecn {
 
     /// Every pair: (a, b) → data a→b and CNPs b→a.
     pub fn pairs(&self) -> impl Iterator<Item = (&(Addr, Addr), &PairStats)> {
-        self.pairs.iter().map(|(k, p)| (k, p))
+        self.pairs.iter()
     }
 
     /// One pair's state.
     pub fn pair(&self, key: &(Addr, Addr)) -> Option<&PairStats> {
-        self.pair_index.get(key).map(|&i| &self.pairs[i as usize].1)
-    }
-
-    /// The pair of `key`, through the index a flow keeps (found, or added within the cap, the
-    /// first time); None at the cap (counted).
-    fn pair_of<'a>(
-        pairs: &'a mut Vec<((Addr, Addr), PairStats)>,
-        index: &mut FxHashMap<(Addr, Addr), u32>,
-        kept: &mut Option<u32>,
-        key: (Addr, Addr),
-        cap: usize,
-        full: &mut u64,
-    ) -> Option<&'a mut PairStats> {
-        let i = match *kept {
-            Some(i) => i,
-            None => {
-                let i = match index.get(&key) {
-                    Some(&i) => i,
-                    None if index.len() >= cap => {
-                        *full += 1;
-                        return None;
-                    }
-                    None => {
-                        pairs.push((key, PairStats::default()));
-                        let i = (pairs.len() - 1) as u32;
-                        index.insert(key, i);
-                        i
-                    }
-                };
-                *kept = Some(i);
-                i
-            }
-        };
-        Some(&mut pairs[i as usize].1)
+        self.pairs.get(key)
     }
 
     /// Whether a record is one this analysis keeps its flow's marking for.
@@ -212,8 +178,7 @@ impl Ecn {
                 }
                 p.last = Some(r.ts_ns);
             }
-            let (pairs, index) = (&mut self.pairs, &mut self.pair_index);
-            let Some(pair) = Self::pair_of(pairs, index, &mut m.cnp_pair, (dst, src), cap, full) else { return };
+            let Some(pair) = self.pairs.place_mut((dst, src), &mut m.cnp_pair, cap, full) else { return };
             pair.cnp_back += 1;
             let m = pair.marks.get_or_insert_with(Default::default);
             while let Some(&(t, since_cnp)) = m.waiting.front() {
@@ -237,8 +202,7 @@ impl Ecn {
                 m.data_other_dscp += 1;
                 m.seen_data_dscp.get_or_insert(r.dscp);
             }
-            let (pairs, index) = (&mut self.pairs, &mut self.pair_index);
-            let Some(pair) = Self::pair_of(pairs, index, &mut m.data_pair, (src, dst), cap, full) else { return };
+            let Some(pair) = self.pairs.place_mut((src, dst), &mut m.data_pair, cap, full) else { return };
             pair.data_packets += 1;
             if r.ce() {
                 pair.ce += 1;

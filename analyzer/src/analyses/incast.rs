@@ -15,6 +15,7 @@ use analyzer_common::record::Record;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use super::Addr;
+use super::Interned;
 
 /// Senders an episode lists, at most (its counts still cover every sender's data).
 pub const MAX_EPISODE_SENDERS: usize = 4096;
@@ -150,8 +151,7 @@ pub struct Incast {
     min_senders: u32,
     /// Destinations in the order first seen, and where each is (a flow keeps its
     /// destination's place: [`Incast::observe_kept`]). Never removed.
-    dests: Vec<(Addr, Dest)>,
-    dest_index: FxHashMap<Addr, u32>,
+    dests: Interned<Addr, Dest>,
     /// Destinations kept, at most.
     cap: usize,
     /// Data packets to destinations beyond `cap`.
@@ -230,8 +230,7 @@ impl Incast {
         let (w, min) = (self.window_ns, self.min_senders);
         if r.is_cnp() {
             // A CNP sent back by a destination during its episode.
-            if let Some(&i) = self.dest_index.get(&(r.src_ip, r.ip_version)) {
-                let d = &mut self.dests[i as usize].1;
+            if let Some(d) = self.dests.get_mut(&(r.src_ip, r.ip_version)) {
                 d.advance(r.ts_ns, w, min, &mut self.listed_room);
                 if let Some(t) = d.tally() {
                     t.cnp += 1;
@@ -243,30 +242,10 @@ impl Incast {
             return;
         }
         let src = (r.src_ip, r.ip_version);
-        let i = match kept.as_deref().and_then(|k| k.dest) {
-            Some(i) => i,
-            None => {
-                let key = (r.dst_ip, r.ip_version);
-                let i = match self.dest_index.get(&key) {
-                    Some(&i) => i,
-                    None if self.dests.len() >= self.cap => {
-                        self.state_full += 1;
-                        return;
-                    }
-                    None => {
-                        self.dests.push((key, Dest::default()));
-                        let i = (self.dests.len() - 1) as u32;
-                        self.dest_index.insert(key, i);
-                        i
-                    }
-                };
-                if let Some(k) = kept.as_deref_mut() {
-                    k.dest = Some(i);
-                }
-                i
-            }
-        };
-        let d = &mut self.dests[i as usize].1;
+        let mut unkept = None;
+        let place = kept.as_deref_mut().map_or(&mut unkept, |k| &mut k.dest);
+        let key = (r.dst_ip, r.ip_version);
+        let Some(d) = self.dests.place_mut(key, place, self.cap, &mut self.state_full) else { return };
         d.advance(r.ts_ns, w, min, &mut self.listed_room);
         d.window.push_back((r.ts_ns, src, r.frame_len));
         d.window_bytes += r.frame_len as u64;
@@ -318,7 +297,7 @@ impl Incast {
     pub fn episodes(&self) -> Vec<(Addr, Episode)> {
         let (w, min) = (self.window_ns, self.min_senders);
         let mut out = Vec::new();
-        let mut dests: Vec<(&Addr, &Dest)> = self.dests.iter().map(|(a, d)| (a, d)).collect();
+        let mut dests: Vec<(&Addr, &Dest)> = self.dests.iter().collect();
         dests.sort_unstable_by_key(|(a, _)| **a);
         for (addr, d) in dests {
             out.extend(d.done.iter().map(|e| (*addr, e.clone())));

@@ -41,6 +41,62 @@ pub(crate) fn bounded<'m, K: std::hash::Hash + Eq, V: Default>(
     Some(map.entry(key).or_default())
 }
 
+/// Items in the order first seen, with an index by key, at most `cap` of them, never removed:
+/// a flow keeps the place of its item (ECN pair, incast destination) in its entry of
+/// [`flows::Flows`], so that its later records reach the item without a lookup.
+#[derive(Debug)]
+pub(crate) struct Interned<K, V> {
+    items: Vec<(K, V)>,
+    index: FxHashMap<K, u32>,
+}
+
+impl<K, V> Default for Interned<K, V> {
+    fn default() -> Self {
+        Interned { items: Vec::new(), index: FxHashMap::default() }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Copy, V: Default> Interned<K, V> {
+    /// The item of `key` through the place `kept` (found, or added within `cap`, and kept
+    /// there the first time); None at the cap, counted in `full`.
+    pub(crate) fn place_mut(&mut self, key: K, kept: &mut Option<u32>, cap: usize, full: &mut u64) -> Option<&mut V> {
+        let i = match *kept {
+            Some(i) => i,
+            None => {
+                let i = match self.index.get(&key) {
+                    Some(&i) => i,
+                    None if self.items.len() >= cap => {
+                        *full += 1;
+                        return None;
+                    }
+                    None => {
+                        self.items.push((key, V::default()));
+                        let i = (self.items.len() - 1) as u32;
+                        self.index.insert(key, i);
+                        i
+                    }
+                };
+                *kept = Some(i);
+                i
+            }
+        };
+        Some(&mut self.items[i as usize].1)
+    }
+
+    pub(crate) fn get(&self, key: &K) -> Option<&V> {
+        self.index.get(key).map(|&i| &self.items[i as usize].1)
+    }
+
+    pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        self.index.get(key).map(|&i| &mut self.items[i as usize].1)
+    }
+
+    /// In the order first seen.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.items.iter().map(|(k, v)| (k, v))
+    }
+}
+
 #[derive(Debug)]
 pub struct Analyses {
     pub config: Config,

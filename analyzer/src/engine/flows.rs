@@ -242,12 +242,6 @@ impl FlowTable {
         self.index.find(key_hash(key), |&i| keys.get(i as usize) == key).map(|&i| i as usize)
     }
 
-    /// The flow's counters; `None` for a new flow when the table holds `max` flows already.
-    pub fn get_or_insert_within(&mut self, key: FlowKey, max: usize) -> Option<&mut FlowStats> {
-        let i = self.index_within(key, max)?;
-        Some(self.stats.get_mut(i))
-    }
-
     /// The flow's index (its place, stable until [`FlowTable`] folds or compacts), added when
     /// new; `None` for a new flow when the table holds `max` flows already.
     pub fn index_within(&mut self, key: FlowKey, max: usize) -> Option<usize> {

@@ -23,27 +23,18 @@ pub fn addr_bytes(s: &str) -> Option<[u8; 16]> {
 
 /// The key of a report's flow (addresses parsed back), or `None` for an unparsable address.
 pub fn flow_key(f: &Flow) -> Option<FlowKey> {
-    Some(FlowKey {
-        src: addr_bytes(&f.src)?,
-        dst: addr_bytes(&f.dst)?,
-        dst_qp: f.dst_qp,
-        udp_sport: f.udp_sport,
-        ip_version: f.ip_version,
-        _pad: 0,
-    })
+    key_of(&f.src, &f.dst, f.dst_qp, f.udp_sport, f.ip_version)
 }
 
 /// The key of a report's flow reference (addresses parsed back; the version is the source's),
 /// or `None` for an unparsable address.
 pub fn flow_ref_key(r: &FlowRef) -> Option<FlowKey> {
-    Some(FlowKey {
-        src: addr_bytes(&r.src)?,
-        dst: addr_bytes(&r.dst)?,
-        dst_qp: r.dst_qp,
-        udp_sport: r.udp_sport,
-        ip_version: if r.src.parse::<Ipv4Addr>().is_ok() { 4 } else { 6 },
-        _pad: 0,
-    })
+    let version = if r.src.parse::<Ipv4Addr>().is_ok() { 4 } else { 6 };
+    key_of(&r.src, &r.dst, r.dst_qp, r.udp_sport, version)
+}
+
+fn key_of(src: &str, dst: &str, dst_qp: u32, udp_sport: u16, ip_version: u8) -> Option<FlowKey> {
+    Some(FlowKey { src: addr_bytes(src)?, dst: addr_bytes(dst)?, dst_qp, udp_sport, ip_version, _pad: 0 })
 }
 
 /// The same order as [`flow_order`] for a report's flow.

@@ -51,6 +51,17 @@ pub const PROGRAM_SINGLE: &str = "roce_analyzer_single";
 /// A program that only returns XDP_PASS: the baseline of the kernel benchmark.
 pub const PROGRAM_BASELINE: &str = "xdp_pass_baseline";
 
+/// Stages of a RoCE/CNP frame's accounting. The program runs them all; `cargo xtask
+/// bench-kernel` builds variants with fewer (`--cfg roce_stages="classify"` or `"flow"`) to
+/// show what each costs a frame.
+pub mod stage {
+    /// The flow's counters (packets, bytes, ECN, opcodes, DSCP, PCP).
+    pub const FLOW: u8 = 1 << 0;
+    /// The flow's PSN state (sequence, NAKs, the responder model).
+    pub const PSN: u8 = 1 << 1;
+    pub const ALL: u8 = FLOW | PSN;
+}
+
 pub const DEFAULT_MAX_FLOWS: u32 = 65536;
 pub const DEFAULT_MAX_EXTRA: u32 = 16384;
 pub const DEFAULT_MAX_PFC: u32 = 4096;

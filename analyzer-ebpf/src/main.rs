@@ -14,7 +14,7 @@ use analyzer_common::maps::{
     self, CmEvent, DEFAULT_EVIDENCE_BYTES, DEFAULT_MAX_EVIDENCE_FLOWS, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS,
     DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_MAX_SIGHTINGS, DEFAULT_RINGBUF_BYTES, DEFAULT_TIMELINE_BYTES,
     EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowCounters, PfcCounters, PfcKey, Scratch, counter,
-    event_kind, evidence_ctl, extra_kind,
+    event_kind, evidence_ctl, extra_kind, stage,
 };
 use analyzer_common::psn::{self, PeerKey, PsnState};
 use analyzer_common::record::{Record, write_addresses};
@@ -144,6 +144,16 @@ pub fn xdp_pass_baseline(_ctx: XdpContext) -> u32 {
     xdp_action::XDP_PASS
 }
 
+/// The accounting stages this build runs: all, except in the variants `cargo xtask
+/// bench-kernel` builds to show what each stage costs a frame (a constant: the program built
+/// without the cfg is the same code as without stages).
+#[cfg(not(any(roce_stages = "classify", roce_stages = "flow")))]
+const STAGES: u8 = stage::ALL;
+#[cfg(roce_stages = "classify")]
+const STAGES: u8 = 0;
+#[cfg(roce_stages = "flow")]
+const STAGES: u8 = stage::FLOW;
+
 #[inline(always)]
 fn count(index: u32) -> u64 {
     match COUNTERS.get_ptr_mut(index) {
@@ -210,8 +220,10 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
                     return Ok(());
                 }
             }
-            account_flow(ctx, &key, s, now);
-            if class == FrameClass::Roce {
+            if STAGES & stage::FLOW != 0 {
+                account_flow(ctx, &key, s, now);
+            }
+            if class == FrameClass::Roce && STAGES & stage::PSN != 0 {
                 account_psn(&key, s);
             }
             // SAFETY: a read-only global of this program.

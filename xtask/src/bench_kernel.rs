@@ -109,6 +109,62 @@ fn prog_test_run(repeat: u32, compare: Option<&Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where a RoCE frame's nanoseconds go: variants of the program built with its accounting
+/// stages added one by one (`--cfg roce_stages`, built here from source), without and with the
+/// timeline record, each against XDP_PASS in the same run. The first column is the floor every
+/// RoCE frame pays before it touches per-flow state: the classifier, the scratch and counter
+/// lookups, the flow key, the clock.
+fn stages(repeat: u32) -> anyhow::Result<()> {
+    println!("\n### Where a RoCE frame's time goes (median of 5, ns over XDP_PASS, BPF_PROG_TEST_RUN)\n");
+    let variants = ["classify", "flow"].map(|v| crate::ebpf::build_stage_variant(v).map_err(|e| format!("{e:#}")));
+    let (classify, flow) = match variants {
+        [Ok(c), Ok(f)] => (c, f),
+        [Err(e), _] | [_, Err(e)] => {
+            // Loud, not silent: the table is missing and says why.
+            println!("**not measured**: the variants of the program cannot be built here: {e}");
+            return Ok(());
+        }
+    };
+    pin_to_cpu(0)?;
+    // (column, object: None is this build's, record timeline?)
+    let steps: [(&str, Option<&[u8]>, bool); 5] = [
+        ("classify, key, clock", Some(&classify), false),
+        ("+ flow counters", Some(&flow), false),
+        ("+ PSN state (= --no-timeline)", None, false),
+        ("classify + timeline record", Some(&classify), true),
+        ("all (default)", None, true),
+    ];
+    print!("| frame |");
+    for (name, _, _) in &steps {
+        print!(" {name} |");
+    }
+    println!();
+    println!("|---|{}", "---:|".repeat(steps.len()));
+    for (name, f, _, _) in frames().into_iter().filter(|(_, _, w, _)| *w == Writes::Record) {
+        let runs = RECORD_RUNS.min(repeat);
+        let median = |object: Option<&[u8]>, timeline: bool, prog: &str| -> anyhow::Result<u32> {
+            let mut v = Vec::new();
+            for _ in 0..5 {
+                let opts = LoadOptions { timeline, ..Default::default() };
+                let ebpf = match object {
+                    None => load(opts, &[prog])?,
+                    Some(o) => load_object(o, opts, &[prog], false)?,
+                };
+                v.push(test_run(program_fd(&ebpf, prog)?, &f, runs, None)?.duration_ns);
+            }
+            v.sort_unstable();
+            Ok(v[2])
+        };
+        let base = median(None, true, PROGRAM_BASELINE)?;
+        print!("| {name} |");
+        for (_, object, timeline) in steps {
+            print!(" {} |", median(object, timeline, PROGRAM)? as i64 - base as i64);
+        }
+        println!();
+    }
+    Ok(())
+}
+
 /// A capture of `flows` RoCE flows, one WRITE ONLY frame each, `loops` times over (1 µs
 /// apart).
 pub fn flows_capture(path: &Path, flows: u32, loops: u32) -> anyhow::Result<()> {
@@ -342,7 +398,14 @@ pub fn run(repeat: u32, seconds: u64, compare: Option<&Path>, compare_agent: Opt
     let bin = crate::bench::analyzer_binary()?;
     // SAFETY: set before any other thread of this process exists.
     unsafe { std::env::set_var("ROCE_ANALYZER_BIN", &bin) };
+    // bpf_stats times every program run (two clock reads each): left on by an interrupted run
+    // it inflates every ns/frame below, the baseline's too.
+    if crate::bench_stats::sysctl("kernel.bpf_stats_enabled")? != "0" {
+        println!("(kernel.bpf_stats_enabled was on, left by an interrupted run? turned off for the measurement)\n");
+        crate::bench_stats::sysctl("kernel.bpf_stats_enabled=0")?;
+    }
     prog_test_run(repeat, compare)?;
+    stages(repeat)?;
     two_cpus()?;
     crate::bench_stats::run(seconds.div_ceil(2))?;
     veth(seconds, compare_agent)

@@ -71,7 +71,7 @@ fn prog_stats(pid: u32) -> anyhow::Result<(u64, u64)> {
     bail!("no XDP program fd with run statistics in /proc/{pid}/fdinfo")
 }
 
-fn sysctl(kv: &str) -> anyhow::Result<String> {
+pub fn sysctl(kv: &str) -> anyhow::Result<String> {
     let out = Command::new("sysctl").args(["-n", kv.split('=').next().unwrap_or(kv)]).output()?;
     let before = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if kv.contains('=') && !Command::new("sysctl").args(["-qw", kv]).status()?.success() {

@@ -18,11 +18,19 @@ use object::{Object, ObjectSection};
 
 /// `cargo +nightly SUBCOMMAND` on the eBPF crate for the BPF target, as aya-build builds it.
 fn nightly_cargo(subcommand: &str, target_dir: &str, extra: &[&str]) -> anyhow::Result<()> {
+    nightly_cargo_cfg(subcommand, target_dir, extra, None)
+}
+
+/// [`nightly_cargo`] with `--cfg CFG` for the program (a benchmark variant).
+fn nightly_cargo_cfg(subcommand: &str, target_dir: &str, extra: &[&str], cfg: Option<&str>) -> anyhow::Result<()> {
     if let Some(why) = ebpf_object::toolchain_missing() {
         bail!("cannot build the XDP object: {why} (run scripts/setup)");
     }
     let root = crate::root();
-    let flags = ["--cfg=bpf_target_arch=\"x86_64\"", "-Cdebuginfo=2", "-Clink-arg=--btf"].join("\x1f");
+    let mut flags = ["--cfg=bpf_target_arch=\"x86_64\"", "-Cdebuginfo=2", "-Clink-arg=--btf"].join("\x1f");
+    if let Some(cfg) = cfg {
+        flags.push_str(&format!("\x1f--cfg={cfg}"));
+    }
     let status = Command::new("rustup")
         .current_dir(&root)
         .args(["run", "nightly", "cargo", subcommand, "--package", "analyzer-ebpf", "--bins", "--release"])
@@ -38,6 +46,16 @@ fn nightly_cargo(subcommand: &str, target_dir: &str, extra: &[&str]) -> anyhow::
         bail!("cargo {subcommand} of analyzer-ebpf failed");
     }
     Ok(())
+}
+
+/// Builds a variant of the object with fewer accounting stages (`roce_stages` = `stages`:
+/// "classify" or "flow") for the kernel benchmark; returns the object's bytes, or why it
+/// cannot be built here.
+pub fn build_stage_variant(stages: &str) -> anyhow::Result<Vec<u8>> {
+    let dir = format!("target/ebpf-stages-{stages}");
+    nightly_cargo_cfg("build", &dir, &[], Some(&format!("roce_stages=\"{stages}\"")))?;
+    let path = crate::root().join(dir).join("bpfel-unknown-none/release/roce-analyzer");
+    std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
 }
 
 /// Builds the object from source exactly as aya-build does; returns its path.

@@ -21,8 +21,19 @@ pub const MAP_NOTES: &str = "NOTES";
 pub const MAP_SIGHTINGS: &str = "SIGHTINGS";
 /// Read-only u64 global: copies of one frame are matched within this (`--match-window`).
 pub const GLOBAL_MATCH_WINDOW_NS: &str = "MATCH_WINDOW_NS";
-/// Ring buffer of [`crate::record::Record`]s, one per RoCE/CNP frame when enabled.
+/// Ring buffer of [`crate::record::Record`]s, one per RoCE/CNP frame when enabled, for the
+/// CPUs without a ring of their own in [`MAP_TIMELINES`].
 pub const MAP_TIMELINE: &str = "TIMELINE";
+/// Array of ring buffers by CPU number: the agent puts a ring of [`TIMELINE_CPU_BYTES`] at
+/// each possible CPU, and the program writes a frame's record to its CPU's ring, so that CPUs
+/// share no ring (its lock and producer position) per frame. A CPU without one (an agent that
+/// did not set them up, a CPU past [`MAX_TIMELINE_CPUS`]) writes to [`MAP_TIMELINE`].
+pub const MAP_TIMELINES: &str = "TIMELINES";
+/// CPUs with a timeline ring of their own, at most.
+pub const MAX_TIMELINE_CPUS: u32 = 1024;
+/// Bytes of each CPU's timeline ring: 32768 records, 43 ms of a 759 k frames/s stream on one
+/// CPU (RSS sends a mirror port's traffic to few queues), against the agent's 10 ms drains.
+pub const TIMELINE_CPU_BYTES: u32 = 2 << 20;
 /// Read-only global of the XDP program: 1 (default) writes timeline records, 0 does not.
 pub const GLOBAL_TIMELINE_ON: &str = "TIMELINE_ON";
 /// Read-only u32 global: the PMTU of flows that have not shown their own (`--pmtu`); 0 (the

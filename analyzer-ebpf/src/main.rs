@@ -13,8 +13,8 @@ use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
     self, CmEvent, DEFAULT_EVIDENCE_BYTES, DEFAULT_MAX_EVIDENCE_FLOWS, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS,
     DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_MAX_SIGHTINGS, DEFAULT_RINGBUF_BYTES, DEFAULT_TIMELINE_BYTES,
-    EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowCounters, PfcCounters, PfcKey, Scratch, counter,
-    event_kind, evidence_ctl, extra_kind, stage,
+    EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowCounters, MAX_TIMELINE_CPUS, PfcCounters, PfcKey,
+    Scratch, TIMELINE_CPU_BYTES, counter, event_kind, evidence_ctl, extra_kind, stage,
 };
 use analyzer_common::psn::{self, PeerKey, PsnState};
 use analyzer_common::record::{Record, write_addresses};
@@ -22,9 +22,10 @@ use analyzer_common::vantage::{self, FrameId, Sighting, Verdict};
 use analyzer_common::wire::cm;
 use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
 use aya_ebpf::bindings::{BPF_RB_NO_WAKEUP, xdp_action};
-use aya_ebpf::helpers::bpf_ktime_get_ns;
+use aya_ebpf::btf_maps::{self, ArrayOfMaps};
 use aya_ebpf::helpers::generated::{bpf_ktime_get_coarse_ns, bpf_xdp_get_buff_len, bpf_xdp_load_bytes};
-use aya_ebpf::macros::{map, xdp};
+use aya_ebpf::helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns};
+use aya_ebpf::macros::{btf_map, map, xdp};
 use aya_ebpf::maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya_ebpf::programs::XdpContext;
 use aya_log_ebpf::warn;
@@ -55,8 +56,15 @@ static SIGHTINGS: LruHashMap<FrameId, Sighting> = LruHashMap::with_max_entries(D
 /// Copies of one frame are matched within this (`--match-window`).
 #[unsafe(no_mangle)]
 static MATCH_WINDOW_NS: u64 = vantage::DEFAULT_WINDOW_NS;
+/// Records of the CPUs without a ring of their own in [`TIMELINES`].
 #[map]
 static TIMELINE: RingBuf = RingBuf::with_byte_size(DEFAULT_TIMELINE_BYTES, 0);
+/// Each CPU's timeline ring, put there by the agent ([`maps::MAP_TIMELINES`]).
+#[btf_map]
+static TIMELINES: ArrayOfMaps<
+    btf_maps::RingBuf<Record, { TIMELINE_CPU_BYTES as usize }>,
+    { MAX_TIMELINE_CPUS as usize },
+> = ArrayOfMaps::new();
 /// Whether to write timeline records (set by the loader; the verifier prunes the dead branch).
 #[unsafe(no_mangle)]
 static TIMELINE_ON: u8 = 1;
@@ -533,10 +541,17 @@ fn evidence_copy(ctx: &XdpContext, s: &PacketSummary, key: &FlowKey, now: u64, w
     }
 }
 
-/// One timeline record, stamped `now` (the precise clock: RTT and incast need nanoseconds).
+/// One timeline record, stamped `now` (the precise clock: RTT and incast need nanoseconds),
+/// into this CPU's ring (the shared one when it has none).
 #[inline(never)]
 fn record(s: &PacketSummary, now: u64) {
-    match TIMELINE.reserve::<Record>(0) {
+    // SAFETY: helper without arguments.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let entry = match TIMELINES.get(cpu) {
+        Some(ring) => ring.reserve(0),
+        None => TIMELINE.reserve::<Record>(0),
+    };
+    match entry {
         Some(mut r) => {
             // SAFETY: the reservation is exactly one Record; `fill` writes every field.
             unsafe { Record::fill(r.as_mut_ptr(), now, s) };

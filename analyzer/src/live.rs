@@ -122,6 +122,9 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
             Some((o, time_ns)) => Some(LiveEvidence::new(EvidenceMaps::new(&mut ebpf)?, o.clone(), *time_ns)),
             None => None,
         };
+        // Before the program is attached (and privilege dropped): the maps, with a timeline
+        // ring per CPU created and put in place.
+        let maps = AyaMaps::new(&mut ebpf)?;
         let attached = attach(&mut ebpf, &opts.iface, opts.mode, opts.frags)?;
         let (mode, fallback) = (attached.mode, attached.fallback.clone());
         // Least privilege before a frame is read or a request served.
@@ -139,7 +142,7 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
             frags: attached.frags,
             fallback: attached.fallback,
         });
-        let mut live = LiveLoop::new(AyaMaps::new(&mut ebpf)?, run, source, Clock::now(), opts.idle_timeout);
+        let mut live = LiveLoop::new(maps, run, source, Clock::now(), opts.idle_timeout);
         let nic = opts
             .nic_counters
             .then(|| crate::capture::nic::NicBaseline::read(std::path::Path::new("/sys"), &opts.iface));
@@ -402,6 +405,7 @@ impl<M: MapSource> LiveLoop<M> {
     /// The end of a run: drains for at most `budget`, then counts what is left in the rings
     /// as `undrained` (read and dropped, not analysed).
     pub fn finish(&mut self, budget: Duration) {
+        self.maps.release_records();
         if self.drain_for(budget) {
             let left = self.maps.drain_events(UNDRAINED_MAX, &mut |_| {})
                 + self.maps.drain_records(UNDRAINED_MAX, &mut |_| {});

@@ -246,3 +246,49 @@ fn kernel_passes_arbitrary_frames_untouched() {
         assert_eq!(scratch.get(&0, 0).unwrap()[0].summary, want, "frame {data:02x?}");
     }
 }
+
+/// As the agent runs it, each CPU writes its timeline records to its own ring, and the agent
+/// reads the rings back in time order: a frame on CPU 1 before one on CPU 0 comes first
+/// (ring by ring, CPU 0's would). A burst on one CPU fills that CPU's ring at its own size
+/// (the shared ring is four times larger), and what did not fit is counted.
+#[test]
+fn kernel_writes_each_cpus_records_to_its_own_ring() {
+    use analyzer_common::maps::{TIMELINE_CPU_BYTES, counter};
+    use analyzer_common::opcode::op;
+    if !privileged("kernel_writes_each_cpus_records_to_its_own_ring") {
+        return;
+    }
+    let online = aya::util::online_cpus().expect("online CPUs");
+    assert!(online.contains(&0) && online.contains(&1), "this test needs CPUs 0 and 1 online: {online:?}");
+    let mut ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
+    let mut maps = AyaMaps::new(&mut ebpf).expect("maps");
+    assert_eq!(maps.cpu_timelines(), online.len(), "a ring per online CPU");
+    let fd = program_fd(&ebpf, PROGRAM).unwrap();
+    let frame = |psn: u32| {
+        tests::synth::Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, op::RDMA_WRITE_MIDDLE, 0x123, psn)
+            .payload(256)
+            .build()
+    };
+    pin_to_cpu(1).unwrap();
+    test_run(fd, &frame(1), 1, None).unwrap();
+    pin_to_cpu(0).unwrap();
+    test_run(fd, &frame(2), 1, None).unwrap();
+    maps.release_records();
+    let mut psns = Vec::new();
+    maps.drain_records(1000, &mut |r| psns.push(r.psn));
+    assert_eq!(psns, vec![1, 2], "in time order across the CPUs' rings");
+
+    let runs = 40_000;
+    let fits = TIMELINE_CPU_BYTES as u64 / (std::mem::size_of::<analyzer_common::record::Record>() as u64 + 8);
+    pin_to_cpu(1).unwrap();
+    let before = maps.snapshot().unwrap();
+    test_run(fd, &frame(3), runs, None).unwrap();
+    let after = maps.snapshot().unwrap();
+    let d = |i: u32| after.counter(i) - before.counter(i);
+    assert_eq!(d(counter::RECORDS), fits, "CPU 1's ring holds {TIMELINE_CPU_BYTES} bytes of records");
+    assert_eq!(d(counter::TIMELINE_FULL), runs as u64 - fits, "the rest is counted");
+    let mut n = 0;
+    maps.drain_records(u64::MAX / 2, &mut |_| n += 1);
+    assert_eq!(n, fits, "every record written is read back");
+    pin_to_cpu(0).unwrap();
+}

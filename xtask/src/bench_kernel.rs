@@ -8,8 +8,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use analyzer::capture::kernel::load::{LoadOptions, load, load_object, program_fd};
+use analyzer::capture::kernel::snapshot::AyaMaps;
 use analyzer::capture::kernel::test_run::{pin_to_cpu, test_run};
-use analyzer_common::maps::{PROGRAM, PROGRAM_BASELINE};
+use analyzer_common::maps::{MAP_TIMELINES, PROGRAM, PROGRAM_BASELINE};
 use analyzer_common::opcode::{CNP, op};
 use analyzer_common::wire::ext::{Aeth, Reth};
 use anyhow::{Context, bail};
@@ -54,9 +55,28 @@ fn frames() -> Vec<(&'static str, Vec<u8>, Writes, u32)> {
 }
 
 /// Runs whose writes fit in the rings (nobody drains them here), so that the real path is
-/// measured, not the ring-full one: 1 MiB of 216-byte events, 8 MiB of 72-byte records.
+/// measured, not the ring-full one: 1 MiB of 216-byte events, a CPU's 2 MiB of 72-byte records.
 const EVENT_RUNS: u32 = 4000;
-const RECORD_RUNS: u32 = 100_000;
+const RECORD_RUNS: u32 = 25_000;
+
+/// Loads `object` (None: this build's) as the agent runs it: with each online CPU's timeline
+/// ring in place (kept alive by the returned maps; an object without per-CPU rings keeps its
+/// shared one).
+fn load_as_agent(
+    object: Option<&[u8]>,
+    opts: LoadOptions,
+    programs: &[&str],
+) -> anyhow::Result<(aya::Ebpf, Option<AyaMaps>)> {
+    let mut ebpf = match object {
+        None => load(opts, programs)?,
+        Some(o) => load_object(o, opts, programs, false)?,
+    };
+    let maps = match ebpf.map(MAP_TIMELINES) {
+        Some(_) => Some(AyaMaps::new(&mut ebpf)?),
+        None => None,
+    };
+    Ok((ebpf, maps))
+}
 
 fn prog_test_run(repeat: u32, compare: Option<&Path>) -> anyhow::Result<()> {
     pin_to_cpu(0)?;
@@ -81,10 +101,8 @@ fn prog_test_run(repeat: u32, compare: Option<&Path>) -> anyhow::Result<()> {
             for _ in 0..5 {
                 // A fresh load each time: empty maps and rings.
                 let opts = LoadOptions { timeline, ..Default::default() };
-                let ebpf = match object {
-                    None => load(opts, &[PROGRAM, PROGRAM_BASELINE])?,
-                    Some(o) => load_object(o, opts, &[PROGRAM], false)?,
-                };
+                let programs: &[&str] = if object.is_none() { &[PROGRAM, PROGRAM_BASELINE] } else { &[PROGRAM] };
+                let (ebpf, _maps) = load_as_agent(object, opts, programs)?;
                 v.push(test_run(program_fd(&ebpf, prog)?, &f, runs, None)?.duration_ns);
             }
             v.sort_unstable();
@@ -146,10 +164,7 @@ fn stages(repeat: u32) -> anyhow::Result<()> {
             let mut v = Vec::new();
             for _ in 0..5 {
                 let opts = LoadOptions { timeline, ..Default::default() };
-                let ebpf = match object {
-                    None => load(opts, &[prog])?,
-                    Some(o) => load_object(o, opts, &[prog], false)?,
-                };
+                let (ebpf, _maps) = load_as_agent(object, opts, &[prog])?;
                 v.push(test_run(program_fd(&ebpf, prog)?, &f, runs, None)?.duration_ns);
             }
             v.sort_unstable();
@@ -391,7 +406,29 @@ fn veth(seconds: u64, compare_agent: Option<&Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(repeat: u32, seconds: u64, compare: Option<&Path>, compare_agent: Option<&Path>) -> anyhow::Result<()> {
+/// The parts of the measurement (`--only`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum Part {
+    /// Per frame against XDP_PASS, beside the budgets.
+    PerFrame,
+    /// What each accounting stage costs.
+    Stages,
+    /// Two CPUs at once against one alone.
+    TwoCpus,
+    /// Realistic traffic through a veth (bpf_stats).
+    Stats,
+    /// Replay at full rate, and the agent's CPU.
+    Veth,
+}
+
+pub fn run(
+    repeat: u32,
+    seconds: u64,
+    compare: Option<&Path>,
+    compare_agent: Option<&Path>,
+    only: &[Part],
+) -> anyhow::Result<()> {
+    let part = |p: Part| only.is_empty() || only.contains(&p);
     if !tests::tools::is_root() {
         bail!("bench-kernel needs root (BPF, network namespaces)");
     }
@@ -404,11 +441,22 @@ pub fn run(repeat: u32, seconds: u64, compare: Option<&Path>, compare_agent: Opt
         println!("(kernel.bpf_stats_enabled was on, left by an interrupted run? turned off for the measurement)\n");
         crate::bench_stats::sysctl("kernel.bpf_stats_enabled=0")?;
     }
-    prog_test_run(repeat, compare)?;
-    stages(repeat)?;
-    two_cpus()?;
-    crate::bench_stats::run(seconds.div_ceil(2))?;
-    veth(seconds, compare_agent)
+    if part(Part::PerFrame) {
+        prog_test_run(repeat, compare)?;
+    }
+    if part(Part::Stages) {
+        stages(repeat)?;
+    }
+    if part(Part::TwoCpus) {
+        two_cpus()?;
+    }
+    if part(Part::Stats) {
+        crate::bench_stats::run(seconds.div_ceil(2))?;
+    }
+    if part(Part::Veth) {
+        veth(seconds, compare_agent)?;
+    }
+    Ok(())
 }
 
 /// Two CPUs running the program at once (a thread pinned to each, `BPF_PROG_TEST_RUN` with
@@ -430,18 +478,18 @@ fn two_cpus() -> anyhow::Result<()> {
     let (a, b) = (write(1), write(3));
     println!("| flows | timeline | one CPU ns/frame | two CPUs ns/frame (CPU 0, CPU 1) | ratio |");
     println!("|---|---|---:|---:|---:|");
-    // Two CPUs' records must fit the 8 MiB timeline ring between loads (nobody drains it).
-    let runs = RECORD_RUNS / 2;
+    // Each CPU writes to its own ring (as the agent sets them up), which the runs fit.
+    let runs = RECORD_RUNS;
     for (what, second) in [("same flow", &a), ("distinct flows", &b)] {
         for timeline in [true, false] {
             let (mut alone, mut both) = (Vec::new(), Vec::new());
             for _ in 0..5 {
                 let opts = LoadOptions { timeline, ..Default::default() };
-                let ebpf = load(opts, &[PROGRAM])?;
+                let (ebpf, _maps) = load_as_agent(None, opts, &[PROGRAM])?;
                 let fd = program_fd(&ebpf, PROGRAM)?;
                 pin_to_cpu(0)?;
                 alone.push(test_run(fd, &a, runs, None)?.duration_ns);
-                let ebpf = load(opts, &[PROGRAM])?;
+                let (ebpf, _maps) = load_as_agent(None, opts, &[PROGRAM])?;
                 let fd = program_fd(&ebpf, PROGRAM)?;
                 let go = std::sync::Barrier::new(2);
                 let run = |cpu: usize, f: &[u8]| -> anyhow::Result<u32> {

@@ -72,6 +72,9 @@ enum Task {
         /// agent-CPU runs of the same measurement.
         #[arg(long, value_name = "BINARY")]
         compare_agent: Option<std::path::PathBuf>,
+        /// Only these parts (default: all).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        only: Vec<bench_kernel::Part>,
     },
     /// The live agent's RSS over a long flood with flow churn (root; BENCHMARKS.md).
     LiveRss {
@@ -105,8 +108,8 @@ fn main() -> ExitCode {
         Task::Test { no_setup } => test::run(no_setup),
         Task::Ebpf { check, clippy } => ebpf::run(check, clippy),
         Task::Layers => layers::run(),
-        Task::BenchKernel { repeat, seconds, compare, compare_agent } => {
-            bench_kernel::run(repeat, seconds, compare.as_deref(), compare_agent.as_deref())
+        Task::BenchKernel { repeat, seconds, compare, compare_agent, only } => {
+            bench_kernel::run(repeat, seconds, compare.as_deref(), compare_agent.as_deref(), &only)
         }
         Task::Bench { frames, repeat } => bench::run(frames, repeat.max(1)),
         Task::LiveRss { seconds } => bench_kernel::live_rss(seconds),

@@ -35,12 +35,7 @@ impl Clock {
     }
 }
 
-pub fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use crate::capture::kernel::clock_ns;
 
 /// What the previous polls saw, to turn cumulative counters into increments.
 #[derive(Debug, Default)]

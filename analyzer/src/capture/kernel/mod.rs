@@ -77,3 +77,11 @@ pub enum KernelError {
     #[error("BPF_PROG_TEST_RUN: {0}")]
     TestRun(std::io::Error),
 }
+
+/// `clock` now, in ns (CLOCK_MONOTONIC is the XDP program's `bpf_ktime_get_ns`).
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -21,7 +21,7 @@ use analyzer_common::record::{Record, write_addresses};
 use analyzer_common::vantage::{self, FrameId, Sighting, Verdict};
 use analyzer_common::wire::cm;
 use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
-use aya_ebpf::bindings::{BPF_RB_NO_WAKEUP, xdp_action};
+use aya_ebpf::bindings::{BPF_F_NO_PREALLOC, BPF_RB_NO_WAKEUP, xdp_action};
 use aya_ebpf::btf_maps::{self, ArrayOfMaps};
 use aya_ebpf::helpers::generated::{bpf_ktime_get_coarse_ns, bpf_xdp_get_buff_len, bpf_xdp_load_bytes};
 use aya_ebpf::helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns};
@@ -30,10 +30,16 @@ use aya_ebpf::maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, Rin
 use aya_ebpf::programs::XdpContext;
 use aya_log_ebpf::warn;
 
+/// The per-flow maps are not preallocated (`BPF_F_NO_PREALLOC`): their memory follows the
+/// flows present, not `--max-flows`, which on a many-core collector is the difference between
+/// megabytes and most of a gigabyte (a flow's per-CPU value is 208 bytes on every possible CPU).
+/// A lookup costs the same; a new flow's entry is allocated when it is inserted (an allocation
+/// that fails is counted like a full map).
 #[map]
-static FLOWS: PerCpuHashMap<FlowKey, FlowCounters> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_FLOWS, 0);
+static FLOWS: PerCpuHashMap<FlowKey, FlowCounters> =
+    PerCpuHashMap::with_max_entries(DEFAULT_MAX_FLOWS, BPF_F_NO_PREALLOC);
 #[map]
-static FLOW_EXTRA: PerCpuHashMap<ExtraKey, u64> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_EXTRA, 0);
+static FLOW_EXTRA: PerCpuHashMap<ExtraKey, u64> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_EXTRA, BPF_F_NO_PREALLOC);
 #[map]
 static PFC: PerCpuHashMap<PfcKey, PfcCounters> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_PFC, 0);
 #[map]
@@ -44,7 +50,7 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RINGBUF_BYTES, 0);
 /// updating one flow at the same instant can lose an update (no lock); NICs and RSS keep a
 /// flow on one queue, so in practice one CPU updates each flow.
 #[map]
-static PSN: HashMap<FlowKey, PsnState> = HashMap::with_max_entries(DEFAULT_MAX_FLOWS, 0);
+static PSN: HashMap<FlowKey, PsnState> = HashMap::with_max_entries(DEFAULT_MAX_FLOWS, BPF_F_NO_PREALLOC);
 /// Notes between the two directions of a connection ([`psn::PeerNotes`]): the MTU a READ
 /// RESPONSE showed, RNR NAKs. LRU: an evicted note is a lost hint, not a lost count.
 #[map]

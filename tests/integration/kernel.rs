@@ -292,3 +292,43 @@ fn kernel_writes_each_cpus_records_to_its_own_ring() {
     assert_eq!(n, fits, "every record written is read back");
     pin_to_cpu(0).unwrap();
 }
+
+/// The kernel's own account of a map's memory (`memlock` in its fdinfo).
+fn memlock(ebpf: &aya::Ebpf, map: &str) -> u64 {
+    use std::os::fd::{AsFd, AsRawFd};
+    let fd = match ebpf.map(map).unwrap_or_else(|| panic!("{map} in the object")) {
+        aya::maps::Map::PerCpuHashMap(d) | aya::maps::Map::HashMap(d) => d.fd().as_fd().as_raw_fd(),
+        other => panic!("{map}: {other:?}"),
+    };
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap();
+    info.lines().find_map(|l| l.strip_prefix("memlock:")).unwrap().trim().parse().unwrap()
+}
+
+/// The per-flow maps are not preallocated: a freshly loaded program holds far less than
+/// `--max-flows` entries' worth (at least 65536 × (112 + 208 × CPUs) bytes preallocated), and
+/// the memory grows by at least a flow's per-CPU values on every CPU for each flow that arrives.
+#[test]
+fn flow_maps_hold_memory_for_the_flows_present() {
+    use analyzer_common::maps::{FlowCounters, MAP_FLOWS, MAP_PSN};
+    use analyzer_common::opcode::op;
+    if !privileged("flow_maps_hold_memory_for_the_flows_present") {
+        return;
+    }
+    let cpus = aya::util::nr_cpus().unwrap() as u64;
+    let ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
+    let (flows0, psn0) = (memlock(&ebpf, MAP_FLOWS), memlock(&ebpf, MAP_PSN));
+    let preallocated = 65536 * (112 + 208 * cpus);
+    assert!(flows0 < preallocated / 20, "an empty flow map holds {flows0} bytes");
+    let fd = program_fd(&ebpf, PROGRAM).unwrap();
+    let n = 300u32;
+    for i in 0..n {
+        let src = [10, 1, (i >> 8) as u8, i as u8];
+        let f = tests::synth::Roce::v4(src, [10, 0, 0, 2], 49152, op::RDMA_WRITE_MIDDLE, 0x100 + i, 1).payload(64);
+        test_run(fd, &f.build(), 1, None).unwrap();
+    }
+    let (flows1, psn1) = (memlock(&ebpf, MAP_FLOWS), memlock(&ebpf, MAP_PSN));
+    let per_flow = std::mem::size_of::<FlowCounters>() as u64 * cpus;
+    assert!(flows1 - flows0 >= n as u64 * per_flow, "{n} flows: {flows0} -> {flows1} bytes");
+    assert!(flows1 - flows0 < n as u64 * (per_flow + 512), "{n} flows: {flows0} -> {flows1} bytes");
+    assert!(psn1 - psn0 >= n as u64 * std::mem::size_of::<analyzer_common::psn::PsnState>() as u64);
+}

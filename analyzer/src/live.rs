@@ -124,7 +124,7 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
         };
         // Before the program is attached (and privilege dropped): the maps, with a timeline
         // ring per CPU created and put in place.
-        let maps = AyaMaps::new(&mut ebpf)?;
+        let maps = AyaMaps::with_timeline(&mut ebpf, opts.load.timeline)?;
         let attached = attach(&mut ebpf, &opts.iface, opts.mode, opts.frags)?;
         let (mode, fallback) = (attached.mode, attached.fallback.clone());
         // Least privilege before a frame is read or a request served.

@@ -73,7 +73,7 @@ struct Timeline {
     per_cpu: Vec<RingBuf<MapData>>,
     /// The array of the per-CPU rings, kept open: a program loaded later (the single-buffer
     /// one, at attach) refers to it by this fd.
-    _outer: Option<aya::maps::ArrayOfMaps<MapData>>,
+    _outer: Option<CpuRings>,
     order: InTimeOrder,
 }
 
@@ -146,19 +146,18 @@ impl Timeline {
     }
 }
 
+/// The array of the CPUs' timeline rings.
+type CpuRings = aya::maps::ArrayOfMaps<MapData, RingBuf<MapData>>;
+
 /// Puts a timeline ring at each online CPU's index of [`MAP_TIMELINES`] (below
-/// [`MAX_TIMELINE_CPUS`]); returns them. A CPU brought online later, or past the cap, writes to
+/// [`MAX_TIMELINE_CPUS`]; none unless `create`); returns the array and the rings. A CPU brought online later, or past the cap, writes to
 /// the shared ring; so does every CPU after one the kernel refused a ring for (said on stderr:
 /// the records are all read, only the CPUs share a ring again).
-#[allow(clippy::type_complexity)]
-fn cpu_timelines(
-    ebpf: &mut aya::Ebpf,
-) -> Result<(aya::maps::ArrayOfMaps<MapData>, Vec<RingBuf<MapData>>), KernelError> {
+fn cpu_timelines(ebpf: &mut aya::Ebpf, create: bool) -> Result<(CpuRings, Vec<RingBuf<MapData>>), KernelError> {
     let online = aya::util::online_cpus().map_err(|(_, source)| KernelError::MapIo { map: "online CPUs", source })?;
-    let mut outer: aya::maps::ArrayOfMaps<MapData> =
-        aya::maps::ArrayOfMaps::try_from(take(ebpf, MAP_TIMELINES)?).map_err(map_err(MAP_TIMELINES))?;
+    let mut outer = CpuRings::try_from(take(ebpf, MAP_TIMELINES)?).map_err(map_err(MAP_TIMELINES))?;
     let mut rings = Vec::new();
-    for cpu in online.into_iter().filter(|c| *c < MAX_TIMELINE_CPUS) {
+    for cpu in online.into_iter().filter(|c| create && *c < MAX_TIMELINE_CPUS) {
         let def = aya_obj::Map::new_from_params(
             aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_RINGBUF as u32,
             0,
@@ -166,10 +165,10 @@ fn cpu_timelines(
             TIMELINE_CPU_BYTES,
             0,
         );
-        let put = MapData::create(def, "timeline_cpu", None).and_then(|ring| {
-            outer.set(cpu, &ring, 0)?;
-            RingBuf::try_from(aya::maps::Map::RingBuf(ring))
-        });
+        // Put in place last: a ring the program writes to is always one this side reads.
+        let put = MapData::create(def, "timeline_cpu", None)
+            .and_then(|data| RingBuf::try_from(aya::maps::Map::RingBuf(data)))
+            .and_then(|ring| outer.set(cpu, &ring, 0).map(|()| ring));
         match put {
             Ok(ring) => rings.push(ring),
             Err(e) => {
@@ -247,6 +246,12 @@ impl AyaMaps {
     }
 
     pub fn new(ebpf: &mut aya::Ebpf) -> Result<Self, KernelError> {
+        Self::with_timeline(ebpf, true)
+    }
+
+    /// The maps, with a timeline ring per online CPU when the program writes records
+    /// (`timeline`; with `--no-timeline` none is created).
+    pub fn with_timeline(ebpf: &mut aya::Ebpf, timeline: bool) -> Result<Self, KernelError> {
         let cpus = aya::util::nr_cpus().map_err(|(_, source)| KernelError::MapIo { map: "possible CPUs", source })?;
         Ok(AyaMaps {
             flows: per_cpu_hash(ebpf, MAP_FLOWS)?,
@@ -259,7 +264,7 @@ impl AyaMaps {
                 _ => return Err(KernelError::MapLayout { map: MAP_PSN, what: "not a hash map" }),
             },
             timeline: {
-                let (outer, per_cpu) = cpu_timelines(ebpf)?;
+                let (outer, per_cpu) = cpu_timelines(ebpf, timeline)?;
                 let shared = RingBuf::try_from(take(ebpf, MAP_TIMELINE)?).map_err(map_err(MAP_TIMELINE))?;
                 Timeline { per_cpu, _outer: Some(outer), ..Timeline::shared(shared) }
             },

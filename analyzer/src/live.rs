@@ -8,10 +8,11 @@ use analyzer_common::FrameClass;
 use analyzer_common::flow::FlowKey;
 
 use crate::capture::kernel::KernelError;
+use crate::capture::kernel::clock_ns;
 use crate::capture::kernel::evidence::EvidenceMaps;
 use crate::capture::kernel::load::{AttachMode, FragsMode, LoadOptions, attach, load};
 use crate::capture::kernel::snapshot::{AyaMaps, KernelEvent, MapSource};
-use crate::engine::live::{Clock, LiveAccount, clock_ns};
+use crate::engine::live::{Clock, LiveAccount};
 use crate::engine::{DropReason, Engine, FrameMeta};
 use crate::pipeline::{Lookahead, Pipeline};
 use crate::report::evidence::live::LiveEvidence;

@@ -240,7 +240,7 @@ fn offline(
 
 /// Now, in Unix nanoseconds.
 fn wall_ns() -> u64 {
-    analyzer::engine::live::clock_ns(libc::CLOCK_REALTIME)
+    analyzer::capture::kernel::clock_ns(libc::CLOCK_REALTIME)
 }
 
 fn live(

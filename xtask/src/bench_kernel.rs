@@ -78,6 +78,19 @@ fn load_as_agent(
     Ok((ebpf, maps))
 }
 
+/// The median of 5 `BPF_PROG_TEST_RUN`s of `prog` in `object` (None: this build's) on `frame`,
+/// `runs` times each, ns per run; a fresh load each time (empty maps and rings).
+fn median_ns(object: Option<&[u8]>, prog: &str, timeline: bool, frame: &[u8], runs: u32) -> anyhow::Result<u32> {
+    let mut v = Vec::new();
+    for _ in 0..5 {
+        let opts = LoadOptions { timeline, ..Default::default() };
+        let (ebpf, _maps) = load_as_agent(object, opts, &[prog])?;
+        v.push(test_run(program_fd(&ebpf, prog)?, frame, runs, None)?.duration_ns);
+    }
+    v.sort_unstable();
+    Ok(v[2])
+}
+
 fn prog_test_run(repeat: u32, compare: Option<&Path>) -> anyhow::Result<()> {
     pin_to_cpu(0)?;
     let other = compare.map(std::fs::read).transpose().context("reading the object to compare")?;
@@ -96,18 +109,7 @@ fn prog_test_run(repeat: u32, compare: Option<&Path>) -> anyhow::Result<()> {
             Writes::Record => RECORD_RUNS.min(repeat),
             Writes::Nothing => repeat,
         };
-        let median = |object: Option<&[u8]>, prog: &str, timeline: bool| -> anyhow::Result<u32> {
-            let mut v = Vec::new();
-            for _ in 0..5 {
-                // A fresh load each time: empty maps and rings.
-                let opts = LoadOptions { timeline, ..Default::default() };
-                let programs: &[&str] = if object.is_none() { &[PROGRAM, PROGRAM_BASELINE] } else { &[PROGRAM] };
-                let (ebpf, _maps) = load_as_agent(object, opts, programs)?;
-                v.push(test_run(program_fd(&ebpf, prog)?, &f, runs, None)?.duration_ns);
-            }
-            v.sort_unstable();
-            Ok(v[2])
-        };
+        let median = |object: Option<&[u8]>, prog: &str, timeline: bool| median_ns(object, prog, timeline, &f, runs);
         let a = median(None, PROGRAM, true)?;
         let b = median(None, PROGRAM_BASELINE, true)?;
         let c = median(None, PROGRAM, false)?;
@@ -160,20 +162,10 @@ fn stages(repeat: u32) -> anyhow::Result<()> {
     println!("|---|{}", "---:|".repeat(steps.len()));
     for (name, f, _, _) in frames().into_iter().filter(|(_, _, w, _)| *w == Writes::Record) {
         let runs = RECORD_RUNS.min(repeat);
-        let median = |object: Option<&[u8]>, timeline: bool, prog: &str| -> anyhow::Result<u32> {
-            let mut v = Vec::new();
-            for _ in 0..5 {
-                let opts = LoadOptions { timeline, ..Default::default() };
-                let (ebpf, _maps) = load_as_agent(object, opts, &[prog])?;
-                v.push(test_run(program_fd(&ebpf, prog)?, &f, runs, None)?.duration_ns);
-            }
-            v.sort_unstable();
-            Ok(v[2])
-        };
-        let base = median(None, true, PROGRAM_BASELINE)?;
+        let base = median_ns(None, PROGRAM_BASELINE, true, &f, runs)?;
         print!("| {name} |");
         for (_, object, timeline) in steps {
-            print!(" {} |", median(object, timeline, PROGRAM)? as i64 - base as i64);
+            print!(" {} |", median_ns(object, PROGRAM, timeline, &f, runs)? as i64 - base as i64);
         }
         println!();
     }

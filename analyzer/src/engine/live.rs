@@ -14,6 +14,7 @@ use rustc_hash::FxHashMap;
 
 use super::pfc::PauseCounters;
 use super::{DropReason, Engine, FlowStats};
+use crate::capture::kernel::clock_ns;
 use crate::capture::kernel::snapshot::KernelSnapshot;
 use crate::report::model::{Naks, PsnJson, Responder};
 
@@ -34,8 +35,6 @@ impl Clock {
         (mono_ns as i128 + self.offset).clamp(0, u64::MAX as i128) as u64
     }
 }
-
-pub use crate::capture::kernel::clock_ns;
 
 /// What the previous polls saw, to turn cumulative counters into increments.
 #[derive(Debug, Default)]

@@ -15,6 +15,7 @@ use rustc_hash::FxHashSet;
 
 use super::ecn::FlowMarking;
 use super::rtt::RequestFlow;
+use crate::engine::flows::key_hash as hash;
 
 /// One flow's state in the ECN and RTT analyses.
 #[derive(Debug, Default)]
@@ -49,11 +50,6 @@ pub struct Flows {
     markings: usize,
     requests: usize,
     cap: usize,
-}
-
-fn hash(k: &FlowKey) -> u64 {
-    use std::hash::{BuildHasher, BuildHasherDefault};
-    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(k)
 }
 
 /// A flow's entry with the room each analysis has left: the analyses add their state through

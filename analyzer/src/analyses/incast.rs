@@ -137,7 +137,13 @@ struct Dest {
     tally_gen: u64,
     /// Data packets within the window: (time, source, bytes).
     window: VecDeque<(u64, Addr, u32)>,
+    /// Packets in the window per source. A source whose count falls to 0 keeps its entry
+    /// (most come back: a removal and a re-insertion per packet was a tenth of the agent's
+    /// CPU with thousands of senders taking turns) until resting entries outnumber the
+    /// counted ones ([`Dest::count_in`]).
     per_src: FxHashMap<Addr, u32>,
+    /// Sources with packets in the window: the entries of `per_src` above 0.
+    senders: u32,
     window_bytes: u64,
     open: Open,
     done: Vec<Episode>,
@@ -170,18 +176,36 @@ impl Dest {
             }
             self.window.pop_front();
             self.window_bytes -= len as u64;
-            let before = self.per_src.len() as u32;
+            let before = self.senders;
             let c = self.per_src.get_mut(&src).expect("counted");
             *c -= 1;
             if *c == 0 {
-                self.per_src.remove(&src);
+                self.senders -= 1;
             }
-            if before >= min && (self.per_src.len() as u32) < min && self.open.ep.is_some() {
+            if before >= min && self.senders < min && self.open.ep.is_some() {
                 self.open.below_since = Some(ts + w);
             }
             self.close_if_over(ts + w, w, room);
         }
         self.close_if_over(t, w, room);
+    }
+
+    /// Counts a packet of `src` in the window; returns the sources in it.
+    fn count_in(&mut self, src: Addr) -> u32 {
+        if self.per_src.len() >= 2 * self.senders as usize + 64 {
+            self.per_src.retain(|_, c| *c > 0);
+        }
+        let c = self.per_src.entry(src).or_default();
+        if *c == 0 {
+            self.senders += 1;
+        }
+        *c += 1;
+        self.senders
+    }
+
+    /// The sources with packets in the window.
+    fn sources(&self) -> impl Iterator<Item = Addr> + '_ {
+        self.per_src.iter().filter(|(_, c)| **c > 0).map(|(a, _)| *a)
     }
 
     fn close_if_over(&mut self, t: u64, w: u64, room: &mut usize) {
@@ -249,8 +273,7 @@ impl Incast {
         d.advance(r.ts_ns, w, min, &mut self.listed_room);
         d.window.push_back((r.ts_ns, src, r.frame_len));
         d.window_bytes += r.frame_len as u64;
-        *d.per_src.entry(src).or_default() += 1;
-        let count = d.per_src.len() as u32;
+        let count = d.count_in(src);
         if count >= min {
             if d.open.ep.is_none() {
                 d.tally_gen += 1;
@@ -260,8 +283,8 @@ impl Incast {
                     peak_senders: 0,
                     peak_window_bytes: 0,
                     tally: Tally {
-                        senders: d.per_src.keys().take(MAX_EPISODE_SENDERS).copied().collect(),
-                        senders_capped: d.per_src.len() > MAX_EPISODE_SENDERS,
+                        senders: d.sources().take(MAX_EPISODE_SENDERS).collect(),
+                        senders_capped: count as usize > MAX_EPISODE_SENDERS,
                         ..Default::default()
                     },
                     listed: None,
@@ -475,6 +498,33 @@ mod tests {
                     .collect()
             };
             proptest::prop_assert_eq!(view(&plain), view(&kept));
+        }
+
+        /// A destination's sender count is the distinct sources of the packets in its window,
+        /// each source's count its packets there, and the sources resting at 0 stay bounded
+        /// (hundreds of senders taking turns: entries rest, and are dropped when they pile up).
+        #[test]
+        fn sender_counts_follow_the_window(
+            frames in proptest::collection::vec((0u16..400, 0u8..2, 1u64..30), 1..1500),
+        ) {
+            let mut i = Incast::new(100, 3, usize::MAX);
+            let mut t = 0;
+            for (src, dst, gap) in frames {
+                t += gap;
+                let mut r = data(0, 20 + dst, t, false);
+                r.src_ip[..4].copy_from_slice(&(0x0a00_0000u32 + src as u32).to_be_bytes());
+                i.observe(&r);
+                for (_, d) in i.dests.iter() {
+                    let mut in_window: FxHashMap<Addr, u32> = FxHashMap::default();
+                    for (_, a, _) in &d.window {
+                        *in_window.entry(*a).or_default() += 1;
+                    }
+                    proptest::prop_assert_eq!(d.senders as usize, in_window.len());
+                    let counted: FxHashMap<Addr, u32> = d.per_src.iter().filter(|(_, c)| **c > 0).map(|(a, c)| (*a, *c)).collect();
+                    proptest::prop_assert_eq!(&counted, &in_window);
+                    proptest::prop_assert!(d.per_src.len() <= 2 * d.senders as usize + 65, "{} entries, {} senders", d.per_src.len(), d.senders);
+                }
+            }
         }
     }
 }

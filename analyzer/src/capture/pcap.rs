@@ -1,8 +1,5 @@
-//! pcap and pcapng files, read through the pcap-parser crate: a capture file in place
-//! (`mapped`), standard input and compressed captures as streams. Either way memory stays
-//! bounded by the largest record, not the file (a mapped file's pages are the page cache's).
-
-mod mapped;
+//! pcap and pcapng files, read in a streaming way through the pcap-parser crate: memory
+//! stays bounded by the largest record, not the file.
 
 use std::fs::File;
 use std::path::Path;
@@ -43,28 +40,7 @@ pub fn read_file(
         return Err(CaptureError::NotAFile { path: path.into(), what: "a directory" });
     }
     let file = File::open(path).map_err(|source| CaptureError::Open { path: path.into(), source })?;
-    if let Some(map) = mapped::map(&file) {
-        return read_in_place(mapped::Mapped::over(&map), &map, path, on_record, on_progress);
-    }
     read_stream(decompressed(std::io::BufReader::new(file), path)?, path, on_record, on_progress)
-}
-
-/// Reads a capture that is in memory as a whole (`data`) with `reader`, the reader made for it
-/// or why none could be; `path` names it in errors.
-fn read_in_place<'a>(
-    reader: Result<mapped::Mapped<'a>, PcapError<&'a [u8]>>,
-    data: &[u8],
-    path: &Path,
-    on_record: impl FnMut(&Record<'_>),
-    on_progress: impl FnMut(u64),
-) -> Result<ReadOutcome, CaptureError> {
-    let mut reader = reader.map_err(|e| open_error(path, e, &data[..data.len().min(PEEK)]))?;
-    read_blocks(&mut reader, path, on_record, on_progress)
-}
-
-/// Whether a capture's first bytes are those of a gzip or zstd stream.
-fn compressed(head: &[u8]) -> bool {
-    head.starts_with(&[0x1f, 0x8b]) || head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
 }
 
 /// The capture inside `r`: gzip and zstd compressed captures are read as they are (byte
@@ -75,12 +51,12 @@ fn decompressed<R: std::io::BufRead + Send + 'static>(
 ) -> Result<Box<dyn std::io::Read + Send>, CaptureError> {
     let read_err = |source| CaptureError::Read { path: path.into(), offset: 0, source };
     let head = r.fill_buf().map_err(read_err)?;
-    Ok(if !compressed(head) {
-        Box::new(r)
-    } else if head.starts_with(&[0x1f, 0x8b]) {
+    Ok(if head.starts_with(&[0x1f, 0x8b]) {
         Box::new(flate2::bufread::MultiGzDecoder::new(r))
-    } else {
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
         Box::new(zstd::stream::read::Decoder::with_buffer(r).map_err(read_err)?)
+    } else {
+        Box::new(r)
     })
 }
 
@@ -88,19 +64,10 @@ fn decompressed<R: std::io::BufRead + Send + 'static>(
 pub fn read_stream(
     stream: impl std::io::Read + Send,
     path: &Path,
-    on_record: impl FnMut(&Record<'_>),
-    on_progress: impl FnMut(u64),
-) -> Result<ReadOutcome, CaptureError> {
-    read_blocks(&mut *open(stream, path)?, path, on_record, on_progress)
-}
-
-/// Every block `reader` gives, in order; records go to `on_record`.
-fn read_blocks<R: pcap_parser::traits::PcapReaderIterator + ?Sized>(
-    reader: &mut R,
-    path: &Path,
     mut on_record: impl FnMut(&Record<'_>),
     mut on_progress: impl FnMut(u64),
 ) -> Result<ReadOutcome, CaptureError> {
+    let mut reader = open(stream, path)?;
     let mut st = State { path, out: ReadOutcome::default(), offset: 0, legacy: None, interfaces: Vec::new() };
     loop {
         match reader.next() {
@@ -139,31 +106,25 @@ fn open<'b, R: std::io::Read + Send + 'b>(
 ) -> Result<Box<dyn pcap_parser::traits::PcapReaderIterator + Send + 'b>, CaptureError> {
     let magic = std::sync::Arc::new(std::sync::Mutex::new(Vec::with_capacity(4)));
     let peek = Peek { inner: stream, magic: magic.clone() };
-    pcap_parser::create_reader(BUFFER, peek).map_err(|e| {
-        let seen = magic.lock().map(|m| m.clone()).unwrap_or_default();
-        open_error(path, e, &seen)
-    })
-}
-
-/// Why a capture whose first bytes are `seen` could not be opened (`e`: pcap-parser's error).
-fn open_error<I>(path: &Path, e: PcapError<I>, seen: &[u8]) -> CaptureError {
-    match e {
-        PcapError::Eof => CaptureError::Empty { path: path.into() },
-        PcapError::ReadError => {
+    match pcap_parser::create_reader(BUFFER, peek) {
+        Ok(r) => Ok(r),
+        Err(PcapError::Eof) => Err(CaptureError::Empty { path: path.into() }),
+        Err(PcapError::ReadError) => {
             let source = std::io::Error::other("read failed");
-            CaptureError::Read { path: path.into(), offset: 0, source }
+            Err(CaptureError::Read { path: path.into(), offset: 0, source })
         }
-        _ => {
-            if let Some((offset, detail)) = damaged_section_header(seen) {
-                return CaptureError::DamagedSectionHeader { path: path.into(), offset, detail };
+        Err(_) => {
+            let seen = magic.lock().map(|m| m.clone()).unwrap_or_default();
+            if let Some((offset, detail)) = damaged_section_header(&seen) {
+                return Err(CaptureError::DamagedSectionHeader { path: path.into(), offset, detail });
             }
-            if let Some(kind) = capture_kind(seen)
+            if let Some(kind) = capture_kind(&seen)
                 && seen.len() < kind.1
             {
-                return CaptureError::TooShort { path: path.into(), kind: kind.0, len: seen.len(), need: kind.1 };
+                return Err(CaptureError::TooShort { path: path.into(), kind: kind.0, len: seen.len(), need: kind.1 });
             }
             let magic = seen.iter().take(4).map(|b| format!("{b:02x}")).collect();
-            CaptureError::NotACapture { path: path.into(), magic }
+            Err(CaptureError::NotACapture { path: path.into(), magic })
         }
     }
 }

@@ -326,7 +326,7 @@ fn replay_at(ns: &Netns, file: &Path, at_least: Duration, speed: &str) -> anyhow
     Ok((sent, took))
 }
 
-fn veth(seconds: u64, compare_agent: Option<&Path>) -> anyhow::Result<()> {
+fn veth(seconds: u64, agent_runs: u32, compare_agent: Option<&Path>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let ns = Netns::new("bench");
     let json = dir.path().join("live.json");
@@ -355,45 +355,100 @@ fn veth(seconds: u64, compare_agent: Option<&Path>) -> anyhow::Result<()> {
 
     let flows = dir.path().join("flows.pcap");
     flows_capture(&flows, 10_000, 1)?;
-    println!("\n### Agent CPU with 10 000 active flows, 1 s interval, at two rates, without and with --metrics\n");
-    println!(
-        "| agent | replay | --metrics | seconds | frames sent | frames/s | flows in the report | agent CPU seconds | share of one core | CPU µs per frame |"
-    );
-    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    agent_cpu(&ns, &flows, seconds, agent_runs, compare_agent)
+}
+
+/// One agent run's measurement.
+struct AgentRun {
+    secs: f64,
+    sent: u64,
+    flows: usize,
+    cpu: f64,
+}
+
+impl AgentRun {
+    fn share(&self) -> f64 {
+        100.0 * self.cpu / self.secs
+    }
+}
+
+/// The agent's CPU with 10 000 active flows at two rates, without and with --metrics: each
+/// configuration `runs` times, the agents taking turns (this build, the baseline, this build,
+/// …), medians reported with the spread. One run of 10 s varies by ±20 % on a shared VM;
+/// taking turns spreads that drift over both agents alike.
+fn agent_cpu(ns: &Netns, flows: &Path, seconds: u64, runs: u32, compare_agent: Option<&Path>) -> anyhow::Result<()> {
     let this = tests::tools::binary();
     let mut agents = vec![("this build", this.as_path())];
     if let Some(b) = compare_agent {
         agents.push(("baseline", b));
     }
     // The capture's frames are 1 µs apart: 0.1 of its pacing is 100 k frames/s.
-    for (name, bin) in agents {
-        for (speed, metrics) in [("max", false), ("max", true), ("0.1", false)] {
-            let json = dir.path().join("flows.json");
-            let mut args = vec!["--interval", "1s", "-q", "--json", json.to_str().unwrap()];
-            if metrics {
-                args.extend(["--metrics", "127.0.0.1:9477"]);
+    let configs = [("max", false), ("max", true), ("0.1", false)];
+    let mut results: Vec<Vec<Vec<AgentRun>>> =
+        agents.iter().map(|_| configs.iter().map(|_| Vec::new()).collect()).collect();
+    let dir = tempfile::tempdir()?;
+    for _ in 0..runs.max(1) {
+        for (c, &(speed, metrics)) in configs.iter().enumerate() {
+            for (a, &(_, bin)) in agents.iter().enumerate() {
+                let json = dir.path().join("flows.json");
+                let mut args = vec!["--interval", "1s", "-q", "--json", json.to_str().unwrap()];
+                if metrics {
+                    args.extend(["--metrics", "127.0.0.1:9477"]);
+                }
+                let agent = Agent::start_bin(ns, bin, &args);
+                let pid = agent.pid();
+                let cpu0 = cpu_seconds(pid)?;
+                let (sent, took) = replay_at(ns, flows, Duration::from_secs(seconds), speed)?;
+                let cpu = cpu_seconds(pid)? - cpu0;
+                let (code, _, err) = agent.stop();
+                if code != Some(0) {
+                    bail!("agent: {}", err.join("\n"));
+                }
+                let v = report_of(&json)?;
+                let listed = v["flows"].as_array().map_or(0, |f| f.len());
+                results[a][c].push(AgentRun { secs: took.as_secs_f64(), sent, flows: listed, cpu });
             }
-            let agent = Agent::start_bin(&ns, bin, &args);
-            let pid = agent.pid();
-            let cpu0 = cpu_seconds(pid)?;
-            let (sent, took) = replay_at(&ns, &flows, Duration::from_secs(seconds), speed)?;
-            let cpu = cpu_seconds(pid)? - cpu0;
-            let (code, _, err) = agent.stop();
-            if code != Some(0) {
-                bail!("agent: {}", err.join("\n"));
-            }
-            let v = report_of(&json)?;
-            let secs = took.as_secs_f64();
+        }
+    }
+    println!(
+        "\n### Agent CPU with 10 000 active flows, 1 s interval, at two rates, without and with --metrics (median of {} runs, agents taking turns)\n",
+        runs.max(1)
+    );
+    println!(
+        "| agent | replay | --metrics | frames/s | flows in the report (least) | share of one core (median) | spread (min – max) | CPU µs per frame (median) |"
+    );
+    println!("|---|---|---|---:|---:|---:|---|---:|");
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut medians = vec![vec![0.0; configs.len()]; agents.len()];
+    for (a, &(name, _)) in agents.iter().enumerate() {
+        for (c, &(speed, metrics)) in configs.iter().enumerate() {
+            let rs = &results[a][c];
+            let shares: Vec<f64> = rs.iter().map(AgentRun::share).collect();
+            medians[a][c] = median(shares.clone());
+            let (lo, hi) = shares.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
             println!(
-                "| {name} | {} | {} | {secs:.1} | {sent} | {:.0} | {} | {cpu:.3} | {:.2} % | {:.2} |",
+                "| {name} | {} | {} | {:.0} | {} | {:.2} % | {lo:.2} – {hi:.2} % | {:.2} |",
                 if speed == "max" { "max".to_string() } else { format!("{speed}× (capture at 1 M/s)") },
                 if metrics { "on" } else { "off" },
-                sent as f64 / secs,
-                v["flows"].as_array().map_or(0, |f| f.len()),
-                100.0 * cpu / secs,
-                1e6 * cpu / sent.max(1) as f64
+                median(rs.iter().map(|r| r.sent as f64 / r.secs).collect()),
+                rs.iter().map(|r| r.flows).min().unwrap_or(0),
+                medians[a][c],
+                median(rs.iter().map(|r| 1e6 * r.cpu / r.sent.max(1) as f64).collect()),
             );
         }
+    }
+    if agents.len() == 2 {
+        let ratios: Vec<String> = configs
+            .iter()
+            .enumerate()
+            .map(|(c, &(speed, metrics))| {
+                format!("{speed}{} {:.2}", if metrics { " +metrics" } else { "" }, medians[0][c] / medians[1][c])
+            })
+            .collect();
+        println!("\nthis build / baseline, median share of a core: {}", ratios.join(", "));
     }
     Ok(())
 }
@@ -416,6 +471,7 @@ pub enum Part {
 pub fn run(
     repeat: u32,
     seconds: u64,
+    agent_runs: u32,
     compare: Option<&Path>,
     compare_agent: Option<&Path>,
     only: &[Part],
@@ -446,7 +502,7 @@ pub fn run(
         crate::bench_stats::run(seconds.div_ceil(2))?;
     }
     if part(Part::Veth) {
-        veth(seconds, compare_agent)?;
+        veth(seconds, agent_runs, compare_agent)?;
     }
     Ok(())
 }

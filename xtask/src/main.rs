@@ -64,6 +64,9 @@ enum Task {
         /// Seconds of replay for the veth measurements.
         #[arg(long, default_value_t = 10)]
         seconds: u64,
+        /// Runs of each agent-CPU configuration (medians reported; the agents take turns).
+        #[arg(long, default_value_t = 3)]
+        agent_runs: u32,
         /// Also measure this build of the XDP object in the same run (e.g. an earlier
         /// release's `analyzer-ebpf/prebuilt/roce-analyzer.bpf.o`), for a before/after ratio.
         #[arg(long, value_name = "OBJECT")]
@@ -108,8 +111,8 @@ fn main() -> ExitCode {
         Task::Test { no_setup } => test::run(no_setup),
         Task::Ebpf { check, clippy } => ebpf::run(check, clippy),
         Task::Layers => layers::run(),
-        Task::BenchKernel { repeat, seconds, compare, compare_agent, only } => {
-            bench_kernel::run(repeat, seconds, compare.as_deref(), compare_agent.as_deref(), &only)
+        Task::BenchKernel { repeat, seconds, agent_runs, compare, compare_agent, only } => {
+            bench_kernel::run(repeat, seconds, agent_runs, compare.as_deref(), compare_agent.as_deref(), &only)
         }
         Task::Bench { frames, repeat } => bench::run(frames, repeat.max(1)),
         Task::LiveRss { seconds } => bench_kernel::live_rss(seconds),

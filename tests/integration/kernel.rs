@@ -293,15 +293,8 @@ fn kernel_writes_each_cpus_records_to_its_own_ring() {
     pin_to_cpu(0).unwrap();
 }
 
-/// The kernel's own account of a map's memory (`memlock` in its fdinfo).
 fn memlock(ebpf: &aya::Ebpf, map: &str) -> u64 {
-    use std::os::fd::{AsFd, AsRawFd};
-    let fd = match ebpf.map(map).unwrap_or_else(|| panic!("{map} in the object")) {
-        aya::maps::Map::PerCpuHashMap(d) | aya::maps::Map::HashMap(d) => d.fd().as_fd().as_raw_fd(),
-        other => panic!("{map}: {other:?}"),
-    };
-    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap();
-    info.lines().find_map(|l| l.strip_prefix("memlock:")).unwrap().trim().parse().unwrap()
+    tests::tools::map_memlock(ebpf, map).unwrap()
 }
 
 /// The per-flow maps are not preallocated: a freshly loaded program holds far less than

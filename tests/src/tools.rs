@@ -91,6 +91,22 @@ pub fn require(tool: &str) -> PathBuf {
     which(tool).unwrap_or_else(|| panic!("{tool} is not installed: run scripts/setup (as root) first"))
 }
 
+/// The kernel's own account of a hash map's memory, in bytes (`memlock` in its fdinfo): what
+/// the kernel charges for it, entries, per-CPU values and table included.
+pub fn map_memlock(ebpf: &aya::Ebpf, map: &str) -> std::io::Result<u64> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let missing = || std::io::Error::other(format!("{map}: no such hash map in the object"));
+    let fd = match ebpf.map(map).ok_or_else(missing)? {
+        aya::maps::Map::PerCpuHashMap(d) | aya::maps::Map::HashMap(d) => d.fd().as_fd().as_raw_fd(),
+        _ => return Err(missing()),
+    };
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("memlock:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("{map}: no memlock in its fdinfo")))
+}
+
 /// True when the process runs as root (the privileged tests need it).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.

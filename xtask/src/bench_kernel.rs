@@ -1,8 +1,8 @@
 //! `cargo xtask bench-kernel` (root): the XDP program's cost per frame with BPF_PROG_TEST_RUN
 //! against a plain XDP_PASS program in the same run; a replay at maximum rate over veth for
 //! ≥ 10 s with every frame accounted; the agent's CPU with 10 k active flows at 1 s interval at
-//! two frame rates (issue 12 asks that it grow with flows and events, not frames). Per-frame costs
-//! are printed beside issue 12's budgets.
+//! two frame rates (issue 12 asks that it grow with flows and events, not frames); kernel memory
+//! per flow. Per-frame costs and memory are printed beside issue 12's budgets.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use analyzer::capture::kernel::load::{LoadOptions, load, load_object, program_fd};
 use analyzer::capture::kernel::snapshot::AyaMaps;
 use analyzer::capture::kernel::test_run::{pin_to_cpu, test_run};
-use analyzer_common::maps::{MAP_TIMELINES, PROGRAM, PROGRAM_BASELINE};
+use analyzer_common::maps::{
+    FlowCounters, MAP_FLOW_EXTRA, MAP_FLOWS, MAP_PSN, MAP_TIMELINES, PROGRAM, PROGRAM_BASELINE,
+};
 use analyzer_common::opcode::{CNP, op};
 use analyzer_common::wire::ext::{Aeth, Reth};
 use anyhow::{Context, bail};
@@ -453,6 +455,50 @@ fn agent_cpu(ns: &Netns, flows: &Path, seconds: u64, runs: u32, compare_agent: O
     Ok(())
 }
 
+/// Issue 12's budget of kernel memory per flow, whatever the CPU count.
+const MEMORY_BUDGET: u64 = 256;
+
+/// Kernel memory per flow: the per-flow maps' memory (the kernel's own `memlock`) before and
+/// after 2000 distinct flows (the maps are read where the program holds them: without the
+/// per-CPU rings, which are no per-flow memory); the flow map's per-CPU values separated out,
+/// and the total at this machine's CPU count and at 64.
+fn memory() -> anyhow::Result<()> {
+    const N: u64 = 2000;
+    let ebpf = load(LoadOptions::default(), &[PROGRAM])?;
+    let maps = [MAP_FLOWS, MAP_PSN, MAP_FLOW_EXTRA];
+    let sizes = |ebpf: &aya::Ebpf| -> anyhow::Result<Vec<u64>> {
+        maps.iter().map(|m| tests::tools::map_memlock(ebpf, m).with_context(|| format!("memory of {m}"))).collect()
+    };
+    let before = sizes(&ebpf)?;
+    let fd = program_fd(&ebpf, PROGRAM)?;
+    for i in 0..N as u32 {
+        let src = [10, 1, (i >> 8) as u8, i as u8];
+        let f = Roce::v4(src, [10, 0, 0, 2], 49152, op::RDMA_WRITE_MIDDLE, 0x100 + i, 1).payload(64);
+        test_run(fd, &f.build(), 1, None)?;
+    }
+    let after = sizes(&ebpf)?;
+    let per_flow: Vec<u64> = before.iter().zip(&after).map(|(b, a)| (a - b) / N).collect();
+    // Per-CPU values are allocated for every possible CPU.
+    let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)? as u64;
+    let per_cpu = std::mem::size_of::<FlowCounters>() as u64;
+    let fixed = per_flow.iter().sum::<u64>().saturating_sub(per_cpu * cpus);
+    let at = |n: u64| fixed + per_cpu * n;
+    println!("\n### Kernel memory per flow ({N} flows, the maps' memlock before and after)\n");
+    println!("| map | bytes per flow |");
+    println!("|---|---:|");
+    for (m, b) in maps.iter().zip(&per_flow) {
+        println!("| {m} | {b} |");
+    }
+    println!(
+        "\nPer flow: {fixed} + {per_cpu} × CPUs (the flow counters are per CPU): {} bytes with this machine's {cpus} \
+         CPUs, {} with 64; budget {MEMORY_BUDGET} whatever the CPU count: {}",
+        at(cpus),
+        at(64),
+        if at(cpus.max(64)) <= MEMORY_BUDGET { "within" } else { "**not within**" }
+    );
+    Ok(())
+}
+
 /// The parts of the measurement (`--only`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 pub enum Part {
@@ -466,6 +512,8 @@ pub enum Part {
     Stats,
     /// Replay at full rate, and the agent's CPU.
     Veth,
+    /// Kernel memory per flow.
+    Memory,
 }
 
 pub fn run(
@@ -500,6 +548,9 @@ pub fn run(
     }
     if part(Part::Stats) {
         crate::bench_stats::run(seconds.div_ceil(2))?;
+    }
+    if part(Part::Memory) {
+        memory()?;
     }
     if part(Part::Veth) {
         veth(seconds, agent_runs, compare_agent)?;

@@ -231,10 +231,9 @@ pub struct FlowTable {
     stats: Chunked<FlowStats>,
 }
 
-/// The hash of a flow key for the host's flow tables: the key's 40 bytes as five words, each
-/// one multiply-rotate step of FxHash. Its derived `Hash` costs twice that (slice length
-/// prefixes and FxHash's byte-string hashing for the addresses), and the lookup is on every
-/// RoCE frame.
+/// The hash of a flow key for the host's flow tables: the key's 40 bytes as five words, one
+/// FxHash step each. Its derived `Hash` costs about twice that (a length prefix and FxHash's
+/// byte-string path for each address), and the lookup is on every RoCE frame.
 pub fn key_hash(k: &FlowKey) -> u64 {
     use std::hash::Hasher;
     let word = |b: &[u8; 16], half: usize| {

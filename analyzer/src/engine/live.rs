@@ -42,6 +42,10 @@ pub struct LiveAccount {
     prev: FxHashMap<FlowKey, Vec<FlowCounters>>,
     prev_extra: FxHashMap<ExtraKey, u64>,
     prev_psn: FxHashMap<FlowKey, PsnState>,
+    /// Flows counted on more than one CPU within one poll ([`super::Visibility::several_cpus`]),
+    /// and how many such flows were forgotten since (deleted from the kernel map).
+    several_cpus: rustc_hash::FxHashSet<FlowKey>,
+    several_cpus_gone: u64,
     pub source: u16,
 }
 
@@ -141,14 +145,20 @@ impl LiveAccount {
             let prev = self.prev.entry(*key).or_default();
             prev.resize(slots.len(), FlowCounters::zeroed());
             let stats = engine.flows.get_or_insert(*key);
+            let mut cpus = 0;
             for (new, old) in slots.iter().zip(prev.iter()) {
+                cpus += usize::from(new.packets != old.packets);
                 add_slot(stats, new, old, clock, self.source);
+            }
+            if cpus > 1 {
+                self.several_cpus.insert(*key);
             }
             if stats.packets > 0 {
                 stats.sources |= bit;
             }
             prev.copy_from_slice(slots);
         }
+        engine.visibility.several_cpus = self.several_cpus.len() as u64 + self.several_cpus_gone;
         for (key, st) in &snap.psn {
             let old = self.prev_psn.insert(*key, *st).unwrap_or_default();
             add_psn(&mut engine.flows.get_or_insert(*key).psn, st, &old);
@@ -218,6 +228,7 @@ impl LiveAccount {
         for k in keys {
             self.prev.remove(k);
             self.prev_psn.remove(k);
+            self.several_cpus_gone += u64::from(self.several_cpus.remove(k));
         }
         let gone: rustc_hash::FxHashSet<&FlowKey> = keys.iter().collect();
         self.prev_extra.retain(|e, _| !gone.contains(&e.flow));
@@ -274,6 +285,35 @@ pub(crate) mod tests {
         assert_eq!(s.dscp.get(26), s.opcodes.get(0x0A));
         assert_eq!(s.untagged, s.opcodes.get(0x0A));
         assert_eq!((s.first_ns, s.last_ns), (1_010, 1_030));
+    }
+
+    /// A flow whose counters grew on two CPUs between two polls is named once; one that moved
+    /// from one CPU to another between polls, or grew on one CPU only, is not.
+    #[test]
+    fn flows_counted_on_several_cpus_in_one_poll_are_noted() {
+        let mut e = Engine::new();
+        let mut acc = LiveAccount::new(0);
+        let clock = Clock { offset: 0 };
+        let mut snap = KernelSnapshot { counters: vec![0; counter::COUNT as usize], ..Default::default() };
+        let idle = FlowCounters::zeroed();
+        snap.flows = vec![(key(1), vec![slot(5, 5, 26), slot(3, 3, 26)]), (key(2), vec![slot(4, 4, 26), idle])];
+        acc.apply(&mut e, &snap, &clock);
+        assert_eq!(e.visibility.several_cpus, 1, "flow 1 grew on both CPUs");
+        // Flow 2 moves to CPU 1 (CPU 0 unchanged); flow 1 grows on CPU 0 only.
+        snap.flows =
+            vec![(key(1), vec![slot(9, 9, 26), slot(3, 3, 26)]), (key(2), vec![slot(4, 4, 26), slot(6, 6, 26)])];
+        acc.apply(&mut e, &snap, &clock);
+        assert_eq!(e.visibility.several_cpus, 1, "flow 1 once, flow 2 moved");
+        snap.flows =
+            vec![(key(1), vec![slot(9, 9, 26), slot(3, 3, 26)]), (key(2), vec![slot(5, 5, 26), slot(7, 7, 26)])];
+        acc.apply(&mut e, &snap, &clock);
+        assert_eq!(e.visibility.several_cpus, 2, "flow 2 grew on both CPUs");
+        assert_eq!(e.flows.get(&key(2)).unwrap().packets, 12, "counted all the same");
+        // Deleted from the kernel map and forgotten: still counted, no longer held.
+        acc.forget(&[key(1)]);
+        snap.flows = vec![(key(2), vec![slot(5, 5, 26), slot(7, 7, 26)])];
+        acc.apply(&mut e, &snap, &clock);
+        assert_eq!((e.visibility.several_cpus, acc.several_cpus.len()), (2, 1));
     }
 
     #[test]

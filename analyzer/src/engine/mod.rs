@@ -131,6 +131,9 @@ pub struct Visibility {
     pub skipped_linktypes: std::collections::BTreeSet<u32>,
     /// Live: RDMA devices of the interface, set when no RoCE was seen on it.
     pub rdma_devices: Vec<String>,
+    /// Live: flows counted on more than one CPU within one poll of the kernel maps (their PSN
+    /// state is one entry the CPUs update without a lock). 0 offline.
+    pub several_cpus: u64,
 }
 
 /// The host's notes between a connection's two directions for [`psn::account`]: the XDP

@@ -61,6 +61,20 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
             ),
         ));
     }
+    if run.engine.visibility.several_cpus > 0 {
+        out.push(note(
+            NoteCode::SeveralCpus,
+            format!(
+                "{} flows were counted on more than one CPU within one --interval. Their counters are \
+                 exact (per CPU), but the kernel keeps one PSN state per flow, which the CPUs update \
+                 without a lock: where two CPUs handled frames of one flow at the same moment, its PSN \
+                 counts (gaps, duplicates, out of order) can be off by those frames. A NIC's RSS keeps a \
+                 flow on one queue; RPS, a software device (veth, soft-RoCE) or a sender moving between \
+                 CPUs spreads it.",
+                run.engine.visibility.several_cpus
+            ),
+        ));
+    }
     if !run.engine.visibility.skipped_linktypes.is_empty() {
         let types: Vec<String> = run.engine.visibility.skipped_linktypes.iter().map(|t| t.to_string()).collect();
         out.push(note(

@@ -121,6 +121,8 @@ codes! {
         FromExport = "from_export",
         FlowsFolded = "flows_folded",
         DcqcnNotMerged = "dcqcn_not_merged",
+        /// Live: flows whose frames the kernel counted on more than one CPU within one poll.
+        SeveralCpus = "several_cpus",
     }
 }
 

@@ -250,6 +250,12 @@ pub(crate) mod tests {
         }
     }
 
+    /// An engine, its live account, a clock `offset` ns ahead of monotonic, an empty snapshot.
+    fn start(offset: i128) -> (Engine, LiveAccount, Clock, KernelSnapshot) {
+        let snap = KernelSnapshot { counters: vec![0; counter::COUNT as usize], ..Default::default() };
+        (Engine::new(), LiveAccount::new(0), Clock { offset }, snap)
+    }
+
     fn slot(packets: u64, ops0: u32, dscp: u8) -> FlowCounters {
         let mut c = FlowCounters::zeroed();
         c.packets = packets;
@@ -267,10 +273,7 @@ pub(crate) mod tests {
 
     #[test]
     fn wrapping_u32_counters_accumulate_across_polls() {
-        let mut e = Engine::new();
-        let mut acc = LiveAccount::new(0);
-        let clock = Clock { offset: 1_000 };
-        let mut snap = KernelSnapshot { counters: vec![0; counter::COUNT as usize], ..Default::default() };
+        let (mut e, mut acc, clock, mut snap) = start(1_000);
         // Two CPUs; the first one's u32 counters are about to wrap.
         snap.flows = vec![(key(1), vec![slot(10, u32::MAX - 4, 26), slot(3, 3, 26)])];
         acc.apply(&mut e, &snap, &clock);
@@ -291,10 +294,7 @@ pub(crate) mod tests {
     /// from one CPU to another between polls, or grew on one CPU only, is not.
     #[test]
     fn flows_counted_on_several_cpus_in_one_poll_are_noted() {
-        let mut e = Engine::new();
-        let mut acc = LiveAccount::new(0);
-        let clock = Clock { offset: 0 };
-        let mut snap = KernelSnapshot { counters: vec![0; counter::COUNT as usize], ..Default::default() };
+        let (mut e, mut acc, clock, mut snap) = start(0);
         let idle = FlowCounters::zeroed();
         snap.flows = vec![(key(1), vec![slot(5, 5, 26), slot(3, 3, 26)]), (key(2), vec![slot(4, 4, 26), idle])];
         acc.apply(&mut e, &snap, &clock);
@@ -318,10 +318,7 @@ pub(crate) mod tests {
 
     #[test]
     fn evicted_flows_keep_their_totals_and_restart_from_zero() {
-        let mut e = Engine::new();
-        let mut acc = LiveAccount::new(0);
-        let clock = Clock { offset: 0 };
-        let mut snap = KernelSnapshot { counters: vec![0; counter::COUNT as usize], ..Default::default() };
+        let (mut e, mut acc, clock, mut snap) = start(0);
         snap.flows = vec![(key(2), vec![slot(5, 5, 26)])];
         acc.apply(&mut e, &snap, &clock);
         assert_eq!(LiveAccount::idle(&snap, 100), vec![key(2)]);
@@ -335,10 +332,7 @@ pub(crate) mod tests {
 
     #[test]
     fn extra_values_and_classes() {
-        let mut e = Engine::new();
-        let mut acc = LiveAccount::new(0);
-        let clock = Clock { offset: 0 };
-        let mut snap = KernelSnapshot { counters: vec![0; counter::COUNT as usize], ..Default::default() };
+        let (mut e, mut acc, clock, mut snap) = start(0);
         snap.counters[FrameClass::Roce as usize] = 9;
         snap.counters[counter::FLOW_MAP_FULL as usize] = 2;
         snap.flows = vec![(key(3), vec![slot(9, 7, 26)])];

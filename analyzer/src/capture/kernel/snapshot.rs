@@ -98,16 +98,11 @@ impl InTimeOrder {
     /// Merges what was read into the held records and hands on, in time order, those stamped
     /// at or before `until` (all of them once released).
     pub fn hand_on(&mut self, until: u64, f: &mut dyn FnMut(&Record)) {
-        // Each ring's records are in time order: a stable sort of the runs is a merge.
-        self.read.sort_by_key(|r| r.ts_ns);
-        if self.held.back().is_some_and(|h| self.read.first().is_some_and(|r| r.ts_ns < h.ts_ns)) {
-            let mut all: Vec<Record> = self.held.drain(..).collect();
-            all.append(&mut self.read);
-            all.sort_by_key(|r| r.ts_ns);
-            self.held.extend(all);
-        } else {
-            self.held.extend(self.read.drain(..));
-        }
+        // The held records and each ring's are in time order: a stable sort of these runs is a
+        // merge (equal stamps keep held-then-ring order), also when a late record is older than
+        // some held ones.
+        self.held.extend(self.read.drain(..));
+        self.held.make_contiguous().sort_by_key(|r| r.ts_ns);
         let until = if self.released { u64::MAX } else { until };
         while let Some(r) = self.held.front()
             && r.ts_ns <= until
@@ -150,9 +145,10 @@ impl Timeline {
 type CpuRings = aya::maps::ArrayOfMaps<MapData, RingBuf<MapData>>;
 
 /// Puts a timeline ring at each online CPU's index of [`MAP_TIMELINES`] (below
-/// [`MAX_TIMELINE_CPUS`]; none unless `create`); returns the array and the rings. A CPU brought online later, or past the cap, writes to
-/// the shared ring; so does every CPU after one the kernel refused a ring for (said on stderr:
-/// the records are all read, only the CPUs share a ring again).
+/// [`MAX_TIMELINE_CPUS`]; none unless `create`); returns the array and the rings. A CPU brought
+/// online later, or past the cap, writes to the shared ring; so does every CPU after one the
+/// kernel refused a ring for (said on stderr: the records are all read, only the CPUs share a
+/// ring again).
 fn cpu_timelines(ebpf: &mut aya::Ebpf, create: bool) -> Result<(CpuRings, Vec<RingBuf<MapData>>), KernelError> {
     let online = aya::util::online_cpus().map_err(|(_, source)| KernelError::MapIo { map: "online CPUs", source })?;
     let mut outer = CpuRings::try_from(take(ebpf, MAP_TIMELINES)?).map_err(map_err(MAP_TIMELINES))?;

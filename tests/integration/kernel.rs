@@ -308,7 +308,6 @@ fn memlock(ebpf: &aya::Ebpf, map: &str) -> u64 {
 #[test]
 fn flow_maps_hold_memory_for_the_flows_present() {
     use analyzer_common::maps::{FlowCounters, MAP_FLOWS, MAP_PSN};
-    use analyzer_common::opcode::op;
     if !privileged("flow_maps_hold_memory_for_the_flows_present") {
         return;
     }
@@ -320,9 +319,7 @@ fn flow_maps_hold_memory_for_the_flows_present() {
     let fd = program_fd(&ebpf, PROGRAM).unwrap();
     let n = 300u32;
     for i in 0..n {
-        let src = [10, 1, (i >> 8) as u8, i as u8];
-        let f = tests::synth::Roce::v4(src, [10, 0, 0, 2], 49152, op::RDMA_WRITE_MIDDLE, 0x100 + i, 1).payload(64);
-        test_run(fd, &f.build(), 1, None).unwrap();
+        test_run(fd, &tests::synth::Roce::numbered(i).build(), 1, None).unwrap();
     }
     let (flows1, psn1) = (memlock(&ebpf, MAP_FLOWS), memlock(&ebpf, MAP_PSN));
     let per_flow = std::mem::size_of::<FlowCounters>() as u64 * cpus;

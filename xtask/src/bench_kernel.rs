@@ -472,9 +472,7 @@ fn memory() -> anyhow::Result<()> {
     let before = sizes(&ebpf)?;
     let fd = program_fd(&ebpf, PROGRAM)?;
     for i in 0..N as u32 {
-        let src = [10, 1, (i >> 8) as u8, i as u8];
-        let f = Roce::v4(src, [10, 0, 0, 2], 49152, op::RDMA_WRITE_MIDDLE, 0x100 + i, 1).payload(64);
-        test_run(fd, &f.build(), 1, None)?;
+        test_run(fd, &Roce::numbered(i).build(), 1, None)?;
     }
     let after = sizes(&ebpf)?;
     let per_flow: Vec<u64> = before.iter().zip(&after).map(|(b, a)| (a - b) / N).collect();

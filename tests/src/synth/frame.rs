@@ -97,6 +97,14 @@ pub struct Roce {
 }
 
 impl Roce {
+    /// Flow number `i` (below 65536) of a set of distinct flows: a 64-byte RDMA WRITE MIDDLE from
+    /// 10.1.x.y (`i`'s bytes) to QP 0x100 + `i` of 10.0.0.2 (kernel memory per flow is
+    /// measured and tested with these).
+    pub fn numbered(i: u32) -> Self {
+        let src = [10, 1, (i >> 8) as u8, i as u8];
+        Roce::v4(src, [10, 0, 0, 2], 49152, analyzer_common::opcode::op::RDMA_WRITE_MIDDLE, 0x100 + i, 1).payload(64)
+    }
+
     /// A RoCE v2 packet over IPv4 with DSCP 26 and ECT(0), the usual lossless-class marking.
     pub fn v4(src: [u8; 4], dst: [u8; 4], udp_sport: u16, opcode: u8, dst_qp: u32, psn: u32) -> Self {
         Roce {

@@ -237,35 +237,27 @@ fn a_flow_handled_on_two_cpus_at_once_is_noted() {
         );
         return;
     }
-    require("taskset");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("one_flow.pcap");
     let recs: Vec<tests::synth::pcap::Record> = (0..20_000u32)
         .map(|i| {
-            let f = tests::synth::Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, 0x07, 0x123, i).payload(64);
+            let middle = analyzer_common::opcode::op::RDMA_WRITE_MIDDLE;
+            let f = tests::synth::Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, middle, 0x123, i).payload(64);
             tests::synth::pcap::Record::new(1_000 * i as u64, f.build())
         })
         .collect();
     std::fs::write(&file, write_pcap(Vec::new(), PcapOptions::default(), &recs).unwrap()).unwrap();
     let ns = Netns::new("cpus");
-    let replay_on = |cpu: &str| {
-        ns.cmd("taskset")
-            .args(["-c", cpu])
-            .arg(tests::tools::binary())
-            .args(["replay", file.to_str().unwrap(), "-i", "va", "--speed", "max"])
-            .spawn()
-            .unwrap()
-    };
     let several = |v: &Value| v["visibility"].as_array().unwrap().iter().find(|n| n["code"] == "several_cpus").cloned();
     let both = live_report(&ns, &["--xdp-mode", "native"], || {
-        let (mut a, mut b) = (replay_on("0"), replay_on("1"));
+        let (mut a, mut b) = (ns.replay_on_cpu(&file, 0), ns.replay_on_cpu(&file, 1));
         assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
     });
     assert_eq!(both["capture"]["frames"], 40_000, "every frame of both replays counted");
     let note = several(&both).unwrap_or_else(|| panic!("no several_cpus note: {}", both["visibility"]));
     assert!(note["message"].as_str().unwrap().starts_with("1 flows were counted on more than one CPU"), "{note}");
     let one = live_report(&ns, &["--xdp-mode", "native"], || {
-        assert!(replay_on("1").wait().unwrap().success());
+        assert!(ns.replay_on_cpu(&file, 1).wait().unwrap().success());
     });
     assert_eq!(one["capture"]["frames"], 20_000);
     assert_eq!(several(&one), None, "one CPU: {}", one["visibility"]);

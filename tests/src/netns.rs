@@ -179,6 +179,14 @@ impl Netns {
     pub fn replay(&self, file: &Path) -> std::process::Output {
         self.cmd(binary()).args(["replay"]).arg(file).args(["-i", "va"]).output().unwrap()
     }
+
+    /// Starts the same replay pinned to CPU `cpu` (`taskset`): a veth runs XDP on the CPU that
+    /// sends, so this chooses the CPU the program handles the frames on.
+    pub fn replay_on_cpu(&self, file: &Path, cpu: u32) -> std::process::Child {
+        let mut c = self.cmd(crate::tools::require("taskset"));
+        c.args(["-c", &cpu.to_string()]).arg(binary()).args(["replay"]).arg(file).args(["-i", "va"]);
+        c.spawn().unwrap()
+    }
 }
 
 impl Drop for Netns {

@@ -5,13 +5,13 @@
 use crate::flow::FlowKey;
 use crate::summary::PacketSummary;
 
+/// Shared (not per-CPU) hash map: [`crate::flow::FlowKey`] → [`FlowEntry`], one entry per flow
+/// whatever the CPU count.
 pub const MAP_FLOWS: &str = "FLOWS";
 pub const MAP_FLOW_EXTRA: &str = "FLOW_EXTRA";
 pub const MAP_PFC: &str = "PFC";
 pub const MAP_COUNTERS: &str = "COUNTERS";
 pub const MAP_EVENTS: &str = "EVENTS";
-/// Shared (not per-CPU) hash map: [`crate::flow::FlowKey`] → [`crate::psn::PsnState`].
-pub const MAP_PSN: &str = "PSN";
 /// LRU hash map [`crate::psn::PeerKey`] → note ([`crate::psn::PeerNotes`]): the MTU a READ
 /// RESPONSE showed, or an RNR NAK, for the request at that PSN. LRU: a note is a hint for the
 /// peer flow's next request, and an evicted one only means the PSN alone decides.
@@ -75,7 +75,8 @@ pub mod stage {
 }
 
 pub const DEFAULT_MAX_FLOWS: u32 = 65536;
-pub const DEFAULT_MAX_EXTRA: u32 = 16384;
+/// Not preallocated: a flow's entries here are its anomalies and rare values.
+pub const DEFAULT_MAX_EXTRA: u32 = 65536;
 pub const DEFAULT_MAX_PFC: u32 = 4096;
 pub const DEFAULT_RINGBUF_BYTES: u32 = 1 << 20;
 pub const DEFAULT_MAX_NOTES: u32 = 16384;
@@ -105,7 +106,8 @@ pub mod counter {
     pub const ENCAPSULATED: u32 = FLOW_MAP_FULL + 5;
     /// Events written to the ring buffer.
     pub const EVENTS: u32 = FLOW_MAP_FULL + 6;
-    /// A RoCE frame whose flow found the PSN map full: its PSN/AETH were not accounted.
+    /// A RoCE frame whose flow could not be inserted (the flow map was full, [`FLOW_MAP_FULL`]
+    /// counts it too): its PSN/AETH were not accounted.
     pub const PSN_MAP_FULL: u32 = FLOW_MAP_FULL + 7;
     /// A timeline record that found the timeline ring buffer full.
     pub const TIMELINE_FULL: u32 = FLOW_MAP_FULL + 8;
@@ -146,43 +148,113 @@ unsafe impl aya::Pod for Scratch {}
 /// Outer-PCP value meaning "no VLAN tag" in [`FlowCounters::pcp`] and [`ExtraKey`].
 pub const UNTAGGED: u8 = 8;
 
-/// Per-flow counters of one CPU.
+/// Opcodes a flow entry counts itself ([`FlowCounters::op_codes`]); a flow's further opcodes
+/// are counted in the extra map.
+pub const OP_SLOTS: usize = 7;
+
+/// A flow's counters in the kernel's flow entry ([`FlowEntry`]).
 ///
-/// A flow almost always uses one transport, one DSCP and one VLAN PCP, so each slot keeps
-/// those of its first packet (`transport`, `dscp`, `pcp`) with counts, and anything else goes
-/// to the extra map ([`ExtraKey`]): one hash lookup per packet in the common case. The u32
-/// counters wrap; the host accumulates their differences between polls.
+/// A flow almost always uses one DSCP, one VLAN PCP and a handful of opcodes, so the entry
+/// keeps the DSCP and PCP of its first packet with counts, and its first [`OP_SLOTS`] opcodes
+/// with counts; anything else goes to the extra map ([`ExtraKey`]): one hash lookup per packet
+/// in the common case. The u32 counters wrap; the host accumulates their differences between
+/// polls.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowCounters {
-    pub packets: u64,
     /// Sum of frame lengths.
     pub bytes: u64,
-    /// Monotonic time of the first and last packet on this CPU: the precise clock when the
-    /// program writes timeline records (it reads that one for them anyway), else
-    /// `bpf_ktime_get_coarse_ns` (CLOCK_MONOTONIC_COARSE, the kernel tick's resolution).
+    /// Monotonic time of the first and last packet: the precise clock when the program writes
+    /// timeline records (it reads that one for them anyway), else `bpf_ktime_get_coarse_ns`
+    /// (CLOCK_MONOTONIC_COARSE, the kernel tick's resolution).
     pub first_ns: u64,
     pub last_ns: u64,
-    /// Indexed by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE.
-    pub ecn: [u32; 4],
+    pub packets: u32,
+    pub ack_req: u32,
+    /// Indexed by ECN codepoint less one: ECT(1), ECT(0), CE (Not-ECT are the other packets).
+    pub ecn: [u32; 3],
     pub fecn: u32,
     pub becn: u32,
-    pub ack_req: u32,
     /// Packets with DSCP `dscp`; with outer PCP `pcp` (or untagged, `pcp` = 8).
     pub dscp_packets: u32,
     pub pcp_packets: u32,
-    /// Packets of opcode `transport << 5 | i`.
-    pub ops: [u32; 32],
-    pub transport: u8,
+    /// Packets of opcode `op_codes[i]`, for the first `op_used` opcodes the flow showed.
+    pub op_counts: [u32; OP_SLOTS],
+    pub op_codes: [u8; OP_SLOTS],
+    pub op_used: u8,
     pub dscp: u8,
     pub pcp: u8,
-    pub _pad: [u8; 5],
+    /// The CPU that handled the flow's last packet.
+    pub cpu: u16,
+    /// Packets handled on another CPU than the flow's previous one (saturating): the entry is
+    /// shared by the CPUs without a lock, so a flow handled on two at once can lose counts.
+    pub cpu_moves: u16,
+    pub _pad: u16,
 }
 
-const _: () = assert!(core::mem::size_of::<FlowCounters>() == 208);
-const _: () = assert!(core::mem::size_of::<FlowCounters>() <= 256);
+const _: () = assert!(core::mem::size_of::<FlowCounters>() == 104);
 
 impl FlowCounters {
+    pub const fn zeroed() -> Self {
+        // SAFETY: integers only.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// The kernel's state of one flow, in one entry of a shared hash map ([`MAP_FLOWS`]): its
+/// counters, its PSN sequence state, and the PSN/AETH counters that a frame can move each
+/// time: requests and ACKs, and those of a retransmission or of a frame the sender repeats
+/// (the rest, which an anomaly moves once, are in the extra map: [`extra_kind::PSN`]).
+/// One lookup per frame, and the same memory per flow on every collector: a per-CPU value
+/// would be allocated for every possible CPU. 160 bytes, so that with its 40-byte key and the
+/// kernel's element header (48 bytes, and an 8-byte free-list link) a flow takes 256 bytes.
+///
+/// The CPUs update it without a lock: a flow's frames arrive on one NIC queue (RSS), and a
+/// flow seen on several CPUs is counted ([`FlowCounters::cpu_moves`]) and said in the report.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowEntry {
+    pub counters: FlowCounters,
+    /// Written for RoCE frames only (a CNP flow's stays zero).
+    pub seq: crate::psn::PsnSeq,
+    /// Request-stream packets ([`crate::psn::count::REQUESTS`]), wrapping.
+    pub requests: u32,
+    /// AETHs of type ACK ([`crate::psn::aeth::ACK`]), wrapping.
+    pub acks: u32,
+    /// [`crate::psn::count::DUPLICATES`], wrapping.
+    pub duplicates: u32,
+    /// [`crate::psn::responder::DUPLICATE_REQUEST`], wrapping.
+    pub duplicate_requests: u32,
+    /// [`crate::psn::count::RESPONSE_OUT_OF_SEQUENCE`], wrapping.
+    pub response_out_of_sequence: u32,
+    pub _pad: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<FlowEntry>() == 160);
+
+impl FlowEntry {
+    /// Where the entry keeps a PSN/AETH counter ([`crate::psn::tally`] index); None: in the
+    /// extra map.
+    #[inline(always)]
+    pub fn inline_counter(&mut self, counter: u8) -> Option<&mut u32> {
+        use crate::psn::{aeth, count, responder, tally};
+        const REQUESTS: u8 = tally::count(count::REQUESTS);
+        const ACKS: u8 = tally::aeth(aeth::ACK);
+        const DUPLICATES: u8 = tally::count(count::DUPLICATES);
+        const DUPLICATE_REQUESTS: u8 = tally::responder(responder::DUPLICATE_REQUEST);
+        const RESPONSE_OOS: u8 = tally::count(count::RESPONSE_OUT_OF_SEQUENCE);
+        match counter {
+            REQUESTS => Some(&mut self.requests),
+            ACKS => Some(&mut self.acks),
+            DUPLICATES => Some(&mut self.duplicates),
+            DUPLICATE_REQUESTS => Some(&mut self.duplicate_requests),
+            RESPONSE_OOS => Some(&mut self.response_out_of_sequence),
+            _ => None,
+        }
+    }
+}
+
+impl FlowEntry {
     pub const fn zeroed() -> Self {
         // SAFETY: integers only.
         unsafe { core::mem::zeroed() }
@@ -196,13 +268,16 @@ pub fn pcp_of(s: &PacketSummary) -> u8 {
 }
 
 pub mod extra_kind {
-    /// `value` is a whole opcode outside the slot's transport.
+    /// `value` is an opcode past the entry's [`super::OP_SLOTS`].
     pub const OPCODE: u8 = 0;
     pub const DSCP: u8 = 1;
     pub const PCP: u8 = 2;
     /// Mirrored copies of a counted frame whose ECN differed from the previous copy's: `value`
     /// is `previous << 2 | this` (the flow's count moves from one to the other).
     pub const ECN_MOVED: u8 = 3;
+    /// `value` is a PSN/AETH counter ([`crate::psn::tally`]) other than those the flow entry
+    /// keeps ([`super::FlowEntry::inline_counter`]); the map's value is its count.
+    pub const PSN: u8 = 4;
 }
 
 /// Key of the extra map: a flow, what is counted and its value; the map's value is a u64.
@@ -381,6 +456,8 @@ mod pod {
     use super::*;
     // SAFETY: repr(C), integer fields only, no implicit padding (sizes asserted above).
     unsafe impl aya::Pod for FlowCounters {}
+    // SAFETY: repr(C), two integer-only fields, no implicit padding (size asserted above).
+    unsafe impl aya::Pod for FlowEntry {}
     // SAFETY: repr(C), integers only, no implicit padding (sizes asserted with the type).
     unsafe impl aya::Pod for ExtraKey {}
     // SAFETY: repr(C), integers only, no implicit padding (sizes asserted with the type).

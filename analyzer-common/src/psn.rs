@@ -139,17 +139,35 @@ pub const fn reveals_pmtu(opcode: u8) -> bool {
     )
 }
 
-/// PSN state and counters of one flow. In the kernel this is the value of a shared (not
-/// per-CPU) hash map: the sequence is a property of the flow, not of the CPU that saw a packet.
+/// Where the state machines count: the host keeps every counter of [`PsnState`] in the flow;
+/// the kernel keeps the two that nearly every frame moves (requests, ACKs) in the flow's entry
+/// and the rest, which only anomalies move, in its extra map
+/// ([`crate::maps::extra_kind::PSN`]), so that the entry stays small.
+pub trait Tally {
+    /// Adds `n` to the counter at flat index `counter` ([`tally`]).
+    fn add(&mut self, counter: u8, n: u32);
+}
+
+/// Flat indices of every PSN/AETH counter, for [`Tally`]: [`count`] first, then [`aeth`], then
+/// [`responder`].
+pub mod tally {
+    use super::{aeth, count, responder};
+    pub const fn count(i: usize) -> u8 {
+        i as u8
+    }
+    pub const fn aeth(i: usize) -> u8 {
+        (count::COUNT + i) as u8
+    }
+    pub const fn responder(i: usize) -> u8 {
+        (count::COUNT + aeth::COUNT + i) as u8
+    }
+    pub const COUNT: usize = count::COUNT + aeth::COUNT + responder::COUNT;
+}
+
+/// What the state machines remember of a flow between its packets.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PsnState {
-    /// Sequence counters by [`count`] index.
-    pub count: [u64; count::COUNT],
-    /// AETHs by [`aeth`] index.
-    pub aeth: [u64; aeth::COUNT],
-    /// The responder model's counters by [`responder`] index.
-    pub responder: [u64; responder::COUNT],
+pub struct PsnSeq {
     /// Next PSN expected in the request stream (valid when `started`).
     pub expected: u32,
     /// PSN of the previous READ RESPONSE packet (valid when `in_response`).
@@ -173,9 +191,88 @@ pub struct PsnState {
     pub _pad: [u8; 3],
 }
 
+const _: () = assert!(core::mem::size_of::<PsnSeq>() == 32);
+
+/// PSN state and counters of one flow, as the host keeps it. The kernel keeps the same
+/// [`PsnSeq`] in the flow's entry ([`crate::maps::FlowEntry`]) with its counters split
+/// ([`Tally`]): the sequence is a property of the flow, not of the CPU that saw a packet.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PsnState {
+    /// Sequence counters by [`count`] index.
+    pub count: [u64; count::COUNT],
+    /// AETHs by [`aeth`] index.
+    pub aeth: [u64; aeth::COUNT],
+    /// The responder model's counters by [`responder`] index.
+    pub responder: [u64; responder::COUNT],
+    pub seq: PsnSeq,
+}
+
 const _: () = assert!(core::mem::size_of::<PsnState>() == 152);
 
-/// Bits of [`PsnState::read_pending`].
+/// The counters of a [`PsnState`], borrowed apart from its sequence state.
+struct Counts<'a> {
+    count: &'a mut [u64; count::COUNT],
+    aeth: &'a mut [u64; aeth::COUNT],
+    responder: &'a mut [u64; responder::COUNT],
+}
+
+impl Counts<'_> {
+    /// The counter at flat index `counter` ([`tally`]); None past the last.
+    #[inline(always)]
+    fn at(&mut self, counter: u8) -> Option<&mut u64> {
+        let i = counter as usize;
+        if i < count::COUNT {
+            Some(&mut self.count[i])
+        } else if i < count::COUNT + aeth::COUNT {
+            Some(&mut self.aeth[i - count::COUNT])
+        } else {
+            self.responder.get_mut(i - count::COUNT - aeth::COUNT)
+        }
+    }
+}
+
+impl Tally for Counts<'_> {
+    #[inline(always)]
+    fn add(&mut self, counter: u8, n: u32) {
+        if let Some(c) = self.at(counter) {
+            *c += n as u64;
+        }
+    }
+}
+
+impl PsnState {
+    pub const fn zeroed() -> Self {
+        // SAFETY: integers only.
+        unsafe { core::mem::zeroed() }
+    }
+
+    fn counts(&mut self) -> (Counts<'_>, &mut PsnSeq) {
+        let PsnState { count, aeth, responder, seq } = self;
+        (Counts { count, aeth, responder }, seq)
+    }
+
+    /// Adds `n` to the counter at flat index `counter` ([`tally`]; an index past the last is
+    /// ignored): what the host does with the counts the kernel keeps apart.
+    pub fn add(&mut self, counter: u8, n: u64) {
+        if let Some(c) = self.counts().0.at(counter) {
+            *c += n;
+        }
+    }
+
+    /// NAKs of any kind (everything but ACKs).
+    pub fn naks(&self) -> u64 {
+        let mut n = 0;
+        let mut i = 1;
+        while i < aeth::COUNT {
+            n += self.aeth[i];
+            i += 1;
+        }
+        n
+    }
+}
+
+/// Bits of [`PsnSeq::read_pending`].
 pub mod pending {
     pub const OBSERVER: u8 = 1;
     pub const RESPONDER: u8 = 2;
@@ -189,12 +286,7 @@ const fn largest_mtu(left: u8) -> u32 {
     MIN_MTU << (7 - (left | 1).leading_zeros())
 }
 
-impl PsnState {
-    pub const fn zeroed() -> Self {
-        // SAFETY: integers only.
-        unsafe { core::mem::zeroed() }
-    }
-
+impl PsnSeq {
     /// Takes a PMTU a packet showed (own FIRST/MIDDLE payload, or the peer's READ RESPONSE).
     #[inline(always)]
     fn learn_pmtu(&mut self, pmtu: u32) {
@@ -279,18 +371,18 @@ impl PsnState {
 
     /// The observer's view of a request: returns whether it moved the expected PSN.
     #[inline(always)]
-    fn observe_request(&mut self, psn: u32, n: u32) -> bool {
+    fn observe_request<C: Tally>(&mut self, tally: &mut C, psn: u32, n: u32) -> bool {
         let d = psn_diff(self.expected, psn);
         if d == 0 {
             self.expected = psn.wrapping_add(n) & PSN_MASK;
             true
         } else if d < PSN_HALF {
-            self.count[count::OUT_OF_SEQUENCE] += 1;
-            self.count[count::PSN_SKIPPED] += d as u64;
+            tally.add(tally::count(count::OUT_OF_SEQUENCE), 1);
+            tally.add(tally::count(count::PSN_SKIPPED), d);
             self.expected = psn.wrapping_add(n) & PSN_MASK;
             true
         } else {
-            self.count[count::DUPLICATES] += 1;
+            tally.add(tally::count(count::DUPLICATES), 1);
             false
         }
     }
@@ -298,7 +390,7 @@ impl PsnState {
     /// The responder's view of a request behind its expected PSN unless `refused` (answered
     /// by an RNR NAK: then it was never accepted). Returns whether the responder accepts it.
     #[inline(always)]
-    fn respond(&mut self, psn: u32, n: u32, refused: bool) -> bool {
+    fn respond<C: Tally>(&mut self, tally: &mut C, psn: u32, n: u32, refused: bool) -> bool {
         let d = psn_diff(self.responder_expected, psn);
         let end = psn.wrapping_add(n) & PSN_MASK;
         if d == 0 {
@@ -308,32 +400,21 @@ impl PsnState {
         } else if d < PSN_HALF {
             if self.responder_nak == 0 {
                 self.responder_nak = 1;
-                self.responder[responder::OUT_OF_SEQ_REQUEST] += 1;
+                tally.add(tally::responder(responder::OUT_OF_SEQ_REQUEST), 1);
             }
             false
         } else if refused {
             // Requests taken after it were out of sequence at the responder (one episode).
             if self.responder_expected != end && self.responder_nak == 0 {
-                self.responder[responder::OUT_OF_SEQ_REQUEST] += 1;
+                tally.add(tally::responder(responder::OUT_OF_SEQ_REQUEST), 1);
             }
             self.responder_expected = end;
             self.responder_nak = 0;
             true
         } else {
-            self.responder[responder::DUPLICATE_REQUEST] += 1;
+            tally.add(tally::responder(responder::DUPLICATE_REQUEST), 1);
             false
         }
-    }
-
-    /// NAKs of any kind (everything but ACKs).
-    pub fn naks(&self) -> u64 {
-        let mut n = 0;
-        let mut i = 1;
-        while i < aeth::COUNT {
-            n += self.aeth[i];
-            i += 1;
-        }
-        n
     }
 }
 
@@ -348,18 +429,26 @@ pub trait PeerNotes {
     fn default_pmtu(&self) -> u32;
 }
 
-/// Accounts one RoCE frame of a flow: PMTU learning, notes for the peer, the observer's and
-/// the responder's PSN state machines, AETHs. The one function the XDP program and the host
-/// both call, so they count alike. Notes are written for READ RESPONSE FIRST packets and RNR
-/// NAKs only, and read only to settle a pending READ or a request behind the responder.
+/// [`account_with`] on a host flow's state, which holds every counter itself.
 #[inline(always)]
 pub fn account<T: PeerNotes>(st: &mut PsnState, s: &PacketSummary, notes: &mut T) {
+    let (mut counts, seq) = st.counts();
+    account_with(seq, &mut counts, s, notes);
+}
+
+/// Accounts one RoCE frame of a flow: PMTU learning, notes for the peer, the observer's and
+/// the responder's PSN state machines, AETHs (counted into `tally`). The one function the XDP
+/// program and the host both call, so they count alike. Notes are written for READ RESPONSE
+/// FIRST packets and RNR NAKs only, and read only to settle a pending READ or a request
+/// behind the responder.
+#[inline(always)]
+pub fn account_with<T: PeerNotes, C: Tally>(st: &mut PsnSeq, tally: &mut C, s: &PacketSummary, notes: &mut T) {
     let o = s.opcode & 0x1F;
     if reveals_pmtu(s.opcode) {
         st.learn_pmtu(s.payload_len);
     }
     if s.ext & opcode::ext::AETH != 0 {
-        st.aeth[aeth_index(s.aeth_syndrome)] += 1;
+        tally.add(tally::aeth(aeth_index(s.aeth_syndrome)), 1);
         if syndrome_type(s.aeth_syndrome) as u8 == AckType::RnrNak as u8 {
             notes.put(&PeerKey::toward_requester(s), NOTE_RNR);
         }
@@ -375,17 +464,17 @@ pub fn account<T: PeerNotes>(st: &mut PsnState, s: &PacketSummary, notes: &mut T
         }
         let (n, unsure) =
             if o == op::RDMA_READ_REQUEST { st.read_span(s.reth_dma_len, notes.default_pmtu()) } else { (1, false) };
-        st.count[count::REQUESTS] += 1;
+        tally.add(tally::count(count::REQUESTS), 1);
         let (seen, taken) = if st.started == 0 {
             st.started = 1;
             st.expected = psn.wrapping_add(n) & PSN_MASK;
             st.responder_expected = st.expected;
             (true, true)
         } else {
-            let seen = st.observe_request(psn, n);
+            let seen = st.observe_request(tally, psn, n);
             let behind = psn_diff(st.responder_expected, psn) >= PSN_HALF;
             let refused = behind && matches!(notes.take(&PeerKey::of_request(s, psn)), Some(NOTE_RNR));
-            (seen, st.respond(psn, n, refused))
+            (seen, st.respond(tally, psn, n, refused))
         };
         if unsure && (seen || taken) {
             st.read_psn = psn;
@@ -401,7 +490,7 @@ pub fn account<T: PeerNotes>(st: &mut PsnState, s: &PacketSummary, notes: &mut T
             }
             op::RDMA_READ_RESPONSE_MIDDLE | op::RDMA_READ_RESPONSE_LAST => {
                 if st.in_response != 0 && psn_diff(st.response_psn, s.psn) != 1 {
-                    st.count[count::RESPONSE_OUT_OF_SEQUENCE] += 1;
+                    tally.add(tally::count(count::RESPONSE_OUT_OF_SEQUENCE), 1);
                 }
                 st.in_response = if o == op::RDMA_READ_RESPONSE_LAST { 0 } else { 1 };
                 st.response_psn = s.psn & PSN_MASK;
@@ -506,7 +595,7 @@ mod tests {
     }
 
     fn seq(st: &PsnState) -> (u64, u64, u64, u32) {
-        (st.count[count::OUT_OF_SEQUENCE], st.count[count::PSN_SKIPPED], st.count[count::DUPLICATES], st.expected)
+        (st.count[count::OUT_OF_SEQUENCE], st.count[count::PSN_SKIPPED], st.count[count::DUPLICATES], st.seq.expected)
     }
 
     #[test]
@@ -514,7 +603,7 @@ mod tests {
         let mut st = PsnState::zeroed();
         run(&mut st, &mut Notes::default(), &[(0x06, 10), (0x07, 11), (0x07, 14), (0x08, 15), (0x07, 12), (0x07, 13)]);
         assert_eq!(st.count[..4], [6, 1, 2, 2]);
-        assert_eq!(st.expected, 16);
+        assert_eq!(st.seq.expected, 16);
     }
 
     #[test]
@@ -545,10 +634,10 @@ mod tests {
         let mut st = PsnState::zeroed();
         let mut notes = Notes::default();
         account(&mut st, &read(100, 4096), &mut notes);
-        assert_eq!((st.read_pending, st.pmtu), (pending::OBSERVER | pending::RESPONDER, 0));
+        assert_eq!((st.seq.read_pending, st.seq.pmtu), (pending::OBSERVER | pending::RESPONDER, 0));
         account(&mut st, &read(104, 3000), &mut notes);
-        assert_eq!((st.pmtu, seq(&st)), (1024, (0, 0, 0, 107)), "known: 3000 bytes are 3 PSNs at once");
-        assert_eq!(st.read_pending, 0);
+        assert_eq!((st.seq.pmtu, seq(&st)), (1024, (0, 0, 0, 107)), "known: 3000 bytes are 3 PSNs at once");
+        assert_eq!(st.seq.read_pending, 0);
         account(&mut st, &pkt(0x0A, 107), &mut notes);
         assert_eq!(seq(&st), (0, 0, 0, 108));
         assert_eq!(st.responder, [0, 0]);
@@ -562,9 +651,9 @@ mod tests {
         let mut notes = Notes::default();
         account(&mut st, &read(0, 1000), &mut notes);
         account(&mut st, &read(1, 3000), &mut notes);
-        assert_eq!((st.pmtu, st.mtus_excluded, st.read_pending != 0), (0, 0b11, true));
+        assert_eq!((st.seq.pmtu, st.seq.mtus_excluded, st.seq.read_pending != 0), (0, 0b11, true));
         account(&mut st, &pkt(0x0A, 3), &mut notes);
-        assert_eq!((st.pmtu, seq(&st)), (2048, (0, 0, 0, 4)));
+        assert_eq!((st.seq.pmtu, seq(&st)), (2048, (0, 0, 0, 4)));
     }
 
     /// The READ RESPONSE FIRST of the peer shows the MTU (1024) before the next request: then
@@ -579,9 +668,9 @@ mod tests {
         first.payload_len = 1024;
         account(&mut peer, &first, &mut notes);
         account(&mut st, &pkt(0x0A, 304), &mut notes);
-        assert_eq!((st.pmtu, seq(&st)), (1024, (1, 2, 0, 305)));
+        assert_eq!((st.seq.pmtu, seq(&st)), (1024, (1, 2, 0, 305)));
         assert_eq!(st.responder[responder::OUT_OF_SEQ_REQUEST], 1);
-        assert_eq!(peer.pmtu, 1024, "a response's own flow learns it too");
+        assert_eq!(peer.seq.pmtu, 1024, "a response's own flow learns it too");
     }
 
     #[test]
@@ -592,11 +681,11 @@ mod tests {
         w.payload_len = 4096;
         account(&mut st, &w, &mut notes);
         account(&mut st, &read(11, 8192), &mut notes);
-        assert_eq!((st.pmtu, st.read_pending, st.expected), (4096, 0, 13));
+        assert_eq!((st.seq.pmtu, st.seq.read_pending, st.seq.expected), (4096, 0, 13));
         let mut st = PsnState::zeroed();
         let mut notes = Notes { default: 512, ..Default::default() };
         account(&mut st, &read(0, 2048), &mut notes);
-        assert_eq!((st.read_pending, st.expected), (0, 4), "--pmtu 512: known at once");
+        assert_eq!((st.seq.read_pending, st.seq.expected), (0, 4), "--pmtu 512: known at once");
     }
 
     /// rxe's responder: 403 out of sequence (a NAK episode, 404 inside it), 402 … 404 again,
@@ -608,16 +697,16 @@ mod tests {
         let mut notes = Notes::default();
         let send = 0x04;
         run(&mut st, &mut notes, &[(send, 400), (send, 401), (send, 403), (send, 404)]);
-        assert_eq!((st.responder, st.responder_nak, st.responder_expected), ([1, 0], 1, 402));
+        assert_eq!((st.responder, st.seq.responder_nak, st.seq.responder_expected), ([1, 0], 1, 402));
         run(&mut st, &mut notes, &[(send, 402), (send, 403), (send, 404), (send, 403), (send, 405), (send, 406)]);
-        assert_eq!((st.responder, st.responder_expected), ([1, 1], 407));
+        assert_eq!((st.responder, st.seq.responder_expected), ([1, 1], 407));
         let mut nak = pkt(0x11, 405);
         nak.aeth_syndrome = 0x20 | 14;
         account(&mut PsnState::zeroed(), &nak, &mut notes);
         run(&mut st, &mut notes, &[(send, 405)]);
-        assert_eq!((st.responder, st.responder_expected), ([2, 1], 406));
+        assert_eq!((st.responder, st.seq.responder_expected), ([2, 1], 406));
         run(&mut st, &mut notes, &[(send, 406)]);
-        assert_eq!((st.responder, st.responder_expected, notes.len), ([2, 1], 407, 0));
+        assert_eq!((st.responder, st.seq.responder_expected, notes.len), ([2, 1], 407, 0));
         assert_eq!(seq(&st), (1, 1, 6, 407), "the observer's view of the same requests");
     }
 
@@ -645,6 +734,6 @@ mod tests {
         let mut cnp = pkt(crate::opcode::CNP, 5);
         cnp.ext = ext::CNP_RESERVED;
         account(&mut st, &cnp, &mut notes);
-        assert_eq!((st.count[count::REQUESTS], st.started), (0, 0));
+        assert_eq!((st.count[count::REQUESTS], st.seq.started), (0, 0));
     }
 }

@@ -13,10 +13,10 @@ use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
     self, CmEvent, DEFAULT_EVIDENCE_BYTES, DEFAULT_MAX_EVIDENCE_FLOWS, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS,
     DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_MAX_SIGHTINGS, DEFAULT_RINGBUF_BYTES, DEFAULT_TIMELINE_BYTES,
-    EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowCounters, MAX_TIMELINE_CPUS, PfcCounters, PfcKey,
-    Scratch, TIMELINE_CPU_BYTES, counter, event_kind, evidence_ctl, extra_kind, stage,
+    EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowEntry, MAX_TIMELINE_CPUS, PfcCounters, PfcKey, Scratch,
+    TIMELINE_CPU_BYTES, counter, event_kind, evidence_ctl, extra_kind, stage,
 };
-use analyzer_common::psn::{self, PeerKey, PsnState};
+use analyzer_common::psn::{self, PeerKey, Tally};
 use analyzer_common::record::{Record, write_addresses};
 use analyzer_common::vantage::{self, FrameId, Sighting, Verdict};
 use analyzer_common::wire::cm;
@@ -30,14 +30,16 @@ use aya_ebpf::maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, Rin
 use aya_ebpf::programs::XdpContext;
 use aya_log_ebpf::warn;
 
-/// The per-flow maps are not preallocated (`BPF_F_NO_PREALLOC`): their memory follows the
-/// flows present, not `--max-flows`, which on a many-core collector is the difference between
-/// megabytes and most of a gigabyte (a flow's per-CPU value is 208 bytes on every possible CPU).
-/// A lookup costs the same; a new flow's entry is allocated when it is inserted (an allocation
-/// that fails is counted like a full map).
+/// Each flow's counters and PSN state in one shared entry ([`FlowEntry`]): one lookup per frame,
+/// and the same memory per flow on any number of CPUs (a per-CPU value is allocated on every
+/// possible CPU). The CPUs update an entry without a lock: NICs and RSS keep a flow on one
+/// queue, and a flow handled on several CPUs is counted in the entry (`cpu_moves`).
+///
+/// Not preallocated (`BPF_F_NO_PREALLOC`): the memory follows the flows present, not
+/// `--max-flows`. A lookup costs the same; a new flow's entry is allocated when it is inserted
+/// (an allocation that fails is counted like a full map).
 #[map]
-static FLOWS: PerCpuHashMap<FlowKey, FlowCounters> =
-    PerCpuHashMap::with_max_entries(DEFAULT_MAX_FLOWS, BPF_F_NO_PREALLOC);
+static FLOWS: HashMap<FlowKey, FlowEntry> = HashMap::with_max_entries(DEFAULT_MAX_FLOWS, BPF_F_NO_PREALLOC);
 #[map]
 static FLOW_EXTRA: PerCpuHashMap<ExtraKey, u64> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_EXTRA, BPF_F_NO_PREALLOC);
 #[map]
@@ -46,11 +48,6 @@ static PFC: PerCpuHashMap<PfcKey, PfcCounters> = PerCpuHashMap::with_max_entries
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RINGBUF_BYTES, 0);
-/// PSN state per flow: shared by all CPUs, because the sequence belongs to the flow. Two CPUs
-/// updating one flow at the same instant can lose an update (no lock); NICs and RSS keep a
-/// flow on one queue, so in practice one CPU updates each flow.
-#[map]
-static PSN: HashMap<FlowKey, PsnState> = HashMap::with_max_entries(DEFAULT_MAX_FLOWS, BPF_F_NO_PREALLOC);
 /// Notes between the two directions of a connection ([`psn::PeerNotes`]): the MTU a READ
 /// RESPONSE showed, RNR NAKs. LRU: an evicted note is a lost hint, not a lost count.
 #[map]
@@ -99,9 +96,8 @@ static EVIDENCE: RingBuf = RingBuf::with_byte_size(DEFAULT_EVIDENCE_BYTES, 0);
 #[map]
 static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);
 
-/// A zeroed flow value in read-only data: inserting it avoids a 208-byte memset on the stack.
-static ZERO_FLOW: FlowCounters = FlowCounters::zeroed();
-static ZERO_PSN: PsnState = PsnState::zeroed();
+/// A zeroed flow entry in read-only data: inserting it avoids a memset on the stack.
+static ZERO_FLOW: FlowEntry = FlowEntry::zeroed();
 
 /// The frame, read through bounds checks against `data_end`.
 struct Packet {
@@ -234,11 +230,12 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
                     return Ok(());
                 }
             }
-            if STAGES & stage::FLOW != 0 {
-                account_flow(ctx, &key, s, now);
-            }
-            if class == FrameClass::Roce && STAGES & stage::PSN != 0 {
-                account_psn(&key, s);
+            if STAGES & stage::FLOW != 0
+                && let Some(entry) = account_flow(ctx, &key, s, now)
+                && class == FrameClass::Roce
+                && STAGES & stage::PSN != 0
+            {
+                account_psn(&key, entry, s);
             }
             // SAFETY: a read-only global of this program.
             if unsafe { core::ptr::read_volatile(&EVIDENCE_ON) } != 0 {
@@ -270,13 +267,18 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
     Ok(())
 }
 
+/// Counts the frame in its flow's entry (inserted for its first frame); returns the entry, or
+/// None when the map is full (counted, also as a PSN loss for a RoCE frame).
 #[inline(always)]
-fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) {
-    let c = match FLOWS.get_ptr_mut(key) {
+fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) -> Option<*mut FlowEntry> {
+    let entry = match FLOWS.get_ptr_mut(key) {
         Some(c) => c,
         None => {
             if FLOWS.insert(key, &ZERO_FLOW, 0).is_err() {
                 let n = count(counter::FLOW_MAP_FULL);
+                if s.class == FrameClass::Roce as u8 {
+                    count(counter::PSN_MAP_FULL);
+                }
                 // Rare path; silent unless the agent runs with --kernel-log, and rate-limited:
                 // a line at the 1st, 2nd, 4th, 8th, ... such frame on each CPU, so a full map
                 // under a flood logs tens of lines, not one per frame.
@@ -288,38 +290,36 @@ fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) {
                         s.dst_qp
                     );
                 }
-                return;
+                return None;
             }
-            match FLOWS.get_ptr_mut(key) {
-                Some(c) => c,
-                None => return,
-            }
+            FLOWS.get_ptr_mut(key)?
         }
     };
-    // SAFETY: this CPU's value of the flow.
-    let c = unsafe { &mut *c };
-    let transport = s.opcode >> 5;
+    // SAFETY: the flow's map value (shared: see FLOWS).
+    let c = unsafe { &mut (*entry).counters };
     let pcp = maps::pcp_of(s);
+    // SAFETY: helper without arguments.
+    let cpu = unsafe { bpf_get_smp_processor_id() } as u16;
     if c.packets == 0 {
         c.first_ns = now;
-        c.transport = transport;
         c.dscp = s.dscp;
         c.pcp = pcp;
+        c.cpu = cpu;
+    } else if c.cpu != cpu {
+        c.cpu = cpu;
+        c.cpu_moves = c.cpu_moves.saturating_add(1);
     }
-    c.packets += 1;
+    c.packets = c.packets.wrapping_add(1);
     c.bytes += s.frame_len as u64;
     c.last_ns = now;
-    let e = (s.ecn & 3) as usize;
-    c.ecn[e] = c.ecn[e].wrapping_add(1);
+    // Not-ECT packets are the others.
+    if let Some(n) = (s.ecn as usize & 3).checked_sub(1).and_then(|e| c.ecn.get_mut(e)) {
+        *n = n.wrapping_add(1);
+    }
     c.fecn = c.fecn.wrapping_add(s.fecn as u32);
     c.becn = c.becn.wrapping_add(s.becn as u32);
     c.ack_req = c.ack_req.wrapping_add(s.ack_req as u32);
-    if transport == c.transport {
-        let i = (s.opcode & 0x1F) as usize;
-        c.ops[i] = c.ops[i].wrapping_add(1);
-    } else {
-        extra(*key, extra_kind::OPCODE, s.opcode);
-    }
+    count_opcode(c, key, s.opcode);
     if s.dscp == c.dscp {
         c.dscp_packets = c.dscp_packets.wrapping_add(1);
     } else {
@@ -329,6 +329,29 @@ fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) {
         c.pcp_packets = c.pcp_packets.wrapping_add(1);
     } else {
         extra(*key, extra_kind::PCP, pcp);
+    }
+    Some(entry)
+}
+
+/// Counts the frame's opcode in the entry's slot for it, claiming the next free slot for an
+/// opcode the flow has not shown; past the slots, in the extra map.
+#[inline(always)]
+fn count_opcode(c: &mut maps::FlowCounters, key: &FlowKey, opcode: u8) {
+    let used = c.op_used as usize;
+    // Iterators, not indices: no bounds check can become a panic the verifier refuses.
+    for (code, n) in c.op_codes.iter().zip(c.op_counts.iter_mut()).take(used) {
+        if *code == opcode {
+            *n = n.wrapping_add(1);
+            return;
+        }
+    }
+    match (c.op_codes.get_mut(used), c.op_counts.get_mut(used)) {
+        (Some(code), Some(n)) => {
+            *code = opcode;
+            *n = 1;
+            c.op_used = used as u8 + 1;
+        }
+        _ => extra(*key, extra_kind::OPCODE, opcode),
     }
 }
 
@@ -364,17 +387,42 @@ fn restate_ecn(key: &FlowKey, from: u8, to: u8) {
     }
 }
 
-/// Counts a value outside the flow slot's primary transport, DSCP or PCP (rare).
-#[inline(never)]
+/// Counts a value outside the flow entry's opcodes, DSCP or PCP (rare).
+#[inline(always)]
 fn extra(flow: FlowKey, kind: u8, value: u8) {
+    extra_add(flow, kind, value, 1);
+}
+
+/// Adds `n` to a count of the extra map (rare values and anomalies).
+#[inline(never)]
+fn extra_add(flow: FlowKey, kind: u8, value: u8, n: u64) {
     let key = ExtraKey { flow, kind, value, _pad: [0; 6] };
     match FLOW_EXTRA.get_ptr_mut(&key) {
         // SAFETY: this CPU's value.
-        Some(v) => unsafe { *v += 1 },
+        Some(v) => unsafe { *v += n },
         None => {
-            if FLOW_EXTRA.insert(&key, &1, 0).is_err() {
+            if FLOW_EXTRA.insert(&key, &n, 0).is_err() {
                 count(counter::EXTRA_MAP_FULL);
             }
+        }
+    }
+}
+
+/// The PSN/AETH counts of a flow entry: requests and ACKs in the entry, the counters only
+/// anomalies move in the extra map ([`extra_kind::PSN`]).
+struct EntryTally<'a> {
+    key: &'a FlowKey,
+    entry: *mut FlowEntry,
+}
+
+impl Tally for EntryTally<'_> {
+    #[inline(always)]
+    fn add(&mut self, counter: u8, n: u32) {
+        // SAFETY: the flow's map value, valid for this program run (its counters are apart
+        // from the sequence state the state machine holds).
+        match unsafe { (*self.entry).inline_counter(counter) } {
+            Some(c) => *c = c.wrapping_add(n),
+            None => extra_add(*self.key, extra_kind::PSN, counter, n as u64),
         }
     }
 }
@@ -445,23 +493,13 @@ impl psn::PeerNotes for KernelNotes {
     }
 }
 
+/// The frame's PSN/AETH accounting on its flow's entry (a call of its own: the state machine
+/// is the program's largest piece of code).
 #[inline(never)]
-fn account_psn(key: &FlowKey, s: &PacketSummary) {
-    let st = match PSN.get_ptr_mut(key) {
-        Some(p) => p,
-        None => {
-            if PSN.insert(key, &ZERO_PSN, 0).is_err() {
-                count(counter::PSN_MAP_FULL);
-                return;
-            }
-            match PSN.get_ptr_mut(key) {
-                Some(p) => p,
-                None => return,
-            }
-        }
-    };
-    // SAFETY: the flow's map value.
-    psn::account(unsafe { &mut *st }, s, &mut KernelNotes);
+fn account_psn(key: &FlowKey, entry: *mut FlowEntry, s: &PacketSummary) {
+    let mut tally = EntryTally { key, entry };
+    // SAFETY: the flow's map value, valid for this program run.
+    psn::account_with(unsafe { &mut (*entry).seq }, &mut tally, s, &mut KernelNotes);
 }
 
 /// A CM MAD's first bytes (rare: connection set-up), for the agent to pair QPs with.

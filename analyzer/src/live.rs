@@ -425,7 +425,7 @@ mod tests {
     use super::*;
 
     use analyzer_common::flow::FlowKey;
-    use analyzer_common::maps::{FlowCounters, counter};
+    use analyzer_common::maps::{FlowEntry, counter};
     use analyzer_common::record::{Record, flag};
 
     use crate::capture::kernel::snapshot::KernelSnapshot;
@@ -463,13 +463,14 @@ mod tests {
     use crate::engine::live::tests::key;
     use crate::report::{Report, RunKind};
 
-    fn slot(packets: u64, last_ns: u64) -> FlowCounters {
-        let mut c = FlowCounters::zeroed();
-        c.packets = packets;
+    fn slot(packets: u64, last_ns: u64) -> FlowEntry {
+        let mut e = FlowEntry::zeroed();
+        let c = &mut e.counters;
+        c.packets = packets as u32;
         c.bytes = packets * 1000;
         c.first_ns = 1;
         c.last_ns = last_ns;
-        c
+        e
     }
 
     fn record(src: u8, dst: u8, qp: u32, opcode: u8, psn: u32, ts: u64, flags: u8) -> Record {
@@ -594,7 +595,7 @@ mod tests {
         let mut sent = 0;
         for round in 0..10u32 {
             let t = round as u64 * 10 * S;
-            l.maps.snapshot.flows = (0..100).map(|i| (key(round * 100 + i), vec![slot(3 + i as u64 % 5, t)])).collect();
+            l.maps.snapshot.flows = (0..100).map(|i| (key(round * 100 + i), slot(3 + i as u64 % 5, t))).collect();
             sent += (0..100).map(|i| 3 + i as u64 % 5).sum::<u64>();
             for i in 0..100 {
                 let mut r = record(1, 0, round * 100 + i, 0x04, 7, t, flag::ACK_REQ);
@@ -626,23 +627,23 @@ mod tests {
     #[test]
     fn polls_add_interval_deltas_not_totals() {
         let mut l = live();
-        l.maps.snapshot.flows = vec![(key(1), vec![slot(10, S), slot(5, S)])];
+        l.maps.snapshot.flows = vec![(key(1), slot(15, S))];
         l.poll(2 * S, true).unwrap();
-        l.maps.snapshot.flows = vec![(key(1), vec![slot(25, 2 * S), slot(5, S)])];
+        l.maps.snapshot.flows = vec![(key(1), slot(30, 2 * S))];
         l.poll(3 * S, true).unwrap();
         l.poll(4 * S, true).unwrap();
         let f = l.run.engine.flows.get(&key(1)).unwrap();
-        assert_eq!((f.packets, f.bytes), (30, 30_000), "10 + 5, then 15 more, then nothing new");
+        assert_eq!((f.packets, f.bytes), (30, 30_000), "15, then 15 more, then nothing new");
     }
 
     #[test]
     fn idle_flows_are_evicted_and_keep_their_totals() {
         let mut l = live();
-        l.maps.snapshot.flows = vec![(key(1), vec![slot(4, S)]), (key(2), vec![slot(6, 100 * S)])];
+        l.maps.snapshot.flows = vec![(key(1), slot(4, S)), (key(2), slot(6, 100 * S))];
         l.poll(100 * S, true).unwrap();
         assert_eq!(l.maps.removed, vec![key(1)], "idle for 99 s > 60 s; key 2 is fresh");
         // The kernel counts the evicted flow from zero when it comes back.
-        l.maps.snapshot.flows.push((key(1), vec![slot(3, 101 * S)]));
+        l.maps.snapshot.flows.push((key(1), slot(3, 101 * S)));
         l.poll(101 * S, false).unwrap();
         assert_eq!(l.run.engine.flows.get(&key(1)).unwrap().packets, 7);
         assert_eq!(l.run.engine.flows.get(&key(2)).unwrap().packets, 6);

@@ -222,9 +222,9 @@ fn tiny_flow_map_counts_its_overflow() {
 }
 
 /// One flow's frames sent from two CPUs at once (two replays pinned with taskset: veth runs
-/// XDP on the sending CPU) are noted as counted on several CPUs (`several_cpus`: the kernel's
-/// one PSN entry per flow is then updated by both without a lock); the same frames sent from
-/// one CPU are not.
+/// XDP on the sending CPU) are noted as handled on several CPUs (`several_cpus`: the kernel's
+/// one entry per flow is then updated by both without a lock); the same frames sent from one
+/// CPU are not.
 #[test]
 fn a_flow_handled_on_two_cpus_at_once_is_noted() {
     if !privileged("a_flow_handled_on_two_cpus_at_once_is_noted") {
@@ -255,7 +255,7 @@ fn a_flow_handled_on_two_cpus_at_once_is_noted() {
     });
     assert_eq!(both["capture"]["frames"], 40_000, "every frame of both replays counted");
     let note = several(&both).unwrap_or_else(|| panic!("no several_cpus note: {}", both["visibility"]));
-    assert!(note["message"].as_str().unwrap().starts_with("1 flows were counted on more than one CPU"), "{note}");
+    assert!(note["message"].as_str().unwrap().starts_with("1 flows were handled on more than one CPU"), "{note}");
     let one = live_report(&ns, &["--xdp-mode", "native"], || {
         assert!(ns.replay_on_cpu(&file, 1).wait().unwrap().success());
     });

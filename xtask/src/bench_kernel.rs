@@ -8,11 +8,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use analyzer::capture::kernel::load::{LoadOptions, load, load_object, program_fd};
-use analyzer::capture::kernel::snapshot::AyaMaps;
+use analyzer::capture::kernel::snapshot::{AyaMaps, TimelineRings};
 use analyzer::capture::kernel::test_run::{pin_to_cpu, test_run};
-use analyzer_common::maps::{
-    FlowCounters, MAP_FLOW_EXTRA, MAP_FLOWS, MAP_PSN, MAP_TIMELINES, PROGRAM, PROGRAM_BASELINE,
-};
+use analyzer_common::maps::{FlowEntry, MAP_FLOW_EXTRA, MAP_FLOWS, MAP_TIMELINES, PROGRAM, PROGRAM_BASELINE};
 use analyzer_common::opcode::{CNP, op};
 use analyzer_common::wire::ext::{Aeth, Reth};
 use anyhow::{Context, bail};
@@ -62,22 +60,24 @@ const EVENT_RUNS: u32 = 4000;
 const RECORD_RUNS: u32 = 25_000;
 
 /// Loads `object` (None: this build's) as the agent runs it: with each online CPU's timeline
-/// ring in place (kept alive by the returned maps; an object without per-CPU rings keeps its
-/// shared one).
+/// ring in place (kept alive by the returned value; an object without per-CPU rings keeps its
+/// shared one). Another object's rings are put in place alone: its other maps may have
+/// another layout than this build reads.
 fn load_as_agent(
     object: Option<&[u8]>,
     opts: LoadOptions,
     programs: &[&str],
-) -> anyhow::Result<(aya::Ebpf, Option<AyaMaps>)> {
+) -> anyhow::Result<(aya::Ebpf, Option<Box<dyn std::any::Any>>)> {
     let mut ebpf = match object {
         None => load(opts, programs)?,
         Some(o) => load_object(o, opts, programs, false)?,
     };
-    let maps = match ebpf.map(MAP_TIMELINES) {
-        Some(_) => Some(AyaMaps::new(&mut ebpf)?),
-        None => None,
+    let rings: Option<Box<dyn std::any::Any>> = match (ebpf.map(MAP_TIMELINES), object) {
+        (None, _) => None,
+        (Some(_), None) => Some(Box::new(AyaMaps::new(&mut ebpf)?)),
+        (Some(_), Some(_)) => Some(Box::new(TimelineRings::install(&mut ebpf)?)),
     };
-    Ok((ebpf, maps))
+    Ok((ebpf, rings))
 }
 
 /// The median of 5 `BPF_PROG_TEST_RUN`s of `prog` in `object` (None: this build's) on `frame`,
@@ -460,12 +460,12 @@ const MEMORY_BUDGET: u64 = 256;
 
 /// Kernel memory per flow: the per-flow maps' memory (the kernel's own `memlock`) before and
 /// after 2000 distinct flows (the maps are read where the program holds them: without the
-/// per-CPU rings, which are no per-flow memory); the flow map's per-CPU values separated out,
-/// and the total at this machine's CPU count and at 64.
+/// per-CPU rings, which are no per-flow memory), beside the budget. No per-flow map holds
+/// per-CPU values, so the figure is the same on any number of CPUs.
 fn memory() -> anyhow::Result<()> {
     const N: u64 = 2000;
     let ebpf = load(LoadOptions::default(), &[PROGRAM])?;
-    let maps = [MAP_FLOWS, MAP_PSN, MAP_FLOW_EXTRA];
+    let maps = [MAP_FLOWS, MAP_FLOW_EXTRA];
     let sizes = |ebpf: &aya::Ebpf| -> anyhow::Result<Vec<u64>> {
         maps.iter().map(|m| tests::tools::map_memlock(ebpf, m).with_context(|| format!("memory of {m}"))).collect()
     };
@@ -476,11 +476,8 @@ fn memory() -> anyhow::Result<()> {
     }
     let after = sizes(&ebpf)?;
     let per_flow: Vec<u64> = before.iter().zip(&after).map(|(b, a)| (a - b) / N).collect();
-    // Per-CPU values are allocated for every possible CPU.
-    let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)? as u64;
-    let per_cpu = std::mem::size_of::<FlowCounters>() as u64;
-    let fixed = per_flow.iter().sum::<u64>().saturating_sub(per_cpu * cpus);
-    let at = |n: u64| fixed + per_cpu * n;
+    let total = per_flow.iter().sum::<u64>();
+    let (entry, key) = (std::mem::size_of::<FlowEntry>(), std::mem::size_of::<analyzer_common::flow::FlowKey>());
     println!("\n### Kernel memory per flow ({N} flows, the maps' memlock before and after)\n");
     println!("| map | bytes per flow |");
     println!("|---|---:|");
@@ -488,11 +485,9 @@ fn memory() -> anyhow::Result<()> {
         println!("| {m} | {b} |");
     }
     println!(
-        "\nPer flow: {fixed} + {per_cpu} × CPUs (the flow counters are per CPU): {} bytes with this machine's {cpus} \
-         CPUs, {} with 64; budget {MEMORY_BUDGET} whatever the CPU count: {}",
-        at(cpus),
-        at(64),
-        if at(cpus.max(64)) <= MEMORY_BUDGET { "within" } else { "**not within**" }
+        "\nPer flow: {total} bytes on any number of CPUs (a {entry}-byte entry, its {key}-byte key and the kernel's \
+         element header); budget {MEMORY_BUDGET}: {}",
+        if total <= MEMORY_BUDGET { "within" } else { "**not within**" }
     );
     Ok(())
 }

@@ -1,22 +1,21 @@
-//! Live accounting: successive kernel snapshots (cumulative per-CPU counters) into the same
-//! engine state the offline path fills frame by frame.
+//! Live accounting: successive kernel snapshots (cumulative counters) into the same engine
+//! state the offline path fills frame by frame.
 //!
 //! The kernel's u32 counters wrap; each poll adds the wrapping difference to the previous read
-//! of the same (flow, CPU), which is exact as long as no counter advances by 2^32 between two
-//! polls (over 400 s at 10 M packets/s for one flow on one CPU). A flow evicted from the kernel
-//! map keeps its totals here; if it comes back, the kernel counts it from zero again.
+//! of the same flow, which is exact as long as no counter advances by 2^32 between two polls
+//! (over 400 s at 10 M packets/s for one flow). A flow evicted from the kernel map keeps its
+//! totals here; if it comes back, the kernel counts it from zero again.
 
 use analyzer_common::FrameClass;
 use analyzer_common::flow::FlowKey;
-use analyzer_common::maps::{ExtraKey, FlowCounters, UNTAGGED, counter, extra_kind};
-use analyzer_common::psn::PsnState;
+use analyzer_common::maps::{ExtraKey, FlowCounters, FlowEntry, OP_SLOTS, UNTAGGED, counter, extra_kind};
+use analyzer_common::psn::{PsnState, tally};
 use rustc_hash::FxHashMap;
 
 use super::pfc::PauseCounters;
 use super::{DropReason, Engine, FlowStats};
 use crate::capture::kernel::clock_ns;
 use crate::capture::kernel::snapshot::KernelSnapshot;
-use crate::report::model::{Naks, PsnJson, Responder};
 
 /// Converts `bpf_ktime_get_ns` (CLOCK_MONOTONIC) to Unix ns.
 #[derive(Debug, Clone, Copy)]
@@ -39,38 +38,31 @@ impl Clock {
 /// What the previous polls saw, to turn cumulative counters into increments.
 #[derive(Debug, Default)]
 pub struct LiveAccount {
-    prev: FxHashMap<FlowKey, Vec<FlowCounters>>,
+    prev: FxHashMap<FlowKey, FlowEntry>,
     prev_extra: FxHashMap<ExtraKey, u64>,
-    prev_psn: FxHashMap<FlowKey, PsnState>,
-    /// Flows counted on more than one CPU within one poll ([`super::Visibility::several_cpus`]),
-    /// and how many such flows were forgotten since (deleted from the kernel map).
+    /// Flows handled on more than one CPU ([`super::Visibility::several_cpus`]), and how many
+    /// such flows were forgotten since (deleted from the kernel map).
     several_cpus: rustc_hash::FxHashSet<FlowKey>,
     several_cpus_gone: u64,
     pub source: u16,
 }
 
-/// Adds the counters of a PSN map value's progress since the previous read (its u64 counters
-/// do not wrap; an entry deleted on eviction is forgotten and starts from zero).
-fn add_psn(s: &mut PsnState, new: &PsnState, old: &PsnState) {
-    let mut sum = *s;
-    for (sum, d) in sum.count.iter_mut().zip(PsnJson::new(new.count).since(&old.count).values) {
-        *sum += d;
-    }
-    for (sum, d) in sum.aeth.iter_mut().zip(Naks::new(new.aeth).since(&old.aeth).values) {
-        *sum += d;
-    }
-    for (sum, d) in sum.responder.iter_mut().zip(Responder::new(new.responder).since(&old.responder).values) {
-        *sum += d;
+/// Adds a flow entry's PSN progress since the previous read: the wrapping counts it keeps (the
+/// other PSN/AETH counters arrive through the extra map), and its sequence state.
+fn add_psn(s: &mut PsnState, new: &FlowEntry, old: &FlowEntry) {
+    let (mut new, mut old) = (*new, *old);
+    for i in 0..tally::COUNT as u8 {
+        if let (Some(n), Some(o)) = (new.inline_counter(i), old.inline_counter(i)) {
+            s.add(i, n.wrapping_sub(*o) as u64);
+        }
     }
     // The sequence state (expected PSNs, PMTU, pending READ) is the kernel's as of this read.
-    *s = PsnState { count: sum.count, aeth: sum.aeth, responder: sum.responder, ..*new };
+    s.seq = new.seq;
 }
 
 fn add_slot(s: &mut FlowStats, new: &FlowCounters, old: &FlowCounters, clock: &Clock, source: u16) {
-    // A slot whose packet count went down was deleted and created again: count it afresh.
-    let zero = FlowCounters::zeroed();
-    let old = if new.packets < old.packets { &zero } else { old };
-    let packets = new.packets - old.packets;
+    let d = |n: u32, o: u32| n.wrapping_sub(o) as u64;
+    let packets = d(new.packets, old.packets);
     if packets == 0 {
         return;
     }
@@ -83,19 +75,25 @@ fn add_slot(s: &mut FlowStats, new: &FlowCounters, old: &FlowCounters, clock: &C
         s.last_ns = s.last_ns.max(last);
     }
     s.packets += packets;
-    s.bytes += new.bytes - old.bytes;
-    s.add_source_bytes(source, new.bytes - old.bytes);
-    let d = |n: u32, o: u32| n.wrapping_sub(o) as u64;
-    for i in 0..4 {
-        s.ecn[i] += d(new.ecn[i], old.ecn[i]);
+    let bytes = new.bytes.wrapping_sub(old.bytes);
+    s.bytes += bytes;
+    s.add_source_bytes(source, bytes);
+    // The entry counts ECT(1), ECT(0) and CE; Not-ECT are the other packets.
+    let mut marked = 0;
+    for i in 0..3 {
+        let n = d(new.ecn[i], old.ecn[i]);
+        s.ecn[i + 1] += n;
+        marked += n;
     }
+    s.ecn[0] += packets.saturating_sub(marked);
     s.fecn += d(new.fecn, old.fecn);
     s.becn += d(new.becn, old.becn);
     s.ack_req += d(new.ack_req, old.ack_req);
-    for i in 0..32 {
-        let n = d(new.ops[i], old.ops[i]);
+    // A slot keeps its opcode once claimed; one claimed since the previous read was 0 there.
+    for i in 0..(new.op_used as usize).min(OP_SLOTS) {
+        let n = d(new.op_counts[i], old.op_counts[i]);
         if n > 0 {
-            s.opcodes.add((new.transport << 5) | i as u8, n);
+            s.opcodes.add(new.op_codes[i], n);
         }
     }
     let n = d(new.dscp_packets, old.dscp_packets);
@@ -141,28 +139,19 @@ impl LiveAccount {
         engine.filtered = snap.counter(counter::FILTERED);
 
         let bit = super::flows::source_bit(self.source);
-        for (key, slots) in &snap.flows {
-            let prev = self.prev.entry(*key).or_default();
-            prev.resize(slots.len(), FlowCounters::zeroed());
+        for (key, new) in &snap.flows {
+            let old = self.prev.insert(*key, *new).unwrap_or(FlowEntry::zeroed());
             let stats = engine.flows.get_or_insert(*key);
-            let mut cpus = 0;
-            for (new, old) in slots.iter().zip(prev.iter()) {
-                cpus += usize::from(new.packets != old.packets);
-                add_slot(stats, new, old, clock, self.source);
-            }
-            if cpus > 1 {
+            add_slot(stats, &new.counters, &old.counters, clock, self.source);
+            add_psn(&mut stats.psn, new, &old);
+            if new.counters.cpu_moves > 0 {
                 self.several_cpus.insert(*key);
             }
             if stats.packets > 0 {
                 stats.sources |= bit;
             }
-            prev.copy_from_slice(slots);
         }
         engine.visibility.several_cpus = self.several_cpus.len() as u64 + self.several_cpus_gone;
-        for (key, st) in &snap.psn {
-            let old = self.prev_psn.insert(*key, *st).unwrap_or_default();
-            add_psn(&mut engine.flows.get_or_insert(*key).psn, st, &old);
-        }
         for (key, total) in &snap.extra {
             let old = self.prev_extra.insert(*key, *total).unwrap_or(0);
             let n = if *total >= old { total - old } else { *total };
@@ -173,6 +162,7 @@ impl LiveAccount {
             match key.kind {
                 extra_kind::OPCODE => stats.opcodes.add(key.value, n),
                 extra_kind::DSCP => stats.dscp.add(key.value, n),
+                extra_kind::PSN => stats.psn.add(key.value, n),
                 extra_kind::ECN_MOVED => {
                     // Mirrored copies whose ECN differed from the copy counted: the flow's
                     // ECN is its last copy's (the increments were counted, in order, before).
@@ -214,20 +204,15 @@ impl LiveAccount {
         }
     }
 
-    /// Flows of `snap` with no packet on any CPU since `before_mono_ns`.
+    /// Flows of `snap` with no packet since `before_mono_ns`.
     pub fn idle(snap: &KernelSnapshot, before_mono_ns: u64) -> Vec<FlowKey> {
-        snap.flows
-            .iter()
-            .filter(|(_, slots)| slots.iter().map(|c| c.last_ns).max().unwrap_or(0) < before_mono_ns)
-            .map(|(k, _)| *k)
-            .collect()
+        snap.flows.iter().filter(|(_, e)| e.counters.last_ns < before_mono_ns).map(|(k, _)| *k).collect()
     }
 
     /// Forgets the previous reads of flows deleted from the kernel.
     pub fn forget(&mut self, keys: &[FlowKey]) {
         for k in keys {
             self.prev.remove(k);
-            self.prev_psn.remove(k);
             self.several_cpus_gone += u64::from(self.several_cpus.remove(k));
         }
         let gone: rustc_hash::FxHashSet<&FlowKey> = keys.iter().collect();
@@ -256,62 +241,66 @@ pub(crate) mod tests {
         (Engine::new(), LiveAccount::new(0), Clock { offset }, snap)
     }
 
-    fn slot(packets: u64, ops0: u32, dscp: u8) -> FlowCounters {
-        let mut c = FlowCounters::zeroed();
-        c.packets = packets;
+    fn slot(packets: u64, ops0: u32, dscp: u8) -> FlowEntry {
+        let mut e = FlowEntry::zeroed();
+        let c = &mut e.counters;
+        c.packets = packets as u32;
         c.bytes = packets * 100;
         c.first_ns = 10;
         c.last_ns = 10 + packets;
-        c.ops[0x0A] = ops0;
-        c.ecn[2] = ops0;
+        c.op_codes[0] = 0x0A;
+        c.op_counts[0] = ops0;
+        c.op_used = 1;
+        c.ecn[1] = ops0;
         c.dscp = dscp;
         c.dscp_packets = ops0;
         c.pcp = UNTAGGED;
         c.pcp_packets = ops0;
-        c
+        e
     }
 
     #[test]
     fn wrapping_u32_counters_accumulate_across_polls() {
         let (mut e, mut acc, clock, mut snap) = start(1_000);
-        // Two CPUs; the first one's u32 counters are about to wrap.
-        snap.flows = vec![(key(1), vec![slot(10, u32::MAX - 4, 26), slot(3, 3, 26)])];
+        // The u32 counters are about to wrap.
+        snap.flows = vec![(key(1), slot(10, u32::MAX - 4, 26))];
         acc.apply(&mut e, &snap, &clock);
-        snap.flows = vec![(key(1), vec![slot(20, 5, 26), slot(3, 3, 26)])];
+        snap.flows = vec![(key(1), slot(20, 5, 26))];
         acc.apply(&mut e, &snap, &clock);
         let s = e.flows.get(&key(1)).unwrap();
-        assert_eq!(s.packets, 23);
-        assert_eq!(s.bytes, 2300);
-        // (u32::MAX - 4) + 10 (wrapped: -4..5) + 3
-        assert_eq!(s.opcodes.get(0x0A), u32::MAX as u64 - 4 + 10 + 3);
+        assert_eq!(s.packets, 20);
+        assert_eq!(s.bytes, 2000);
+        // (u32::MAX - 4) + 10 (wrapped: -4..5)
+        assert_eq!(s.opcodes.get(0x0A), u32::MAX as u64 - 4 + 10);
         assert_eq!(s.ecn[2], s.opcodes.get(0x0A));
         assert_eq!(s.dscp.get(26), s.opcodes.get(0x0A));
         assert_eq!(s.untagged, s.opcodes.get(0x0A));
         assert_eq!((s.first_ns, s.last_ns), (1_010, 1_030));
     }
 
-    /// A flow whose counters grew on two CPUs between two polls is named once; one that moved
-    /// from one CPU to another between polls, or grew on one CPU only, is not.
+    /// A flow whose entry counts packets handled on another CPU than its previous one is named
+    /// once, also across polls and after it is forgotten; one that stayed on its CPU is not.
     #[test]
-    fn flows_counted_on_several_cpus_in_one_poll_are_noted() {
+    fn flows_handled_on_several_cpus_are_noted() {
         let (mut e, mut acc, clock, mut snap) = start(0);
-        let idle = FlowCounters::zeroed();
-        snap.flows = vec![(key(1), vec![slot(5, 5, 26), slot(3, 3, 26)]), (key(2), vec![slot(4, 4, 26), idle])];
+        let moved = |packets, moves| {
+            let mut s = slot(packets, packets as u32, 26);
+            s.counters.cpu_moves = moves;
+            s
+        };
+        snap.flows = vec![(key(1), moved(5, 1)), (key(2), moved(4, 0))];
         acc.apply(&mut e, &snap, &clock);
-        assert_eq!(e.visibility.several_cpus, 1, "flow 1 grew on both CPUs");
-        // Flow 2 moves to CPU 1 (CPU 0 unchanged); flow 1 grows on CPU 0 only.
-        snap.flows =
-            vec![(key(1), vec![slot(9, 9, 26), slot(3, 3, 26)]), (key(2), vec![slot(4, 4, 26), slot(6, 6, 26)])];
+        assert_eq!(e.visibility.several_cpus, 1, "flow 1 moved");
+        snap.flows = vec![(key(1), moved(9, 3)), (key(2), moved(6, 0))];
         acc.apply(&mut e, &snap, &clock);
-        assert_eq!(e.visibility.several_cpus, 1, "flow 1 once, flow 2 moved");
-        snap.flows =
-            vec![(key(1), vec![slot(9, 9, 26), slot(3, 3, 26)]), (key(2), vec![slot(5, 5, 26), slot(7, 7, 26)])];
+        assert_eq!(e.visibility.several_cpus, 1, "flow 1 once, flow 2 stayed");
+        snap.flows = vec![(key(1), moved(9, 3)), (key(2), moved(12, 1))];
         acc.apply(&mut e, &snap, &clock);
-        assert_eq!(e.visibility.several_cpus, 2, "flow 2 grew on both CPUs");
+        assert_eq!(e.visibility.several_cpus, 2, "flow 2 moved");
         assert_eq!(e.flows.get(&key(2)).unwrap().packets, 12, "counted all the same");
         // Deleted from the kernel map and forgotten: still counted, no longer held.
         acc.forget(&[key(1)]);
-        snap.flows = vec![(key(2), vec![slot(5, 5, 26), slot(7, 7, 26)])];
+        snap.flows = vec![(key(2), moved(12, 1))];
         acc.apply(&mut e, &snap, &clock);
         assert_eq!((e.visibility.several_cpus, acc.several_cpus.len()), (2, 1));
     }
@@ -319,12 +308,12 @@ pub(crate) mod tests {
     #[test]
     fn evicted_flows_keep_their_totals_and_restart_from_zero() {
         let (mut e, mut acc, clock, mut snap) = start(0);
-        snap.flows = vec![(key(2), vec![slot(5, 5, 26)])];
+        snap.flows = vec![(key(2), slot(5, 5, 26))];
         acc.apply(&mut e, &snap, &clock);
         assert_eq!(LiveAccount::idle(&snap, 100), vec![key(2)]);
         assert!(LiveAccount::idle(&snap, 15).is_empty());
         acc.forget(&[key(2)]);
-        snap.flows = vec![(key(2), vec![slot(2, 2, 26)])];
+        snap.flows = vec![(key(2), slot(2, 2, 26))];
         acc.apply(&mut e, &snap, &clock);
         assert_eq!(e.flows.get(&key(2)).unwrap().packets, 7);
         assert_eq!(e.flows.get(&key(2)).unwrap().opcodes.get(0x0A), 7);
@@ -335,7 +324,7 @@ pub(crate) mod tests {
         let (mut e, mut acc, clock, mut snap) = start(0);
         snap.counters[FrameClass::Roce as usize] = 9;
         snap.counters[counter::FLOW_MAP_FULL as usize] = 2;
-        snap.flows = vec![(key(3), vec![slot(9, 7, 26)])];
+        snap.flows = vec![(key(3), slot(9, 7, 26))];
         snap.extra = vec![
             (ExtraKey { flow: key(3), kind: extra_kind::OPCODE, value: 0x81, _pad: [0; 6] }, 2),
             (ExtraKey { flow: key(3), kind: extra_kind::DSCP, value: 48, _pad: [0; 6] }, 2),

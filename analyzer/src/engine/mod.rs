@@ -131,8 +131,8 @@ pub struct Visibility {
     pub skipped_linktypes: std::collections::BTreeSet<u32>,
     /// Live: RDMA devices of the interface, set when no RoCE was seen on it.
     pub rdma_devices: Vec<String>,
-    /// Live: flows counted on more than one CPU within one poll of the kernel maps (their PSN
-    /// state is one entry the CPUs update without a lock). 0 offline.
+    /// Live: flows the kernel handled on more than one CPU (their entry, counters and PSN state,
+    /// is one value the CPUs update without a lock). 0 offline.
     pub several_cpus: u64,
 }
 

@@ -98,7 +98,6 @@ pub fn load_object(
             strict && opts.evidence_snaplen > 0,
         )
         .map_max_entries(MAP_FLOWS, opts.max_flows)
-        .map_max_entries(maps::MAP_PSN, opts.max_flows)
         .map_max_entries(MAP_EVENTS, opts.ringbuf_bytes)
         .load(object)
         .map_err(|e| {

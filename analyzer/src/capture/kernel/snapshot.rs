@@ -5,25 +5,22 @@ use std::os::fd::AsFd;
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
-    CmEvent, Event, ExtraKey, FlowCounters, MAP_COUNTERS, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOWS, MAP_PFC, MAP_PSN,
-    MAP_TIMELINE, MAP_TIMELINES, MAX_TIMELINE_CPUS, PfcCounters, PfcKey, TIMELINE_CPU_BYTES, counter, event_kind,
+    CmEvent, Event, ExtraKey, FlowEntry, MAP_COUNTERS, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOWS, MAP_PFC, MAP_TIMELINE,
+    MAP_TIMELINES, MAX_TIMELINE_CPUS, PfcCounters, PfcKey, TIMELINE_CPU_BYTES, counter, event_kind,
 };
-use analyzer_common::psn::PsnState;
 use analyzer_common::record::Record;
 use aya::maps::{MapData, PerCpuArray, RingBuf};
 
 use super::{KernelError, batch};
 
-/// One read of every map. Per-CPU values of flows are kept per CPU (their u32 counters wrap
-/// independently); everything else is summed over CPUs.
+/// One read of every map: each flow's entry (one shared value, not per CPU), everything else
+/// summed over CPUs.
 #[derive(Debug, Clone, Default)]
 pub struct KernelSnapshot {
     pub counters: Vec<u64>,
-    pub flows: Vec<(FlowKey, Vec<FlowCounters>)>,
+    pub flows: Vec<(FlowKey, FlowEntry)>,
     pub extra: Vec<(ExtraKey, u64)>,
     pub pfc: Vec<(PfcKey, PfcCounters)>,
-    /// PSN state per flow (one shared value, not per CPU).
-    pub psn: Vec<(FlowKey, PsnState)>,
 }
 
 impl KernelSnapshot {
@@ -61,7 +58,6 @@ pub struct AyaMaps {
     pfc: MapData,
     counters: PerCpuArray<MapData, u64>,
     events: RingBuf<MapData>,
-    psn: MapData,
     timeline: Timeline,
     cpus: usize,
 }
@@ -143,6 +139,20 @@ impl Timeline {
 
 /// The array of the CPUs' timeline rings.
 type CpuRings = aya::maps::ArrayOfMaps<MapData, RingBuf<MapData>>;
+
+/// Each online CPU's timeline ring put in place, held open and never read: what the kernel
+/// benchmark gives an object of another release, whose other maps this build may not read.
+pub struct TimelineRings {
+    _outer: CpuRings,
+    _rings: Vec<RingBuf<MapData>>,
+}
+
+impl TimelineRings {
+    pub fn install(ebpf: &mut aya::Ebpf) -> Result<Self, KernelError> {
+        let (outer, rings) = cpu_timelines(ebpf, true)?;
+        Ok(TimelineRings { _outer: outer, _rings: rings })
+    }
+}
 
 /// Puts a timeline ring at each online CPU's index of [`MAP_TIMELINES`] (below
 /// [`MAX_TIMELINE_CPUS`]; none unless `create`); returns the array and the rings. A CPU brought
@@ -250,15 +260,14 @@ impl AyaMaps {
     pub fn with_timeline(ebpf: &mut aya::Ebpf, timeline: bool) -> Result<Self, KernelError> {
         let cpus = aya::util::nr_cpus().map_err(|(_, source)| KernelError::MapIo { map: "possible CPUs", source })?;
         Ok(AyaMaps {
-            flows: per_cpu_hash(ebpf, MAP_FLOWS)?,
+            flows: match take(ebpf, MAP_FLOWS)? {
+                aya::maps::Map::HashMap(d) => d,
+                _ => return Err(KernelError::MapLayout { map: MAP_FLOWS, what: "not a hash map" }),
+            },
             extra: per_cpu_hash(ebpf, MAP_FLOW_EXTRA)?,
             pfc: per_cpu_hash(ebpf, MAP_PFC)?,
             counters: PerCpuArray::try_from(take(ebpf, MAP_COUNTERS)?).map_err(map_err(MAP_COUNTERS))?,
             events: RingBuf::try_from(take(ebpf, MAP_EVENTS)?).map_err(map_err(MAP_EVENTS))?,
-            psn: match take(ebpf, MAP_PSN)? {
-                aya::maps::Map::HashMap(d) => d,
-                _ => return Err(KernelError::MapLayout { map: MAP_PSN, what: "not a hash map" }),
-            },
             timeline: {
                 let (outer, per_cpu) = cpu_timelines(ebpf, timeline)?;
                 let shared = RingBuf::try_from(take(ebpf, MAP_TIMELINE)?).map_err(map_err(MAP_TIMELINE))?;
@@ -287,10 +296,12 @@ impl MapSource for AyaMaps {
             let v = self.counters.get(&i, 0).map_err(map_err(MAP_COUNTERS))?;
             s.counters.push(v.iter().sum());
         }
-        let flow_len = stride::<FlowCounters>() * cpus;
-        batch::for_each(self.flows.fd().as_fd(), std::mem::size_of::<FlowKey>(), flow_len, |k, v| {
-            s.flows.push((pod(k), per_cpu(v, cpus)))
-        })
+        batch::for_each(
+            self.flows.fd().as_fd(),
+            std::mem::size_of::<FlowKey>(),
+            std::mem::size_of::<FlowEntry>(),
+            |k, v| s.flows.push((pod(k), pod(v))),
+        )
         .map_err(io_err(MAP_FLOWS))?;
         s.extra = self.extra_entries()?;
         let pfc_len = stride::<PfcCounters>() * cpus;
@@ -307,13 +318,6 @@ impl MapSource for AyaMaps {
             s.pfc.push((pod(k), sum));
         })
         .map_err(io_err(MAP_PFC))?;
-        batch::for_each(
-            self.psn.fd().as_fd(),
-            std::mem::size_of::<FlowKey>(),
-            std::mem::size_of::<PsnState>(),
-            |k, v| s.psn.push((pod(k), pod(v))),
-        )
-        .map_err(io_err(MAP_PSN))?;
         Ok(s)
     }
 
@@ -324,7 +328,6 @@ impl MapSource for AyaMaps {
         let gone: std::collections::HashSet<&FlowKey> = keys.iter().collect();
         for k in keys {
             batch::delete(self.flows.fd().as_fd(), key_bytes(k)).map_err(io_err(MAP_FLOWS))?;
-            batch::delete(self.psn.fd().as_fd(), key_bytes(k)).map_err(io_err(MAP_PSN))?;
         }
         for (k, _) in self.extra_entries()?.iter().filter(|(k, _)| gone.contains(&k.flow)) {
             batch::delete(self.extra.fd().as_fd(), key_bytes(k)).map_err(io_err(MAP_FLOW_EXTRA))?;

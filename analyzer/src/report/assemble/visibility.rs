@@ -65,12 +65,12 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
         out.push(note(
             NoteCode::SeveralCpus,
             format!(
-                "{} flows were counted on more than one CPU within one --interval. Their counters are \
-                 exact (per CPU), but the kernel keeps one PSN state per flow, which the CPUs update \
-                 without a lock: where two CPUs handled frames of one flow at the same moment, its PSN \
-                 counts (gaps, duplicates, out of order) can be off by those frames. A NIC's RSS keeps a \
-                 flow on one queue; RPS, a software device (veth, soft-RoCE) or a sender moving between \
-                 CPUs spreads it.",
+                "{} flows were handled on more than one CPU. The kernel keeps one entry per flow (its \
+                 counters and PSN state), which the CPUs update without a lock: where two CPUs handled \
+                 frames of one flow at the same moment, its counts (packets, bytes, opcodes, ECN, gaps, \
+                 duplicates) can be off by those frames; the frame totals of the capture are exact. A \
+                 NIC's RSS keeps a flow on one queue; a software device (veth, soft-RoCE), a sender \
+                 moving between CPUs or a change of the NIC's RSS table spreads it.",
                 run.engine.visibility.several_cpus
             ),
         ));

@@ -121,7 +121,7 @@ codes! {
         FromExport = "from_export",
         FlowsFolded = "flows_folded",
         DcqcnNotMerged = "dcqcn_not_merged",
-        /// Live: flows whose frames the kernel counted on more than one CPU within one poll.
+        /// Live: flows whose frames the kernel handled on more than one CPU.
         SeveralCpus = "several_cpus",
     }
 }

@@ -24,6 +24,9 @@ pub const MAX_EPISODES_PER_DEST: usize = 1024;
 /// Senders listed over all closed episodes, at most (about 4.5 MB): a long flood of short
 /// episodes to many destinations must not grow the agent; later episodes list fewer.
 pub const MAX_LISTED_SENDERS: usize = 1 << 18;
+/// Sources' places kept over all destinations before a destination frees its resting ones
+/// (about 3 MB): below it a source that comes back finds its place, however many rest.
+pub const PLACES_BUDGET: usize = 1 << 16;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Tally {
@@ -120,12 +123,23 @@ struct Open {
 }
 
 /// What a flow keeps of the incast analysis (in the analyses' flows table): its destination's
-/// place, and the generation of the sender list it was last added to, so that a frame of a
-/// flow already listed in the current tally costs no set lookup.
+/// place, its sender's place there, and the generation of the sender list it was last added
+/// to, so that a frame of a flow already listed in the current tally costs no set lookup.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Kept {
     dest: Option<u32>,
+    sender: Option<u32>,
     listed: Option<u64>,
+}
+
+/// A source of packets to a destination ([`Dest::slots`]).
+#[derive(Debug, Clone, Copy)]
+struct Sender {
+    addr: Addr,
+    /// Its packets in the window (0: resting).
+    count: u32,
+    /// False once its place is freed for another source.
+    live: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -135,14 +149,20 @@ struct Dest {
     /// the same episode's tally if it comes back, or dropped with the episode: a flow listed in
     /// the episode needs nothing more either way.)
     tally_gen: u64,
-    /// Data packets within the window: (time, source, bytes).
-    window: VecDeque<(u64, Addr, u32)>,
-    /// Packets in the window per source. A source whose count falls to 0 keeps its entry
-    /// (most come back: with 10 000 flows taking turns, a removal and a re-insertion per
-    /// packet were ≈ 4 % of the agent's CPU) until resting entries outnumber the counted ones
-    /// twice over ([`Dest::count_in`]).
-    per_src: FxHashMap<Addr, u32>,
-    /// Sources with packets in the window: the entries of `per_src` above 0.
+    /// Data packets within the window: (time, the source's place in `slots`, bytes).
+    window: VecDeque<(u64, u32, u32)>,
+    /// The sources seen, each at its place; a flow keeps its source's place ([`Kept`]), so a
+    /// packet counts in and out of the window without a hash lookup (two per packet were a
+    /// quarter of the agent's CPU with 10 000 flows taking turns). A source whose count falls
+    /// to 0 keeps its place (most come back) while all destinations hold fewer than
+    /// [`PLACES_BUDGET`] places or its own resting ones are fewer than twice its counted ones
+    /// (plus 64); past both, a new source frees them first ([`Dest::place_of`]).
+    slots: Vec<Sender>,
+    /// Place of each live source in `slots`.
+    index: FxHashMap<Addr, u32>,
+    /// Freed places, for new sources.
+    free: Vec<u32>,
+    /// Sources with packets in the window: the live slots above 0.
     senders: u32,
     window_bytes: u64,
     open: Open,
@@ -164,20 +184,24 @@ pub struct Incast {
     pub state_full: u64,
     /// Senders closed episodes may still list ([`MAX_LISTED_SENDERS`] at first).
     listed_room: usize,
+    /// Sources' places held over all destinations, and how many before one frees its
+    /// resting ones ([`PLACES_BUDGET`]).
+    places: usize,
+    places_budget: usize,
 }
 
 impl Dest {
     /// Moves time to `t`: senders whose last packet left the window by then drop out, and an
     /// episode below the minimum for a whole window closes.
     fn advance(&mut self, t: u64, w: u64, min: u32, room: &mut usize) {
-        while let Some(&(ts, src, len)) = self.window.front() {
+        while let Some(&(ts, place, len)) = self.window.front() {
             if ts + w > t {
                 break;
             }
             self.window.pop_front();
             self.window_bytes -= len as u64;
             let before = self.senders;
-            let c = self.per_src.get_mut(&src).expect("counted");
+            let c = &mut self.slots[place as usize].count;
             *c -= 1;
             if *c == 0 {
                 self.senders -= 1;
@@ -190,12 +214,51 @@ impl Dest {
         self.close_if_over(t, w, room);
     }
 
-    /// Counts a packet of `src` in the window; returns the sources in it.
-    fn count_in(&mut self, src: Addr) -> u32 {
-        if self.per_src.len() >= 2 * self.senders as usize + 64 {
-            self.per_src.retain(|_, c| *c > 0);
+    /// The place of `src` in `slots` (given, when `hint` still holds it; else found or
+    /// made), with its resting places freed first when they pile up; `places` counts the
+    /// places of all destinations.
+    fn place_of(&mut self, src: Addr, hint: &mut Option<u32>, places: &mut usize, budget: usize) -> u32 {
+        if let Some(p) = *hint
+            && self.slots.get(p as usize).is_some_and(|s| s.live && s.addr == src)
+        {
+            return p;
         }
-        let c = self.per_src.entry(src).or_default();
+        if *places >= budget && self.index.len() >= 2 * self.senders as usize + 64 {
+            for (p, s) in self.slots.iter_mut().enumerate() {
+                if s.live && s.count == 0 {
+                    s.live = false;
+                    self.index.remove(&s.addr);
+                    self.free.push(p as u32);
+                    *places -= 1;
+                }
+            }
+        }
+        let p = match self.index.get(&src) {
+            Some(&p) => p,
+            None => {
+                let slot = Sender { addr: src, count: 0, live: true };
+                let p = match self.free.pop() {
+                    Some(p) => {
+                        self.slots[p as usize] = slot;
+                        p
+                    }
+                    None => {
+                        self.slots.push(slot);
+                        self.slots.len() as u32 - 1
+                    }
+                };
+                self.index.insert(src, p);
+                *places += 1;
+                p
+            }
+        };
+        *hint = Some(p);
+        p
+    }
+
+    /// Counts a packet of the source at `place` in the window; returns the sources in it.
+    fn count_in(&mut self, place: u32) -> u32 {
+        let c = &mut self.slots[place as usize].count;
         if *c == 0 {
             self.senders += 1;
         }
@@ -203,9 +266,9 @@ impl Dest {
         self.senders
     }
 
-    /// The sources with packets in the window.
+    /// The sources with packets in the window, in the order of their places.
     fn sources(&self) -> impl Iterator<Item = Addr> + '_ {
-        self.per_src.iter().filter(|(_, c)| **c > 0).map(|(a, _)| *a)
+        self.slots.iter().filter(|s| s.live && s.count > 0).map(|s| s.addr)
     }
 
     fn close_if_over(&mut self, t: u64, w: u64, room: &mut usize) {
@@ -240,6 +303,7 @@ impl Incast {
             min_senders: min_senders.max(1),
             cap,
             listed_room: MAX_LISTED_SENDERS,
+            places_budget: PLACES_BUDGET,
             ..Default::default()
         }
     }
@@ -266,14 +330,18 @@ impl Incast {
             return;
         }
         let src = (r.src_ip, r.ip_version);
-        let mut unkept = None;
-        let place = kept.as_deref_mut().map_or(&mut unkept, |k| &mut k.dest);
+        let (mut unkept, mut unkept_sender) = (None, None);
+        let (place, sender) = match kept.as_deref_mut() {
+            Some(k) => (&mut k.dest, &mut k.sender),
+            None => (&mut unkept, &mut unkept_sender),
+        };
         let key = (r.dst_ip, r.ip_version);
         let Some(d) = self.dests.place_mut(key, place, self.cap, &mut self.state_full) else { return };
         d.advance(r.ts_ns, w, min, &mut self.listed_room);
-        d.window.push_back((r.ts_ns, src, r.frame_len));
+        let at = d.place_of(src, sender, &mut self.places, self.places_budget);
+        d.window.push_back((r.ts_ns, at, r.frame_len));
         d.window_bytes += r.frame_len as u64;
-        let count = d.count_in(src);
+        let count = d.count_in(at);
         if count >= min {
             if d.open.ep.is_none() {
                 d.tally_gen += 1;
@@ -422,6 +490,28 @@ mod tests {
         assert!(eps.iter().all(|(_, e)| e.peak_senders == 6), "the counts cover every sender");
     }
 
+    /// Resting sources keep their places while all destinations hold fewer than the budget
+    /// (a source that comes back finds its place), and are freed past it.
+    #[test]
+    fn resting_places_are_freed_past_the_budget() {
+        let places = |budget: usize| {
+            let mut i = Incast::new(100, 3, usize::MAX);
+            i.places_budget = budget;
+            let mut most = 0;
+            // 1000 sources one after another, 1000 ns apart: one in the window at a time.
+            for s in 0..1000u32 {
+                let mut r = data(0, 9, s as u64 * 1000, false);
+                r.src_ip[..4].copy_from_slice(&(0x0a00_0000u32 + s).to_be_bytes());
+                i.observe(&r);
+                most = most.max(i.places);
+            }
+            (i.places, most)
+        };
+        assert_eq!(places(PLACES_BUDGET), (1000, 1000), "within the budget every place is kept");
+        let (now, most) = places(300);
+        assert!(most <= 301 && now <= 301, "past it the resting ones are freed: {now}, {most} at most");
+    }
+
     fn data(src: u8, dst: u8, ts: u64, ce: bool) -> Record {
         let mut r = Record {
             ts_ns: ts,
@@ -502,28 +592,47 @@ mod tests {
 
         /// A destination's sender count is the distinct sources of the packets in its window,
         /// each source's count its packets there, and the sources resting at 0 stay bounded
-        /// (hundreds of senders taking turns: entries rest, and are dropped when they pile up).
+        /// (hundreds of senders taking turns: entries rest, and are dropped when they pile up,
+        /// also under flows that keep a place freed since).
         #[test]
         fn sender_counts_follow_the_window(
             frames in proptest::collection::vec((0u16..400, 0u8..2, 1u64..30), 1..1500),
         ) {
             let mut i = Incast::new(100, 3, usize::MAX);
+            // No budget of places: every destination frees its resting ones when they pile up.
+            i.places_budget = 0;
+            // Every other source's flow keeps its places, as the flows table does.
+            let mut kept: FxHashMap<(u16, u8), Kept> = FxHashMap::default();
+            let mut peak: FxHashMap<Addr, u32> = FxHashMap::default();
             let mut t = 0;
             for (src, dst, gap) in frames {
                 t += gap;
                 let mut r = data(0, 20 + dst, t, false);
                 r.src_ip[..4].copy_from_slice(&(0x0a00_0000u32 + src as u32).to_be_bytes());
-                i.observe(&r);
-                for (_, d) in i.dests.iter() {
+                i.observe_kept(&r, (src % 2 == 0).then(|| kept.entry((src, dst)).or_default()));
+                let mut places = 0;
+                for (a, d) in i.dests.iter() {
                     let mut in_window: FxHashMap<Addr, u32> = FxHashMap::default();
-                    for (_, a, _) in &d.window {
-                        *in_window.entry(*a).or_default() += 1;
+                    for (_, p, _) in &d.window {
+                        let s = d.slots[*p as usize];
+                        proptest::prop_assert!(s.live, "a packet in the window at a freed place");
+                        *in_window.entry(s.addr).or_default() += 1;
                     }
                     proptest::prop_assert_eq!(d.senders as usize, in_window.len());
-                    let counted: FxHashMap<Addr, u32> = d.per_src.iter().filter(|(_, c)| **c > 0).map(|(a, c)| (*a, *c)).collect();
+                    let counted: FxHashMap<Addr, u32> =
+                        d.slots.iter().filter(|s| s.live && s.count > 0).map(|s| (s.addr, s.count)).collect();
                     proptest::prop_assert_eq!(&counted, &in_window);
-                    proptest::prop_assert!(d.per_src.len() <= 2 * d.senders as usize + 65, "{} entries, {} senders", d.per_src.len(), d.senders);
+                    let live = d.slots.iter().filter(|s| s.live).count();
+                    places += live;
+                    proptest::prop_assert_eq!(live, d.index.len(), "the index holds the live places");
+                    // Places are freed when a new source comes (a flow keeping its place looks
+                    // nothing up): bounded by the most senders the destination has had.
+                    let most = peak.entry(*a).or_default();
+                    *most = (*most).max(d.senders);
+                    proptest::prop_assert!(d.index.len() <= 2 * *most as usize + 65, "{} entries, {} senders at most", d.index.len(), *most);
+                    proptest::prop_assert_eq!(d.slots.len(), live + d.free.len(), "every place live or free");
                 }
+                proptest::prop_assert_eq!(places, i.places, "places counted over all destinations");
             }
         }
     }

@@ -70,10 +70,26 @@ fn kernel_filters_every_fixture_frame_like_the_host() {
     }
 }
 
-/// Every fixture frame through the XDP program (BPF_PROG_TEST_RUN) and the host, with the
-/// same `--filter`: per frame the summary, then the maps against the host's engine. Returns
-/// the frames admitted and left out.
+/// Every fixture's frames (cooked captures left out: XDP never sees a frame without an
+/// Ethernet header), by fixture name.
+fn fixture_frames() -> Vec<(String, Vec<Vec<u8>>)> {
+    fixtures::all()
+        .into_iter()
+        .filter(|f| !matches!(f.name, "sll.pcap" | "sll2.pcap"))
+        .map(|f| (f.name.to_string(), f.frames.into_iter().map(|x| x.record.data).collect()))
+        .collect()
+}
+
+/// Every fixture frame through the XDP program and the host, with the same `--filter`
+/// ([`frames_equal_host`]).
 fn kernel_equals_host(filter: Option<&str>) -> (u64, u64) {
+    frames_equal_host(filter, &fixture_frames())
+}
+
+/// Frames through the XDP program (BPF_PROG_TEST_RUN) and the host, with the same `--filter`:
+/// per frame the summary, then the maps against the host's engine. Returns the frames
+/// admitted and left out.
+fn frames_equal_host(filter: Option<&str>, inputs: &[(String, Vec<Vec<u8>>)]) -> (u64, u64) {
     pin_to_cpu(0).expect("pin to CPU 0");
     let spec = filter.map(|f| analyzer::frames::filter::FilterSpec::parse(f).unwrap());
     let opts = LoadOptions { filter: spec.as_ref().map(|s| s.filter), ..LoadOptions::default() };
@@ -86,20 +102,16 @@ fn kernel_equals_host(filter: Option<&str>) -> (u64, u64) {
     let config = analyzer::analyses::Config { filter: spec, ..Default::default() };
     let mut host = analyzer::pipeline::Pipeline::new(config);
     host.engine.add_source("pcap", "fixtures", "fixtures");
-    for f in fixtures::all() {
-        if matches!(f.name, "sll.pcap" | "sll2.pcap") {
-            continue; // cooked captures have no Ethernet header: XDP never sees such frames
-        }
-        for (i, frame) in f.frames.iter().enumerate() {
-            let data = &frame.record.data;
+    for (name, frames) in inputs {
+        for (i, data) in frames.iter().enumerate() {
             let mut out = vec![0u8; data.len()];
-            let r = test_run(fd, data, 1, Some(&mut out)).unwrap_or_else(|e| panic!("{} frame {}: {e}", f.name, i + 1));
-            assert_eq!(r.retval, XDP_PASS, "{} frame {}: always XDP_PASS", f.name, i + 1);
-            assert_eq!(&out, data, "{} frame {}: the frame is not modified", f.name, i + 1);
+            let r = test_run(fd, data, 1, Some(&mut out)).unwrap_or_else(|e| panic!("{name} frame {}: {e}", i + 1));
+            assert_eq!(r.retval, XDP_PASS, "{name} frame {}: always XDP_PASS", i + 1);
+            assert_eq!(&out, data, "{name} frame {}: the frame is not modified", i + 1);
             let kernel = scratch.get(&0, 0).unwrap()[0].summary;
             let mut want = PacketSummary::zeroed();
             classify(&data[..], data.len() as u32, &mut want);
-            assert_eq!(kernel, want, "{} frame {}: kernel and host summaries differ", f.name, i + 1);
+            assert_eq!(kernel, want, "{name} frame {}: kernel and host summaries differ", i + 1);
             host.observe(FrameMeta { ts_ns: 0, source: 0 }, &want);
         }
     }
@@ -140,6 +152,65 @@ fn kernel_equals_host(filter: Option<&str>) -> (u64, u64) {
     };
     assert_eq!(strip(&kernel.pfc), strip(&host.pfc), "{what}: PFC / PAUSE per sender and priority");
     (host.frames, host.filtered)
+}
+
+/// One flow that takes every path a flow's entry has no room for, and its reverse flow: more
+/// opcodes than the entry's slots, DSCPs and PCPs other than its first, every ECN codepoint,
+/// a PSN skip, duplicates, a READ RESPONSE out of sequence and NAKs of several kinds. The
+/// kernel's entry and extra map add up to the host's counts.
+#[test]
+fn a_flow_past_its_entrys_room_counts_like_the_host() {
+    use analyzer_common::opcode::op;
+    use analyzer_common::wire::ext::{Aeth, Reth};
+    use tests::synth::{Roce, Vlan};
+    if !privileged("a_flow_past_its_entrys_room_counts_like_the_host") {
+        return;
+    }
+    let (a, b) = ([10, 9, 0, 1], [10, 9, 0, 2]);
+    let req = |opcode: u8, psn: u32| Roce::v4(a, b, 49152, opcode, 0x321, psn).payload(256);
+    let mut frames = Vec::new();
+    // Ten opcodes of one flow, with advancing PSNs.
+    let ops = [
+        op::SEND_FIRST,
+        op::SEND_MIDDLE,
+        op::SEND_LAST,
+        op::SEND_ONLY,
+        op::RDMA_WRITE_FIRST,
+        op::RDMA_WRITE_MIDDLE,
+        op::RDMA_WRITE_LAST,
+        op::RDMA_WRITE_ONLY,
+        op::SEND_ONLY_WITH_IMMEDIATE,
+        op::RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+    ];
+    for (i, o) in ops.iter().enumerate() {
+        let mut f = req(*o, 100 + i as u32);
+        f.ecn = (i % 4) as u8;
+        f.dscp = if i % 3 == 0 { 26 } else { 46 };
+        if i % 2 == 1 {
+            f.vlans = vec![Vlan::dot1q(i as u8 % 8, 10)];
+        }
+        frames.push(f.build());
+    }
+    // A PSN skip (110 lost), duplicates of 105 and 106, a READ (RETH) after them.
+    for psn in [111, 105, 106] {
+        frames.push(req(op::RDMA_WRITE_MIDDLE, psn).build());
+    }
+    let mut read = req(op::RDMA_READ_REQUEST, 112);
+    read.ext.reth = Reth { va: 0x1000, rkey: 7, dma_len: 1024 };
+    frames.push(read.build());
+    // The reverse flow: a READ RESPONSE with a gap, ACKs and NAKs.
+    let resp = |opcode: u8, psn: u32| Roce::v4(b, a, 49153, opcode, 0x123, psn).payload(256);
+    for (o, psn) in [(op::RDMA_READ_RESPONSE_FIRST, 112), (op::RDMA_READ_RESPONSE_MIDDLE, 114)] {
+        let mut f = resp(o, psn);
+        f.ext.aeth = Aeth { syndrome: 0, msn: 1 };
+        frames.push(f.build());
+    }
+    for syndrome in [0x00, 0x60, 0x61, 0x20, 0x62, 0x00] {
+        let mut f = resp(op::ACKNOWLEDGE, 100).payload(0);
+        f.ext.aeth = Aeth { syndrome, msn: 2 };
+        frames.push(f.build());
+    }
+    frames_equal_host(None, &[("one busy connection".to_string(), frames)]);
 }
 
 /// Evidence copies: with a flow and PFC watched, the program copies exactly the frames of that

@@ -171,7 +171,7 @@ pub struct FlowCounters {
     pub last_ns: u64,
     pub packets: u32,
     pub ack_req: u32,
-    /// Indexed by ECN codepoint less one: ECT(1), ECT(0), CE (Not-ECT are the other packets).
+    /// Indexed by ECN codepoint less one: ECT(1), ECT(0), CE (Not-ECT: [`FlowEntry::not_ect`]).
     pub ecn: [u32; 3],
     pub fecn: u32,
     pub becn: u32,
@@ -227,7 +227,10 @@ pub struct FlowEntry {
     pub duplicate_requests: u32,
     /// [`crate::psn::count::RESPONSE_OUT_OF_SEQUENCE`], wrapping.
     pub response_out_of_sequence: u32,
-    pub _pad: u32,
+    /// Not-ECT packets, wrapping (with [`FlowCounters::ecn`] every packet has its codepoint
+    /// counted: a count derived from the others would be off for good after a read that saw
+    /// one counter updated and not the other).
+    pub not_ect: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<FlowEntry>() == 160);

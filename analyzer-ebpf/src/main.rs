@@ -312,9 +312,10 @@ fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) ->
     c.packets = c.packets.wrapping_add(1);
     c.bytes += s.frame_len as u64;
     c.last_ns = now;
-    // Not-ECT packets are the others.
-    if let Some(n) = (s.ecn as usize & 3).checked_sub(1).and_then(|e| c.ecn.get_mut(e)) {
-        *n = n.wrapping_add(1);
+    match (s.ecn as usize & 3).checked_sub(1).and_then(|e| c.ecn.get_mut(e)) {
+        Some(n) => *n = n.wrapping_add(1),
+        // SAFETY: the flow's map value (shared: see FLOWS).
+        None => unsafe { (*entry).not_ect = (*entry).not_ect.wrapping_add(1) },
     }
     c.fecn = c.fecn.wrapping_add(s.fecn as u32);
     c.becn = c.becn.wrapping_add(s.becn as u32);

@@ -8,7 +8,7 @@
 
 use analyzer_common::FrameClass;
 use analyzer_common::flow::FlowKey;
-use analyzer_common::maps::{ExtraKey, FlowCounters, FlowEntry, OP_SLOTS, UNTAGGED, counter, extra_kind};
+use analyzer_common::maps::{ExtraKey, FlowEntry, OP_SLOTS, UNTAGGED, counter, extra_kind};
 use analyzer_common::psn::{PsnState, tally};
 use rustc_hash::FxHashMap;
 
@@ -60,32 +60,31 @@ fn add_psn(s: &mut PsnState, new: &FlowEntry, old: &FlowEntry) {
     s.seq = new.seq;
 }
 
-fn add_slot(s: &mut FlowStats, new: &FlowCounters, old: &FlowCounters, clock: &Clock, source: u16) {
+fn add_slot(s: &mut FlowStats, new_entry: &FlowEntry, old_entry: &FlowEntry, clock: &Clock, source: u16) {
+    let (new, old) = (&new_entry.counters, &old_entry.counters);
     let d = |n: u32, o: u32| n.wrapping_sub(o) as u64;
-    let packets = d(new.packets, old.packets);
-    if packets == 0 {
-        return;
+    // Every counter is added on its own, even when the packet count did not move: a read
+    // while the kernel updates the entry can see one counter of a frame and not another,
+    // and what it missed comes with the next read. (The times too: a first time not written
+    // yet is 0.)
+    if new.first_ns != 0 && new.last_ns != old.last_ns {
+        let (first, last) = (clock.wall(new.first_ns), clock.wall(new.last_ns));
+        if s.packets == 0 {
+            s.first_ns = first;
+            s.last_ns = last;
+        } else {
+            s.first_ns = s.first_ns.min(first);
+            s.last_ns = s.last_ns.max(last);
+        }
     }
-    let (first, last) = (clock.wall(new.first_ns), clock.wall(new.last_ns));
-    if s.packets == 0 {
-        s.first_ns = first;
-        s.last_ns = last;
-    } else {
-        s.first_ns = s.first_ns.min(first);
-        s.last_ns = s.last_ns.max(last);
-    }
-    s.packets += packets;
+    s.packets += d(new.packets, old.packets);
     let bytes = new.bytes.wrapping_sub(old.bytes);
     s.bytes += bytes;
     s.add_source_bytes(source, bytes);
-    // The entry counts ECT(1), ECT(0) and CE; Not-ECT are the other packets.
-    let mut marked = 0;
+    s.ecn[0] += d(new_entry.not_ect, old_entry.not_ect);
     for i in 0..3 {
-        let n = d(new.ecn[i], old.ecn[i]);
-        s.ecn[i + 1] += n;
-        marked += n;
+        s.ecn[i + 1] += d(new.ecn[i], old.ecn[i]);
     }
-    s.ecn[0] += packets.saturating_sub(marked);
     s.fecn += d(new.fecn, old.fecn);
     s.becn += d(new.becn, old.becn);
     s.ack_req += d(new.ack_req, old.ack_req);
@@ -142,7 +141,7 @@ impl LiveAccount {
         for (key, new) in &snap.flows {
             let old = self.prev.insert(*key, *new).unwrap_or(FlowEntry::zeroed());
             let stats = engine.flows.get_or_insert(*key);
-            add_slot(stats, &new.counters, &old.counters, clock, self.source);
+            add_slot(stats, new, &old, clock, self.source);
             add_psn(&mut stats.psn, new, &old);
             if new.counters.cpu_moves > 0 {
                 self.several_cpus.insert(*key);
@@ -303,6 +302,23 @@ pub(crate) mod tests {
         snap.flows = vec![(key(2), moved(12, 1))];
         acc.apply(&mut e, &snap, &clock);
         assert_eq!((e.visibility.several_cpus, acc.several_cpus.len()), (2, 1));
+    }
+
+    /// A read that saw a frame's packet count and not yet its ECN count (the kernel was
+    /// updating the entry) only delays the ECN count to the next read: no count is derived
+    /// from the others.
+    #[test]
+    fn a_torn_read_only_delays_a_count() {
+        let (mut e, mut acc, clock, mut snap) = start(0);
+        let torn = slot(1, 0, 26);
+        snap.flows = vec![(key(4), torn)];
+        acc.apply(&mut e, &snap, &clock);
+        let mut whole = torn;
+        whole.counters.ecn[2] = 1;
+        snap.flows = vec![(key(4), whole)];
+        acc.apply(&mut e, &snap, &clock);
+        let s = e.flows.get(&key(4)).unwrap();
+        assert_eq!((s.packets, s.ecn), (1, [0, 0, 0, 1]), "one CE packet");
     }
 
     #[test]

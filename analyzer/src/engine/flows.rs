@@ -81,7 +81,7 @@ pub struct FlowStats {
     /// Bytes per source (capture file or interface), for the per-label shares of ECMP.
     pub source_bytes: SmallVec<[(u16, u64); 1]>,
     /// PSN sequence and AETH counters (offline: the state machine itself; live: the counters
-    /// accumulated from the kernel's PSN map).
+    /// accumulated from the flow's kernel entry and extra map).
     pub psn: PsnState,
     /// The first frame that showed trouble: CE-marked, a CNP, a NAK, or out of sequence or
     /// repeated in its PSN stream (0: none yet). Offline with `--evidence` only

@@ -33,7 +33,8 @@ pub enum DropReason {
     ExtraMapFull,
     /// Live: a PFC/PAUSE sender and priority found the PFC map full.
     PfcMapFull,
-    /// Live: a RoCE frame's flow found the PSN map full (its PSN/AETH not accounted).
+    /// Live: a RoCE frame's flow found the flow map full (its PSN/AETH not accounted; counted
+    /// in `FlowMapFull` too).
     PsnMapFull,
     /// Live: a timeline record found the timeline ring buffer full (RTT, CE/CNP timing and
     /// incast miss that frame).

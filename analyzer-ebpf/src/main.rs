@@ -300,7 +300,8 @@ fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) ->
     let pcp = maps::pcp_of(s);
     // SAFETY: helper without arguments.
     let cpu = unsafe { bpf_get_smp_processor_id() } as u16;
-    if c.packets == 0 {
+    // A new entry (its packet count wraps, its first time is never 0 again).
+    if c.first_ns == 0 {
         c.first_ns = now;
         c.dscp = s.dscp;
         c.pcp = pcp;
@@ -409,8 +410,9 @@ fn extra_add(flow: FlowKey, kind: u8, value: u8, n: u64) {
     }
 }
 
-/// The PSN/AETH counts of a flow entry: requests and ACKs in the entry, the counters only
-/// anomalies move in the extra map ([`extra_kind::PSN`]).
+/// The PSN/AETH counts of a flow entry: those a frame can move every time in the entry
+/// ([`FlowEntry::inline_counter`]), those only an anomaly moves in the extra map
+/// ([`extra_kind::PSN`]).
 struct EntryTally<'a> {
     key: &'a FlowKey,
     entry: *mut FlowEntry,

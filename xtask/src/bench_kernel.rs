@@ -540,7 +540,7 @@ pub fn run(
         two_cpus()?;
     }
     if part(Part::Stats) {
-        crate::bench_stats::run(seconds.div_ceil(2))?;
+        crate::bench_stats::run(seconds.div_ceil(2), compare_agent)?;
     }
     if part(Part::Memory) {
         memory()?;

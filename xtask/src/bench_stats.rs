@@ -81,12 +81,16 @@ pub fn sysctl(kv: &str) -> anyhow::Result<String> {
 }
 
 /// Prints the table: per class, the program's ns per frame over `seconds` of replay.
-pub fn run(seconds: u64) -> anyhow::Result<()> {
+pub fn run(seconds: u64, compare_agent: Option<&Path>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let ns = Netns::new("stats");
     println!("\n### Realistic traffic through a veth (bpf_stats: the program's own run time)\n");
-    println!("| frames | frames run | ns/frame |");
-    println!("|---|---:|---:|");
+    print!("| frames | frames run | ns/frame |");
+    if let Some(b) = compare_agent {
+        print!(" {} frames run | ns/frame |", b.display());
+    }
+    println!("\n|---|---:|---:|{}", if compare_agent.is_some() { "---:|---:|" } else { "" });
+    let this = tests::tools::binary();
     let was = sysctl("kernel.bpf_stats_enabled=1")?;
     let result = (|| -> anyhow::Result<()> {
         for (name, frames) in classes() {
@@ -94,18 +98,23 @@ pub fn run(seconds: u64) -> anyhow::Result<()> {
             let recs: Vec<Record> =
                 frames.into_iter().enumerate().map(|(i, f)| Record::new(1_000 * i as u64, f)).collect();
             std::fs::write(&file, write_pcap(Vec::new(), PcapOptions::default(), &recs)?)?;
-            let json = dir.path().join("stats.json");
-            let agent = Agent::start(&ns, &["--interval", "1s", "-q", "--json", json.to_str().unwrap()]);
-            let pid = agent.pid();
-            let (t0, n0) = prog_stats(pid)?;
-            replay_seconds(&ns, &file, seconds)?;
-            let (t1, n1) = prog_stats(pid)?;
-            let (code, _, err) = agent.stop();
-            if code != Some(0) {
-                bail!("agent: {}", err.join("\n"));
+            print!("| {name} |");
+            // This build's agent, then the other one's (its own program) on the same frames.
+            for bin in std::iter::once(this.as_path()).chain(compare_agent) {
+                let json = dir.path().join("stats.json");
+                let agent = Agent::start_bin(&ns, bin, &["--interval", "1s", "-q", "--json", json.to_str().unwrap()]);
+                let pid = agent.pid();
+                let (t0, n0) = prog_stats(pid)?;
+                replay_seconds(&ns, &file, seconds)?;
+                let (t1, n1) = prog_stats(pid)?;
+                let (code, _, err) = agent.stop();
+                if code != Some(0) {
+                    bail!("agent {}: {}", bin.display(), err.join("\n"));
+                }
+                let n = n1 - n0;
+                print!(" {n} | {:.0} |", (t1 - t0) as f64 / n.max(1) as f64);
             }
-            let n = n1 - n0;
-            println!("| {name} | {n} | {:.0} |", (t1 - t0) as f64 / n.max(1) as f64);
+            println!();
         }
         Ok(())
     })();

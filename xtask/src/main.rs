@@ -72,7 +72,8 @@ enum Task {
         #[arg(long, value_name = "OBJECT")]
         compare: Option<std::path::PathBuf>,
         /// Also measure this build of the agent's binary (e.g. the previous release's) in the
-        /// agent-CPU runs of the same measurement.
+        /// agent-CPU runs and, with the program it embeds, on the realistic traffic of the same
+        /// measurement.
         #[arg(long, value_name = "BINARY")]
         compare_agent: Option<std::path::PathBuf>,
         /// Only these parts (default: all).

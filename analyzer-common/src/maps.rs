@@ -217,16 +217,8 @@ pub struct FlowEntry {
     pub counters: FlowCounters,
     /// Written for RoCE frames only (a CNP flow's stays zero).
     pub seq: crate::psn::PsnSeq,
-    /// Request-stream packets ([`crate::psn::count::REQUESTS`]), wrapping.
-    pub requests: u32,
-    /// AETHs of type ACK ([`crate::psn::aeth::ACK`]), wrapping.
-    pub acks: u32,
-    /// [`crate::psn::count::DUPLICATES`], wrapping.
-    pub duplicates: u32,
-    /// [`crate::psn::responder::DUPLICATE_REQUEST`], wrapping.
-    pub duplicate_requests: u32,
-    /// [`crate::psn::count::RESPONSE_OUT_OF_SEQUENCE`], wrapping.
-    pub response_out_of_sequence: u32,
+    /// The counts of the PSN/AETH counters of [`ENTRY_PSN_COUNTERS`], in its order, wrapping.
+    pub psn_counts: [u32; ENTRY_PSN_COUNTERS.len()],
     /// Not-ECT packets, wrapping (with [`FlowCounters::ecn`] every packet has its codepoint
     /// counted: a count derived from the others would be off for good after a read that saw
     /// one counter updated and not the other).
@@ -235,32 +227,32 @@ pub struct FlowEntry {
 
 const _: () = assert!(core::mem::size_of::<FlowEntry>() == 160);
 
-impl FlowEntry {
-    /// Where the entry keeps a PSN/AETH counter ([`crate::psn::tally`] index); None: in the
-    /// extra map.
-    #[inline(always)]
-    pub fn inline_counter(&mut self, counter: u8) -> Option<&mut u32> {
-        use crate::psn::{aeth, count, responder, tally};
-        const REQUESTS: u8 = tally::count(count::REQUESTS);
-        const ACKS: u8 = tally::aeth(aeth::ACK);
-        const DUPLICATES: u8 = tally::count(count::DUPLICATES);
-        const DUPLICATE_REQUESTS: u8 = tally::responder(responder::DUPLICATE_REQUEST);
-        const RESPONSE_OOS: u8 = tally::count(count::RESPONSE_OUT_OF_SEQUENCE);
-        match counter {
-            REQUESTS => Some(&mut self.requests),
-            ACKS => Some(&mut self.acks),
-            DUPLICATES => Some(&mut self.duplicates),
-            DUPLICATE_REQUESTS => Some(&mut self.duplicate_requests),
-            RESPONSE_OOS => Some(&mut self.response_out_of_sequence),
-            _ => None,
-        }
-    }
-}
+/// The PSN/AETH counters ([`crate::psn::tally`] indices) a frame can move every time, which a
+/// flow entry keeps itself ([`FlowEntry::psn_counts`], in this order): requests, ACKs,
+/// duplicates, duplicate requests, READ RESPONSEs out of sequence.
+pub const ENTRY_PSN_COUNTERS: [u8; 5] = {
+    use crate::psn::{aeth, count, responder, tally};
+    [
+        tally::count(count::REQUESTS),
+        tally::aeth(aeth::ACK),
+        tally::count(count::DUPLICATES),
+        tally::responder(responder::DUPLICATE_REQUEST),
+        tally::count(count::RESPONSE_OUT_OF_SEQUENCE),
+    ]
+};
 
 impl FlowEntry {
     pub const fn zeroed() -> Self {
         // SAFETY: integers only.
         unsafe { core::mem::zeroed() }
+    }
+
+    /// The entry's count of a PSN/AETH counter ([`crate::psn::tally`] index); None: it is
+    /// counted in the extra map.
+    #[inline(always)]
+    pub fn psn_count(&mut self, counter: u8) -> Option<&mut u32> {
+        let i = ENTRY_PSN_COUNTERS.iter().position(|c| *c == counter)?;
+        self.psn_counts.get_mut(i)
     }
 }
 
@@ -279,7 +271,7 @@ pub mod extra_kind {
     /// is `previous << 2 | this` (the flow's count moves from one to the other).
     pub const ECN_MOVED: u8 = 3;
     /// `value` is a PSN/AETH counter ([`crate::psn::tally`]) other than those the flow entry
-    /// keeps ([`super::FlowEntry::inline_counter`]); the map's value is its count.
+    /// keeps ([`super::ENTRY_PSN_COUNTERS`]); the map's value is its count.
     pub const PSN: u8 = 4;
 }
 
@@ -459,7 +451,7 @@ mod pod {
     use super::*;
     // SAFETY: repr(C), integer fields only, no implicit padding (sizes asserted above).
     unsafe impl aya::Pod for FlowCounters {}
-    // SAFETY: repr(C), two integer-only fields, no implicit padding (size asserted above).
+    // SAFETY: repr(C), integer-only fields, no implicit padding (size asserted above).
     unsafe impl aya::Pod for FlowEntry {}
     // SAFETY: repr(C), integers only, no implicit padding (sizes asserted with the type).
     unsafe impl aya::Pod for ExtraKey {}

@@ -140,9 +140,9 @@ pub const fn reveals_pmtu(opcode: u8) -> bool {
 }
 
 /// Where the state machines count: the host keeps every counter of [`PsnState`] in the flow;
-/// the kernel keeps the two that nearly every frame moves (requests, ACKs) in the flow's entry
-/// and the rest, which only anomalies move, in its extra map
-/// ([`crate::maps::extra_kind::PSN`]), so that the entry stays small.
+/// the kernel keeps those a frame can move every time in the flow's entry
+/// ([`crate::maps::ENTRY_PSN_COUNTERS`]) and the rest, which an anomaly moves once, in its
+/// extra map ([`crate::maps::extra_kind::PSN`]), so that the entry stays small.
 pub trait Tally {
     /// Adds `n` to the counter at flat index `counter` ([`tally`]).
     fn add(&mut self, counter: u8, n: u32);
@@ -151,7 +151,7 @@ pub trait Tally {
 /// Flat indices of every PSN/AETH counter, for [`Tally`]: [`count`] first, then [`aeth`], then
 /// [`responder`].
 pub mod tally {
-    use super::{aeth, count, responder};
+    use super::{aeth, count};
     pub const fn count(i: usize) -> u8 {
         i as u8
     }
@@ -161,7 +161,6 @@ pub mod tally {
     pub const fn responder(i: usize) -> u8 {
         (count::COUNT + aeth::COUNT + i) as u8
     }
-    pub const COUNT: usize = count::COUNT + aeth::COUNT + responder::COUNT;
 }
 
 /// What the state machines remember of a flow between its packets.

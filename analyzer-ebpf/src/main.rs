@@ -411,7 +411,7 @@ fn extra_add(flow: FlowKey, kind: u8, value: u8, n: u64) {
 }
 
 /// The PSN/AETH counts of a flow entry: those a frame can move every time in the entry
-/// ([`FlowEntry::inline_counter`]), those only an anomaly moves in the extra map
+/// ([`maps::ENTRY_PSN_COUNTERS`]), those only an anomaly moves in the extra map
 /// ([`extra_kind::PSN`]).
 struct EntryTally<'a> {
     key: &'a FlowKey,
@@ -423,7 +423,7 @@ impl Tally for EntryTally<'_> {
     fn add(&mut self, counter: u8, n: u32) {
         // SAFETY: the flow's map value, valid for this program run (its counters are apart
         // from the sequence state the state machine holds).
-        match unsafe { (*self.entry).inline_counter(counter) } {
+        match unsafe { (*self.entry).psn_count(counter) } {
             Some(c) => *c = c.wrapping_add(n),
             None => extra_add(*self.key, extra_kind::PSN, counter, n as u64),
         }

@@ -8,8 +8,8 @@
 
 use analyzer_common::FrameClass;
 use analyzer_common::flow::FlowKey;
-use analyzer_common::maps::{ExtraKey, FlowEntry, OP_SLOTS, UNTAGGED, counter, extra_kind};
-use analyzer_common::psn::{PsnState, tally};
+use analyzer_common::maps::{ENTRY_PSN_COUNTERS, ExtraKey, FlowEntry, OP_SLOTS, UNTAGGED, counter, extra_kind};
+use analyzer_common::psn::PsnState;
 use rustc_hash::FxHashMap;
 
 use super::pfc::PauseCounters;
@@ -50,11 +50,8 @@ pub struct LiveAccount {
 /// Adds a flow entry's PSN progress since the previous read: the wrapping counts it keeps (the
 /// other PSN/AETH counters arrive through the extra map), and its sequence state.
 fn add_psn(s: &mut PsnState, new: &FlowEntry, old: &FlowEntry) {
-    let (mut new, mut old) = (*new, *old);
-    for i in 0..tally::COUNT as u8 {
-        if let (Some(n), Some(o)) = (new.inline_counter(i), old.inline_counter(i)) {
-            s.add(i, n.wrapping_sub(*o) as u64);
-        }
+    for ((counter, n), o) in ENTRY_PSN_COUNTERS.iter().zip(new.psn_counts).zip(old.psn_counts) {
+        s.add(*counter, n.wrapping_sub(o) as u64);
     }
     // The sequence state (expected PSNs, PMTU, pending READ) is the kernel's as of this read.
     s.seq = new.seq;

@@ -217,7 +217,8 @@ fn offline(
         }
         anyhow::ensure!(hit, "--clock-offset {label}=…: no --pcap input is labelled {label:?}");
     }
-    let truncations = analyzer::offline::analyze_files_spooled(&mut run, &inputs, spool, |path, bytes| {
+    let threads = if args.one_thread { analyzer::offline::Threads::One } else { analyzer::offline::Threads::Reader };
+    let truncations = analyzer::offline::analyze_files_spooled(&mut run, &inputs, threads, spool, |path, bytes| {
         if let Some(b) = &bar {
             b.set_message(path.display().to_string());
             b.set_position(bytes);

@@ -1,9 +1,13 @@
 //! The offline path: capture files → frames → the pipeline (engine and analyses).
 //!
-//! One input is read straight through. Several inputs are several vantage points: each is
-//! read on its own thread and their records are merged in time order (with each input's
-//! clock offset applied), so that copies of one frame meet within the match window and every
-//! analysis sees the frames in the order they happened.
+//! Each input is read and its frames classified on a thread of its own, in batches, while the
+//! engine and the analyses take the frames on the caller's thread: reading (the page cache's
+//! copy, the pcap framing) and classifying are about a third of an offline run, and they need
+//! nothing of the run's state. Several inputs are several vantage points: their frames are
+//! merged in time order (with each input's clock offset applied), so that copies of one frame
+//! meet within the match window and every analysis sees the frames in the order they happened.
+//! One input is the same merge with one lane, or is read on the caller's thread alone
+//! ([`Threads::One`]: one core, for machines where the run must not take a second).
 
 use std::collections::BinaryHeap;
 use std::path::Path;
@@ -20,10 +24,21 @@ use crate::pipeline::Pipeline;
 use crate::report::evidence::select::Tag;
 use crate::report::evidence::spool::Spool;
 
-/// Records per batch a reader thread hands over.
-const BATCH: usize = 512;
-/// Batches in flight per input: memory is bounded by inputs × this × BATCH records.
-const BATCHES_IN_FLIGHT: usize = 4;
+/// Frames per batch a reader thread hands over.
+const BATCH: usize = 8192;
+/// Batches in flight per input: memory is bounded by inputs × this × BATCH frames (≈ 0.5 MB
+/// an input).
+const BATCHES_IN_FLIGHT: usize = 2;
+
+/// Where one input is read and classified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Threads {
+    /// On a reader thread beside the analysing one (the default).
+    #[default]
+    Reader,
+    /// On the analysing thread (`--one-thread`). Several inputs have a reader each anyway.
+    One,
+}
 
 /// Reads every input into one run. A truncated last record ends that input, marks the
 /// run partial and is returned; any other error stops the analysis. `progress` gets the
@@ -33,33 +48,37 @@ pub fn analyze_files(
     inputs: &[InputSpec],
     progress: impl FnMut(&Path, u64),
 ) -> Result<Vec<Truncation>, CaptureError> {
-    analyze_files_spooled(run, inputs, None, progress)
+    analyze_files_spooled(run, inputs, Threads::default(), None, progress)
 }
 
 /// The same, spooling the frames evidence can be about (`--evidence`) as they are read.
 pub fn analyze_files_spooled(
     run: &mut Pipeline,
     inputs: &[InputSpec],
+    threads: Threads,
     mut spool: Option<&mut Spool>,
     mut progress: impl FnMut(&Path, u64),
 ) -> Result<Vec<Truncation>, CaptureError> {
     let mut truncations = Vec::new();
     let sources: Vec<u16> =
         inputs.iter().map(|i| run.engine.add_source("pcap", &i.path.display().to_string(), &i.label)).collect();
-    if inputs.len() == 1 {
-        let (input, source) = (&inputs[0], sources[0]);
-        let mut summary = PacketSummary::zeroed();
+    let labels: std::collections::BTreeSet<&str> = inputs.iter().map(|i| i.label.as_str()).collect();
+    if labels.len() > 1 {
+        run.expect_vantage_points();
+    }
+    if let ([input], [source], Threads::One) = (inputs, &sources[..], threads) {
+        let spooling = spool.is_some();
+        let mut f = Decoded::empty();
         let outcome = pcap::read_file(
             &input.path,
-            |rec| take(run, &mut summary, source, input.clock_offset_ns, rec, spool.as_deref_mut()),
+            |rec| {
+                let keep = f.decode(rec, input.clock_offset_ns, spooling, |_| (0, rec.data.len() as u32));
+                take(run, &f, *source, keep.then_some(rec.data), spool.as_deref_mut());
+            },
             |bytes| progress(&input.path, bytes),
         )?;
         settle(run, outcome, &mut truncations);
     } else {
-        let labels: std::collections::BTreeSet<&str> = inputs.iter().map(|i| i.label.as_str()).collect();
-        if labels.len() > 1 {
-            run.expect_vantage_points();
-        }
         for outcome in merged(run, inputs, &sources, spool, &mut progress)? {
             settle(run, outcome, &mut truncations);
         }
@@ -69,29 +88,29 @@ pub fn analyze_files_spooled(
     Ok(truncations)
 }
 
-/// One record into the run (and into the evidence spool when there is one).
-fn take(
-    run: &mut Pipeline,
-    summary: &mut PacketSummary,
-    source: u16,
-    offset_ns: i64,
-    rec: &Record<'_>,
-    spool: Option<&mut Spool>,
-) {
-    frames::decode(rec.link, rec.data, rec.orig_len, summary);
-    let ts_ns = rec.ts_ns.saturating_add_signed(offset_ns);
-    let admitted = run.observe(FrameMeta { ts_ns, source }, summary);
+/// One classified frame into the run (and into the evidence spool when there is one); `data`
+/// is its bytes when they were kept ([`keeps_bytes`]).
+fn take(run: &mut Pipeline, f: &Decoded, source: u16, data: Option<&[u8]>, spool: Option<&mut Spool>) {
+    let summary = &f.summary;
+    let admitted = run.observe(FrameMeta { ts_ns: f.ts_ns, source }, summary);
     if let Some(spool) = spool
         && admitted
+        && let Some(data) = data
         && Tag::wanted(summary.class())
     {
-        spool.push(ts_ns, source, rec.link, rec.orig_len, summary, rec.data);
+        spool.push(f.ts_ns, source, f.link, f.orig_len, summary, data);
     }
     if cm::is_carrier(summary.opcode, summary.dst_qp)
-        && let Some(mad) = frames::bytes_at(rec.link, rec.data, summary.payload_off as usize, cm::BYTES)
+        && let Some(mad) = data.and_then(|d| frames::bytes_at(f.link, d, summary.payload_off as usize, cm::BYTES))
     {
         run.observe_cm(&summary.src_ip, &summary.dst_ip, mad);
     }
+}
+
+/// Whether the run needs a frame's bytes besides its summary: a CM MAD's (QP pairing), and with
+/// `--evidence` those of every frame evidence can be about. The others' bytes stay behind.
+fn keeps_bytes(s: &PacketSummary, spooling: bool) -> bool {
+    cm::is_carrier(s.opcode, s.dst_qp) || (spooling && Tag::wanted(s.class()))
 }
 
 /// What an input's reading left to count: skipped link types, a truncated end.
@@ -107,23 +126,72 @@ fn settle(run: &mut Pipeline, outcome: ReadOutcome, truncations: &mut Vec<Trunca
     }
 }
 
-/// Records of one input, owned: their bytes back to back in `data`.
-#[derive(Default)]
+/// A frame as its reader classified it: its time with the input's clock offset applied.
+struct Decoded {
+    ts_ns: u64,
+    orig_len: u32,
+    link: LinkType,
+    summary: PacketSummary,
+    /// Its bytes in the batch's `data`, when kept.
+    bytes: Option<(u32, u32)>,
+}
+
+impl Decoded {
+    fn empty() -> Self {
+        Decoded { ts_ns: 0, orig_len: 0, link: LinkType::Ethernet, summary: PacketSummary::zeroed(), bytes: None }
+    }
+
+    /// Classifies `rec` in place; when the run needs its bytes, `keep` puts them where they
+    /// stay (their range is `bytes`). Whether they are kept.
+    fn decode(
+        &mut self,
+        rec: &Record<'_>,
+        offset_ns: i64,
+        spooling: bool,
+        keep: impl FnOnce(&[u8]) -> (u32, u32),
+    ) -> bool {
+        frames::decode(rec.link, rec.data, rec.orig_len, &mut self.summary);
+        self.bytes = keeps_bytes(&self.summary, spooling).then(|| keep(rec.data));
+        self.ts_ns = rec.ts_ns.saturating_add_signed(offset_ns);
+        (self.orig_len, self.link) = (rec.orig_len, rec.link);
+        self.bytes.is_some()
+    }
+}
+
+/// Frames of one input, and the bytes of those whose bytes are kept, back to back. Its
+/// `BATCH` frames are allocated once and classified in place (a summary is 216 bytes: built
+/// elsewhere and copied in, it cost a tenth of the reader's time); `len` of them are taken.
 struct Batch {
+    frames: Box<[Decoded]>,
+    len: usize,
     data: Vec<u8>,
-    records: Vec<(u64, u32, LinkType, u64, usize, usize)>,
     /// Bytes of the input read so far.
     read: u64,
 }
 
+impl Batch {
+    fn new() -> Self {
+        Batch { frames: (0..BATCH).map(|_| Decoded::empty()).collect(), len: 0, data: Vec::new(), read: 0 }
+    }
+
+    fn taken(&self) -> &[Decoded] {
+        &self.frames[..self.len]
+    }
+
+    fn bytes(&self, f: &Decoded) -> Option<&[u8]> {
+        f.bytes.and_then(|(start, end)| self.data.get(start as usize..end as usize))
+    }
+}
+
 enum Msg {
-    Records(Batch),
+    Frames(Batch),
     End(Result<ReadOutcome, CaptureError>),
 }
 
-/// Reads one input on its thread, in batches; stops handing them over when the merge is gone.
-fn reader(input: &InputSpec, tx: SyncSender<Msg>) {
-    let mut batch = Batch::default();
+/// Reads and classifies one input on its thread, in batches (taking back the emptied ones from
+/// `spent`, so that a run allocates a few); stops handing them over when the merge is gone.
+fn reader(input: &InputSpec, spooling: bool, tx: SyncSender<Msg>, spent: Receiver<Batch>) {
+    let mut batch = Batch::new();
     let mut gone = false;
     let read = std::cell::Cell::new(0);
     let result = pcap::read_file(
@@ -132,19 +200,24 @@ fn reader(input: &InputSpec, tx: SyncSender<Msg>) {
             if gone {
                 return;
             }
-            let start = batch.data.len();
-            batch.data.extend_from_slice(rec.data);
-            batch.records.push((rec.ts_ns, rec.orig_len, rec.link, rec.offset, start, batch.data.len()));
-            if batch.records.len() == BATCH {
+            let data = &mut batch.data;
+            batch.frames[batch.len].decode(rec, input.clock_offset_ns, spooling, |bytes| {
+                let start = data.len();
+                data.extend_from_slice(bytes);
+                (start as u32, data.len() as u32)
+            });
+            batch.len += 1;
+            if batch.len == BATCH {
                 batch.read = read.get();
-                gone = tx.send(Msg::Records(std::mem::take(&mut batch))).is_err();
+                let next = spent.try_recv().unwrap_or_else(|_| Batch::new());
+                gone = tx.send(Msg::Frames(std::mem::replace(&mut batch, next))).is_err();
             }
         },
         |bytes| read.set(bytes),
     );
-    if !batch.records.is_empty() && !gone {
+    if batch.len > 0 && !gone {
         batch.read = read.get();
-        let _ = tx.send(Msg::Records(batch));
+        let _ = tx.send(Msg::Frames(batch));
     }
     let _ = tx.send(Msg::End(result));
 }
@@ -152,6 +225,8 @@ fn reader(input: &InputSpec, tx: SyncSender<Msg>) {
 /// One input's side of the merge: its current batch and what is left of it.
 struct Lane {
     rx: Receiver<Msg>,
+    /// Emptied batches back to the reader.
+    spent: SyncSender<Batch>,
     batch: Batch,
     next: usize,
     end: Option<Result<ReadOutcome, CaptureError>>,
@@ -159,19 +234,27 @@ struct Lane {
 }
 
 impl Lane {
-    /// The time of its next record (clock offset applied), fetching a batch when needed.
-    fn head(&mut self, offset_ns: i64) -> Option<u64> {
-        while self.next == self.batch.records.len() && self.end.is_none() {
+    /// The time of its next frame, fetching a batch when needed.
+    fn head(&mut self) -> Option<u64> {
+        while self.next == self.batch.len && self.end.is_none() {
             match self.rx.recv() {
-                Ok(Msg::Records(b)) => {
+                Ok(Msg::Frames(b)) => {
                     self.read = b.read;
-                    (self.batch, self.next) = (b, 0);
+                    let mut done = std::mem::replace(&mut self.batch, b);
+                    self.next = 0;
+                    done.len = 0;
+                    done.data.clear();
+                    // The reader allocates another when this one is not taken back in time
+                    // (or is the lane's first, empty placeholder).
+                    if done.frames.len() == BATCH {
+                        let _ = self.spent.try_send(done);
+                    }
                 }
                 Ok(Msg::End(r)) => self.end = Some(r),
                 Err(_) => self.end = Some(Ok(ReadOutcome::default())),
             }
         }
-        self.batch.records.get(self.next).map(|r| r.0.saturating_add_signed(offset_ns))
+        self.batch.taken().get(self.next).map(|f| f.ts_ns)
     }
 
     /// An input that ended with an error stops the analysis (the other readers stop handing
@@ -187,8 +270,8 @@ impl Lane {
     }
 }
 
-/// Reads several inputs at once and feeds their records to the run in time order; returns
-/// each input's outcome, or the first error.
+/// Reads the inputs at once and feeds their frames to the run in time order (one input: in
+/// its order); returns each input's outcome, or the first error.
 fn merged(
     run: &mut Pipeline,
     inputs: &[InputSpec],
@@ -196,35 +279,52 @@ fn merged(
     mut spool: Option<&mut Spool>,
     progress: &mut impl FnMut(&Path, u64),
 ) -> Result<Vec<ReadOutcome>, CaptureError> {
+    let spooling = spool.is_some();
     std::thread::scope(|scope| {
         let mut lanes: Vec<Lane> = inputs
             .iter()
             .map(|input| {
                 let (tx, rx) = sync_channel(BATCHES_IN_FLIGHT);
-                scope.spawn(move || reader(input, tx));
-                Lane { rx, batch: Batch::default(), next: 0, end: None, read: 0 }
+                let (spent, spent_rx) = sync_channel(BATCHES_IN_FLIGHT);
+                scope.spawn(move || reader(input, spooling, tx, spent_rx));
+                Lane {
+                    rx,
+                    spent,
+                    batch: Batch { frames: Box::new([]), len: 0, data: Vec::new(), read: 0 },
+                    next: 0,
+                    end: None,
+                    read: 0,
+                }
             })
             .collect();
         let mut heap = BinaryHeap::new();
         for (i, lane) in lanes.iter_mut().enumerate() {
-            match lane.head(inputs[i].clock_offset_ns) {
+            match lane.head() {
                 Some(t) => heap.push(std::cmp::Reverse((t, i))),
                 None => lane.fail()?,
             }
         }
-        let mut summary = PacketSummary::zeroed();
         let mut last_read = vec![0u64; inputs.len()];
         while let Some(std::cmp::Reverse((_, i))) = heap.pop() {
             let lane = &mut lanes[i];
-            let (ts_ns, orig_len, link, offset, start, end) = lane.batch.records[lane.next];
-            lane.next += 1;
-            let rec = Record { ts_ns, orig_len, data: &lane.batch.data[start..end], link, offset };
-            take(run, &mut summary, sources[i], inputs[i].clock_offset_ns, &rec, spool.as_deref_mut());
+            // Take the lane's frames while they are the earliest: all of them with one input.
+            loop {
+                let f = &lane.batch.frames[lane.next];
+                take(run, f, sources[i], lane.batch.bytes(f), spool.as_deref_mut());
+                lane.next += 1;
+                if lane.next == lane.batch.len {
+                    break;
+                }
+                let next = lane.batch.frames[lane.next].ts_ns;
+                if heap.peek().is_some_and(|std::cmp::Reverse((t, j))| (*t, *j) < (next, i)) {
+                    break;
+                }
+            }
             if last_read[i] != lane.read {
                 last_read[i] = lane.read;
                 progress(&inputs[i].path, last_read.iter().sum());
             }
-            match lane.head(inputs[i].clock_offset_ns) {
+            match lane.head() {
                 Some(t) => heap.push(std::cmp::Reverse((t, i))),
                 None => lane.fail()?,
             }

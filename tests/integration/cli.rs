@@ -745,3 +745,58 @@ fn streamed_reports_equal_held_ones_byte_for_byte() {
         tests::tools::check_report(&serde_json::from_slice(&s).unwrap());
     }
 }
+
+/// Offline, one input is read and classified on a reader thread that hands its frames over in
+/// batches, or with `--one-thread` on the analysing thread: the reports, errors and exit codes
+/// are the same, on every fixture, on the bad inputs and on a capture of many batches. And a
+/// capture split frame by frame into two inputs of one label (merged in time order across
+/// both readers' batches) counts what the whole capture counts.
+#[test]
+fn one_thread_and_the_reader_thread_give_the_same_reports() {
+    use tests::synth::pcap::{PcapOptions, write_pcap};
+    use tests::synth::scenario::{ScenarioOptions, cluster};
+    let dir = tempfile::tempdir().unwrap();
+    let recs = cluster(&ScenarioOptions { hosts: 8, messages: 400, ..Default::default() });
+    assert!(recs.len() > 10 * 2048, "{} frames: several batches of the reader", recs.len());
+    let write = |name: &str, recs: &[tests::synth::pcap::Record]| {
+        let p = dir.path().join(name);
+        write_pcap(std::fs::File::create(&p).unwrap(), PcapOptions { nanosecond: true, ..Default::default() }, recs)
+            .unwrap();
+        p.display().to_string()
+    };
+    let whole = write("whole.pcap", &recs);
+    let (even, odd): (Vec<_>, Vec<_>) = recs.iter().cloned().enumerate().partition(|(i, _)| i % 2 == 0);
+    let strip = |v: Vec<(usize, tests::synth::pcap::Record)>| v.into_iter().map(|(_, r)| r).collect::<Vec<_>>();
+    let (a, b) = (write("a.pcap", &strip(even)), write("b.pcap", &strip(odd)));
+
+    let mut files: Vec<String> = std::fs::read_dir(data_dir())
+        .unwrap()
+        .chain(std::fs::read_dir(data_dir().join("bad")).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
+        .map(|p| p.display().to_string())
+        .collect();
+    files.sort();
+    assert!(files.len() > 40, "the fixtures are found: {files:?}");
+    files.push(whole.clone());
+    for f in &files {
+        let threaded = run(&["-q", "-r", f, "--json", "-"]);
+        let one = run(&["-q", "-r", f, "--json", "-", "--one-thread"]);
+        assert_eq!(threaded.status.code(), one.status.code(), "{f}");
+        assert_eq!(String::from_utf8_lossy(&threaded.stderr), String::from_utf8_lossy(&one.stderr), "{f}");
+        assert!(threaded.stdout == one.stdout, "{f}: the reports differ");
+    }
+    let mut whole_report = report_of(&["-r", &whole]);
+    assert_eq!(whole_report["capture"]["frames"], recs.len(), "every frame read");
+    // The label the whole capture has by default: the two halves are one vantage point.
+    let label = "whole.pcap";
+    let mut split = report_of(&["-r", &format!("{label}={a}"), "-r", &format!("{label}={b}")]);
+    assert_eq!(split["capture"]["sources"].as_array().unwrap().len(), 2);
+    // Apart from the inputs it names, the same report: its RTT, incast and DCQCN answers
+    // would differ if the frames were not analysed in time order.
+    split["capture"]["sources"] = Value::Null;
+    whole_report["capture"]["sources"] = Value::Null;
+    let top: Vec<&String> =
+        whole_report.as_object().unwrap().keys().filter(|k| split[*k] != whole_report[*k]).collect();
+    assert!(top.is_empty(), "the split capture's report differs in {top:?}");
+}

@@ -1,7 +1,9 @@
 //! `cargo xtask bench`: the offline engine over a generated capture of ≥ 1 M frames, against
 //! `tshark -T fields` extracting the same fields from the same file, in the same run; and peak
 //! memory at two capture sizes (bounded by flows, not frames). Prints a Markdown table for
-//! BENCHMARKS.md.
+//! BENCHMARKS.md. roce-analyzer reads and classifies a capture on a second thread: the table
+//! gives wall time and CPU time (user + system, all threads), and `--one-thread` runs what one
+//! core does.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -15,10 +17,12 @@ use tests::synth::scenario::{ScenarioOptions, cluster};
 
 struct Run {
     seconds: f64,
+    /// User and system time of all the child's threads.
+    cpu_seconds: f64,
     max_rss_kib: i64,
 }
 
-/// Runs `cmd` to completion, measuring wall time and the child's peak RSS (wait4).
+/// Runs `cmd` to completion, measuring wall time, the child's CPU time and peak RSS (wait4).
 fn measure(cmd: &mut Command) -> anyhow::Result<Run> {
     let start = Instant::now();
     let child = cmd.stdout(Stdio::null()).spawn().with_context(|| format!("spawning {cmd:?}"))?;
@@ -32,7 +36,8 @@ fn measure(cmd: &mut Command) -> anyhow::Result<Run> {
     if r != pid || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
         bail!("{cmd:?} failed (status {status})");
     }
-    Ok(Run { seconds, max_rss_kib: usage.ru_maxrss })
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Ok(Run { seconds, cpu_seconds: secs(usage.ru_utime) + secs(usage.ru_stime), max_rss_kib: usage.ru_maxrss })
 }
 
 /// Writes a capture of at least `frames` frames (16 hosts in a ring, 64 KiB messages at
@@ -78,18 +83,20 @@ pub fn run(frames: usize, repeat: usize) -> anyhow::Result<()> {
     let size = std::fs::metadata(&big)?.len();
     eprintln!("xtask bench: {n} frames ({:.1} MB) and {n4} frames", size as f64 / 1e6);
 
-    let ours = |file: &Path| -> anyhow::Result<Run> {
+    let ours = |file: &Path, extra: &[&str]| -> anyhow::Result<Run> {
         let mut best: Option<Run> = None;
         for _ in 0..repeat {
-            let r = measure(Command::new(&bin).arg("-q").arg("-r").arg(file).args(["--json", "/dev/null"]))?;
+            let r =
+                measure(Command::new(&bin).arg("-q").arg("-r").arg(file).args(["--json", "/dev/null"]).args(extra))?;
             if best.as_ref().is_none_or(|b| r.seconds < b.seconds) {
                 best = Some(r);
             }
         }
         Ok(best.expect("repeat ≥ 1"))
     };
-    let a = ours(&big)?;
-    let a4 = ours(&small)?;
+    let a = ours(&big, &[])?;
+    let a4 = ours(&small, &[])?;
+    let one = ours(&big, &["--one-thread"])?;
     let mut t = Command::new("tshark");
     t.args(["-n", "-r"]).arg(&big).args(["-T", "fields"]);
     for f in tests::tools::TSHARK_FIELDS {
@@ -98,27 +105,28 @@ pub fn run(frames: usize, repeat: usize) -> anyhow::Result<()> {
     let ts = measure(&mut t)?;
 
     let fps = |r: &Run, n: usize| n as f64 / r.seconds;
-    println!("| measurement | frames | seconds | frames/s | peak RSS (MiB) |");
-    println!("|---|---:|---:|---:|---:|");
+    let cps = |r: &Run, n: usize| n as f64 / r.cpu_seconds;
+    println!("| measurement | frames | seconds | frames/s | CPU seconds | frames per CPU-second | peak RSS (MiB) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let row = |what: &str, r: &Run, n: usize| {
+        println!(
+            "| {what} | {n} | {:.3} | {:.3} M | {:.3} | {:.3} M | {:.1} |",
+            r.seconds,
+            fps(r, n) / 1e6,
+            r.cpu_seconds,
+            cps(r, n) / 1e6,
+            r.max_rss_kib as f64 / 1024.0
+        )
+    };
+    row(&format!("roce-analyzer (best of {repeat})"), &a, n);
+    row("roce-analyzer, quarter capture", &a4, n4);
+    row(&format!("roce-analyzer --one-thread (best of {repeat})"), &one, n);
+    row(&format!("tshark -T fields ({} fields)", tests::tools::TSHARK_FIELDS.len()), &ts, n);
     println!(
-        "| roce-analyzer (best of {repeat}) | {n} | {:.3} | {:.2} M | {:.1} |",
-        a.seconds,
-        fps(&a, n) / 1e6,
-        a.max_rss_kib as f64 / 1024.0
+        "\nspeed-up over tshark in this run: {:.0}× in wall time, {:.0}× in CPU time",
+        ts.seconds / a.seconds,
+        ts.cpu_seconds / a.cpu_seconds
     );
-    println!(
-        "| roce-analyzer, quarter capture | {n4} | {:.3} | {:.2} M | {:.1} |",
-        a4.seconds,
-        fps(&a4, n4) / 1e6,
-        a4.max_rss_kib as f64 / 1024.0
-    );
-    println!(
-        "| tshark -T fields ({} fields) | {n} | {:.3} | {:.3} M | {:.1} |",
-        tests::tools::TSHARK_FIELDS.len(),
-        ts.seconds,
-        fps(&ts, n) / 1e6,
-        ts.max_rss_kib as f64 / 1024.0
-    );
-    println!("\nspeed-up over tshark in this run: {:.0}×", ts.seconds / a.seconds);
+    println!("with --one-thread (one core): {:.0}×", ts.seconds / one.seconds);
     Ok(())
 }

@@ -25,10 +25,11 @@ use crate::report::evidence::select::Tag;
 use crate::report::evidence::spool::Spool;
 
 /// Frames per batch a reader thread hands over.
-const BATCH: usize = 8192;
-/// Batches in flight per input: memory is bounded by inputs × this × BATCH frames (≈ 0.5 MB
-/// an input).
-const BATCHES_IN_FLIGHT: usize = 2;
+const BATCH: usize = 2048;
+/// Batches in flight per input: memory is bounded by inputs × (twice this, with the emptied
+/// batches on their way back, + 2) × BATCH frames of 248 bytes (≈ 4 MB an input). Fewer,
+/// smaller batches cost a wake-up of the reader more often (512: ≈ 10 % more CPU time).
+const BATCHES_IN_FLIGHT: usize = 3;
 
 /// Where one input is read and classified.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

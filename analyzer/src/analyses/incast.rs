@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 
 use analyzer_common::opcode;
 use analyzer_common::record::Record;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 pub use super::Addr;
 use super::Interned;
@@ -28,33 +28,100 @@ pub const MAX_LISTED_SENDERS: usize = 1 << 18;
 /// (about 3 MB): below it a source that comes back finds its place, however many rest.
 pub const PLACES_BUDGET: usize = 1 << 16;
 
+/// An episode's counts and senders (or those of its pending part). A sender is listed by its
+/// place in the destination's `slots`, a bit each: no hash of its 17-byte address per sender
+/// newly listed (with 10 000 senders taking turns in episodes of thousands, the set of
+/// addresses this was had been a tenth of the agent's CPU). A listed sender whose place is
+/// freed keeps its address in `freed`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Tally {
     bytes: u64,
     ce: u64,
     cnp: u64,
-    senders: FxHashSet<Addr>,
+    /// Bit `p`: the sender at place `p` is listed.
+    places: Vec<u64>,
+    /// Listed senders whose places were freed since (rare: only past [`PLACES_BUDGET`]).
+    freed: Vec<Addr>,
+    /// Senders listed: the bits set and `freed`.
+    listed: usize,
     /// Senders past [`MAX_EPISODE_SENDERS`] were not listed.
     senders_capped: bool,
 }
 
 impl Tally {
-    fn absorb(&mut self, o: Tally) {
+    fn has(&self, p: u32) -> bool {
+        self.places.get(p as usize / 64).is_some_and(|w| w >> (p % 64) & 1 != 0)
+    }
+
+    fn set(&mut self, p: u32) {
+        let i = p as usize / 64;
+        if i >= self.places.len() {
+            self.places.resize(i + 1, 0);
+        }
+        self.places[i] |= 1 << (p % 64);
+    }
+
+    /// Lists the sender `addr` at place `p` (up to [`MAX_EPISODE_SENDERS`], in the order they
+    /// come).
+    fn add_sender(&mut self, p: u32, addr: Addr) {
+        if self.has(p) {
+            return;
+        }
+        if let Some(i) = self.freed.iter().position(|a| *a == addr) {
+            // Listed before its place was freed: now listed at its new one.
+            self.freed.swap_remove(i);
+            self.set(p);
+        } else if self.listed < MAX_EPISODE_SENDERS {
+            self.set(p);
+            self.listed += 1;
+        } else {
+            self.senders_capped = true;
+        }
+    }
+
+    /// The place `p` of `addr` is freed for another source: a listed sender stays listed.
+    fn release(&mut self, p: u32, addr: Addr) {
+        if self.has(p) {
+            self.places[p as usize / 64] &= !(1 << (p % 64));
+            self.freed.push(addr);
+        }
+    }
+
+    /// The places listed, in order.
+    fn listed_places(&self) -> impl Iterator<Item = u32> + '_ {
+        self.places
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &w)| (0..64).filter(move |b| w >> b & 1 != 0).map(move |b| (i * 64 + b) as u32))
+    }
+
+    /// Adds the pending part `o` of the same destination (whose places are `slots`, its live
+    /// sources found by `index`).
+    fn absorb(&mut self, o: Tally, slots: &[Sender], index: &FxHashMap<Addr, u32>) {
         self.bytes += o.bytes;
         self.ce += o.ce;
         self.cnp += o.cnp;
         self.senders_capped |= o.senders_capped;
-        for s in o.senders {
-            self.add_sender(s);
+        for p in o.listed_places() {
+            self.add_sender(p, slots[p as usize].addr);
+        }
+        for a in o.freed {
+            let at_place = index.get(&a).is_some_and(|&p| self.has(p));
+            if at_place || self.freed.contains(&a) {
+                continue;
+            }
+            if self.listed < MAX_EPISODE_SENDERS {
+                self.freed.push(a);
+                self.listed += 1;
+            } else {
+                self.senders_capped = true;
+            }
         }
     }
 
-    fn add_sender(&mut self, s: Addr) {
-        if self.senders.len() < MAX_EPISODE_SENDERS || self.senders.contains(&s) {
-            self.senders.insert(s);
-        } else {
-            self.senders_capped = true;
-        }
+    /// The senders listed, their places' addresses and then the freed ones (each once).
+    fn addresses(&self, slots: &[Sender]) -> Vec<Addr> {
+        self.listed_places().map(|p| slots[p as usize].addr).chain(self.freed.iter().copied()).collect()
     }
 }
 
@@ -84,25 +151,28 @@ impl Episode {
     pub fn senders_capped(&self) -> bool {
         self.tally.senders_capped
     }
-    /// The senders, in address order.
+    /// The senders, in address order: the list made when the episode closed (every episode
+    /// [`Incast::episodes`] gives is closed, an open one as it would close).
     pub fn senders(&self) -> Vec<Addr> {
-        if let Some(l) = &self.listed {
-            return l.to_vec();
-        }
-        let mut v: Vec<Addr> = self.tally.senders.iter().copied().collect();
-        v.sort_unstable();
-        v
+        self.listed.as_deref().map(<[Addr]>::to_vec).unwrap_or_default()
     }
 
-    /// On closing: the senders as a sorted list, within `room` senders listed over all
-    /// episodes (beyond it the episode says its list is capped).
-    fn close(&mut self, room: &mut usize) {
-        let senders = std::mem::take(&mut self.tally.senders);
-        if senders.len() > *room {
+    /// On closing: the senders (their places in `slots`) as a sorted list, within `room`
+    /// senders listed over all episodes (beyond it the episode says its list is capped).
+    fn close(&mut self, room: &mut usize, slots: &[Sender]) {
+        let tally = std::mem::take(&mut self.tally);
+        self.tally = Tally {
+            bytes: tally.bytes,
+            ce: tally.ce,
+            cnp: tally.cnp,
+            senders_capped: tally.senders_capped,
+            ..Default::default()
+        };
+        if tally.listed > *room {
             self.tally.senders_capped = true;
         }
         // The lowest `room` addresses, sorted (once the budget is spent, none: nothing to sort).
-        let mut v: Vec<Addr> = if *room == 0 { Vec::new() } else { senders.into_iter().collect() };
+        let mut v: Vec<Addr> = if *room == 0 { Vec::new() } else { tally.addresses(slots) };
         if v.len() > *room {
             v.select_nth_unstable(*room);
             v.truncate(*room);
@@ -224,10 +294,15 @@ impl Dest {
             return p;
         }
         if *places >= budget && self.index.len() >= 2 * self.senders as usize + 64 {
+            let open = &mut self.open;
             for (p, s) in self.slots.iter_mut().enumerate() {
                 if s.live && s.count == 0 {
                     s.live = false;
                     self.index.remove(&s.addr);
+                    if let Some(ep) = &mut open.ep {
+                        ep.tally.release(p as u32, s.addr);
+                    }
+                    open.pending.release(p as u32, s.addr);
                     self.free.push(p as u32);
                     *places -= 1;
                 }
@@ -266,9 +341,16 @@ impl Dest {
         self.senders
     }
 
-    /// The sources with packets in the window, in the order of their places.
-    fn sources(&self) -> impl Iterator<Item = Addr> + '_ {
-        self.slots.iter().filter(|s| s.live && s.count > 0).map(|s| s.addr)
+    /// A new episode's tally: the `count` sources with packets in the window listed, in the
+    /// order of their places (up to [`MAX_EPISODE_SENDERS`]).
+    fn sources_tally(&self, count: u32) -> Tally {
+        let mut t = Tally { senders_capped: count as usize > MAX_EPISODE_SENDERS, ..Default::default() };
+        let live = self.slots.iter().enumerate().filter(|(_, s)| s.live && s.count > 0);
+        for (p, _) in live.take(MAX_EPISODE_SENDERS) {
+            t.set(p as u32);
+            t.listed += 1;
+        }
+        t
     }
 
     fn close_if_over(&mut self, t: u64, w: u64, room: &mut usize) {
@@ -278,7 +360,7 @@ impl Dest {
             let mut ep = self.open.ep.take().expect("below_since implies an episode");
             ep.end_ns = b;
             if self.done.len() < MAX_EPISODES_PER_DEST {
-                ep.close(room);
+                ep.close(room, &self.slots);
                 self.done.push(ep);
             } else {
                 self.dropped += 1;
@@ -350,18 +432,14 @@ impl Incast {
                     end_ns: r.ts_ns,
                     peak_senders: 0,
                     peak_window_bytes: 0,
-                    tally: Tally {
-                        senders: d.sources().take(MAX_EPISODE_SENDERS).collect(),
-                        senders_capped: count as usize > MAX_EPISODE_SENDERS,
-                        ..Default::default()
-                    },
+                    tally: d.sources_tally(count),
                     listed: None,
                 });
             }
             let pending = std::mem::take(&mut d.open.pending);
             d.open.below_since = None;
             let ep = d.open.ep.as_mut().expect("just opened");
-            ep.tally.absorb(pending);
+            ep.tally.absorb(pending, &d.slots, &d.index);
             ep.peak_senders = ep.peak_senders.max(count);
             ep.peak_window_bytes = ep.peak_window_bytes.max(d.window_bytes);
         }
@@ -374,10 +452,10 @@ impl Incast {
             match kept {
                 Some(k) if k.listed == Some(generation) => {}
                 Some(k) => {
-                    t.add_sender(src);
+                    t.add_sender(at, src);
                     k.listed = Some(generation);
                 }
-                None => t.add_sender(src),
+                None => t.add_sender(at, src),
             }
         }
     }
@@ -510,6 +588,45 @@ mod tests {
         assert_eq!(places(PLACES_BUDGET), (1000, 1000), "within the budget every place is kept");
         let (now, most) = places(300);
         assert!(most <= 301 && now <= 301, "past it the resting ones are freed: {now}, {most} at most");
+    }
+
+    /// An episode lists each of its senders once, also when their places are freed for
+    /// others while it is open and they come back at new places (a sender listed at a freed
+    /// place keeps its address): the same episode as with every place kept.
+    #[test]
+    fn senders_whose_places_are_freed_stay_listed_once() {
+        let run = |budget: usize| {
+            let mut i = Incast::new(1000, 2, usize::MAX);
+            i.places_budget = budget;
+            // 500 sources one after another, 100 ns apart (10 in the window: one episode),
+            // three rounds; the second also with other flows of the same sources.
+            for round in 0..3u64 {
+                for s in 0..500u32 {
+                    let mut r = data(0, 9, (round * 500 + s as u64) * 100, false);
+                    r.src_ip[..4].copy_from_slice(&(0x0a00_0000u32 + s).to_be_bytes());
+                    i.observe(&r);
+                    if round == 1 {
+                        r.dst_qp = 7;
+                        i.observe(&r);
+                    }
+                }
+            }
+            i.observe(&data(1, 8, 10_000_000, false)); // time moves on: the episode closes
+            (i.episodes(), i.places)
+        };
+        let (kept, _) = run(PLACES_BUDGET);
+        let (freed, places) = run(50);
+        assert!(places < 200, "places were freed: {places} held at the end");
+        assert_eq!(kept.len(), 1);
+        let senders = kept[0].1.senders();
+        assert_eq!(senders.len(), 500, "every source listed once");
+        assert!(!kept[0].1.senders_capped());
+        assert_eq!(freed.len(), 1);
+        assert_eq!(freed[0].1.senders(), senders, "the same senders with places freed and reused");
+        assert_eq!(
+            (freed[0].1.bytes(), freed[0].1.peak_senders, freed[0].1.start_ns, freed[0].1.end_ns),
+            (kept[0].1.bytes(), kept[0].1.peak_senders, kept[0].1.start_ns, kept[0].1.end_ns)
+        );
     }
 
     fn data(src: u8, dst: u8, ts: u64, ce: bool) -> Record {

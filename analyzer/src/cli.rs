@@ -157,7 +157,7 @@ pub struct AnalyzeArgs {
     pub clock_offset: Vec<(String, i64)>,
 
     /// Offline, one input: read and classify it on the thread that analyses it, using one
-    /// core (by default a reader thread does that beside it: a third less wall time, a tenth
+    /// core (by default a reader thread does that beside it: a third less wall time, 10–30 %
     /// more CPU time). Several inputs have a reader thread each in any case.
     #[arg(long, conflicts_with = "iface")]
     pub one_thread: bool,

@@ -158,7 +158,8 @@ pub struct AnalyzeArgs {
 
     /// Offline, one input: read and classify it on the thread that analyses it, using one
     /// core (by default a reader thread does that beside it: a third less wall time, 10–30 %
-    /// more CPU time). Several inputs have a reader thread each in any case.
+    /// more CPU time; one thread is the default where the run may use one CPU only). Several
+    /// inputs have a reader thread each in any case.
     #[arg(long, conflicts_with = "iface")]
     pub one_thread: bool,
 

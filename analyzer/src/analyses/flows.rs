@@ -146,10 +146,13 @@ impl Flows {
     pub fn prefetch(&self, key: &FlowKey) {
         #[cfg(target_arch = "x86_64")]
         if let Some(e) = self.table.find_bucket_index(hash(key), |_| true).and_then(|i| self.table.get_bucket(i)) {
-            let p = e as *const (FlowKey, PerFlow) as *const i8;
-            for line in (0..size_of::<(FlowKey, PerFlow)>()).step_by(64) {
-                // SAFETY: a prefetch is a hint: it never faults and the address is inside `e`.
-                unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.add(line)) };
+            // Every cache line the entry touches: it lies at any 8-byte boundary, so its 168
+            // bytes span up to four lines (three prefetches from its start missed the last).
+            let start = e as *const (FlowKey, PerFlow) as usize;
+            let end = start + size_of::<(FlowKey, PerFlow)>() - 1;
+            for line in (start & !63..=end).step_by(64) {
+                // SAFETY: a prefetch is a hint: it never faults (the line holds part of `e`).
+                unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line as *const i8) };
             }
         }
         #[cfg(not(target_arch = "x86_64"))]

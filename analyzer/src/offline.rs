@@ -228,26 +228,30 @@ struct Lane {
     rx: Receiver<Msg>,
     /// Emptied batches back to the reader.
     spent: SyncSender<Batch>,
-    batch: Batch,
+    /// The batch being taken (none before the first arrives).
+    batch: Option<Batch>,
     next: usize,
     end: Option<Result<ReadOutcome, CaptureError>>,
     read: u64,
 }
 
 impl Lane {
+    /// The frames of its current batch.
+    fn frames(&self) -> &[Decoded] {
+        self.batch.as_ref().map_or(&[], Batch::taken)
+    }
+
     /// The time of its next frame, fetching a batch when needed.
     fn head(&mut self) -> Option<u64> {
-        while self.next == self.batch.len && self.end.is_none() {
+        while self.next == self.frames().len() && self.end.is_none() {
             match self.rx.recv() {
                 Ok(Msg::Frames(b)) => {
                     self.read = b.read;
-                    let mut done = std::mem::replace(&mut self.batch, b);
                     self.next = 0;
-                    done.len = 0;
-                    done.data.clear();
-                    // The reader allocates another when this one is not taken back in time
-                    // (or is the lane's first, empty placeholder).
-                    if done.frames.len() == BATCH {
+                    if let Some(mut done) = self.batch.replace(b) {
+                        done.len = 0;
+                        done.data.clear();
+                        // The reader allocates another when this one is not taken back in time.
                         let _ = self.spent.try_send(done);
                     }
                 }
@@ -255,7 +259,7 @@ impl Lane {
                 Err(_) => self.end = Some(Ok(ReadOutcome::default())),
             }
         }
-        self.batch.taken().get(self.next).map(|f| f.ts_ns)
+        self.frames().get(self.next).map(|f| f.ts_ns)
     }
 
     /// An input that ended with an error stops the analysis (the other readers stop handing
@@ -288,14 +292,7 @@ fn merged(
                 let (tx, rx) = sync_channel(BATCHES_IN_FLIGHT);
                 let (spent, spent_rx) = sync_channel(BATCHES_IN_FLIGHT);
                 scope.spawn(move || reader(input, spooling, tx, spent_rx));
-                Lane {
-                    rx,
-                    spent,
-                    batch: Batch { frames: Box::new([]), len: 0, data: Vec::new(), read: 0 },
-                    next: 0,
-                    end: None,
-                    read: 0,
-                }
+                Lane { rx, spent, batch: None, next: 0, end: None, read: 0 }
             })
             .collect();
         let mut heap = BinaryHeap::new();
@@ -309,14 +306,15 @@ fn merged(
         while let Some(std::cmp::Reverse((_, i))) = heap.pop() {
             let lane = &mut lanes[i];
             // Take the lane's frames while they are the earliest: all of them with one input.
+            let batch = lane.batch.as_ref().expect("a lane with a head has a batch");
             loop {
-                let f = &lane.batch.frames[lane.next];
-                take(run, f, sources[i], lane.batch.bytes(f), spool.as_deref_mut());
+                let f = &batch.taken()[lane.next];
+                take(run, f, sources[i], batch.bytes(f), spool.as_deref_mut());
                 lane.next += 1;
-                if lane.next == lane.batch.len {
+                if lane.next == batch.len {
                     break;
                 }
-                let next = lane.batch.frames[lane.next].ts_ns;
+                let next = batch.taken()[lane.next].ts_ns;
                 if heap.peek().is_some_and(|std::cmp::Reverse((t, j))| (*t, *j) < (next, i)) {
                     break;
                 }

@@ -160,19 +160,13 @@ impl Episode {
     /// On closing: the senders (their places in `slots`) as a sorted list, within `room`
     /// senders listed over all episodes (beyond it the episode says its list is capped).
     fn close(&mut self, room: &mut usize, slots: &[Sender]) {
-        let tally = std::mem::take(&mut self.tally);
-        self.tally = Tally {
-            bytes: tally.bytes,
-            ce: tally.ce,
-            cnp: tally.cnp,
-            senders_capped: tally.senders_capped,
-            ..Default::default()
-        };
-        if tally.listed > *room {
+        if self.tally.listed > *room {
             self.tally.senders_capped = true;
         }
         // The lowest `room` addresses, sorted (once the budget is spent, none: nothing to sort).
-        let mut v: Vec<Addr> = if *room == 0 { Vec::new() } else { tally.addresses(slots) };
+        let mut v: Vec<Addr> = if *room == 0 { Vec::new() } else { self.tally.addresses(slots) };
+        // The list replaces the places (they name `slots` as they are now).
+        (self.tally.places, self.tally.freed) = (Vec::new(), Vec::new());
         if v.len() > *room {
             v.select_nth_unstable(*room);
             v.truncate(*room);

@@ -22,19 +22,36 @@ pub const MAP_SIGHTINGS: &str = "SIGHTINGS";
 /// Read-only u64 global: copies of one frame are matched within this (`--match-window`).
 pub const GLOBAL_MATCH_WINDOW_NS: &str = "MATCH_WINDOW_NS";
 /// Ring buffer of [`crate::record::Record`]s, one per RoCE/CNP frame when enabled, for the
-/// CPUs without a ring of their own in [`MAP_TIMELINES`].
+/// CPUs without a log of their own in [`MAP_TIMELINE_LOG`].
 pub const MAP_TIMELINE: &str = "TIMELINE";
-/// Array of ring buffers by CPU number: the agent puts a ring of [`TIMELINE_CPU_BYTES`] at
-/// each online CPU, and the program writes a frame's record to its CPU's ring, so that CPUs
-/// share no ring (its lock and producer position) per frame. A CPU without one (an agent that
-/// did not set them up, a CPU past [`MAX_TIMELINE_CPUS`]) writes to [`MAP_TIMELINE`].
-pub const MAP_TIMELINES: &str = "TIMELINES";
-/// CPUs with a timeline ring of their own, at most.
+/// Each CPU's timeline log: an array of [`crate::record::Record`]s that the agent maps into its
+/// memory (`BPF_F_MMAPABLE`), [`TIMELINE_SLOTS`] per CPU, CPU `c`'s from index `c ×
+/// TIMELINE_SLOTS`. A CPU writes its frame's record at its head (modulo the slots) and then
+/// advances the head ([`MAP_TIMELINE_HEADS`]): no lock, no reservation, nothing another CPU
+/// writes. The log laps: a record the agent has not read when its CPU comes round again is
+/// overwritten, and the agent counts it (`timeline_full`) from the head it reads. The CPUs
+/// below [`GLOBAL_TIMELINE_CPUS`] have one; the others write to [`MAP_TIMELINE`].
+///
+/// Order: the agent reads the head, then the records before it, then the head again (a record
+/// the writer may have reached meanwhile is dropped and counted: so is a full log's oldest,
+/// where the CPU's next record goes, as it cannot be told from one being written). That needs the record's
+/// stores to be visible before the head's: x86-64's total store order, the architecture this
+/// object is built for.
+pub const MAP_TIMELINE_LOG: &str = "TIMELINE_LOG";
+/// The CPUs' log heads: records each CPU has written to its log, at index `c ×`
+/// [`HEAD_STRIDE`] (one cache line a CPU, so that no two CPUs write to one line).
+pub const MAP_TIMELINE_HEADS: &str = "TIMELINE_HEADS";
+/// u64s between two CPUs' heads: 64 bytes.
+pub const HEAD_STRIDE: u32 = 8;
+/// Read-only u32 global: the CPUs with a log of their own (CPU numbers below it), set by the
+/// loader; 0 (the default) sends every record to [`MAP_TIMELINE`].
+pub const GLOBAL_TIMELINE_CPUS: &str = "TIMELINE_CPUS";
+/// CPUs with a timeline log of their own, at most.
 pub const MAX_TIMELINE_CPUS: u32 = 1024;
-/// Bytes of each CPU's timeline ring: 29127 records (64 bytes and an 8-byte header each), 38 ms
-/// of a 759 k frames/s stream on one CPU (RSS sends a mirror port's traffic to few queues),
-/// against the agent's 10 ms drains.
-pub const TIMELINE_CPU_BYTES: u32 = 2 << 20;
+/// Records of each CPU's log (2 MiB of 64-byte records): 43 ms of a 759 k frames/s stream on
+/// one CPU (RSS sends a mirror port's traffic to few queues), against the agent's 10 ms drains.
+pub const TIMELINE_SLOTS: u32 = 32768;
+const _: () = assert!(TIMELINE_SLOTS.is_power_of_two());
 /// Read-only global of the XDP program: 1 (default) writes timeline records, 0 does not.
 pub const GLOBAL_TIMELINE_ON: &str = "TIMELINE_ON";
 /// Read-only u32 global: the PMTU of flows that have not shown their own (`--pmtu`); 0 (the
@@ -109,9 +126,11 @@ pub mod counter {
     /// A RoCE frame whose flow could not be inserted (the flow map was full, [`FLOW_MAP_FULL`]
     /// counts it too): its PSN/AETH were not accounted.
     pub const PSN_MAP_FULL: u32 = FLOW_MAP_FULL + 7;
-    /// A timeline record that found the timeline ring buffer full.
+    /// A timeline record that found the shared timeline ring full (the agent adds the records
+    /// its CPU's log overwrote before they were read).
     pub const TIMELINE_FULL: u32 = FLOW_MAP_FULL + 8;
-    /// Timeline records written.
+    /// Timeline records written to the shared ring (the agent adds those of the CPUs' logs:
+    /// their heads).
     pub const RECORDS: u32 = FLOW_MAP_FULL + 9;
     /// Frames that were copies cut short (fewer bytes than their IP header states).
     pub const CUT_COPIES: u32 = FLOW_MAP_FULL + 10;

@@ -13,19 +13,18 @@ use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
     self, CmEvent, DEFAULT_EVIDENCE_BYTES, DEFAULT_MAX_EVIDENCE_FLOWS, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS,
     DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_MAX_SIGHTINGS, DEFAULT_RINGBUF_BYTES, DEFAULT_TIMELINE_BYTES,
-    EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowEntry, MAX_TIMELINE_CPUS, PfcCounters, PfcKey, Scratch,
-    TIMELINE_CPU_BYTES, counter, event_kind, evidence_ctl, extra_kind, stage,
+    EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowEntry, HEAD_STRIDE, PfcCounters, PfcKey, Scratch,
+    TIMELINE_SLOTS, counter, event_kind, evidence_ctl, extra_kind, stage,
 };
 use analyzer_common::psn::{self, PeerKey, Tally};
 use analyzer_common::record::{Record, write_addresses};
 use analyzer_common::vantage::{self, FrameId, Sighting, Verdict};
 use analyzer_common::wire::cm;
 use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
-use aya_ebpf::bindings::{BPF_F_NO_PREALLOC, BPF_RB_NO_WAKEUP, xdp_action};
-use aya_ebpf::btf_maps::{self, ArrayOfMaps};
+use aya_ebpf::bindings::{BPF_F_MMAPABLE, BPF_F_NO_PREALLOC, BPF_RB_NO_WAKEUP, xdp_action};
 use aya_ebpf::helpers::generated::{bpf_ktime_get_coarse_ns, bpf_xdp_get_buff_len, bpf_xdp_load_bytes};
 use aya_ebpf::helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns};
-use aya_ebpf::macros::{btf_map, map, xdp};
+use aya_ebpf::macros::{map, xdp};
 use aya_ebpf::maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya_ebpf::programs::XdpContext;
 use aya_log_ebpf::warn;
@@ -59,15 +58,19 @@ static SIGHTINGS: LruHashMap<FrameId, Sighting> = LruHashMap::with_max_entries(D
 /// Copies of one frame are matched within this (`--match-window`).
 #[unsafe(no_mangle)]
 static MATCH_WINDOW_NS: u64 = vantage::DEFAULT_WINDOW_NS;
-/// Records of the CPUs without a ring of their own in [`TIMELINES`].
+/// Records of the CPUs without a log of their own in [`TIMELINE_LOG`].
 #[map]
 static TIMELINE: RingBuf = RingBuf::with_byte_size(DEFAULT_TIMELINE_BYTES, 0);
-/// Each CPU's timeline ring, put there by the agent ([`maps::MAP_TIMELINES`]).
-#[btf_map]
-static TIMELINES: ArrayOfMaps<
-    btf_maps::RingBuf<Record, { TIMELINE_CPU_BYTES as usize }>,
-    { MAX_TIMELINE_CPUS as usize },
-> = ArrayOfMaps::new();
+/// Each CPU's timeline log ([`maps::MAP_TIMELINE_LOG`]), sized by the loader (one CPU's worth
+/// here, for a loader that sets none: [`TIMELINE_CPUS`] is 0 then, and it stays unused).
+#[map]
+static TIMELINE_LOG: Array<Record> = Array::with_max_entries(TIMELINE_SLOTS, BPF_F_MMAPABLE);
+/// Each CPU's log head ([`maps::MAP_TIMELINE_HEADS`]), sized by the loader.
+#[map]
+static TIMELINE_HEADS: Array<u64> = Array::with_max_entries(HEAD_STRIDE, BPF_F_MMAPABLE);
+/// The CPUs with a log (set by the loader to the entries it gave the two maps above).
+#[unsafe(no_mangle)]
+static TIMELINE_CPUS: u32 = 0;
 /// Whether to write timeline records (set by the loader; the verifier prunes the dead branch).
 #[unsafe(no_mangle)]
 static TIMELINE_ON: u8 = 1;
@@ -589,16 +592,33 @@ fn evidence_copy(ctx: &XdpContext, s: &PacketSummary, key: &FlowKey, now: u64, w
 }
 
 /// One timeline record, stamped `now` (the precise clock: RTT and incast need nanoseconds),
-/// into this CPU's ring (the shared one when it has none).
+/// into this CPU's log (the shared ring when it has none). The log is written by this CPU
+/// alone, and a program run is not interrupted by another on its CPU (XDP runs in the
+/// softirq of its queue), so its head needs no atomic: the record's stores, then the head's.
 #[inline(never)]
 fn record(s: &PacketSummary, now: u64) {
     // SAFETY: helper without arguments.
     let cpu = unsafe { bpf_get_smp_processor_id() };
-    let entry = match TIMELINES.get(cpu) {
-        Some(ring) => ring.reserve(0),
-        None => TIMELINE.reserve::<Record>(0),
-    };
-    match entry {
+    // SAFETY: a read-only global of this program.
+    if cpu < unsafe { core::ptr::read_volatile(&TIMELINE_CPUS) }
+        && let Some(head) = TIMELINE_HEADS.get_ptr_mut(cpu * HEAD_STRIDE)
+    {
+        // SAFETY: this CPU's head, written by this CPU only.
+        let h = unsafe { core::ptr::read_volatile(head) };
+        let at = cpu * TIMELINE_SLOTS + (h as u32 & (TIMELINE_SLOTS - 1));
+        if let Some(slot) = TIMELINE_LOG.get_ptr_mut(at) {
+            // SAFETY: a slot of this CPU's part of the log; `fill` writes every field, and the
+            // head is stored after it (volatile stores keep their order; the CPU's are seen in
+            // order: see maps::MAP_TIMELINE_LOG).
+            unsafe {
+                Record::fill(slot, now, s);
+                core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
+                core::ptr::write_volatile(head, h.wrapping_add(1));
+            }
+            return;
+        }
+    }
+    match TIMELINE.reserve::<Record>(0) {
         Some(mut r) => {
             // SAFETY: the reservation is exactly one Record; `fill` writes every field.
             unsafe { Record::fill(r.as_mut_ptr(), now, s) };

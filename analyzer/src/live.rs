@@ -125,7 +125,7 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
         };
         // Before the program is attached (and privilege dropped): the maps, with a timeline
         // ring per CPU created and put in place.
-        let maps = AyaMaps::with_timeline(&mut ebpf, opts.load.timeline)?;
+        let maps = AyaMaps::new(&mut ebpf)?;
         let attached = attach(&mut ebpf, &opts.iface, opts.mode, opts.frags)?;
         let (mode, fallback) = (attached.mode, attached.fallback.clone());
         // Least privilege before a frame is read or a request served.
@@ -353,7 +353,15 @@ impl<M: MapSource> LiveLoop<M> {
             ahead.push(run, r);
         });
         ahead.finish(run);
+        self.count_lost_records();
         (events + records, events == max || records == max)
+    }
+
+    /// `timeline_full`: the records the shared ring had no room for (the kernel's count at the
+    /// last poll) and those the CPUs' logs overwrote (found by the drains, the last ones too).
+    fn count_lost_records(&mut self) {
+        let ring = self.counters.get(analyzer_common::maps::counter::TIMELINE_FULL as usize).copied().unwrap_or(0);
+        self.run.engine.dropped.insert(DropReason::TimelineFull, ring + self.maps.records_lost());
     }
 
     /// Drains in steps of [`DRAIN_BATCH`] for at most `budget`; true when the rings may hold
@@ -378,6 +386,7 @@ impl<M: MapSource> LiveLoop<M> {
         let snap = self.maps.snapshot()?;
         self.acc.apply(&mut self.run.engine, &snap, &self.clock);
         self.counters.clone_from(&snap.counters);
+        self.count_lost_records();
         let more = self.drain_for(DRAIN_TIME);
         if evict {
             let gone = LiveAccount::idle(&snap, now_mono_ns.saturating_sub(self.idle.as_nanos() as u64));
@@ -437,6 +446,8 @@ mod tests {
         snapshot: KernelSnapshot,
         records: Vec<Record>,
         removed: Vec<FlowKey>,
+        /// Records the logs lost, as a drain finds them.
+        lost: u64,
     }
 
     impl MapSource for FakeMaps {
@@ -457,6 +468,9 @@ mod tests {
                 f(&r);
             }
             n
+        }
+        fn records_lost(&self) -> u64 {
+            self.lost
         }
     }
 
@@ -673,6 +687,24 @@ mod tests {
         assert_eq!((d[&DropReason::FlowMapFull], d[&DropReason::RingbufFull], d[&DropReason::TimelineFull]), (3, 5, 7));
         let r = Report::assemble(&l.run, RunKind::Live);
         assert_eq!((r.capture.dropped["flow_map_full"], r.capture.dropped["timeline_full"]), (3, 7));
+    }
+
+    /// Records a CPU's log overwrote are found by the drains, the last ones of a run too (after
+    /// its last snapshot), and counted with those the shared ring refused.
+    #[test]
+    fn records_the_logs_lost_are_counted_to_the_last_drain() {
+        let mut l = live();
+        l.maps.snapshot.counters[counter::TIMELINE_FULL as usize] = 7;
+        l.maps.lost = 2;
+        l.poll(S, true).unwrap();
+        assert_eq!(l.run.engine.dropped[&DropReason::TimelineFull], 9);
+        l.maps.lost = 5;
+        l.poll(2 * S, false).unwrap();
+        l.maps.lost = 11;
+        l.finish(Duration::from_millis(10));
+        assert_eq!(l.run.engine.dropped[&DropReason::TimelineFull], 18, "the final drain's find too");
+        let r = Report::assemble(&l.run, RunKind::Live);
+        assert_eq!(r.capture.dropped["timeline_full"], 18);
     }
 
     #[test]

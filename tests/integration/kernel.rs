@@ -323,22 +323,23 @@ fn kernel_passes_arbitrary_frames_untouched() {
     }
 }
 
-/// As the agent runs it, each CPU writes its timeline records to its own ring, and the agent
-/// reads the rings back in time order: a frame on CPU 1 before one on CPU 0 comes first
-/// (ring by ring, CPU 0's would). A burst on one CPU fills that CPU's ring at its own size
-/// (the shared ring is four times larger), and what did not fit is counted.
+/// As the agent runs it, each CPU writes its timeline records to its own log, and the agent
+/// reads the logs back in time order: a frame on CPU 1 before one on CPU 0 comes first (log by
+/// log, CPU 0's would). A burst on one CPU laps that CPU's log: the agent reads the newest
+/// records it holds, in order, and counts every record it could not read.
 #[test]
-fn kernel_writes_each_cpus_records_to_its_own_ring() {
-    use analyzer_common::maps::{TIMELINE_CPU_BYTES, counter};
+fn kernel_writes_each_cpus_records_to_its_own_log() {
+    use analyzer_common::maps::{TIMELINE_SLOTS, counter};
     use analyzer_common::opcode::op;
-    if !privileged("kernel_writes_each_cpus_records_to_its_own_ring") {
+    if !privileged("kernel_writes_each_cpus_records_to_its_own_log") {
         return;
     }
     let online = aya::util::online_cpus().expect("online CPUs");
     assert!(online.contains(&0) && online.contains(&1), "this test needs CPUs 0 and 1 online: {online:?}");
     let mut ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
     let mut maps = AyaMaps::new(&mut ebpf).expect("maps");
-    assert_eq!(maps.cpu_timelines(), online.len(), "a ring per online CPU");
+    let highest = *online.iter().max().unwrap() as usize;
+    assert_eq!(maps.cpu_timelines(), highest + 1, "a log for every CPU number up to the highest online");
     let fd = program_fd(&ebpf, PROGRAM).unwrap();
     let frame = |psn: u32| {
         tests::synth::Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, op::RDMA_WRITE_MIDDLE, 0x123, psn)
@@ -352,20 +353,24 @@ fn kernel_writes_each_cpus_records_to_its_own_ring() {
     maps.release_records();
     let mut psns = Vec::new();
     maps.drain_records(1000, &mut |r| psns.push(r.psn));
-    assert_eq!(psns, vec![1, 2], "in time order across the CPUs' rings");
+    assert_eq!(psns, vec![1, 2], "in time order across the CPUs' logs");
 
     let runs = 40_000;
-    let fits = TIMELINE_CPU_BYTES as u64 / (std::mem::size_of::<analyzer_common::record::Record>() as u64 + 8);
     pin_to_cpu(1).unwrap();
     let before = maps.snapshot().unwrap();
+    let lost_before = maps.records_lost();
     test_run(fd, &frame(3), runs, None).unwrap();
+    let mut times = Vec::new();
+    while maps.drain_records(10_000, &mut |r| times.push(r.ts_ns)) > 0 {}
     let after = maps.snapshot().unwrap();
     let d = |i: u32| after.counter(i) - before.counter(i);
-    assert_eq!(d(counter::RECORDS), fits, "CPU 1's ring holds {TIMELINE_CPU_BYTES} bytes of records");
-    assert_eq!(d(counter::TIMELINE_FULL), runs as u64 - fits, "the rest is counted");
-    let mut n = 0;
-    maps.drain_records(u64::MAX / 2, &mut |_| n += 1);
-    assert_eq!(n, fits, "every record written is read back");
+    assert_eq!(d(counter::RECORDS), runs as u64, "every run writes its record");
+    // The oldest record of a full log is where the CPU's next record goes: read as lost.
+    let kept = TIMELINE_SLOTS as u64 - 1;
+    assert_eq!(times.len() as u64, kept, "the newest records of the {TIMELINE_SLOTS} slots");
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "in time order");
+    assert_eq!(d(counter::TIMELINE_FULL), 0, "the shared ring refused none");
+    assert_eq!(maps.records_lost() - lost_before, runs as u64 - kept, "every record not read is counted");
     pin_to_cpu(0).unwrap();
 }
 

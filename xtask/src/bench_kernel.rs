@@ -8,9 +8,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use analyzer::capture::kernel::load::{LoadOptions, load, load_object, program_fd};
-use analyzer::capture::kernel::snapshot::{AyaMaps, TimelineRings};
+use analyzer::capture::kernel::snapshot::AyaMaps;
 use analyzer::capture::kernel::test_run::{pin_to_cpu, test_run};
-use analyzer_common::maps::{FlowEntry, MAP_FLOW_EXTRA, MAP_FLOWS, MAP_TIMELINES, PROGRAM, PROGRAM_BASELINE};
+use analyzer_common::maps::{FlowEntry, MAP_FLOW_EXTRA, MAP_FLOWS, PROGRAM, PROGRAM_BASELINE};
 use analyzer_common::opcode::{CNP, op};
 use analyzer_common::wire::ext::{Aeth, Reth};
 use anyhow::{Context, bail};
@@ -55,14 +55,15 @@ fn frames() -> Vec<(&'static str, Vec<u8>, Writes, u32)> {
 }
 
 /// Runs whose writes fit in the rings (nobody drains them here), so that the real path is
-/// measured, not the ring-full one: 1 MiB of 216-byte events, a CPU's 2 MiB of 72-byte records.
+/// measured, not the ring-full one: 1 MiB of 216-byte events, a CPU's 2 MiB of 72-byte records
+/// in an earlier object's ring (this build's log laps, at the same cost, past 32768 records).
 const EVENT_RUNS: u32 = 4000;
 const RECORD_RUNS: u32 = 25_000;
 
-/// Loads `object` (None: this build's) as the agent runs it: with each online CPU's timeline
-/// ring in place (kept alive by the returned value; an object without per-CPU rings keeps its
-/// shared one). Another object's rings are put in place alone: its other maps may have
-/// another layout than this build reads.
+/// Loads `object` (None: this build's) as the agent runs it: this build's with each online
+/// CPU's timeline log mapped as the agent maps it (kept alive by the returned value); an
+/// earlier object with the per-CPU rings its agent put in place, alone: its other maps may
+/// have another layout than this build reads (an object with neither keeps its shared ring).
 fn load_as_agent(
     object: Option<&[u8]>,
     opts: LoadOptions,
@@ -72,10 +73,9 @@ fn load_as_agent(
         None => load(opts, programs)?,
         Some(o) => load_object(o, opts, programs, false)?,
     };
-    let rings: Option<Box<dyn std::any::Any>> = match (ebpf.map(MAP_TIMELINES), object) {
-        (None, _) => None,
-        (Some(_), None) => Some(Box::new(AyaMaps::new(&mut ebpf)?)),
-        (Some(_), Some(_)) => Some(Box::new(TimelineRings::install(&mut ebpf)?)),
+    let rings: Option<Box<dyn std::any::Any>> = match object {
+        None => Some(Box::new(AyaMaps::new(&mut ebpf)?)),
+        Some(_) => crate::earlier_object::TimelineRings::install(&mut ebpf)?.map(|r| Box::new(r) as _),
     };
     Ok((ebpf, rings))
 }

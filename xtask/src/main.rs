@@ -9,6 +9,7 @@
 mod bench;
 mod bench_kernel;
 mod bench_stats;
+mod earlier_object;
 mod ebpf;
 mod fixtures;
 mod layers;

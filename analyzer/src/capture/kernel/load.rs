@@ -67,6 +67,23 @@ pub(crate) fn has_errno(e: &(dyn std::error::Error + 'static), codes: &[i32]) ->
     false
 }
 
+/// The CPUs that get a timeline log of their own: every online CPU's number is below it
+/// (capped at [`maps::MAX_TIMELINE_CPUS`]); 0 without records. A CPU brought online later
+/// with a higher number writes to the shared ring, as does every CPU when the online CPUs
+/// cannot be read (said on stderr).
+pub fn timeline_cpus(timeline: bool) -> u32 {
+    if !timeline {
+        return 0;
+    }
+    match aya::util::online_cpus() {
+        Ok(cpus) => cpus.iter().max().map_or(0, |c| c + 1).min(maps::MAX_TIMELINE_CPUS),
+        Err((path, e)) => {
+            tracing::warn!("reading the online CPUs ({path}): {e}; every CPU's timeline records go to the shared ring");
+            0
+        }
+    }
+}
+
 /// Loads the object and verifies the named programs (the analyzer, and the benchmark baseline
 /// when `programs` includes it).
 pub fn load(opts: LoadOptions, programs: &[&str]) -> Result<aya::Ebpf, KernelError> {
@@ -86,9 +103,14 @@ pub fn load_object(
     }
     // aya-log-ebpf enables every level unless told otherwise: 0 silences the program.
     let level: u8 = if opts.kernel_log { aya_log::Level::Trace as u8 } else { 0 };
+    // Each log a CPU's part of these arrays (an array has at least one entry).
+    let logs = timeline_cpus(opts.timeline);
+    let log_entries = (logs * maps::TIMELINE_SLOTS).max(1);
+    let head_entries = (logs * maps::HEAD_STRIDE).max(1);
     let mut ebpf = aya::EbpfLoader::new()
         .override_global(aya_log::LEVEL, &level, false)
         .override_global(maps::GLOBAL_TIMELINE_ON, &(opts.timeline as u8), strict)
+        .override_global(maps::GLOBAL_TIMELINE_CPUS, &logs, strict)
         .override_global(maps::GLOBAL_PMTU_DEFAULT, &opts.pmtu, strict)
         .override_global(maps::GLOBAL_MATCH_WINDOW_NS, &opts.match_window_ns, strict)
         .override_global(maps::GLOBAL_FILTER_ON, &(opts.filter.is_some() as u8), strict)
@@ -99,6 +121,8 @@ pub fn load_object(
         )
         .map_max_entries(MAP_FLOWS, opts.max_flows)
         .map_max_entries(MAP_EVENTS, opts.ringbuf_bytes)
+        .map_max_entries(maps::MAP_TIMELINE_LOG, log_entries)
+        .map_max_entries(maps::MAP_TIMELINE_HEADS, head_entries)
         .load(object)
         .map_err(|e| {
             if has_errno(&e, &[libc::EPERM, libc::EACCES]) { KernelError::Permission } else { KernelError::Load(e) }

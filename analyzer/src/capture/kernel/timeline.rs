@@ -1,0 +1,330 @@
+//! Reading the timeline records: each CPU's log, mapped into the agent's memory
+//! ([`analyzer_common::maps::MAP_TIMELINE_LOG`]), and the shared ring of the CPUs without one,
+//! handed on in time order ([`InTimeOrder`]).
+
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+
+use analyzer_common::maps::{HEAD_STRIDE, MAP_TIMELINE_HEADS, MAP_TIMELINE_LOG, TIMELINE_SLOTS};
+use analyzer_common::record::Record;
+use aya::maps::{MapData, RingBuf};
+
+use super::KernelError;
+use super::snapshot::{drain_pod, take};
+
+/// A record is handed on once it is this much older than the agent's clock: the program
+/// writes a record within microseconds of stamping it (it runs with preemption off), so by
+/// then every log and the ring hold every record stamped before it.
+pub const HOLD_NS: u64 = 1_000_000;
+
+/// Records of several logs, each in time order, handed on in time order: a record waits
+/// until no log can still deliver an older one (it is [`HOLD_NS`] old), or until the run ends.
+#[derive(Debug, Default)]
+pub struct InTimeOrder {
+    /// Read and not handed on yet, in time order.
+    held: std::collections::VecDeque<Record>,
+    /// Read in this drain, not yet merged into `held`.
+    pub read: Vec<Record>,
+    /// Hand on everything: the run ends.
+    pub released: bool,
+}
+
+impl InTimeOrder {
+    /// Merges what was read into the held records and hands on, in time order, those stamped
+    /// at or before `until` (all of them once released).
+    pub fn hand_on(&mut self, until: u64, f: &mut dyn FnMut(&Record)) {
+        // The held records and each log's are in time order: a stable sort of these runs is a
+        // merge (equal stamps keep held-then-log order), also when a late record is older than
+        // some held ones.
+        self.held.extend(self.read.drain(..));
+        self.held.make_contiguous().sort_by_key(|r| r.ts_ns);
+        let until = if self.released { u64::MAX } else { until };
+        while let Some(r) = self.held.front()
+            && r.ts_ns <= until
+        {
+            f(r);
+            self.held.pop_front();
+        }
+    }
+
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+}
+
+/// What one read of a CPU's log took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lap {
+    /// Records the read went past (handed on or lost).
+    pub read: u64,
+    /// Records overwritten before they could be read.
+    pub lost: u64,
+}
+
+/// Reads at most `max` records of one CPU's log of `slots` records into `out`, from `*tail`
+/// (the next record this side has not read; advanced): `head` is the CPU's head (records it has
+/// written), `slot(i)` the slot of record `i`. The writer advances the head after each record,
+/// and writes record `i + slots` over record `i`: records more than `slots` behind the head are
+/// lost, and so is any record the writer may have reached while they were copied (it may be
+/// writing record `head` once the head reads `head`, so after the copy only records above
+/// `head − slots` are whole).
+pub fn read_log(
+    head: &mut dyn FnMut() -> u64,
+    slot: &dyn Fn(u64) -> Record,
+    slots: u64,
+    tail: &mut u64,
+    max: u64,
+    out: &mut Vec<Record>,
+) -> Lap {
+    let h = head();
+    let mut lost = 0;
+    if h.wrapping_sub(*tail) > slots {
+        lost = h - slots - *tail;
+        *tail = h - slots;
+    }
+    let n = (h - *tail).min(max);
+    let start = out.len();
+    out.extend((*tail..*tail + n).map(slot));
+    // The copies above are done before the head is read again.
+    fence(Ordering::Acquire);
+    let whole_from = (head() + 1).saturating_sub(slots);
+    let torn = whole_from.saturating_sub(*tail).min(n);
+    out.drain(start..start + torn as usize);
+    *tail += n;
+    Lap { read: n, lost: lost + torn }
+}
+
+/// The CPUs the loader gave a log (it sizes the log by them: [`super::load::timeline_cpus`]).
+fn cpus_with_logs(log: &MapData) -> Result<usize, KernelError> {
+    let info = log.info().map_err(super::snapshot::map_err(MAP_TIMELINE_LOG))?;
+    Ok((info.max_entries() / TIMELINE_SLOTS) as usize)
+}
+
+/// A BPF array mapped read-only into this process.
+struct Mapped {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: a shared read-only mapping, valid until dropped, usable from any thread.
+unsafe impl Send for Mapped {}
+
+impl Mapped {
+    fn new(map: &MapData, name: &'static str, bytes: usize) -> Result<Self, KernelError> {
+        let page = 4096;
+        let len = bytes.div_ceil(page) * page;
+        // SAFETY: maps the map's value area (BPF_F_MMAPABLE) read-only; checked below.
+        let ptr = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, map.fd().as_fd().as_raw_fd(), 0)
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(KernelError::MapIo { map: name, source: std::io::Error::last_os_error() });
+        }
+        Ok(Mapped { ptr: ptr as *const u8, len })
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+/// The CPUs' logs and heads, mapped, and how far this side has read each.
+struct CpuLogs {
+    log: Mapped,
+    heads: Mapped,
+    /// Per CPU with a log: the next record not read.
+    tails: Vec<u64>,
+    _maps: (MapData, MapData),
+}
+
+impl CpuLogs {
+    /// CPU `cpu`'s head, as the program last stored it.
+    fn head(&self, cpu: usize) -> u64 {
+        // SAFETY: within the heads mapping (cpu < tails.len(), HEAD_STRIDE u64s each); the
+        // program stores the u64 whole (an aligned 8-byte store).
+        unsafe { (*(self.heads.ptr as *const AtomicU64).add(cpu * HEAD_STRIDE as usize)).load(Ordering::Acquire) }
+    }
+
+    fn slot(&self, cpu: usize, i: u64) -> Record {
+        let at = cpu * TIMELINE_SLOTS as usize + (i as usize & (TIMELINE_SLOTS as usize - 1));
+        // SAFETY: within the log mapping (cpu < tails.len(), TIMELINE_SLOTS records each); the
+        // program may be writing it: `read_log` drops a record it may have torn.
+        unsafe { std::ptr::read_volatile((self.log.ptr as *const Record).add(at)) }
+    }
+}
+
+/// The timeline: the CPUs' logs and the shared ring, read into [`InTimeOrder`].
+pub(crate) struct Timeline {
+    shared: RingBuf<MapData>,
+    logs: Option<CpuLogs>,
+    pub(crate) order: InTimeOrder,
+    /// Records the logs overwrote before this side read them.
+    pub(crate) lost: u64,
+}
+
+impl Timeline {
+    /// The shared ring and, when the loader gave the program logs (`TIMELINE_CPUS`), the logs.
+    pub(crate) fn new(ebpf: &mut aya::Ebpf, shared: RingBuf<MapData>) -> Result<Self, KernelError> {
+        let array = |ebpf: &mut aya::Ebpf, name: &'static str| match take(ebpf, name)? {
+            aya::maps::Map::Array(d) => Ok(d),
+            _ => Err(KernelError::MapLayout { map: name, what: "not an array" }),
+        };
+        let log = array(ebpf, MAP_TIMELINE_LOG)?;
+        let heads = array(ebpf, MAP_TIMELINE_HEADS)?;
+        let cpus = cpus_with_logs(&log)?;
+        let logs = if cpus == 0 {
+            None
+        } else {
+            let record = std::mem::size_of::<Record>();
+            Some(CpuLogs {
+                log: Mapped::new(&log, MAP_TIMELINE_LOG, cpus * TIMELINE_SLOTS as usize * record)?,
+                heads: Mapped::new(&heads, MAP_TIMELINE_HEADS, cpus * HEAD_STRIDE as usize * 8)?,
+                tails: vec![0; cpus],
+                _maps: (log, heads),
+            })
+        };
+        Ok(Timeline { shared, logs, order: InTimeOrder::default(), lost: 0 })
+    }
+
+    /// CPUs with a log of their own (0: all share the ring).
+    pub(crate) fn cpu_logs(&self) -> usize {
+        self.logs.as_ref().map_or(0, |l| l.tails.len())
+    }
+
+    /// Records the CPUs wrote to their logs (their heads).
+    pub(crate) fn written(&self) -> u64 {
+        self.logs.as_ref().map_or(0, |l| (0..l.tails.len()).map(|c| l.head(c)).sum())
+    }
+
+    /// Hands at most `max` records of the ring and of each log (in time order, held back as
+    /// [`InTimeOrder`] needs) to `f`; returns `max` when any of them may hold more.
+    pub(crate) fn drain(&mut self, max: u64, f: &mut dyn FnMut(&Record)) -> u64 {
+        let Some(logs) = self.logs.as_mut() else {
+            return drain_pod(&mut self.shared, max, f);
+        };
+        let read = &mut self.order.read;
+        let mut more = drain_pod(&mut self.shared, max, &mut |r: &Record| read.push(*r)) == max;
+        for cpu in 0..logs.tails.len() {
+            let mut tail = logs.tails[cpu];
+            let lap =
+                read_log(&mut || logs.head(cpu), &|i| logs.slot(cpu, i), TIMELINE_SLOTS as u64, &mut tail, max, read);
+            logs.tails[cpu] = tail;
+            self.lost += lap.lost;
+            more |= lap.read == max;
+        }
+        let n = read.len() as u64;
+        let now = super::clock_ns(libc::CLOCK_MONOTONIC);
+        self.order.hand_on(now.saturating_sub(HOLD_NS), f);
+        if more { max } else { n.min(max.saturating_sub(1)) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(ts_ns: u64, psn: u32) -> Record {
+        Record { ts_ns, psn, ..Default::default() }
+    }
+
+    /// Two logs' records, each in order, come out in time order across drains; a record
+    /// newer than the watermark waits, also when an older one arrives in a later drain.
+    #[test]
+    fn records_of_several_logs_are_handed_on_in_time_order() {
+        let mut o = InTimeOrder::default();
+        let mut out = Vec::new();
+        // Drain 1: log 0 has 10, 30, 50; log 1 has 20, 60.
+        o.read.extend([rec(10, 0), rec(30, 0), rec(50, 0), rec(20, 1), rec(60, 1)]);
+        o.hand_on(40, &mut |r| out.push(r.ts_ns));
+        assert_eq!(out, vec![10, 20, 30]);
+        assert_eq!(o.held(), 2, "50 and 60 wait for the watermark");
+        // Drain 2: log 1 delivers 45 (stamped before 50, written late), log 0 70.
+        o.read.extend([rec(70, 0), rec(45, 1)]);
+        o.hand_on(65, &mut |r| out.push(r.ts_ns));
+        assert_eq!(out, vec![10, 20, 30, 45, 50, 60]);
+        // The end: everything, in order.
+        o.read.push(rec(80, 1));
+        o.released = true;
+        o.hand_on(0, &mut |r| out.push(r.ts_ns));
+        assert_eq!(out, vec![10, 20, 30, 45, 50, 60, 70, 80]);
+        assert_eq!(o.held(), 0);
+    }
+
+    /// Records with equal stamps keep their log order (the sort is stable).
+    #[test]
+    fn equal_stamps_keep_their_order() {
+        let mut o = InTimeOrder::default();
+        o.read.extend([rec(5, 1), rec(5, 2), rec(5, 3)]);
+        let mut out = Vec::new();
+        o.hand_on(5, &mut |r| out.push(r.psn));
+        assert_eq!(out, vec![1, 2, 3]);
+    }
+
+    /// A log of 8 slots written as the program writes it: record `i` (PSN `i`) at slot `i % 8`.
+    struct Log {
+        slots: Vec<Record>,
+        head: u64,
+    }
+
+    impl Log {
+        fn new() -> Self {
+            Log { slots: vec![Record::default(); 8], head: 0 }
+        }
+        fn write(&mut self, n: u64) {
+            for _ in 0..n {
+                self.slots[(self.head % 8) as usize] = rec(self.head, self.head as u32);
+                self.head += 1;
+            }
+        }
+    }
+
+    fn psns(v: &[Record]) -> Vec<u32> {
+        v.iter().map(|r| r.psn).collect()
+    }
+
+    /// Reads in steps of at most `max`, and a lap: records written past the slots before they
+    /// were read are counted, never handed on, and the read goes on from the oldest whole one.
+    #[test]
+    fn a_log_is_read_in_order_and_what_it_overwrote_is_counted() {
+        let mut log = Log::new();
+        let (mut tail, mut out) = (0, Vec::new());
+        log.write(5);
+        let lap = read_log(&mut || log.head, &|i| log.slots[(i % 8) as usize], 8, &mut tail, 3, &mut out);
+        assert_eq!((lap, psns(&out)), (Lap { read: 3, lost: 0 }, vec![0, 1, 2]));
+        let lap = read_log(&mut || log.head, &|i| log.slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
+        assert_eq!((lap, psns(&out)), (Lap { read: 2, lost: 0 }, vec![0, 1, 2, 3, 4]));
+        // 13 more: records 5..18 written into 8 slots; 5..10 are gone, and 10, in the slot
+        // the writer's next record goes to, cannot be told from one it is writing.
+        log.write(13);
+        out.clear();
+        let lap = read_log(&mut || log.head, &|i| log.slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
+        assert_eq!(lap, Lap { read: 8, lost: 6 });
+        assert_eq!(psns(&out), (11..18).collect::<Vec<_>>());
+        assert_eq!(tail, 18);
+        let lap = read_log(&mut || log.head, &|i| log.slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
+        assert_eq!(lap, Lap::default(), "nothing new");
+    }
+
+    /// The writer moves on while the records are copied: those it may have overwritten (up to
+    /// the slot of the head read after the copy) are dropped and counted, the rest kept.
+    #[test]
+    fn records_the_writer_reached_during_the_copy_are_dropped_and_counted() {
+        let slots: Vec<Record> = (0..8).map(|i| rec(i, i as u32)).collect();
+        // The head reads 8 before the copy (records 0..8 all there), 11 after it: the writer
+        // has written 8, 9, 10 over 0, 1, 2 and may be writing 11 over 3.
+        let mut heads = [8u64, 11].into_iter();
+        let (mut tail, mut out) = (0, Vec::new());
+        let lap = read_log(&mut || heads.next().unwrap(), &|i| slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
+        assert_eq!(lap, Lap { read: 8, lost: 4 });
+        assert_eq!(psns(&out), vec![4, 5, 6, 7]);
+        assert_eq!(tail, 8, "the next read starts after the copied ones (8..11 are whole then)");
+        // The writer lapped the whole copy: nothing of it is kept.
+        let mut heads = [16u64, 30].into_iter();
+        let (mut tail, mut out) = (8, Vec::new());
+        let lap = read_log(&mut || heads.next().unwrap(), &|i| slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
+        assert_eq!((lap, out.len()), (Lap { read: 8, lost: 8 }, 0));
+    }
+}

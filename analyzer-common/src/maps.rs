@@ -46,7 +46,18 @@ pub const HEAD_STRIDE: u32 = 8;
 /// Read-only u32 global: the CPUs with a log of their own (CPU numbers below it), set by the
 /// loader; 0 (the default) sends every record to [`MAP_TIMELINE`].
 pub const GLOBAL_TIMELINE_CPUS: &str = "TIMELINE_CPUS";
-/// CPUs with a timeline log of their own, at most.
+/// Each CPU's event log: [`Event`]s (PFC, PAUSE, mirrored-copy sightings), [`EVENT_SLOTS`]
+/// per CPU, written and read as [`MAP_TIMELINE_LOG`] is, with its heads in
+/// [`MAP_EVENT_HEADS`]. The CPUs below [`GLOBAL_EVENT_CPUS`] have one; the others, and every
+/// CM event (rare, another layout), write to [`MAP_EVENTS`].
+pub const MAP_EVENT_LOG: &str = "EVENT_LOG";
+pub const MAP_EVENT_HEADS: &str = "EVENT_HEADS";
+/// Read-only u32 global: the CPUs with an event log of their own, set by the loader.
+pub const GLOBAL_EVENT_CPUS: &str = "EVENT_CPUS";
+/// Events of each CPU's log (232 bytes each: 0.95 MB a CPU).
+pub const EVENT_SLOTS: u32 = 4096;
+const _: () = assert!(EVENT_SLOTS.is_power_of_two());
+/// CPUs with a timeline or event log of their own, at most.
 pub const MAX_TIMELINE_CPUS: u32 = 1024;
 /// Records of each CPU's log (2 MiB of 64-byte records): 43 ms of a 759 k frames/s stream on
 /// one CPU (RSS sends a mirror port's traffic to few queues), against the agent's 10 ms drains.
@@ -115,13 +126,15 @@ pub mod counter {
     pub const EXTRA_MAP_FULL: u32 = FLOW_MAP_FULL + 1;
     /// A PFC/PAUSE (sender, priority) that found the PFC map full.
     pub const PFC_MAP_FULL: u32 = FLOW_MAP_FULL + 2;
-    /// An event that found the ring buffer full.
+    /// An event that found the event ring buffer full (the agent adds the events its CPU's
+    /// log overwrote before they were read).
     pub const RINGBUF_FULL: u32 = FLOW_MAP_FULL + 3;
     /// RoCE frames whose extended headers were cut off.
     pub const EXT_CUT: u32 = FLOW_MAP_FULL + 4;
     /// Frames that were mirrored copies (GRE/ERSPAN).
     pub const ENCAPSULATED: u32 = FLOW_MAP_FULL + 5;
-    /// Events written to the ring buffer.
+    /// Events written to the event ring buffer (the agent adds those of the CPUs' logs: their
+    /// heads).
     pub const EVENTS: u32 = FLOW_MAP_FULL + 6;
     /// A RoCE frame whose flow could not be inserted (the flow map was full, [`FLOW_MAP_FULL`]
     /// counts it too): its PSN/AETH were not accounted.

@@ -13,8 +13,8 @@ use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
     self, CmEvent, DEFAULT_EVIDENCE_BYTES, DEFAULT_MAX_EVIDENCE_FLOWS, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS,
     DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_MAX_SIGHTINGS, DEFAULT_RINGBUF_BYTES, DEFAULT_TIMELINE_BYTES,
-    EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowEntry, HEAD_STRIDE, PfcCounters, PfcKey, Scratch,
-    TIMELINE_SLOTS, counter, event_kind, evidence_ctl, extra_kind, stage,
+    EVENT_SLOTS, EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowEntry, HEAD_STRIDE, PfcCounters, PfcKey,
+    Scratch, TIMELINE_SLOTS, counter, event_kind, evidence_ctl, extra_kind, stage,
 };
 use analyzer_common::psn::{self, PeerKey, Tally};
 use analyzer_common::record::{Record, write_addresses};
@@ -71,6 +71,14 @@ static TIMELINE_HEADS: Array<u64> = Array::with_max_entries(HEAD_STRIDE, BPF_F_M
 /// The CPUs with a log (set by the loader to the entries it gave the two maps above).
 #[unsafe(no_mangle)]
 static TIMELINE_CPUS: u32 = 0;
+/// Each CPU's event log ([`maps::MAP_EVENT_LOG`]) and heads, sized by the loader.
+#[map]
+static EVENT_LOG: Array<Event> = Array::with_max_entries(EVENT_SLOTS, BPF_F_MMAPABLE);
+#[map]
+static EVENT_HEADS: Array<u64> = Array::with_max_entries(HEAD_STRIDE, BPF_F_MMAPABLE);
+/// The CPUs with an event log (set by the loader).
+#[unsafe(no_mangle)]
+static EVENT_CPUS: u32 = 0;
 /// Whether to write timeline records (set by the loader; the verifier prunes the dead branch).
 #[unsafe(no_mangle)]
 static TIMELINE_ON: u8 = 1;
@@ -591,32 +599,50 @@ fn evidence_copy(ctx: &XdpContext, s: &PacketSummary, key: &FlowKey, now: u64, w
     }
 }
 
-/// One timeline record, stamped `now` (the precise clock: RTT and incast need nanoseconds),
-/// into this CPU's log (the shared ring when it has none). The log is written by this CPU
-/// alone, and a program run is not interrupted by another on its CPU (XDP runs in the
-/// softirq of its queue), so its head needs no atomic: the record's stores, then the head's.
-#[inline(never)]
-fn record(s: &PacketSummary, now: u64) {
+/// The slot of this CPU's log for its next item, and its head (to store `head + 1` in once
+/// the slot is written); None for a CPU without a log (`cpus`: those with one). A log is
+/// written by its CPU alone, and a program run is not interrupted by another on its CPU (XDP
+/// runs in the softirq of its queue), so the head needs no atomic: the item's stores, then
+/// the head's ([`log_done`]).
+#[inline(always)]
+fn log_slot<T>(log: &Array<T>, heads: &Array<u64>, cpus: &u32, slots: u32) -> Option<(*mut T, *mut u64, u64)> {
     // SAFETY: helper without arguments.
     let cpu = unsafe { bpf_get_smp_processor_id() };
     // SAFETY: a read-only global of this program.
-    if cpu < unsafe { core::ptr::read_volatile(&TIMELINE_CPUS) }
-        && let Some(head) = TIMELINE_HEADS.get_ptr_mut(cpu * HEAD_STRIDE)
-    {
-        // SAFETY: this CPU's head, written by this CPU only.
-        let h = unsafe { core::ptr::read_volatile(head) };
-        let at = cpu * TIMELINE_SLOTS + (h as u32 & (TIMELINE_SLOTS - 1));
-        if let Some(slot) = TIMELINE_LOG.get_ptr_mut(at) {
-            // SAFETY: a slot of this CPU's part of the log; `fill` writes every field, and the
-            // head is stored after it (volatile stores keep their order; the CPU's are seen in
-            // order: see maps::MAP_TIMELINE_LOG).
-            unsafe {
-                Record::fill(slot, now, s);
-                core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
-                core::ptr::write_volatile(head, h.wrapping_add(1));
-            }
-            return;
+    if cpu >= unsafe { core::ptr::read_volatile(cpus) } {
+        return None;
+    }
+    let head = heads.get_ptr_mut(cpu * HEAD_STRIDE)?;
+    // SAFETY: this CPU's head, written by this CPU only.
+    let h = unsafe { core::ptr::read_volatile(head) };
+    let slot = log.get_ptr_mut(cpu * slots + (h as u32 & (slots - 1)))?;
+    Some((slot, head, h))
+}
+
+/// Publishes the item written at the slot [`log_slot`] gave.
+///
+/// # Safety
+/// `head` is the head `log_slot` returned with `h`.
+#[inline(always)]
+unsafe fn log_done(head: *mut u64, h: u64) {
+    // Volatile stores keep their order, and the CPU's are seen in order (see
+    // maps::MAP_TIMELINE_LOG): the item is whole before the head moves past it.
+    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
+    // SAFETY: the caller's head.
+    unsafe { core::ptr::write_volatile(head, h.wrapping_add(1)) };
+}
+
+/// One timeline record, stamped `now` (the precise clock: RTT and incast need nanoseconds),
+/// into this CPU's log (the shared ring when it has none).
+#[inline(never)]
+fn record(s: &PacketSummary, now: u64) {
+    if let Some((slot, head, h)) = log_slot(&TIMELINE_LOG, &TIMELINE_HEADS, &TIMELINE_CPUS, TIMELINE_SLOTS) {
+        // SAFETY: a slot of this CPU's part of the log; `fill` writes every field.
+        unsafe {
+            Record::fill(slot, now, s);
+            log_done(head, h);
         }
+        return;
     }
     match TIMELINE.reserve::<Record>(0) {
         Some(mut r) => {
@@ -631,25 +657,44 @@ fn record(s: &PacketSummary, now: u64) {
     }
 }
 
+/// Writes every field of an event at `p`.
+///
+/// # Safety
+/// `p` must be valid for writes of one `Event`.
+#[inline(always)]
+unsafe fn fill_event(p: *mut Event, s: &PacketSummary, now: u64, kind: u8) {
+    // SAFETY: the caller guarantees `p`.
+    unsafe {
+        (*p).ts_ns = now;
+        (*p).kind = kind;
+        (*p)._pad = [0; 7];
+        // Word by word: a struct assignment becomes a byte-loop memcpy call.
+        let dst = &mut (*p).summary as *mut PacketSummary as *mut u64;
+        let src = s as *const PacketSummary as *const u64;
+        let mut i = 0;
+        while i < core::mem::size_of::<PacketSummary>() / 8 {
+            core::ptr::write_volatile(dst.add(i), core::ptr::read_volatile(src.add(i)));
+            i += 1;
+        }
+    }
+}
+
+/// A PFC/PAUSE frame or a mirrored copy's sighting, stamped `now`, into this CPU's event log
+/// (the shared event ring when it has none).
 #[inline(always)]
 fn event_at(s: &PacketSummary, now: u64, kind: u8) {
+    if let Some((slot, head, h)) = log_slot(&EVENT_LOG, &EVENT_HEADS, &EVENT_CPUS, EVENT_SLOTS) {
+        // SAFETY: a slot of this CPU's part of the log; every field is written.
+        unsafe {
+            fill_event(slot, s, now, kind);
+            log_done(head, h);
+        }
+        return;
+    }
     match EVENTS.reserve::<Event>(0) {
         Some(mut e) => {
-            // SAFETY: the reservation is exactly one Event; every field is written.
-            unsafe {
-                let p = e.as_mut_ptr();
-                (*p).ts_ns = now;
-                (*p).kind = kind;
-                (*p)._pad = [0; 7];
-                // Word by word: a struct assignment becomes a byte-loop memcpy call.
-                let dst = &mut (*p).summary as *mut PacketSummary as *mut u64;
-                let src = s as *const PacketSummary as *const u64;
-                let mut i = 0;
-                while i < core::mem::size_of::<PacketSummary>() / 8 {
-                    core::ptr::write_volatile(dst.add(i), core::ptr::read_volatile(src.add(i)));
-                    i += 1;
-                }
-            }
+            // SAFETY: the reservation is exactly one Event.
+            unsafe { fill_event(e.as_mut_ptr(), s, now, kind) };
             // The agent drains the ring on its poll interval: no wakeup per event.
             e.submit(BPF_RB_NO_WAKEUP as u64);
             count(counter::EVENTS);

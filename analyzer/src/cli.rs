@@ -199,7 +199,8 @@ pub struct AnalyzeArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_flows: Option<u32>,
 
-    /// Live: bytes of the kernel event ring buffer (a power of two, at least 4096).
+    /// Live: bytes of the kernel event ring buffer, which takes CM messages and the PFC/PAUSE
+    /// events of CPUs without an event log of their own (a power of two, at least 4096).
     #[arg(long, default_value_t = analyzer_common::maps::DEFAULT_RINGBUF_BYTES, value_parser = ringbuf_bytes)]
     pub ringbuf_bytes: u32,
 

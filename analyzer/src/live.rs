@@ -357,11 +357,16 @@ impl<M: MapSource> LiveLoop<M> {
         (events + records, events == max || records == max)
     }
 
-    /// `timeline_full`: the records the shared ring had no room for (the kernel's count at the
-    /// last poll) and those the CPUs' logs overwrote (found by the drains, the last ones too).
+    /// `timeline_full` and `ringbuf_full`: the records and events the shared rings had no room
+    /// for (the kernel's counts at the last poll) and those the CPUs' logs overwrote (found by
+    /// the drains, the last ones too).
     fn count_lost_records(&mut self) {
-        let ring = self.counters.get(analyzer_common::maps::counter::TIMELINE_FULL as usize).copied().unwrap_or(0);
-        self.run.engine.dropped.insert(DropReason::TimelineFull, ring + self.maps.records_lost());
+        use analyzer_common::maps::counter;
+        let ring = |i: u32| self.counters.get(i as usize).copied().unwrap_or(0);
+        let records = ring(counter::TIMELINE_FULL) + self.maps.records_lost();
+        let events = ring(counter::RINGBUF_FULL) + self.maps.events_lost();
+        self.run.engine.dropped.insert(DropReason::TimelineFull, records);
+        self.run.engine.dropped.insert(DropReason::RingbufFull, events);
     }
 
     /// Drains in steps of [`DRAIN_BATCH`] for at most `budget`; true when the rings may hold
@@ -446,8 +451,9 @@ mod tests {
         snapshot: KernelSnapshot,
         records: Vec<Record>,
         removed: Vec<FlowKey>,
-        /// Records the logs lost, as a drain finds them.
+        /// Records and events the logs lost, as a drain finds them.
         lost: u64,
+        events_lost: u64,
     }
 
     impl MapSource for FakeMaps {
@@ -471,6 +477,9 @@ mod tests {
         }
         fn records_lost(&self) -> u64 {
             self.lost
+        }
+        fn events_lost(&self) -> u64 {
+            self.events_lost
         }
     }
 
@@ -689,22 +698,26 @@ mod tests {
         assert_eq!((r.capture.dropped["flow_map_full"], r.capture.dropped["timeline_full"]), (3, 7));
     }
 
-    /// Records a CPU's log overwrote are found by the drains, the last ones of a run too (after
-    /// its last snapshot), and counted with those the shared ring refused.
+    /// Records and events a CPU's logs overwrote are found by the drains, the last ones of a run
+    /// too (after its last snapshot), and counted with those the shared rings refused.
     #[test]
     fn records_the_logs_lost_are_counted_to_the_last_drain() {
         let mut l = live();
         l.maps.snapshot.counters[counter::TIMELINE_FULL as usize] = 7;
-        l.maps.lost = 2;
+        l.maps.snapshot.counters[counter::RINGBUF_FULL as usize] = 1;
+        (l.maps.lost, l.maps.events_lost) = (2, 3);
         l.poll(S, true).unwrap();
-        assert_eq!(l.run.engine.dropped[&DropReason::TimelineFull], 9);
+        let d = |l: &LiveLoop<FakeMaps>| {
+            (l.run.engine.dropped[&DropReason::TimelineFull], l.run.engine.dropped[&DropReason::RingbufFull])
+        };
+        assert_eq!(d(&l), (9, 4));
         l.maps.lost = 5;
         l.poll(2 * S, false).unwrap();
-        l.maps.lost = 11;
+        (l.maps.lost, l.maps.events_lost) = (11, 6);
         l.finish(Duration::from_millis(10));
-        assert_eq!(l.run.engine.dropped[&DropReason::TimelineFull], 18, "the final drain's find too");
+        assert_eq!(d(&l), (18, 7), "the final drain's finds too");
         let r = Report::assemble(&l.run, RunKind::Live);
-        assert_eq!(r.capture.dropped["timeline_full"], 18);
+        assert_eq!((r.capture.dropped["timeline_full"], r.capture.dropped["ringbuf_full"]), (18, 7));
     }
 
     #[test]

@@ -374,6 +374,59 @@ fn kernel_writes_each_cpus_records_to_its_own_log() {
     pin_to_cpu(0).unwrap();
 }
 
+/// PFC frames' events go to their CPU's event log, read back in time order across the CPUs;
+/// a burst laps the log, and every event not read is counted (`ringbuf_full` in the report).
+#[test]
+fn kernel_writes_each_cpus_pfc_events_to_its_own_log() {
+    use analyzer::capture::kernel::snapshot::KernelEvent;
+    use analyzer_common::maps::{EVENT_SLOTS, counter};
+    if !privileged("kernel_writes_each_cpus_pfc_events_to_its_own_log") {
+        return;
+    }
+    let online = aya::util::online_cpus().expect("online CPUs");
+    assert!(online.contains(&0) && online.contains(&1), "this test needs CPUs 0 and 1 online: {online:?}");
+    let mut ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
+    let mut maps = AyaMaps::new(&mut ebpf).expect("maps");
+    let fd = program_fd(&ebpf, PROGRAM).unwrap();
+    let pfc = |quanta: u16| tests::synth::pfc([2, 0, 0, 0, 7, 1], 1 << 3, [0, 0, 0, quanta, 0, 0, 0, 0]);
+    pin_to_cpu(1).unwrap();
+    test_run(fd, &pfc(1), 1, None).unwrap();
+    pin_to_cpu(0).unwrap();
+    test_run(fd, &pfc(2), 1, None).unwrap();
+    maps.release_records();
+    let mut quanta = Vec::new();
+    maps.drain_events(1000, &mut |e| {
+        if let KernelEvent::Frame(e) = e {
+            quanta.push(e.summary.pfc_quanta[3])
+        }
+    });
+    assert_eq!(quanta, vec![1, 2], "in time order across the CPUs' logs");
+
+    let runs = 6000;
+    pin_to_cpu(1).unwrap();
+    let before = maps.snapshot().unwrap();
+    test_run(fd, &pfc(3), runs, None).unwrap();
+    let mut times = Vec::new();
+    while maps.drain_events(1000, &mut |e| {
+        if let KernelEvent::Frame(e) = e {
+            times.push(e.ts_ns)
+        }
+    }) > 0
+    {}
+    let after = maps.snapshot().unwrap();
+    let d = |i: u32| after.counter(i) - before.counter(i);
+    assert_eq!(d(counter::EVENTS), runs as u64, "every run writes its event");
+    let kept = EVENT_SLOTS as u64 - 1;
+    assert_eq!(times.len() as u64, kept, "the newest events of the {EVENT_SLOTS} slots");
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "in time order");
+    assert_eq!(
+        (d(counter::RINGBUF_FULL), maps.events_lost()),
+        (0, runs as u64 - kept),
+        "every event not read is counted"
+    );
+    pin_to_cpu(0).unwrap();
+}
+
 fn memlock(ebpf: &aya::Ebpf, map: &str) -> u64 {
     tests::tools::map_memlock(ebpf, map).unwrap()
 }

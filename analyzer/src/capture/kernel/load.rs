@@ -67,18 +67,17 @@ pub(crate) fn has_errno(e: &(dyn std::error::Error + 'static), codes: &[i32]) ->
     false
 }
 
-/// The CPUs that get a timeline log of their own: every online CPU's number is below it
-/// (capped at [`maps::MAX_TIMELINE_CPUS`]); 0 without records. A CPU brought online later
-/// with a higher number writes to the shared ring, as does every CPU when the online CPUs
-/// cannot be read (said on stderr).
-pub fn timeline_cpus(timeline: bool) -> u32 {
-    if !timeline {
-        return 0;
-    }
+/// The CPUs that get a timeline and an event log of their own: every online CPU's number is
+/// below it (capped at [`maps::MAX_TIMELINE_CPUS`]). A CPU brought online later with a higher
+/// number writes to the shared rings, as does every CPU when the online CPUs cannot be read
+/// (said on stderr).
+pub fn log_cpus() -> u32 {
     match aya::util::online_cpus() {
         Ok(cpus) => cpus.iter().max().map_or(0, |c| c + 1).min(maps::MAX_TIMELINE_CPUS),
         Err((path, e)) => {
-            tracing::warn!("reading the online CPUs ({path}): {e}; every CPU's timeline records go to the shared ring");
+            tracing::warn!(
+                "reading the online CPUs ({path}): {e}; every CPU's records and events go to the shared rings"
+            );
             0
         }
     }
@@ -103,14 +102,16 @@ pub fn load_object(
     }
     // aya-log-ebpf enables every level unless told otherwise: 0 silences the program.
     let level: u8 = if opts.kernel_log { aya_log::Level::Trace as u8 } else { 0 };
-    // Each log a CPU's part of these arrays (an array has at least one entry).
-    let logs = timeline_cpus(opts.timeline);
-    let log_entries = (logs * maps::TIMELINE_SLOTS).max(1);
-    let head_entries = (logs * maps::HEAD_STRIDE).max(1);
+    // Each log a CPU's part of these arrays (an array has at least one entry); no timeline
+    // logs without records.
+    let event_cpus = log_cpus();
+    let timeline_cpus = if opts.timeline { event_cpus } else { 0 };
+    let entries = |cpus: u32, per_cpu: u32| (cpus * per_cpu).max(1);
     let mut ebpf = aya::EbpfLoader::new()
         .override_global(aya_log::LEVEL, &level, false)
         .override_global(maps::GLOBAL_TIMELINE_ON, &(opts.timeline as u8), strict)
-        .override_global(maps::GLOBAL_TIMELINE_CPUS, &logs, strict)
+        .override_global(maps::GLOBAL_TIMELINE_CPUS, &timeline_cpus, strict)
+        .override_global(maps::GLOBAL_EVENT_CPUS, &event_cpus, strict)
         .override_global(maps::GLOBAL_PMTU_DEFAULT, &opts.pmtu, strict)
         .override_global(maps::GLOBAL_MATCH_WINDOW_NS, &opts.match_window_ns, strict)
         .override_global(maps::GLOBAL_FILTER_ON, &(opts.filter.is_some() as u8), strict)
@@ -121,8 +122,10 @@ pub fn load_object(
         )
         .map_max_entries(MAP_FLOWS, opts.max_flows)
         .map_max_entries(MAP_EVENTS, opts.ringbuf_bytes)
-        .map_max_entries(maps::MAP_TIMELINE_LOG, log_entries)
-        .map_max_entries(maps::MAP_TIMELINE_HEADS, head_entries)
+        .map_max_entries(maps::MAP_TIMELINE_LOG, entries(timeline_cpus, maps::TIMELINE_SLOTS))
+        .map_max_entries(maps::MAP_TIMELINE_HEADS, entries(timeline_cpus, maps::HEAD_STRIDE))
+        .map_max_entries(maps::MAP_EVENT_LOG, entries(event_cpus, maps::EVENT_SLOTS))
+        .map_max_entries(maps::MAP_EVENT_HEADS, entries(event_cpus, maps::HEAD_STRIDE))
         .load(object)
         .map_err(|e| {
             if has_errno(&e, &[libc::EPERM, libc::EACCES]) { KernelError::Permission } else { KernelError::Load(e) }

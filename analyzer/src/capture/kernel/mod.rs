@@ -4,9 +4,9 @@
 pub(crate) mod batch;
 pub mod evidence;
 pub mod load;
+pub mod logs;
 pub mod snapshot;
 pub mod test_run;
-pub mod timeline;
 
 /// The XDP object, built by build.rs (from source, or the committed object).
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/roce-analyzer"));

@@ -5,13 +5,14 @@ use std::os::fd::AsFd;
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
-    CmEvent, Event, ExtraKey, FlowEntry, MAP_COUNTERS, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOWS, MAP_PFC, MAP_TIMELINE,
-    PfcCounters, PfcKey, counter, event_kind,
+    CmEvent, EVENT_SLOTS, Event, ExtraKey, FlowEntry, MAP_COUNTERS, MAP_EVENT_HEADS, MAP_EVENT_LOG, MAP_EVENTS,
+    MAP_FLOW_EXTRA, MAP_FLOWS, MAP_PFC, MAP_TIMELINE, MAP_TIMELINE_HEADS, MAP_TIMELINE_LOG, PfcCounters, PfcKey,
+    TIMELINE_SLOTS, counter, event_kind,
 };
 use analyzer_common::record::Record;
 use aya::maps::{MapData, PerCpuArray, RingBuf};
 
-use super::timeline::Timeline;
+use super::logs::CpuLogs;
 use super::{KernelError, batch};
 
 /// One read of every map: each flow's entry (one shared value, not per CPU), everything else
@@ -39,11 +40,17 @@ pub trait MapSource {
     fn drain_events(&mut self, max: u64, f: &mut dyn FnMut(KernelEvent)) -> u64;
     /// Hands at most `max` pending timeline records to `f`; returns how many it read.
     fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record)) -> u64;
-    /// From now on hand on every record read, none held back for order (the run ends).
+    /// From now on hand on every record and event read, none held back for order (the run
+    /// ends).
     fn release_records(&mut self) {}
     /// Records the drains found overwritten in the CPUs' logs before they were read, so far
     /// (the kernel counts those the shared ring had no room for: `TIMELINE_FULL`).
     fn records_lost(&self) -> u64 {
+        0
+    }
+    /// Events the drains found overwritten in the CPUs' event logs, so far (the kernel counts
+    /// those the event ring had no room for: `RINGBUF_FULL`).
+    fn events_lost(&self) -> u64 {
         0
     }
 }
@@ -63,8 +70,12 @@ pub struct AyaMaps {
     extra: MapData,
     pfc: MapData,
     counters: PerCpuArray<MapData, u64>,
+    /// CM events, and the frame events of CPUs without a log.
     events: RingBuf<MapData>,
-    timeline: Timeline,
+    event_logs: Option<CpuLogs<Event>>,
+    /// The records of CPUs without a log.
+    timeline: RingBuf<MapData>,
+    record_logs: Option<CpuLogs<Record>>,
     cpus: usize,
 }
 
@@ -127,7 +138,7 @@ fn key_bytes<K: aya::Pod>(k: &K) -> &[u8] {
 impl AyaMaps {
     /// CPUs with a timeline log of their own (0: all share the ring).
     pub fn cpu_timelines(&self) -> usize {
-        self.timeline.cpu_logs()
+        self.record_logs.as_ref().map_or(0, |l| l.cpus())
     }
 
     /// The maps of a program [`super::load::load`]ed (which decided the CPUs with a timeline
@@ -143,10 +154,9 @@ impl AyaMaps {
             pfc: per_cpu_hash(ebpf, MAP_PFC)?,
             counters: PerCpuArray::try_from(take(ebpf, MAP_COUNTERS)?).map_err(map_err(MAP_COUNTERS))?,
             events: RingBuf::try_from(take(ebpf, MAP_EVENTS)?).map_err(map_err(MAP_EVENTS))?,
-            timeline: {
-                let shared = RingBuf::try_from(take(ebpf, MAP_TIMELINE)?).map_err(map_err(MAP_TIMELINE))?;
-                Timeline::new(ebpf, shared)?
-            },
+            event_logs: CpuLogs::new(ebpf, (MAP_EVENT_LOG, MAP_EVENT_HEADS), EVENT_SLOTS)?,
+            timeline: RingBuf::try_from(take(ebpf, MAP_TIMELINE)?).map_err(map_err(MAP_TIMELINE))?,
+            record_logs: CpuLogs::new(ebpf, (MAP_TIMELINE_LOG, MAP_TIMELINE_HEADS), TIMELINE_SLOTS)?,
             cpus,
         })
     }
@@ -170,9 +180,10 @@ impl MapSource for AyaMaps {
             let v = self.counters.get(&i, 0).map_err(map_err(MAP_COUNTERS))?;
             s.counters.push(v.iter().sum());
         }
-        // The CPUs' logs count their records in their heads (what they overwrote is found by
-        // the drains: `records_lost`).
-        s.counters[counter::RECORDS as usize] += self.timeline.written();
+        // The CPUs' logs count their items in their heads (what they overwrote is found by the
+        // drains: `records_lost`, `events_lost`).
+        s.counters[counter::RECORDS as usize] += self.record_logs.as_ref().map_or(0, |l| l.written());
+        s.counters[counter::EVENTS as usize] += self.event_logs.as_ref().map_or(0, |l| l.written());
         batch::for_each(
             self.flows.fd().as_fd(),
             std::mem::size_of::<FlowKey>(),
@@ -213,32 +224,59 @@ impl MapSource for AyaMaps {
     }
 
     fn drain_events(&mut self, max: u64, f: &mut dyn FnMut(KernelEvent)) -> u64 {
+        let AyaMaps { events, event_logs, .. } = self;
+        let mut logs = event_logs.as_mut();
         let mut n = 0;
         while n < max
-            && let Some(item) = self.events.next()
+            && let Some(item) = events.next()
         {
             // Both layouts have their kind at byte 8.
             match item.get(8) {
                 Some(&event_kind::CM) if item.len() >= std::mem::size_of::<CmEvent>() => {
                     f(KernelEvent::Cm(&pod::<CmEvent>(&item)))
                 }
-                Some(_) if item.len() >= std::mem::size_of::<Event>() => f(KernelEvent::Frame(&pod::<Event>(&item))),
+                // A frame event of a CPU without a log: in time order with the logs' events.
+                Some(_) if item.len() >= std::mem::size_of::<Event>() => match logs.as_mut() {
+                    Some(l) => l.order.read.push(pod::<Event>(&item)),
+                    None => f(KernelEvent::Frame(&pod::<Event>(&item))),
+                },
                 _ => {}
             }
             n += 1;
         }
-        n
+        let Some(logs) = logs else { return n };
+        let more = logs.read(max) || n == max;
+        let read = n + logs.order.read.len() as u64;
+        logs.hand_on(&mut |e| f(KernelEvent::Frame(e)));
+        if more { max } else { read.min(max.saturating_sub(1)) }
     }
 
     fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record)) -> u64 {
-        self.timeline.drain(max, f)
+        let Some(logs) = self.record_logs.as_mut() else {
+            return drain_pod(&mut self.timeline, max, f);
+        };
+        let read = &mut logs.order.read;
+        let mut more = drain_pod(&mut self.timeline, max, &mut |r: &Record| read.push(*r)) == max;
+        more |= logs.read(max);
+        let n = logs.order.read.len() as u64;
+        logs.hand_on(f);
+        if more { max } else { n.min(max.saturating_sub(1)) }
     }
 
     fn release_records(&mut self) {
-        self.timeline.order.released = true;
+        if let Some(l) = self.record_logs.as_mut() {
+            l.order.released = true;
+        }
+        if let Some(l) = self.event_logs.as_mut() {
+            l.order.released = true;
+        }
     }
 
     fn records_lost(&self) -> u64 {
-        self.timeline.lost
+        self.record_logs.as_ref().map_or(0, |l| l.lost)
+    }
+
+    fn events_lost(&self) -> u64 {
+        self.event_logs.as_ref().map_or(0, |l| l.lost)
     }
 }

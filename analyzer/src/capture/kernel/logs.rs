@@ -1,46 +1,69 @@
-//! Reading the timeline records: each CPU's log, mapped into the agent's memory
-//! ([`analyzer_common::maps::MAP_TIMELINE_LOG`]), and the shared ring of the CPUs without one,
-//! handed on in time order ([`InTimeOrder`]).
+//! Reading the CPUs' logs: the timeline records ([`analyzer_common::maps::MAP_TIMELINE_LOG`])
+//! and the PFC/PAUSE/sighting events ([`analyzer_common::maps::MAP_EVENT_LOG`]), each CPU's
+//! mapped into the agent's memory, with the shared ring of the CPUs without one, handed on
+//! in time order ([`InTimeOrder`]).
 
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
-use analyzer_common::maps::{HEAD_STRIDE, MAP_TIMELINE_HEADS, MAP_TIMELINE_LOG, TIMELINE_SLOTS};
+use analyzer_common::maps::{Event, HEAD_STRIDE};
 use analyzer_common::record::Record;
-use aya::maps::{MapData, RingBuf};
+use aya::maps::MapData;
 
 use super::KernelError;
-use super::snapshot::{drain_pod, take};
 
-/// A record is handed on once it is this much older than the agent's clock: the program
-/// writes a record within microseconds of stamping it (it runs with preemption off), so by
-/// then every log and the ring hold every record stamped before it.
+/// What the logs hold: an item stamped with the kernel's clock.
+pub trait Stamped: Copy {
+    fn ts_ns(&self) -> u64;
+}
+
+impl Stamped for Record {
+    fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+}
+
+impl Stamped for Event {
+    fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+}
+
+/// An item is handed on once it is this much older than the agent's clock: the program
+/// writes an item within microseconds of stamping it (it runs with preemption off), so by
+/// then every log and the ring hold every item stamped before it.
 pub const HOLD_NS: u64 = 1_000_000;
 
-/// Records of several logs, each in time order, handed on in time order: a record waits
-/// until no log can still deliver an older one (it is [`HOLD_NS`] old), or until the run ends.
-#[derive(Debug, Default)]
-pub struct InTimeOrder {
+/// Items of several logs, each in time order, handed on in time order: an item waits until no
+/// log can still deliver an older one (it is [`HOLD_NS`] old), or until the run ends.
+#[derive(Debug)]
+pub struct InTimeOrder<T> {
     /// Read and not handed on yet, in time order.
-    held: std::collections::VecDeque<Record>,
+    held: std::collections::VecDeque<T>,
     /// Read in this drain, not yet merged into `held`.
-    pub read: Vec<Record>,
+    pub read: Vec<T>,
     /// Hand on everything: the run ends.
     pub released: bool,
 }
 
-impl InTimeOrder {
+impl<T> Default for InTimeOrder<T> {
+    fn default() -> Self {
+        InTimeOrder { held: Default::default(), read: Vec::new(), released: false }
+    }
+}
+
+impl<T: Stamped> InTimeOrder<T> {
     /// Merges what was read into the held records and hands on, in time order, those stamped
     /// at or before `until` (all of them once released).
-    pub fn hand_on(&mut self, until: u64, f: &mut dyn FnMut(&Record)) {
+    pub fn hand_on(&mut self, until: u64, f: &mut dyn FnMut(&T)) {
         // The held records and each log's are in time order: a stable sort of these runs is a
         // merge (equal stamps keep held-then-log order), also when a late record is older than
         // some held ones.
         self.held.extend(self.read.drain(..));
-        self.held.make_contiguous().sort_by_key(|r| r.ts_ns);
+        self.held.make_contiguous().sort_by_key(|r| r.ts_ns());
         let until = if self.released { u64::MAX } else { until };
         while let Some(r) = self.held.front()
-            && r.ts_ns <= until
+            && r.ts_ns() <= until
         {
             f(r);
             self.held.pop_front();
@@ -61,20 +84,20 @@ pub struct Lap {
     pub lost: u64,
 }
 
-/// Reads at most `max` records of one CPU's log of `slots` records into `out`, from `*tail`
+/// Reads at most `max` items of one CPU's log of `slots` records into `out`, from `*tail`
 /// (the next record this side has not read; advanced): `head` is the CPU's head (records it has
 /// written), `slot(i)` the slot of record `i`. The writer advances the head after each record,
 /// and writes record `i + slots` over record `i`: records more than `slots` behind the head are
 /// lost, and so is any record the writer may have reached while they were copied (it may be
 /// writing record `head` once the head reads `head`, so after the copy only records above
 /// `head − slots` are whole).
-pub fn read_log(
+pub fn read_log<T>(
     head: &mut dyn FnMut() -> u64,
-    slot: &dyn Fn(u64) -> Record,
+    slot: &dyn Fn(u64) -> T,
     slots: u64,
     tail: &mut u64,
     max: u64,
-    out: &mut Vec<Record>,
+    out: &mut Vec<T>,
 ) -> Lap {
     let h = head();
     let mut lost = 0;
@@ -92,12 +115,6 @@ pub fn read_log(
     out.drain(start..start + torn as usize);
     *tail += n;
     Lap { read: n, lost: lost + torn }
-}
-
-/// The CPUs the loader gave a log (it sizes the log by them: [`super::load::timeline_cpus`]).
-fn cpus_with_logs(log: &MapData) -> Result<usize, KernelError> {
-    let info = log.info().map_err(super::snapshot::map_err(MAP_TIMELINE_LOG))?;
-    Ok((info.max_entries() / TIMELINE_SLOTS) as usize)
 }
 
 /// A BPF array mapped read-only into this process.
@@ -131,16 +148,57 @@ impl Drop for Mapped {
     }
 }
 
-/// The CPUs' logs and heads, mapped, and how far this side has read each.
-struct CpuLogs {
+/// The CPUs' logs of one kind (`slots` items of `T` each) and their heads, mapped, and how
+/// far this side has read each.
+pub(crate) struct CpuLogs<T> {
     log: Mapped,
     heads: Mapped,
-    /// Per CPU with a log: the next record not read.
+    slots: usize,
+    /// Per CPU with a log: the next item not read.
     tails: Vec<u64>,
     _maps: (MapData, MapData),
+    /// Read, to be handed on in time order.
+    pub(crate) order: InTimeOrder<T>,
+    /// Items the logs overwrote before this side read them.
+    pub(crate) lost: u64,
 }
 
-impl CpuLogs {
+impl<T: Stamped> CpuLogs<T> {
+    /// The log array `log` (`slots` items a CPU) and its heads, taken from `ebpf`; None when
+    /// the loader gave no CPU a log (it sizes the array by them: [`super::load::log_cpus`]).
+    pub(crate) fn new(
+        ebpf: &mut aya::Ebpf,
+        (log_name, heads_name): (&'static str, &'static str),
+        slots: u32,
+    ) -> Result<Option<Self>, KernelError> {
+        let array = |ebpf: &mut aya::Ebpf, name: &'static str| match super::snapshot::take(ebpf, name)? {
+            aya::maps::Map::Array(d) => Ok(d),
+            _ => Err(KernelError::MapLayout { map: log_name, what: "not an array" }),
+        };
+        let log = array(ebpf, log_name)?;
+        let heads = array(ebpf, heads_name)?;
+        let info = log.info().map_err(super::snapshot::map_err(log_name))?;
+        let cpus = (info.max_entries() / slots) as usize;
+        if cpus == 0 {
+            return Ok(None);
+        }
+        let slots = slots as usize;
+        Ok(Some(CpuLogs {
+            log: Mapped::new(&log, log_name, cpus * slots * std::mem::size_of::<T>())?,
+            heads: Mapped::new(&heads, heads_name, cpus * HEAD_STRIDE as usize * 8)?,
+            slots,
+            tails: vec![0; cpus],
+            _maps: (log, heads),
+            order: InTimeOrder::default(),
+            lost: 0,
+        }))
+    }
+
+    /// CPUs with a log.
+    pub(crate) fn cpus(&self) -> usize {
+        self.tails.len()
+    }
+
     /// CPU `cpu`'s head, as the program last stored it.
     fn head(&self, cpu: usize) -> u64 {
         // SAFETY: within the heads mapping (cpu < tails.len(), HEAD_STRIDE u64s each); the
@@ -148,77 +206,38 @@ impl CpuLogs {
         unsafe { (*(self.heads.ptr as *const AtomicU64).add(cpu * HEAD_STRIDE as usize)).load(Ordering::Acquire) }
     }
 
-    fn slot(&self, cpu: usize, i: u64) -> Record {
-        let at = cpu * TIMELINE_SLOTS as usize + (i as usize & (TIMELINE_SLOTS as usize - 1));
-        // SAFETY: within the log mapping (cpu < tails.len(), TIMELINE_SLOTS records each); the
-        // program may be writing it: `read_log` drops a record it may have torn.
-        unsafe { std::ptr::read_volatile((self.log.ptr as *const Record).add(at)) }
-    }
-}
-
-/// The timeline: the CPUs' logs and the shared ring, read into [`InTimeOrder`].
-pub(crate) struct Timeline {
-    shared: RingBuf<MapData>,
-    logs: Option<CpuLogs>,
-    pub(crate) order: InTimeOrder,
-    /// Records the logs overwrote before this side read them.
-    pub(crate) lost: u64,
-}
-
-impl Timeline {
-    /// The shared ring and, when the loader gave the program logs (`TIMELINE_CPUS`), the logs.
-    pub(crate) fn new(ebpf: &mut aya::Ebpf, shared: RingBuf<MapData>) -> Result<Self, KernelError> {
-        let array = |ebpf: &mut aya::Ebpf, name: &'static str| match take(ebpf, name)? {
-            aya::maps::Map::Array(d) => Ok(d),
-            _ => Err(KernelError::MapLayout { map: name, what: "not an array" }),
-        };
-        let log = array(ebpf, MAP_TIMELINE_LOG)?;
-        let heads = array(ebpf, MAP_TIMELINE_HEADS)?;
-        let cpus = cpus_with_logs(&log)?;
-        let logs = if cpus == 0 {
-            None
-        } else {
-            let record = std::mem::size_of::<Record>();
-            Some(CpuLogs {
-                log: Mapped::new(&log, MAP_TIMELINE_LOG, cpus * TIMELINE_SLOTS as usize * record)?,
-                heads: Mapped::new(&heads, MAP_TIMELINE_HEADS, cpus * HEAD_STRIDE as usize * 8)?,
-                tails: vec![0; cpus],
-                _maps: (log, heads),
-            })
-        };
-        Ok(Timeline { shared, logs, order: InTimeOrder::default(), lost: 0 })
+    fn slot(&self, cpu: usize, i: u64) -> T {
+        let at = cpu * self.slots + (i as usize & (self.slots - 1));
+        // SAFETY: within the log mapping (cpu < tails.len(), `slots` items each); the program
+        // may be writing it: `read_log` drops an item it may have torn.
+        unsafe { std::ptr::read_volatile((self.log.ptr as *const T).add(at)) }
     }
 
-    /// CPUs with a log of their own (0: all share the ring).
-    pub(crate) fn cpu_logs(&self) -> usize {
-        self.logs.as_ref().map_or(0, |l| l.tails.len())
-    }
-
-    /// Records the CPUs wrote to their logs (their heads).
+    /// Items the CPUs wrote to their logs (their heads).
     pub(crate) fn written(&self) -> u64 {
-        self.logs.as_ref().map_or(0, |l| (0..l.tails.len()).map(|c| l.head(c)).sum())
+        (0..self.cpus()).map(|c| self.head(c)).sum()
     }
 
-    /// Hands at most `max` records of the ring and of each log (in time order, held back as
-    /// [`InTimeOrder`] needs) to `f`; returns `max` when any of them may hold more.
-    pub(crate) fn drain(&mut self, max: u64, f: &mut dyn FnMut(&Record)) -> u64 {
-        let Some(logs) = self.logs.as_mut() else {
-            return drain_pod(&mut self.shared, max, f);
-        };
-        let read = &mut self.order.read;
-        let mut more = drain_pod(&mut self.shared, max, &mut |r: &Record| read.push(*r)) == max;
-        for cpu in 0..logs.tails.len() {
-            let mut tail = logs.tails[cpu];
-            let lap =
-                read_log(&mut || logs.head(cpu), &|i| logs.slot(cpu, i), TIMELINE_SLOTS as u64, &mut tail, max, read);
-            logs.tails[cpu] = tail;
+    /// Reads at most `max` items of each log into `order.read`; true when any may hold more.
+    pub(crate) fn read(&mut self, max: u64) -> bool {
+        let mut more = false;
+        for cpu in 0..self.cpus() {
+            let mut tail = self.tails[cpu];
+            let slots = self.slots as u64;
+            let mut read = std::mem::take(&mut self.order.read);
+            let lap = read_log(&mut || self.head(cpu), &|i| self.slot(cpu, i), slots, &mut tail, max, &mut read);
+            self.order.read = read;
+            self.tails[cpu] = tail;
             self.lost += lap.lost;
             more |= lap.read == max;
         }
-        let n = read.len() as u64;
+        more
+    }
+
+    /// Hands on, in time order, what is [`HOLD_NS`] old (everything once released).
+    pub(crate) fn hand_on(&mut self, f: &mut dyn FnMut(&T)) {
         let now = super::clock_ns(libc::CLOCK_MONOTONIC);
         self.order.hand_on(now.saturating_sub(HOLD_NS), f);
-        if more { max } else { n.min(max.saturating_sub(1)) }
     }
 }
 

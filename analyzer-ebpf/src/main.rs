@@ -456,7 +456,7 @@ fn account_pfc(s: &PacketSummary, now: u64) {
     }
 }
 
-#[inline(never)]
+#[inline(always)]
 fn pfc_one(mac: [u8; 6], priority: u8, quanta: u16, now: u64) {
     let key = PfcKey { mac, priority, _pad: 0 };
     let c = match PFC.get_ptr_mut(&key) {

@@ -323,6 +323,19 @@ fn kernel_passes_arbitrary_frames_untouched() {
     }
 }
 
+/// The program loaded as the agent loads it, its maps, and the highest online CPU, for a
+/// test that runs frames on CPUs 0 and 1 (None, said loudly, without privileges).
+fn loaded_on_two_cpus(test: &str) -> Option<(aya::Ebpf, AyaMaps, u32)> {
+    if !privileged(test) {
+        return None;
+    }
+    let online = aya::util::online_cpus().expect("online CPUs");
+    assert!(online.contains(&0) && online.contains(&1), "this test needs CPUs 0 and 1 online: {online:?}");
+    let mut ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
+    let maps = AyaMaps::new(&mut ebpf).expect("maps");
+    Some((ebpf, maps, *online.iter().max().unwrap()))
+}
+
 /// As the agent runs it, each CPU writes its timeline records to its own log, and the agent
 /// reads the logs back in time order: a frame on CPU 1 before one on CPU 0 comes first (log by
 /// log, CPU 0's would). A burst on one CPU laps that CPU's log: the agent reads the newest
@@ -331,15 +344,10 @@ fn kernel_passes_arbitrary_frames_untouched() {
 fn kernel_writes_each_cpus_records_to_its_own_log() {
     use analyzer_common::maps::{TIMELINE_SLOTS, counter};
     use analyzer_common::opcode::op;
-    if !privileged("kernel_writes_each_cpus_records_to_its_own_log") {
+    let Some((ebpf, mut maps, highest)) = loaded_on_two_cpus("kernel_writes_each_cpus_records_to_its_own_log") else {
         return;
-    }
-    let online = aya::util::online_cpus().expect("online CPUs");
-    assert!(online.contains(&0) && online.contains(&1), "this test needs CPUs 0 and 1 online: {online:?}");
-    let mut ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
-    let mut maps = AyaMaps::new(&mut ebpf).expect("maps");
-    let highest = *online.iter().max().unwrap() as usize;
-    assert_eq!(maps.cpu_timelines(), highest + 1, "a log for every CPU number up to the highest online");
+    };
+    assert_eq!(maps.cpu_timelines(), highest as usize + 1, "a log for every CPU number up to the highest online");
     let fd = program_fd(&ebpf, PROGRAM).unwrap();
     let frame = |psn: u32| {
         tests::synth::Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, op::RDMA_WRITE_MIDDLE, 0x123, psn)
@@ -380,13 +388,9 @@ fn kernel_writes_each_cpus_records_to_its_own_log() {
 fn kernel_writes_each_cpus_pfc_events_to_its_own_log() {
     use analyzer::capture::kernel::snapshot::KernelEvent;
     use analyzer_common::maps::{EVENT_SLOTS, counter};
-    if !privileged("kernel_writes_each_cpus_pfc_events_to_its_own_log") {
+    let Some((ebpf, mut maps, _)) = loaded_on_two_cpus("kernel_writes_each_cpus_pfc_events_to_its_own_log") else {
         return;
-    }
-    let online = aya::util::online_cpus().expect("online CPUs");
-    assert!(online.contains(&0) && online.contains(&1), "this test needs CPUs 0 and 1 online: {online:?}");
-    let mut ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
-    let mut maps = AyaMaps::new(&mut ebpf).expect("maps");
+    };
     let fd = program_fd(&ebpf, PROGRAM).unwrap();
     let pfc = |quanta: u16| tests::synth::pfc([2, 0, 0, 0, 7, 1], 1 << 3, [0, 0, 0, quanta, 0, 0, 0, 0]);
     pin_to_cpu(1).unwrap();

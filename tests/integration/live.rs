@@ -263,6 +263,49 @@ fn a_flow_handled_on_two_cpus_at_once_is_noted() {
     assert_eq!(several(&one), None, "one CPU: {}", one["visibility"]);
 }
 
+/// An agent stopped (SIGSTOP) while 50 000 frames arrive on one CPU, then let go: the CPU's
+/// timeline log kept its newest records, and the report counts every other one, exactly,
+/// while every frame stays counted in its class and its flow.
+#[test]
+fn a_stalled_agent_counts_every_record_its_log_lost() {
+    use analyzer_common::maps::TIMELINE_SLOTS;
+    if !privileged("a_stalled_agent_counts_every_record_its_log_lost") {
+        return;
+    }
+    let frames = 50_000u32;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("burst.pcap");
+    let recs: Vec<tests::synth::pcap::Record> = (0..frames)
+        .map(|i| {
+            let middle = analyzer_common::opcode::op::RDMA_WRITE_MIDDLE;
+            let f = tests::synth::Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, middle, 0x123, i).payload(64);
+            tests::synth::pcap::Record::new(1_000 * i as u64, f.build())
+        })
+        .collect();
+    std::fs::write(&file, write_pcap(Vec::new(), PcapOptions::default(), &recs).unwrap()).unwrap();
+    let ns = Netns::new("stall");
+    let json = dir.path().join("live.json");
+    let agent =
+        Agent::start(&ns, &["--xdp-mode", "native", "--interval", "200ms", "-q", "--json", json.to_str().unwrap()]);
+    let pid = agent.pid() as i32;
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    assert!(ns.replay_on_cpu(&file, 1).wait().unwrap().success());
+    std::thread::sleep(Duration::from_millis(400));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    std::thread::sleep(Duration::from_millis(400));
+    let (code, _, stderr) = agent.stop();
+    assert_eq!(code, Some(0), "agent: {}", stderr.join("\n"));
+    let r = tests::tools::read_report(&json);
+    assert_eq!(r["capture"]["frames"], frames, "every frame counted");
+    assert_eq!(r["flows"][0]["packets"], frames, "in its flow too");
+    // The log's newest records but its oldest (where the CPU's next record would go) were read.
+    let lost = frames as u64 - (TIMELINE_SLOTS as u64 - 1);
+    assert_eq!(r["capture"]["dropped"]["timeline_full"], lost, "{}", r["capture"]["dropped"]);
+    assert_eq!(r["capture"]["dropped"]["undrained"], 0);
+}
+
 #[test]
 fn attach_errors_are_clear() {
     if !privileged("attach_errors_are_clear") {

@@ -54,9 +54,10 @@ fn frames() -> Vec<(&'static str, Vec<u8>, Writes, u32)> {
     ]
 }
 
-/// Runs whose writes fit in the rings (nobody drains them here), so that the real path is
-/// measured, not the ring-full one: 1 MiB of 216-byte events, a CPU's 2 MiB of 72-byte records
-/// in an earlier object's ring (this build's log laps, at the same cost, past 32768 records).
+/// Runs whose writes fit in an earlier object's rings (nobody drains them here), so that the
+/// real path is measured, not the ring-full one: 1 MiB of 240-byte events, a CPU's 2 MiB of
+/// 72-byte records. (This build's logs lap, at the same cost, past 4096 events and 32768
+/// records a CPU.)
 const EVENT_RUNS: u32 = 4000;
 const RECORD_RUNS: u32 = 25_000;
 

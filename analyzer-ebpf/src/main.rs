@@ -634,7 +634,7 @@ unsafe fn log_done(head: *mut u64, h: u64) {
 
 /// One timeline record, stamped `now` (the precise clock: RTT and incast need nanoseconds),
 /// into this CPU's log (the shared ring when it has none).
-#[inline(never)]
+#[inline(always)]
 fn record(s: &PacketSummary, now: u64) {
     if let Some((slot, head, h)) = log_slot(&TIMELINE_LOG, &TIMELINE_HEADS, &TIMELINE_CPUS, TIMELINE_SLOTS) {
         // SAFETY: a slot of this CPU's part of the log; `fill` writes every field.

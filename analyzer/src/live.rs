@@ -515,7 +515,7 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
 
-    /// A kernel whose timeline ring never empties: every drain finds `max` fresh records (random
+    /// A kernel whose timeline never empties: every drain finds `max` fresh records (random
     /// flows, opcodes, PSNs, flags), as a flood faster than the agent would.
     struct FloodMaps {
         seed: u64,

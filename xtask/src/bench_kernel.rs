@@ -461,7 +461,7 @@ const MEMORY_BUDGET: u64 = 256;
 
 /// Kernel memory per flow: the per-flow maps' memory (the kernel's own `memlock`) before and
 /// after 2000 distinct flows (the maps are read where the program holds them: without the
-/// per-CPU rings, which are no per-flow memory), beside the budget. No per-flow map holds
+/// CPUs' logs, which are no per-flow memory), beside the budget. No per-flow map holds
 /// per-CPU values, so the figure is the same on any number of CPUs.
 fn memory() -> anyhow::Result<()> {
     const N: u64 = 2000;
@@ -571,7 +571,7 @@ fn two_cpus() -> anyhow::Result<()> {
     let (a, b) = (write(1), write(3));
     println!("| flows | timeline | one CPU ns/frame | two CPUs ns/frame (CPU 0, CPU 1) | ratio |");
     println!("|---|---|---:|---:|---:|");
-    // Each CPU writes to its own ring (as the agent sets them up), which the runs fit.
+    // Each CPU writes to its own log (as the agent loads the program).
     let runs = RECORD_RUNS;
     for (what, second) in [("same flow", &a), ("distinct flows", &b)] {
         for timeline in [true, false] {

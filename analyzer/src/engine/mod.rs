@@ -27,7 +27,8 @@ pub enum DropReason {
     /// The flow table was full (the kernel's flow map live, `--max-flows` offline): the frame's
     /// flow was not counted.
     FlowMapFull,
-    /// Live: the ring buffer had no room for an event.
+    /// Live: the event ring had no room for an event, or its CPU's event log overwrote it
+    /// before the agent read it.
     RingbufFull,
     /// Live: a flow's second transport, DSCP or PCP found the extra-value map full.
     ExtraMapFull,
@@ -36,8 +37,8 @@ pub enum DropReason {
     /// Live: a RoCE frame's flow found the flow map full (its PSN/AETH not accounted; counted
     /// in `FlowMapFull` too).
     PsnMapFull,
-    /// Live: a timeline record found the timeline ring buffer full (RTT, CE/CNP timing and
-    /// incast miss that frame).
+    /// Live: a timeline record found the shared timeline ring full, or its CPU's log
+    /// overwrote it before the agent read it (RTT, CE/CNP timing and incast miss that frame).
     TimelineFull,
     /// Live: a timeline record or event still in its ring when the run ended, after the agent
     /// had drained for as long as it may (its analyses miss that frame).

@@ -123,8 +123,8 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
             Some((o, time_ns)) => Some(LiveEvidence::new(EvidenceMaps::new(&mut ebpf)?, o.clone(), *time_ns)),
             None => None,
         };
-        // Before the program is attached (and privilege dropped): the maps, with a timeline
-        // ring per CPU created and put in place.
+        // Before the program is attached (and privilege dropped): the maps, with the CPUs' logs
+        // mapped.
         let maps = AyaMaps::new(&mut ebpf)?;
         let attached = attach(&mut ebpf, &opts.iface, opts.mode, opts.frags)?;
         let (mode, fallback) = (attached.mode, attached.fallback.clone());
@@ -452,7 +452,7 @@ mod tests {
         records: Vec<Record>,
         removed: Vec<FlowKey>,
         /// Records and events the logs lost, as a drain finds them.
-        lost: u64,
+        records_lost: u64,
         events_lost: u64,
     }
 
@@ -476,7 +476,7 @@ mod tests {
             n
         }
         fn records_lost(&self) -> u64 {
-            self.lost
+            self.records_lost
         }
         fn events_lost(&self) -> u64 {
             self.events_lost
@@ -705,15 +705,15 @@ mod tests {
         let mut l = live();
         l.maps.snapshot.counters[counter::TIMELINE_FULL as usize] = 7;
         l.maps.snapshot.counters[counter::RINGBUF_FULL as usize] = 1;
-        (l.maps.lost, l.maps.events_lost) = (2, 3);
+        (l.maps.records_lost, l.maps.events_lost) = (2, 3);
         l.poll(S, true).unwrap();
         let d = |l: &LiveLoop<FakeMaps>| {
             (l.run.engine.dropped[&DropReason::TimelineFull], l.run.engine.dropped[&DropReason::RingbufFull])
         };
         assert_eq!(d(&l), (9, 4));
-        l.maps.lost = 5;
+        l.maps.records_lost = 5;
         l.poll(2 * S, false).unwrap();
-        (l.maps.lost, l.maps.events_lost) = (11, 6);
+        (l.maps.records_lost, l.maps.events_lost) = (11, 6);
         l.finish(Duration::from_millis(10));
         assert_eq!(d(&l), (18, 7), "the final drain's finds too");
         let r = Report::assemble(&l.run, RunKind::Live);

@@ -221,6 +221,18 @@ fn tiny_flow_map_counts_its_overflow() {
     assert!(!quiet.iter().any(|l| l.contains("flow map full")), "{quiet:?}");
 }
 
+/// A capture of `frames` RDMA WRITE MIDDLE frames of one flow, PSNs 0, 1, …, 1 µs apart.
+fn write_one_flow(path: &Path, frames: u32) {
+    let recs: Vec<tests::synth::pcap::Record> = (0..frames)
+        .map(|i| {
+            let middle = analyzer_common::opcode::op::RDMA_WRITE_MIDDLE;
+            let f = tests::synth::Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, middle, 0x123, i).payload(64);
+            tests::synth::pcap::Record::new(1_000 * i as u64, f.build())
+        })
+        .collect();
+    std::fs::write(path, write_pcap(Vec::new(), PcapOptions::default(), &recs).unwrap()).unwrap();
+}
+
 /// One flow's frames sent from two CPUs at once (two replays pinned with taskset: veth runs
 /// XDP on the sending CPU) are noted as handled on several CPUs (`several_cpus`: the kernel's
 /// one entry per flow is then updated by both without a lock); the same frames sent from one
@@ -239,14 +251,7 @@ fn a_flow_handled_on_two_cpus_at_once_is_noted() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("one_flow.pcap");
-    let recs: Vec<tests::synth::pcap::Record> = (0..20_000u32)
-        .map(|i| {
-            let middle = analyzer_common::opcode::op::RDMA_WRITE_MIDDLE;
-            let f = tests::synth::Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, middle, 0x123, i).payload(64);
-            tests::synth::pcap::Record::new(1_000 * i as u64, f.build())
-        })
-        .collect();
-    std::fs::write(&file, write_pcap(Vec::new(), PcapOptions::default(), &recs).unwrap()).unwrap();
+    write_one_flow(&file, 20_000);
     let ns = Netns::new("cpus");
     let several = |v: &Value| v["visibility"].as_array().unwrap().iter().find(|n| n["code"] == "several_cpus").cloned();
     let both = live_report(&ns, &["--xdp-mode", "native"], || {
@@ -275,14 +280,7 @@ fn a_stalled_agent_counts_every_record_its_log_lost() {
     let frames = 50_000u32;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("burst.pcap");
-    let recs: Vec<tests::synth::pcap::Record> = (0..frames)
-        .map(|i| {
-            let middle = analyzer_common::opcode::op::RDMA_WRITE_MIDDLE;
-            let f = tests::synth::Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, middle, 0x123, i).payload(64);
-            tests::synth::pcap::Record::new(1_000 * i as u64, f.build())
-        })
-        .collect();
-    std::fs::write(&file, write_pcap(Vec::new(), PcapOptions::default(), &recs).unwrap()).unwrap();
+    write_one_flow(&file, frames);
     let ns = Netns::new("stall");
     let json = dir.path().join("live.json");
     let agent =

@@ -78,19 +78,19 @@ impl<T: Stamped> InTimeOrder<T> {
 /// What one read of a CPU's log took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Lap {
-    /// Records the read went past (handed on or lost).
+    /// Items the read went past (handed on or lost).
     pub read: u64,
-    /// Records overwritten before they could be read.
+    /// Items overwritten before they could be read.
     pub lost: u64,
 }
 
-/// Reads at most `max` items of one CPU's log of `slots` records into `out`, from `*tail`
-/// (the next record this side has not read; advanced): `head` is the CPU's head (records it has
-/// written), `slot(i)` the slot of record `i`. The writer advances the head after each record,
-/// and writes record `i + slots` over record `i`: records more than `slots` behind the head are
-/// lost, and so is any record the writer may have reached while they were copied (it may be
-/// writing record `head` once the head reads `head`, so after the copy only records above
-/// `head − slots` are whole).
+/// Reads at most `max` items of one CPU's log of `slots` items into `out`, from `*tail` (the
+/// next item this side has not read; advanced): `head` is the CPU's head (items it has
+/// written), `slot(i)` the slot of item `i`. The writer advances the head after each item, and
+/// writes item `i + slots` over item `i`: items more than `slots` behind the head are lost, and
+/// so is any item the writer may have reached while they were copied (it may be writing item
+/// `head` once the head reads `head`, so after the copy only items above `head − slots` are
+/// whole).
 pub fn read_log<T>(
     head: &mut dyn FnMut() -> u64,
     slot: &dyn Fn(u64) -> T,
@@ -173,7 +173,7 @@ impl<T: Stamped> CpuLogs<T> {
     ) -> Result<Option<Self>, KernelError> {
         let array = |ebpf: &mut aya::Ebpf, name: &'static str| match super::snapshot::take(ebpf, name)? {
             aya::maps::Map::Array(d) => Ok(d),
-            _ => Err(KernelError::MapLayout { map: log_name, what: "not an array" }),
+            _ => Err(KernelError::MapLayout { map: name, what: "not an array" }),
         };
         let log = array(ebpf, log_name)?;
         let heads = array(ebpf, heads_name)?;
@@ -219,25 +219,31 @@ impl<T: Stamped> CpuLogs<T> {
     }
 
     /// Reads at most `max` items of each log into `order.read`; true when any may hold more.
-    pub(crate) fn read(&mut self, max: u64) -> bool {
-        let mut more = false;
+    fn read(&mut self, max: u64) -> bool {
+        let (mut more, slots) = (false, self.slots as u64);
+        // Out of `self` while the closures below borrow it.
+        let mut read = std::mem::take(&mut self.order.read);
         for cpu in 0..self.cpus() {
             let mut tail = self.tails[cpu];
-            let slots = self.slots as u64;
-            let mut read = std::mem::take(&mut self.order.read);
             let lap = read_log(&mut || self.head(cpu), &|i| self.slot(cpu, i), slots, &mut tail, max, &mut read);
-            self.order.read = read;
             self.tails[cpu] = tail;
             self.lost += lap.lost;
             more |= lap.read == max;
         }
+        self.order.read = read;
         more
     }
 
-    /// Hands on, in time order, what is [`HOLD_NS`] old (everything once released).
-    pub(crate) fn hand_on(&mut self, f: &mut dyn FnMut(&T)) {
+    /// One drain, after the shared ring's: it read `ring_read` items (at most `max`), handed
+    /// `handed` of them on itself and put the others in `order.read`. Reads each log, hands
+    /// on in time order what is [`HOLD_NS`] old (everything once released); returns the items
+    /// read, or `max` when the ring or a log may hold more.
+    pub(crate) fn drain(&mut self, max: u64, ring_read: u64, handed: u64, f: &mut dyn FnMut(&T)) -> u64 {
+        let more = self.read(max) || ring_read == max;
+        let read = handed + self.order.read.len() as u64;
         let now = super::clock_ns(libc::CLOCK_MONOTONIC);
         self.order.hand_on(now.saturating_sub(HOLD_NS), f);
+        if more { max } else { read.min(max.saturating_sub(1)) }
     }
 }
 

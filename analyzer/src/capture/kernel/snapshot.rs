@@ -226,14 +226,15 @@ impl MapSource for AyaMaps {
     fn drain_events(&mut self, max: u64, f: &mut dyn FnMut(KernelEvent)) -> u64 {
         let AyaMaps { events, event_logs, .. } = self;
         let mut logs = event_logs.as_mut();
-        let mut n = 0;
+        let (mut n, mut cm) = (0, 0);
         while n < max
             && let Some(item) = events.next()
         {
             // Both layouts have their kind at byte 8.
             match item.get(8) {
                 Some(&event_kind::CM) if item.len() >= std::mem::size_of::<CmEvent>() => {
-                    f(KernelEvent::Cm(&pod::<CmEvent>(&item)))
+                    f(KernelEvent::Cm(&pod::<CmEvent>(&item)));
+                    cm += 1;
                 }
                 // A frame event of a CPU without a log: in time order with the logs' events.
                 Some(_) if item.len() >= std::mem::size_of::<Event>() => match logs.as_mut() {
@@ -244,11 +245,10 @@ impl MapSource for AyaMaps {
             }
             n += 1;
         }
-        let Some(logs) = logs else { return n };
-        let more = logs.read(max) || n == max;
-        let read = n + logs.order.read.len() as u64;
-        logs.hand_on(&mut |e| f(KernelEvent::Frame(e)));
-        if more { max } else { read.min(max.saturating_sub(1)) }
+        match logs {
+            Some(logs) => logs.drain(max, n, cm, &mut |e| f(KernelEvent::Frame(e))),
+            None => n,
+        }
     }
 
     fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record)) -> u64 {
@@ -256,11 +256,8 @@ impl MapSource for AyaMaps {
             return drain_pod(&mut self.timeline, max, f);
         };
         let read = &mut logs.order.read;
-        let mut more = drain_pod(&mut self.timeline, max, &mut |r: &Record| read.push(*r)) == max;
-        more |= logs.read(max);
-        let n = logs.order.read.len() as u64;
-        logs.hand_on(f);
-        if more { max } else { n.min(max.saturating_sub(1)) }
+        let n = drain_pod(&mut self.timeline, max, &mut |r: &Record| read.push(*r));
+        logs.drain(max, n, 0, f)
     }
 
     fn release_records(&mut self) {

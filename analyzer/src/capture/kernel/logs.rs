@@ -39,7 +39,7 @@ pub const HOLD_NS: u64 = 1_000_000;
 #[derive(Debug)]
 pub struct InTimeOrder<T> {
     /// Read and not handed on yet, in time order.
-    held: std::collections::VecDeque<T>,
+    held: Vec<T>,
     /// Read in this drain, not yet merged into `held`.
     pub read: Vec<T>,
     /// Hand on everything: the run ends.
@@ -58,16 +58,18 @@ impl<T: Stamped> InTimeOrder<T> {
     pub fn hand_on(&mut self, until: u64, f: &mut dyn FnMut(&T)) {
         // The held records and each log's are in time order: a stable sort of these runs is a
         // merge (equal stamps keep held-then-log order), also when a late record is older than
-        // some held ones.
-        self.held.extend(self.read.drain(..));
-        self.held.make_contiguous().sort_by_key(|r| r.ts_ns());
-        let until = if self.released { u64::MAX } else { until };
-        while let Some(r) = self.held.front()
-            && r.ts_ns() <= until
-        {
-            f(r);
-            self.held.pop_front();
+        // some held ones. Runs already in order (one CPU's records) are only checked.
+        self.held.append(&mut self.read);
+        if !self.held.is_sorted_by_key(|r| r.ts_ns()) {
+            self.held.sort_by_key(|r| r.ts_ns());
         }
+        let until = if self.released { u64::MAX } else { until };
+        let due = self.held.partition_point(|r| r.ts_ns() <= until);
+        for r in &self.held[..due] {
+            f(r);
+        }
+        // What waits is at most HOLD_NS of items: a short move.
+        self.held.drain(..due);
     }
 
     pub fn held(&self) -> usize {
@@ -91,9 +93,13 @@ pub struct Lap {
 /// so is any item the writer may have reached while they were copied (it may be writing item
 /// `head` once the head reads `head`, so after the copy only items above `head − slots` are
 /// whole).
+///
+/// Generic, not `dyn`: the copy of each item is inlined (a call per record was a tenth of
+/// the agent's CPU at 200 k records/s).
+#[inline]
 pub fn read_log<T>(
-    head: &mut dyn FnMut() -> u64,
-    slot: &dyn Fn(u64) -> T,
+    mut head: impl FnMut() -> u64,
+    slot: impl Fn(u64) -> T,
     slots: u64,
     tail: &mut u64,
     max: u64,
@@ -225,7 +231,7 @@ impl<T: Stamped> CpuLogs<T> {
         let mut read = std::mem::take(&mut self.order.read);
         for cpu in 0..self.cpus() {
             let mut tail = self.tails[cpu];
-            let lap = read_log(&mut || self.head(cpu), &|i| self.slot(cpu, i), slots, &mut tail, max, &mut read);
+            let lap = read_log(|| self.head(cpu), |i| self.slot(cpu, i), slots, &mut tail, max, &mut read);
             self.tails[cpu] = tail;
             self.lost += lap.lost;
             more |= lap.read == max;
@@ -317,19 +323,19 @@ mod tests {
         let mut log = Log::new();
         let (mut tail, mut out) = (0, Vec::new());
         log.write(5);
-        let lap = read_log(&mut || log.head, &|i| log.slots[(i % 8) as usize], 8, &mut tail, 3, &mut out);
+        let lap = read_log(|| log.head, |i| log.slots[(i % 8) as usize], 8, &mut tail, 3, &mut out);
         assert_eq!((lap, psns(&out)), (Lap { read: 3, lost: 0 }, vec![0, 1, 2]));
-        let lap = read_log(&mut || log.head, &|i| log.slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
+        let lap = read_log(|| log.head, |i| log.slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
         assert_eq!((lap, psns(&out)), (Lap { read: 2, lost: 0 }, vec![0, 1, 2, 3, 4]));
         // 13 more: records 5..18 written into 8 slots; 5..10 are gone, and 10, in the slot
         // the writer's next record goes to, cannot be told from one it is writing.
         log.write(13);
         out.clear();
-        let lap = read_log(&mut || log.head, &|i| log.slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
+        let lap = read_log(|| log.head, |i| log.slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
         assert_eq!(lap, Lap { read: 8, lost: 6 });
         assert_eq!(psns(&out), (11..18).collect::<Vec<_>>());
         assert_eq!(tail, 18);
-        let lap = read_log(&mut || log.head, &|i| log.slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
+        let lap = read_log(|| log.head, |i| log.slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
         assert_eq!(lap, Lap::default(), "nothing new");
     }
 
@@ -342,14 +348,14 @@ mod tests {
         // has written 8, 9, 10 over 0, 1, 2 and may be writing 11 over 3.
         let mut heads = [8u64, 11].into_iter();
         let (mut tail, mut out) = (0, Vec::new());
-        let lap = read_log(&mut || heads.next().unwrap(), &|i| slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
+        let lap = read_log(|| heads.next().unwrap(), |i| slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
         assert_eq!(lap, Lap { read: 8, lost: 4 });
         assert_eq!(psns(&out), vec![4, 5, 6, 7]);
         assert_eq!(tail, 8, "the next read starts after the copied ones (8..11 are whole then)");
         // The writer lapped the whole copy: nothing of it is kept.
         let mut heads = [16u64, 30].into_iter();
         let (mut tail, mut out) = (8, Vec::new());
-        let lap = read_log(&mut || heads.next().unwrap(), &|i| slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
+        let lap = read_log(|| heads.next().unwrap(), |i| slots[(i % 8) as usize], 8, &mut tail, 100, &mut out);
         assert_eq!((lap, out.len()), (Lap { read: 8, lost: 8 }, 0));
     }
 }

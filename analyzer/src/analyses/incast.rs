@@ -89,7 +89,7 @@ impl Tally {
 
     /// The places listed, in order: the set bits, word by word (a tally over thousands of
     /// places has few set in a pending part, which is absorbed each time the count comes back
-    /// to the minimum; testing every bit was most of the agent's CPU at 50 k frames/s).
+    /// to the minimum; testing every bit was over a third of the agent's CPU at 50 k frames/s).
     fn listed_places(&self) -> impl Iterator<Item = u32> + '_ {
         self.places.iter().enumerate().flat_map(|(i, &w)| {
             let mut rest = w;

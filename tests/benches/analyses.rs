@@ -1,0 +1,70 @@
+//! ns per timeline record through the analyses as the live agent feeds them (the lookahead of
+//! [`Lookahead`]), with 10 000 flows taking turns: the agent's per-record cost without the
+//! replay's noise (issue 12's agent budget; `cargo xtask bench-kernel --only veth` measures the
+//! whole agent). Run: `cargo bench -p tests --bench analyses`.
+
+use analyzer::pipeline::{Lookahead, Pipeline};
+use analyzer_common::opcode::op;
+use analyzer_common::record::Record;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+/// Flows, as in `cargo xtask flows-capture`: one RDMA WRITE ONLY each from its own source to one
+/// destination, round robin.
+const FLOWS: u32 = 10_000;
+/// Records per measured step.
+const STEP: u64 = 20_000;
+
+/// Record `n` of the round robin, `gap` ns on average after the one before, with a jitter
+/// of up to one gap (as a replay's pacing has; still in time order).
+fn record(n: u64, gap: u64) -> Record {
+    let i = (n % FLOWS as u64) as u32;
+    let jitter = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40 & 0xFFFF;
+    let mut r = Record {
+        ts_ns: 1_000_000_000 + gap * n + gap * jitter / 0x1_0000,
+        frame_len: 138,
+        dst_qp: 0x100 + i,
+        psn: (n / FLOWS as u64) as u32 + i,
+        udp_sport: 0xC000 | (i as u16 & 0x3FFF),
+        opcode: op::RDMA_WRITE_ONLY,
+        ecn: 2,
+        dscp: 26,
+        ip_version: 4,
+        ..Default::default()
+    };
+    r.src_ip[..4].copy_from_slice(&[10, 1 + (i >> 16) as u8, (i >> 8) as u8, i as u8]);
+    r.dst_ip[..4].copy_from_slice(&[10, 2, 0, 1]);
+    r
+}
+
+/// At 200 k records/s the 100 µs incast window holds about 20 senders: one long episode. At
+/// 50 k it holds about 5, around the minimum of 4: episodes stop and come back all the time.
+fn live_records(c: &mut Criterion) {
+    let mut g = c.benchmark_group("analyses");
+    g.throughput(Throughput::Elements(STEP));
+    for (name, gap) in [("write_only_10k_flows_200k_per_s", 5_000), ("write_only_10k_flows_50k_per_s", 20_000)] {
+        let mut run = Pipeline::default();
+        let mut n = 0u64;
+        // Every flow known before measuring: the steady state of a long run.
+        let mut ahead = Lookahead::default();
+        while n < 3 * FLOWS as u64 {
+            ahead.push(&mut run, record(n, gap));
+            n += 1;
+        }
+        ahead.finish(&mut run);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut ahead = Lookahead::default();
+                for _ in 0..STEP {
+                    ahead.push(&mut run, record(n, gap));
+                    n += 1;
+                }
+                ahead.finish(&mut run);
+            })
+        });
+        assert_eq!(run.analyses.flows.markings().count(), FLOWS as usize, "every flow in the analyses");
+    }
+    g.finish();
+}
+
+criterion_group!(benches, live_records);
+criterion_main!(benches);

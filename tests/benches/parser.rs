@@ -1,5 +1,5 @@
 //! ns per frame of the shared classifier, by frame class (host side; the kernel side is
-//! measured with BPF_PROG_TEST_RUN). Run: `cargo bench -p analyzer --bench parser`.
+//! measured with BPF_PROG_TEST_RUN). Run: `cargo bench -p tests --bench parser`.
 
 use std::hint::black_box;
 

@@ -422,8 +422,10 @@ impl PsnSeq {
 pub trait PeerNotes {
     fn get(&self, key: &PeerKey) -> Option<u32>;
     fn put(&mut self, key: &PeerKey, note: u32);
-    /// Returns and forgets a note.
-    fn take(&mut self, key: &PeerKey) -> Option<u32>;
+    /// Whether the note at `key` is an RNR NAK's ([`NOTE_RNR`]), forgetting it if so. A note
+    /// of another kind stays: at a request's key it is the MTU its READ RESPONSE showed, which
+    /// a repeated READ REQUEST must not take from the READ it may still settle.
+    fn take_rnr(&mut self, key: &PeerKey) -> bool;
     /// The PMTU of flows that have not shown theirs (`--pmtu`); 0 learns it per flow.
     fn default_pmtu(&self) -> u32;
 }
@@ -472,7 +474,7 @@ pub fn account_with<T: PeerNotes, C: Tally>(st: &mut PsnSeq, tally: &mut C, s: &
         } else {
             let seen = st.observe_request(tally, psn, n);
             let behind = psn_diff(st.responder_expected, psn) >= PSN_HALF;
-            let refused = behind && matches!(notes.take(&PeerKey::of_request(s, psn)), Some(NOTE_RNR));
+            let refused = behind && notes.take_rnr(&PeerKey::of_request(s, psn));
             (seen, st.respond(tally, psn, n, refused))
         };
         if unsure && (seen || taken) {
@@ -555,12 +557,13 @@ mod tests {
             self.list[self.len] = (*key, note);
             self.len += 1;
         }
-        fn take(&mut self, key: &PeerKey) -> Option<u32> {
-            let i = self.list[..self.len].iter().position(|(k, _)| k == key)?;
-            let v = self.list[i].1;
+        fn take_rnr(&mut self, key: &PeerKey) -> bool {
+            let Some(i) = self.list[..self.len].iter().position(|(k, v)| k == key && *v == NOTE_RNR) else {
+                return false;
+            };
             self.list[i] = self.list[self.len - 1];
             self.len -= 1;
-            Some(v)
+            true
         }
         fn default_pmtu(&self) -> u32 {
             self.default
@@ -670,6 +673,24 @@ mod tests {
         assert_eq!((st.seq.pmtu, seq(&st)), (1024, (1, 2, 0, 305)));
         assert_eq!(st.responder[responder::OUT_OF_SEQ_REQUEST], 1);
         assert_eq!(peer.seq.pmtu, 1024, "a response's own flow learns it too");
+    }
+
+    /// The READ REQUEST repeated after its READ RESPONSE FIRST (a retransmission) is a
+    /// request behind the responder, which asks the notes for an RNR NAK: it must leave the
+    /// MTU note the response wrote there, which settles the READ at the next request.
+    #[test]
+    fn a_repeated_read_leaves_the_mtu_note() {
+        let mut st = PsnState::zeroed();
+        let mut peer = PsnState::zeroed();
+        let mut notes = Notes::default();
+        account(&mut st, &read(300, 2048), &mut notes);
+        let mut first = pkt(0x0D, 300);
+        first.payload_len = 1024;
+        account(&mut peer, &first, &mut notes);
+        account(&mut st, &read(300, 2048), &mut notes);
+        assert_eq!((notes.len, st.count[count::DUPLICATES]), (1, 1), "the note stays; the repeat is a duplicate");
+        account(&mut st, &pkt(0x0A, 304), &mut notes);
+        assert_eq!((st.seq.pmtu, st.seq.expected), (1024, 305), "settled by the note, not by the PSN alone (512)");
     }
 
     #[test]

@@ -55,6 +55,10 @@ static NOTES: LruHashMap<PeerKey, u32> = LruHashMap::with_max_entries(DEFAULT_MA
 /// this port counts once. LRU: an evicted sighting makes a late copy count as a frame.
 #[map]
 static SIGHTINGS: LruHashMap<FrameId, Sighting> = LruHashMap::with_max_entries(DEFAULT_MAX_SIGHTINGS, 0);
+/// Set (entry 0) once an RNR NAK has been noted in [`NOTES`]: until then no request looks
+/// for one there.
+#[map]
+static RNR_NOTED: Array<u64> = Array::with_max_entries(1, 0);
 /// Copies of one frame are matched within this (`--match-window`).
 #[unsafe(no_mangle)]
 static MATCH_WINDOW_NS: u64 = vantage::DEFAULT_WINDOW_NS;
@@ -488,16 +492,24 @@ impl psn::PeerNotes for KernelNotes {
 
     #[inline(never)]
     fn put(&mut self, key: &PeerKey, note: u32) {
+        if note == psn::NOTE_RNR
+            && let Some(f) = RNR_NOTED.get_ptr_mut(0)
+        {
+            // Before the note, so that a CPU that finds the flag clear cannot find the note.
+            // SAFETY: the map value (a flag any CPU may set; never cleared).
+            unsafe { core::ptr::write_volatile(f, 1) };
+        }
         // An LRU map makes room by evicting: this cannot fail for want of space.
         let _ = NOTES.insert(key, &note, 0);
     }
 
-    #[inline(never)]
-    fn take(&mut self, key: &PeerKey) -> Option<u32> {
-        // SAFETY: the map value, read before the entry is removed.
-        let v = NOTES.get_ptr(key).map(|p| unsafe { *p })?;
-        let _ = NOTES.remove(key);
-        Some(v)
+    /// Asked for every request behind the responder, which every repeated request is (a
+    /// retransmission, the test run's repeated frame): while no RNR NAK has been noted there
+    /// can be no RNR note, and one array read replaces the notes map's lookup.
+    #[inline(always)]
+    fn take_rnr(&mut self, key: &PeerKey) -> bool {
+        // SAFETY: the map value, read once.
+        RNR_NOTED.get_ptr(0).is_some_and(|f| unsafe { core::ptr::read_volatile(f) } != 0) && take_rnr_note(key)
     }
 
     #[inline(always)]
@@ -505,6 +517,17 @@ impl psn::PeerNotes for KernelNotes {
         // SAFETY: a read-only global of this program.
         unsafe { core::ptr::read_volatile(&PMTU_DEFAULT) }
     }
+}
+
+/// Whether the note at `key` is an RNR NAK's, removed if so ([`psn::PeerNotes::take_rnr`]).
+#[inline(never)]
+fn take_rnr_note(key: &PeerKey) -> bool {
+    // SAFETY: the map value, read before the entry is removed.
+    let rnr = NOTES.get_ptr(key).is_some_and(|p| unsafe { *p } == psn::NOTE_RNR);
+    if rnr {
+        let _ = NOTES.remove(key);
+    }
+    rnr
 }
 
 /// The frame's PSN/AETH accounting on its flow's entry (a call of its own: the state machine

@@ -169,8 +169,12 @@ impl psn::PeerNotes for HostNotes {
             }
         }
     }
-    fn take(&mut self, key: &PeerKey) -> Option<u32> {
-        self.notes.remove(key).map(|n| n.0)
+    fn take_rnr(&mut self, key: &PeerKey) -> bool {
+        let rnr = self.notes.get(key).is_some_and(|n| n.0 == psn::NOTE_RNR);
+        if rnr {
+            self.notes.remove(key);
+        }
+        rnr
     }
     fn default_pmtu(&self) -> u32 {
         self.default

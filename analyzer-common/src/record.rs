@@ -32,10 +32,12 @@ pub struct Record {
     pub ip_version: u8,
     /// The outer VLAN tag's PCP 0..7, or [`crate::maps::UNTAGGED`].
     pub pcp: u8,
-    pub _pad: u8,
+    pub _pad: [u8; 3],
 }
 
 const _: () = assert!(core::mem::size_of::<Record>() == 64);
+// No implicit padding: the fields end where the record does.
+const _: () = assert!(core::mem::offset_of!(Record, _pad) + 3 == core::mem::size_of::<Record>());
 
 /// Writes the summary's source and destination addresses as four 8-byte words at `dst`
 /// (ring-buffer memory in the XDP program, where a 16-byte array copy would become a byte-loop
@@ -80,7 +82,7 @@ impl Record {
             (*dst).aeth_syndrome = s.aeth_syndrome;
             (*dst).ip_version = s.ip_version;
             (*dst).pcp = crate::maps::pcp_of(s);
-            (*dst)._pad = 0;
+            (*dst)._pad = [0; 3];
         }
     }
 

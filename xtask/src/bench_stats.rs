@@ -85,11 +85,11 @@ pub fn run(seconds: u64, compare_agent: Option<&Path>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let ns = Netns::new("stats");
     println!("\n### Realistic traffic through a veth (bpf_stats: the program's own run time)\n");
-    print!("| frames | frames run | ns/frame |");
+    print!("| frames | frames run | ns/frame | --no-timeline frames run | ns/frame |");
     if let Some(b) = compare_agent {
         print!(" {} frames run | ns/frame |", b.display());
     }
-    println!("\n|---|---:|---:|{}", if compare_agent.is_some() { "---:|---:|" } else { "" });
+    println!("\n|---|---:|---:|---:|---:|{}", if compare_agent.is_some() { "---:|---:|" } else { "" });
     let this = tests::tools::binary();
     let was = sysctl("kernel.bpf_stats_enabled=1")?;
     let result = (|| -> anyhow::Result<()> {
@@ -99,10 +99,18 @@ pub fn run(seconds: u64, compare_agent: Option<&Path>) -> anyhow::Result<()> {
                 frames.into_iter().enumerate().map(|(i, f)| Record::new(1_000 * i as u64, f)).collect();
             std::fs::write(&file, write_pcap(Vec::new(), PcapOptions::default(), &recs)?)?;
             print!("| {name} |");
-            // This build's agent, then the other one's (its own program) on the same frames.
-            for bin in std::iter::once(this.as_path()).chain(compare_agent) {
+            // This build's agent, with and without timeline records (what a record costs on
+            // this path, where the log's lines are the agent's too and the rest of the receive
+            // path runs between frames), then the other one's (its own program) on the same
+            // frames.
+            let runs = [(this.as_path(), false), (this.as_path(), true)];
+            for (bin, no_timeline) in runs.into_iter().chain(compare_agent.map(|b| (b, false))) {
                 let json = dir.path().join("stats.json");
-                let agent = Agent::start_bin(&ns, bin, &["--interval", "1s", "-q", "--json", json.to_str().unwrap()]);
+                let mut args = vec!["--interval", "1s", "-q", "--json", json.to_str().unwrap()];
+                if no_timeline {
+                    args.push("--no-timeline");
+                }
+                let agent = Agent::start_bin(&ns, bin, &args);
                 let pid = agent.pid();
                 let (t0, n0) = prog_stats(pid)?;
                 replay_seconds(&ns, &file, seconds)?;

@@ -8,6 +8,7 @@ use analyzer_common::record::Record;
 use analyzer_common::wire::cm;
 use analyzer_common::{FrameClass, PacketSummary};
 
+use crate::analyses::flows::Hint;
 use crate::analyses::vantage::Held;
 use crate::analyses::{Analyses, Config};
 use crate::engine::{Engine, FrameMeta};
@@ -91,7 +92,8 @@ impl Pipeline {
         let flow = self.engine.observe(meta, s);
         match s.class() {
             FrameClass::Roce | FrameClass::Cnp => {
-                self.analyses.observe_hinted(&Record::from_summary(meta.ts_ns, s), flow);
+                self.analyses
+                    .observe_hinted(&Record::from_summary(meta.ts_ns, s), flow.map_or(Hint::None, Hint::Engine));
             }
             FrameClass::Pfc | FrameClass::Pause => self.analyses.observe_pause(meta.ts_ns, s),
             _ => {}
@@ -142,25 +144,26 @@ impl Pipeline {
 /// agent's CPU). The order is kept; [`Lookahead::finish`] analyses what is left.
 #[derive(Debug, Default)]
 pub struct Lookahead {
-    queue: std::collections::VecDeque<Record>,
+    /// Each record with the bucket its prefetch found.
+    queue: std::collections::VecDeque<(Record, Hint)>,
 }
 
 impl Lookahead {
     pub const AHEAD: usize = 8;
 
     pub fn push(&mut self, run: &mut Pipeline, r: Record) {
-        run.analyses.prefetch(&r);
-        self.queue.push_back(r);
+        let hint = run.analyses.prefetch(&r);
+        self.queue.push_back((r, hint));
         if self.queue.len() > Self::AHEAD
-            && let Some(first) = self.queue.pop_front()
+            && let Some((first, hint)) = self.queue.pop_front()
         {
-            run.observe_record(&first);
+            run.analyses.observe_hinted(&first, hint);
         }
     }
 
     pub fn finish(&mut self, run: &mut Pipeline) {
-        while let Some(r) = self.queue.pop_front() {
-            run.observe_record(&r);
+        while let Some((r, hint)) = self.queue.pop_front() {
+            run.analyses.observe_hinted(&r, hint);
         }
     }
 }

@@ -292,7 +292,7 @@ mod tests {
         ];
         for r in &records {
             let wants = Wants { marking: Ecn::wants(r), request: false };
-            e.observe(r, flows.slot(r.flow(), wants, None).as_mut());
+            e.observe(r, flows.slot(&r.flow(), wants, crate::analyses::flows::Hint::None).as_mut());
         }
         let k = |a: u8| (([10, 0, 0, a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), 4u8);
         let p = e.pair(&(k(1), k(2))).unwrap();

@@ -32,6 +32,17 @@ pub struct PerFlow {
     pub(crate) incast: super::incast::Kept,
 }
 
+/// A shortcut to a flow's entry in [`Flows::slot`], checked against the key before it is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hint {
+    None,
+    /// Offline: the engine's index of the flow (kept per engine flow while the table does not
+    /// grow).
+    Engine(u32),
+    /// Live: the bucket [`Flows::prefetch`] fetched a few records earlier.
+    Bucket(u32),
+}
+
 /// Which analyses want a record's flow kept ([`Flows::slot`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wants {
@@ -94,27 +105,34 @@ impl Flows {
     }
 
     /// The flow's entry, when an analysis that wants it has room or keeps it already (one
-    /// lookup, none with a valid `hint`: the engine's index of the flow, offline); None when
-    /// every analysis that wants it is at its cap.
-    pub fn slot(&mut self, key: FlowKey, wants: Wants, hint: Option<u32>) -> Option<Slot<'_>> {
-        let hinted = hint
-            .filter(|_| self.table.num_buckets() == self.hinted_buckets)
-            .and_then(|h| self.hints.get(h as usize).copied())
-            .filter(|b| *b != 0 && self.table.get_bucket(*b as usize - 1).is_some_and(|(k, _)| *k == key));
-        let (bucket, created) = match hinted {
-            Some(b) => (b as usize - 1, false),
+    /// lookup, none with a valid hint); None when every analysis that wants it is at its cap.
+    pub fn slot(&mut self, key: &FlowKey, wants: Wants, hint: Hint) -> Option<Slot<'_>> {
+        let guess = match hint {
+            Hint::Engine(h) => self
+                .hints
+                .get(h as usize)
+                .copied()
+                .filter(|_| self.table.num_buckets() == self.hinted_buckets)
+                .and_then(|b| b.checked_sub(1)),
+            Hint::Bucket(b) => Some(b),
+            Hint::None => None,
+        };
+        // A bucket that holds this key is its entry, whatever led to it (keys are unique).
+        let found = guess.filter(|b| self.table.get_bucket(*b as usize).is_some_and(|(k, _)| k == key));
+        let (bucket, created) = match found {
+            Some(b) => (b as usize, false),
             None => {
                 let room = (wants.marking && self.markings < self.cap) || (wants.request && self.requests < self.cap);
-                let h = hash(&key);
-                let (bucket, created) = match self.table.find_bucket_index(h, |(k, _)| *k == key) {
+                let h = hash(key);
+                let (bucket, created) = match self.table.find_bucket_index(h, |(k, _)| k == key) {
                     Some(b) => (b, false),
                     None if room => {
-                        let e = self.table.insert_unique(h, (key, PerFlow::default()), |(k, _)| hash(k));
+                        let e = self.table.insert_unique(h, (*key, PerFlow::default()), |(k, _)| hash(k));
                         (e.bucket_index(), true)
                     }
                     None => return None,
                 };
-                if let Some(h) = hint {
+                if let Hint::Engine(h) = hint {
                     self.remember(h, bucket);
                 }
                 (bucket, created)
@@ -142,10 +160,14 @@ impl Flows {
     /// for it: the live agent calls this a few records ahead of analysing them. (The probe
     /// reads only the table's control bytes, which stay cached; the first bucket whose tag
     /// matches is fetched, rarely another flow's.)
+    ///
+    /// Returns the bucket fetched, a guess for [`Flows::slot`] ([`Hint::Bucket`]): the record
+    /// then costs one hash and probe, not two.
     #[inline]
-    pub fn prefetch(&self, key: &FlowKey) {
+    pub fn prefetch(&self, key: &FlowKey) -> Option<u32> {
+        let i = self.table.find_bucket_index(hash(key), |_| true)?;
         #[cfg(target_arch = "x86_64")]
-        if let Some(e) = self.table.find_bucket_index(hash(key), |_| true).and_then(|i| self.table.get_bucket(i)) {
+        if let Some(e) = self.table.get_bucket(i) {
             // Every cache line the entry touches: it lies at any 8-byte boundary, so its 168
             // bytes span up to four lines (three prefetches from its start missed the last).
             let start = e as *const (FlowKey, PerFlow) as usize;
@@ -155,8 +177,7 @@ impl Flows {
                 unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line as *const i8) };
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = key;
+        Some(i as u32)
     }
 
     pub fn get(&self, key: &FlowKey) -> Option<&PerFlow> {
@@ -203,21 +224,21 @@ mod tests {
         let both = Wants { marking: true, request: true };
         let marking = Wants { marking: true, request: false };
         for i in 0..2 {
-            let mut s = f.slot(key(i), marking, None).unwrap();
+            let mut s = f.slot(&key(i), marking, Hint::None).unwrap();
             assert!(s.marking().is_some());
         }
         // Markings are full; a third flow is still kept for its requests.
-        let mut s = f.slot(key(2), both, None).unwrap();
+        let mut s = f.slot(&key(2), both, Hint::None).unwrap();
         assert!(s.marking().is_none(), "third marking past the cap");
         assert!(s.request(RequestFlow::default).is_some());
-        assert!(f.slot(key(3), marking, None).is_none(), "no analysis has room: not added");
+        assert!(f.slot(&key(3), marking, Hint::None).is_none(), "no analysis has room: not added");
         assert_eq!(f.markings().count(), 2);
         assert_eq!(f.requests().count(), 1);
         // A kept flow keeps being found at the cap.
-        assert!(f.slot(key(0), marking, None).unwrap().marking().is_some());
+        assert!(f.slot(&key(0), marking, Hint::None).unwrap().marking().is_some());
         let gone: FxHashSet<FlowKey> = [key(0)].into_iter().collect();
         f.forget(&gone);
-        assert!(f.slot(key(3), marking, None).unwrap().marking().is_some(), "room again after a fold");
+        assert!(f.slot(&key(3), marking, Hint::None).unwrap().marking().is_some(), "room again after a fold");
     }
 
     /// Hints (the engine's flow indexes, offline) lead to the flow's own entry, also after the
@@ -231,17 +252,45 @@ mod tests {
         // one (the table grows many times) and the earlier ones keep coming back.
         for n in 0..2000u32 {
             for i in (0..=n).step_by(97) {
-                f.slot(key(i), marking, Some(i)).unwrap().marking().unwrap().data += 1;
+                f.slot(&key(i), marking, Hint::Engine(i)).unwrap().marking().unwrap().data += 1;
             }
-            f.slot(key(n), marking, Some(n)).unwrap().marking().unwrap().data += 1;
+            f.slot(&key(n), marking, Hint::Engine(n)).unwrap().marking().unwrap().data += 1;
         }
         for i in 0..2000u32 {
             let want = 1 + (i..2000).filter(|n| i % 97 == 0 && *n >= i).count() as u64;
             assert_eq!(f.get(&key(i)).and_then(|p| p.marking).map(|m| m.data), Some(want), "flow {i}");
         }
         // A wrong hint (flow 5's index for flow 6) finds flow 6 by its key.
-        f.slot(key(6), marking, Some(5)).unwrap().marking().unwrap().data += 100;
+        f.slot(&key(6), marking, Hint::Engine(5)).unwrap().marking().unwrap().data += 100;
         assert_eq!(f.get(&key(6)).and_then(|p| p.marking).map(|m| m.data), Some(101));
         assert_eq!(f.get(&key(5)).and_then(|p| p.marking).map(|m| m.data), Some(1));
+    }
+
+    /// The bucket a prefetch found (live, a few records before the record is analysed) leads
+    /// to the flow's entry; a stale one (the table grew since, or the bucket is another
+    /// flow's, or empty) falls back to the lookup, never to another flow's state.
+    #[test]
+    fn prefetched_buckets_lead_to_the_flows_own_entry() {
+        let mut f = Flows::new(usize::MAX);
+        let marking = Wants { marking: true, request: false };
+        let key = |i: u32| FlowKey { dst_qp: i, ip_version: 4, ..Default::default() };
+        let mut add = |f: &mut Flows, i: u32, hint: Hint, n: u64| {
+            f.slot(&key(i), marking, hint).unwrap().marking().unwrap().data += n;
+        };
+        add(&mut f, 1, Hint::None, 1);
+        add(&mut f, 2, Hint::None, 1);
+        let (b1, b2) = (f.prefetch(&key(1)).unwrap(), f.prefetch(&key(2)).unwrap());
+        add(&mut f, 1, Hint::Bucket(b1), 10);
+        add(&mut f, 1, Hint::Bucket(b2), 100);
+        add(&mut f, 2, Hint::Bucket(u32::MAX), 1000);
+        // The table grows many times: the buckets noted before move.
+        for i in 100..3000 {
+            add(&mut f, i, Hint::None, 1);
+        }
+        add(&mut f, 1, Hint::Bucket(b1), 10_000);
+        add(&mut f, 2, Hint::Bucket(b2), 10_000);
+        let data = |i: u32| f.get(&key(i)).and_then(|p| p.marking).map(|m| m.data);
+        assert_eq!((data(1), data(2)), (Some(10_111), Some(11_001)));
+        assert_eq!((f.markings().count(), data(100), data(2999)), (2902, Some(1), Some(1)));
     }
 }

@@ -135,28 +135,30 @@ impl Analyses {
 
     #[inline]
     pub fn observe(&mut self, r: &Record) {
-        self.observe_hinted(r, None);
+        self.observe_hinted(r, flows::Hint::None);
     }
 
-    /// Starts fetching the state `r` will need ([`flows::Flows::prefetch`]).
+    /// Starts fetching the state `r` will need ([`flows::Flows::prefetch`]); the hint to
+    /// observe it with.
     #[inline]
-    pub fn prefetch(&self, r: &Record) {
+    pub fn prefetch(&self, r: &Record) -> flows::Hint {
         if ecn::Ecn::wants(r) || rtt::Rtt::wants(r) {
-            self.flows.prefetch(&r.flow());
+            return self.flows.prefetch(&r.flow()).map_or(flows::Hint::None, flows::Hint::Bucket);
         }
+        flows::Hint::None
     }
 
-    /// [`Analyses::observe`], offline, with the engine's index of the record's flow (a
-    /// shortcut to its entry in [`flows::Flows`]).
+    /// [`Analyses::observe`] with a shortcut to the record's entry in [`flows::Flows`]: the
+    /// engine's index of its flow offline, the bucket [`Analyses::prefetch`] fetched live.
     #[inline]
-    pub fn observe_hinted(&mut self, r: &Record, engine_flow: Option<u32>) {
+    pub fn observe_hinted(&mut self, r: &Record, hint: flows::Hint) {
         let wants = flows::Wants { marking: ecn::Ecn::wants(r), request: rtt::Rtt::wants(r) };
         // Whether DCQCN watches the record's flow, when the flows table knows (it keeps that
         // equal to the DCQCN analysis: set when an entry is added and when a flow is watched).
         let mut watched = None;
         if wants.marking || wants.request {
             let key = r.flow();
-            let mut slot = self.flows.slot(key, wants, engine_flow);
+            let mut slot = self.flows.slot(&key, wants, hint);
             if let Some(s) = slot.as_mut() {
                 if s.created {
                     s.flow.rate_watched = self.dcqcn.watches(&key);

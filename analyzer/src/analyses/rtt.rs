@@ -355,7 +355,7 @@ mod tests {
         fn observe(&mut self, r: &Record) {
             if Rtt::wants(r) {
                 let wants = Wants { marking: false, request: true };
-                self.rtt.request(r, self.table.slot(r.flow(), wants, None).as_mut());
+                self.rtt.request(r, self.table.slot(&r.flow(), wants, crate::analyses::flows::Hint::None).as_mut());
             }
             if Rtt::is_ack(r) {
                 self.rtt.ack(r, &mut self.table);

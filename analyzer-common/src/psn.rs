@@ -660,15 +660,20 @@ mod tests {
 
     /// The READ RESPONSE FIRST of the peer shows the MTU (1024) before the next request: then
     /// a request at +4 is two PSNs beyond the READ's end (+2), not an end at 512.
-    #[test]
-    fn the_peers_read_response_teaches_the_mtu() {
-        let mut st = PsnState::zeroed();
-        let mut peer = PsnState::zeroed();
-        let mut notes = Notes::default();
+    /// A READ of 2048 bytes at 300 on a flow that has not shown its MTU, and the READ RESPONSE
+    /// FIRST (1024 bytes) its peer sends back: (the READ's flow, the peer's, the notes).
+    fn read_and_its_first_response() -> (PsnState, PsnState, Notes) {
+        let (mut st, mut peer, mut notes) = (PsnState::zeroed(), PsnState::zeroed(), Notes::default());
         account(&mut st, &read(300, 2048), &mut notes);
         let mut first = pkt(0x0D, 300);
         first.payload_len = 1024;
         account(&mut peer, &first, &mut notes);
+        (st, peer, notes)
+    }
+
+    #[test]
+    fn the_peers_read_response_teaches_the_mtu() {
+        let (mut st, peer, mut notes) = read_and_its_first_response();
         account(&mut st, &pkt(0x0A, 304), &mut notes);
         assert_eq!((st.seq.pmtu, seq(&st)), (1024, (1, 2, 0, 305)));
         assert_eq!(st.responder[responder::OUT_OF_SEQ_REQUEST], 1);
@@ -680,13 +685,7 @@ mod tests {
     /// MTU note the response wrote there, which settles the READ at the next request.
     #[test]
     fn a_repeated_read_leaves_the_mtu_note() {
-        let mut st = PsnState::zeroed();
-        let mut peer = PsnState::zeroed();
-        let mut notes = Notes::default();
-        account(&mut st, &read(300, 2048), &mut notes);
-        let mut first = pkt(0x0D, 300);
-        first.payload_len = 1024;
-        account(&mut peer, &first, &mut notes);
+        let (mut st, _, mut notes) = read_and_its_first_response();
         account(&mut st, &read(300, 2048), &mut notes);
         assert_eq!((notes.len, st.count[count::DUPLICATES]), (1, 1), "the note stays; the repeat is a duplicate");
         account(&mut st, &pkt(0x0A, 304), &mut notes);

@@ -36,31 +36,31 @@ fn record(n: u64, gap: u64) -> Record {
     r
 }
 
+/// Records `n..n + count` through a lookahead, as one drain of the live agent.
+fn analyse(run: &mut Pipeline, n: &mut u64, gap: u64, count: u64) {
+    let mut ahead = Lookahead::default();
+    for _ in 0..count {
+        ahead.push(run, record(*n, gap));
+        *n += 1;
+    }
+    ahead.finish(run);
+}
+
+/// The analyses with every flow known (the steady state of a long run), and the next record.
+fn warmed(gap: u64) -> (Pipeline, u64) {
+    let (mut run, mut n) = (Pipeline::default(), 0);
+    analyse(&mut run, &mut n, gap, 3 * FLOWS as u64);
+    (run, n)
+}
+
 /// At 200 k records/s the 100 µs incast window holds about 20 senders: one long episode. At
 /// 50 k it holds about 5, around the minimum of 4: episodes stop and come back all the time.
 fn live_records(c: &mut Criterion) {
     let mut g = c.benchmark_group("analyses");
     g.throughput(Throughput::Elements(STEP));
     for (name, gap) in [("write_only_10k_flows_200k_per_s", 5_000), ("write_only_10k_flows_50k_per_s", 20_000)] {
-        let mut run = Pipeline::default();
-        let mut n = 0u64;
-        // Every flow known before measuring: the steady state of a long run.
-        let mut ahead = Lookahead::default();
-        while n < 3 * FLOWS as u64 {
-            ahead.push(&mut run, record(n, gap));
-            n += 1;
-        }
-        ahead.finish(&mut run);
-        g.bench_function(name, |b| {
-            b.iter(|| {
-                let mut ahead = Lookahead::default();
-                for _ in 0..STEP {
-                    ahead.push(&mut run, record(n, gap));
-                    n += 1;
-                }
-                ahead.finish(&mut run);
-            })
-        });
+        let (mut run, mut n) = warmed(gap);
+        g.bench_function(name, |b| b.iter(|| analyse(&mut run, &mut n, gap, STEP)));
         assert_eq!(run.analyses.flows.markings().count(), FLOWS as usize, "every flow in the analyses");
     }
     g.finish();
@@ -78,14 +78,7 @@ fn cold_records(c: &mut Criterion) {
     let mut g = c.benchmark_group("analyses_cold");
     g.throughput(Throughput::Elements(DRAIN));
     let gap = 5_000;
-    let mut run = Pipeline::default();
-    let mut n = 0u64;
-    let mut ahead = Lookahead::default();
-    while n < 3 * FLOWS as u64 {
-        ahead.push(&mut run, record(n, gap));
-        n += 1;
-    }
-    ahead.finish(&mut run);
+    let (mut run, mut n) = warmed(gap);
     let mut evict = vec![0u8; EVICT_BYTES];
     g.bench_function("write_only_10k_flows_200k_per_s_drains_of_2000", |b| {
         b.iter_custom(|iters| {
@@ -96,12 +89,7 @@ fn cold_records(c: &mut Criterion) {
                 }
                 std::hint::black_box(&evict);
                 let t = std::time::Instant::now();
-                let mut ahead = Lookahead::default();
-                for _ in 0..DRAIN {
-                    ahead.push(&mut run, record(n, gap));
-                    n += 1;
-                }
-                ahead.finish(&mut run);
+                analyse(&mut run, &mut n, gap, DRAIN);
                 spent += t.elapsed();
             }
             spent

@@ -274,7 +274,7 @@ mod tests {
         let mut f = Flows::new(usize::MAX);
         let marking = Wants { marking: true, request: false };
         let key = |i: u32| FlowKey { dst_qp: i, ip_version: 4, ..Default::default() };
-        let mut add = |f: &mut Flows, i: u32, hint: Hint, n: u64| {
+        let add = |f: &mut Flows, i: u32, hint: Hint, n: u64| {
             f.slot(&key(i), marking, hint).unwrap().marking().unwrap().data += n;
         };
         add(&mut f, 1, Hint::None, 1);

@@ -658,8 +658,6 @@ mod tests {
         assert_eq!((st.seq.pmtu, seq(&st)), (2048, (0, 0, 0, 4)));
     }
 
-    /// The READ RESPONSE FIRST of the peer shows the MTU (1024) before the next request: then
-    /// a request at +4 is two PSNs beyond the READ's end (+2), not an end at 512.
     /// A READ of 2048 bytes at 300 on a flow that has not shown its MTU, and the READ RESPONSE
     /// FIRST (1024 bytes) its peer sends back: (the READ's flow, the peer's, the notes).
     fn read_and_its_first_response() -> (PsnState, PsnState, Notes) {
@@ -671,6 +669,8 @@ mod tests {
         (st, peer, notes)
     }
 
+    /// The READ RESPONSE FIRST of the peer shows the MTU (1024) before the next request: then
+    /// a request at +4 is two PSNs beyond the READ's end (+2), not an end at 512.
     #[test]
     fn the_peers_read_response_teaches_the_mtu() {
         let (mut st, peer, mut notes) = read_and_its_first_response();

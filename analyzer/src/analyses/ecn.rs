@@ -266,7 +266,7 @@ impl Marks {
 
 #[cfg(test)]
 mod tests {
-    use super::super::flows::{Flows, Wants};
+    use super::super::flows::{Flows, Hint, Wants};
     use super::*;
 
     fn rec(src: u8, dst: u8, opcode: u8, ts: u64, ecn: u8, dscp: u8) -> Record {
@@ -292,7 +292,7 @@ mod tests {
         ];
         for r in &records {
             let wants = Wants { marking: Ecn::wants(r), request: false };
-            e.observe(r, flows.slot(&r.flow(), wants, crate::analyses::flows::Hint::None).as_mut());
+            e.observe(r, flows.slot(&r.flow(), wants, Hint::None).as_mut());
         }
         let k = |a: u8| (([10, 0, 0, a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), 4u8);
         let p = e.pair(&(k(1), k(2))).unwrap();

@@ -337,7 +337,7 @@ impl Rtt {
 
 #[cfg(test)]
 mod tests {
-    use super::super::flows::Wants;
+    use super::super::flows::{Hint, Wants};
     use super::*;
     use analyzer_common::record::flag;
 
@@ -355,7 +355,7 @@ mod tests {
         fn observe(&mut self, r: &Record) {
             if Rtt::wants(r) {
                 let wants = Wants { marking: false, request: true };
-                self.rtt.request(r, self.table.slot(&r.flow(), wants, crate::analyses::flows::Hint::None).as_mut());
+                self.rtt.request(r, self.table.slot(&r.flow(), wants, Hint::None).as_mut());
             }
             if Rtt::is_ack(r) {
                 self.rtt.ack(r, &mut self.table);

@@ -21,10 +21,69 @@ pub const MAP_NOTES: &str = "NOTES";
 pub const MAP_SIGHTINGS: &str = "SIGHTINGS";
 /// Read-only u64 global: copies of one frame are matched within this (`--match-window`).
 pub const GLOBAL_MATCH_WINDOW_NS: &str = "MATCH_WINDOW_NS";
-/// Ring buffer of [`crate::record::Record`]s, one per RoCE/CNP frame when enabled, for the
+/// Ring buffer of [`crate::record::CompactRecord`]s, one per RoCE/CNP frame when enabled, for the
 /// CPUs without a log of their own in [`MAP_TIMELINE_LOG`].
 pub const MAP_TIMELINE: &str = "TIMELINE";
-/// Each CPU's timeline log: an array of [`crate::record::Record`]s that the agent maps into its
+/// Ring buffer of what names the timeline's flows: a [`FlowId`] for each flow entry the
+/// program inserts (the key its records' id stands for), and a [`KeyedRecord`] for a frame
+/// whose flow got no entry (the flow map full) or no id, which the agent names by an id of its
+/// own ([`AGENT_IDS`]). The agent reads it after the logs and before it hands their records
+/// on, so the id of every record it hands on has been read.
+pub const MAP_FLOW_IDS: &str = "FLOW_IDS";
+/// 1 MiB: 21 845 new flows (48 bytes and the ring's 8-byte header each) between two drains.
+pub const DEFAULT_FLOW_IDS_BYTES: u32 = 1 << 20;
+/// Queue of the flow ids not given: the loader fills it with 1..=`--max-flows` (as many ids
+/// as the flow map has entries), the program takes one for each flow it inserts
+/// ([`FlowCounters::id`]), the agent gives a removed flow's back. So ids are dense: the agent
+/// keeps what they stand for in an array. A flow inserted when none is free (the agent has
+/// not given back those of removed flows yet) has id 0, and its records are written whole.
+pub const MAP_FREE_FLOW_IDS: &str = "FREE_FLOW_IDS";
+
+/// The ids the agent gives the records of [`KeyedRecord`]s have this bit set (the kernel's
+/// run 1..=`--max-flows`, below it).
+pub const AGENT_IDS: u32 = 1 << 31;
+
+/// The kinds of the items of [`MAP_FLOW_IDS`] (their first byte).
+pub mod ids_kind {
+    /// [`super::FlowId`].
+    pub const FLOW: u8 = 1;
+    /// [`super::KeyedRecord`].
+    pub const RECORD: u8 = 2;
+}
+
+/// A flow's id and key: the program inserted the flow's entry with this id.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlowId {
+    /// [`ids_kind::FLOW`].
+    pub kind: u8,
+    pub _pad: [u8; 3],
+    pub id: u32,
+    pub key: crate::flow::FlowKey,
+}
+
+const _: () = assert!(core::mem::size_of::<FlowId>() == 48);
+
+/// A whole timeline record, for a frame whose flow has no entry or no id to name it by.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeyedRecord {
+    /// [`ids_kind::RECORD`].
+    pub kind: u8,
+    pub _pad: [u8; 7],
+    pub record: crate::record::Record,
+}
+
+const _: () = assert!(core::mem::size_of::<KeyedRecord>() == 72);
+
+#[cfg(feature = "user")]
+// SAFETY: repr(C), integers only, no implicit padding (sizes asserted above).
+unsafe impl aya::Pod for FlowId {}
+#[cfg(feature = "user")]
+// SAFETY: as above.
+unsafe impl aya::Pod for KeyedRecord {}
+
+/// Each CPU's timeline log: an array of [`crate::record::CompactRecord`]s that the agent maps into its
 /// memory (`BPF_F_MMAPABLE`), [`TIMELINE_SLOTS`] per CPU, CPU `c`'s from index `c ×
 /// TIMELINE_SLOTS`. A CPU writes its frame's record at its head (modulo the slots) and then
 /// advances the head ([`MAP_TIMELINE_HEADS`]): no lock, no reservation, nothing another CPU
@@ -59,7 +118,7 @@ pub const EVENT_SLOTS: u32 = 4096;
 const _: () = assert!(EVENT_SLOTS.is_power_of_two());
 /// CPUs with a timeline or event log of their own, at most.
 pub const MAX_TIMELINE_CPUS: u32 = 1024;
-/// Records of each CPU's log (2 MiB of 64-byte records): 43 ms of a 759 k frames/s stream on
+/// Records of each CPU's log (1 MiB of 32-byte records): 43 ms of a 759 k frames/s stream on
 /// one CPU (RSS sends a mirror port's traffic to few queues), against the agent's 10 ms drains.
 pub const TIMELINE_SLOTS: u32 = 32768;
 const _: () = assert!(TIMELINE_SLOTS.is_power_of_two());
@@ -109,7 +168,8 @@ pub const DEFAULT_MAX_PFC: u32 = 4096;
 pub const DEFAULT_RINGBUF_BYTES: u32 = 1 << 20;
 pub const DEFAULT_MAX_NOTES: u32 = 16384;
 pub const DEFAULT_MAX_SIGHTINGS: u32 = 65536;
-/// 8 MiB: 131072 records, 170 ms of a 759 k frames/s stream between two 10 ms drains.
+/// 8 MiB: 209 715 records (32 bytes and the ring's 8-byte header each), 276 ms of a 759 k
+/// frames/s stream between two 10 ms drains.
 pub const DEFAULT_TIMELINE_BYTES: u32 = 8 << 20;
 /// Bytes of a frame the XDP program copies for evidence, at most (`--evidence-snaplen`).
 pub const EVIDENCE_MAX_SNAPLEN: usize = 256;
@@ -181,8 +241,9 @@ unsafe impl aya::Pod for Scratch {}
 pub const UNTAGGED: u8 = 8;
 
 /// Opcodes a flow entry counts itself ([`FlowCounters::op_codes`]); a flow's further opcodes
-/// are counted in the extra map.
-pub const OP_SLOTS: usize = 7;
+/// are counted in the extra map. Six: a WRITE stream's FIRST, MIDDLE, LAST, ONLY and the two
+/// with immediate data; the entry's other four bytes hold the flow's id.
+pub const OP_SLOTS: usize = 6;
 
 /// A flow's counters in the kernel's flow entry ([`FlowEntry`]).
 ///
@@ -212,10 +273,15 @@ pub struct FlowCounters {
     pub pcp_packets: u32,
     /// Packets of opcode `op_codes[i]`, for the first `op_used` opcodes the flow showed.
     pub op_counts: [u32; OP_SLOTS],
+    /// The flow's id, which its timeline records carry instead of its key
+    /// ([`crate::record::CompactRecord`]): taken from [`MAP_FREE_FLOW_IDS`] when the entry is
+    /// inserted, and announced with the key ([`FlowId`]); 0 when none was free.
+    pub id: u32,
     pub op_codes: [u8; OP_SLOTS],
     pub op_used: u8,
     pub dscp: u8,
     pub pcp: u8,
+    pub _pad0: u8,
     /// The CPU that handled the flow's last packet.
     pub cpu: u16,
     /// Packets handled on another CPU than the flow's previous one (saturating): the entry is

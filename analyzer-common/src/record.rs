@@ -1,7 +1,8 @@
 //! The timeline record: what the packet-resolution analyses (RTT, incast, CE → CNP timing)
-//! need of one RoCE or CNP frame, with its timestamp. The XDP program writes one per frame to
-//! a ring buffer; offline, the host builds the same record from the same summary, so both
-//! modes feed the analyses identical input.
+//! need of one RoCE or CNP frame, with its timestamp. Offline the host builds it from the
+//! frame's summary; live the XDP program writes a [`CompactRecord`] per frame, which names the
+//! flow by the id the kernel gave it, and the agent expands it with the flow's key into the
+//! same record: both modes feed the analyses identical input.
 
 use crate::PacketSummary;
 use crate::flow::FlowKey;
@@ -133,6 +134,111 @@ impl Record {
 // SAFETY: repr(C), integers only, no implicit padding (size asserted above).
 unsafe impl aya::Pod for Record {}
 
+/// A timeline record as the XDP program writes it: half a [`Record`], because the 40 bytes of
+/// the flow's key are replaced by the id the kernel gave the flow when it inserted its entry
+/// ([`crate::maps::FlowCounters::id`], announced to the agent with its key:
+/// [`crate::maps::FlowId`]). Half the bytes for the program to write and the agent to read, and
+/// two records a cache line.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CompactRecord {
+    pub ts_ns: u64,
+    /// The flow's id ([`crate::maps::FlowCounters::id`]; 0: none, a record nobody can name).
+    pub flow: u32,
+    pub frame_len: u32,
+    pub psn: u32,
+    pub opcode: u8,
+    pub ecn: u8,
+    pub dscp: u8,
+    pub flags: u8,
+    pub aeth_syndrome: u8,
+    pub pcp: u8,
+    pub _pad: [u8; 6],
+}
+
+const _: () = assert!(core::mem::size_of::<CompactRecord>() == 32);
+// No implicit padding: the fields end where the record does.
+const _: () = assert!(core::mem::offset_of!(CompactRecord, _pad) + 6 == core::mem::size_of::<CompactRecord>());
+
+impl CompactRecord {
+    /// Fills `*dst` from a summary, field by field (ring or log memory in the XDP program).
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of one `CompactRecord`.
+    #[inline(always)]
+    pub unsafe fn fill(dst: *mut CompactRecord, ts_ns: u64, flow: u32, s: &PacketSummary) {
+        let flags = (s.ack_req & 1) | if s.ext & crate::opcode::ext::AETH != 0 { flag::AETH } else { 0 };
+        // SAFETY: the caller guarantees `dst`.
+        unsafe {
+            core::ptr::write_volatile(dst as *mut u64, ts_ns);
+            (*dst).flow = flow;
+            (*dst).frame_len = s.frame_len;
+            (*dst).psn = s.psn;
+            (*dst).opcode = s.opcode;
+            (*dst).ecn = s.ecn;
+            (*dst).dscp = s.dscp;
+            (*dst).flags = flags;
+            (*dst).aeth_syndrome = s.aeth_syndrome;
+            (*dst).pcp = crate::maps::pcp_of(s);
+            (*dst)._pad = [0; 6];
+        }
+    }
+
+    /// The record of a frame of flow `flow`.
+    #[inline]
+    pub fn from_summary(ts_ns: u64, flow: u32, s: &PacketSummary) -> Self {
+        let mut r = CompactRecord::default();
+        // SAFETY: `r` is a valid CompactRecord.
+        unsafe { CompactRecord::fill(&mut r, ts_ns, flow, s) };
+        r
+    }
+
+    /// A record's fields, under the id `flow` (the agent names a record the kernel could not
+    /// give a flow entry by an id of its own).
+    #[inline]
+    pub fn of(r: &Record, flow: u32) -> Self {
+        CompactRecord {
+            ts_ns: r.ts_ns,
+            flow,
+            frame_len: r.frame_len,
+            psn: r.psn,
+            opcode: r.opcode,
+            ecn: r.ecn,
+            dscp: r.dscp,
+            flags: r.flags,
+            aeth_syndrome: r.aeth_syndrome,
+            pcp: r.pcp,
+            _pad: [0; 6],
+        }
+    }
+
+    /// The whole record, with the key of the flow it names.
+    #[inline]
+    pub fn expand(&self, key: &FlowKey) -> Record {
+        Record {
+            ts_ns: self.ts_ns,
+            src_ip: key.src,
+            dst_ip: key.dst,
+            frame_len: self.frame_len,
+            dst_qp: key.dst_qp,
+            psn: self.psn,
+            udp_sport: key.udp_sport,
+            opcode: self.opcode,
+            ecn: self.ecn,
+            dscp: self.dscp,
+            flags: self.flags,
+            aeth_syndrome: self.aeth_syndrome,
+            ip_version: key.ip_version,
+            pcp: self.pcp,
+            _pad: [0; 3],
+        }
+    }
+}
+
+#[cfg(feature = "user")]
+// SAFETY: repr(C), integers only, no implicit padding (asserted above).
+unsafe impl aya::Pod for CompactRecord {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +263,36 @@ mod tests {
         assert_eq!((r.ts_ns, r.psn, r.aeth(), r.ack_req(), r.ce(), r.frame_len), (5, 77, Some(0x60), false, true, 62));
         s.roce_version = 1;
         assert_eq!(Record::from_summary(5, &s).udp_sport, 0);
+    }
+
+    /// The compact record the kernel writes, expanded with its flow's key, is the record the
+    /// host builds from the same summary; and a record re-named by the agent expands back.
+    #[test]
+    fn a_compact_record_expands_to_the_hosts_record() {
+        let mut s = PacketSummary::zeroed();
+        s.src_ip = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        s.dst_ip = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+        s.ip_version = 6;
+        s.roce_version = 2;
+        s.udp_sport = 0xC002;
+        s.dst_qp = 0xabcdef;
+        s.psn = 0xfffffe;
+        s.opcode = 0x0a;
+        s.ack_req = 1;
+        s.ext = crate::opcode::ext::AETH;
+        s.aeth_syndrome = 0x1f;
+        s.ecn = 2;
+        s.dscp = 26;
+        s.vlan_tags = 1;
+        s.pcp = 3;
+        s.frame_len = 4154;
+        for version in [2, 1] {
+            s.roce_version = version;
+            let c = CompactRecord::from_summary(9, 77, &s);
+            assert_eq!(c.flow, 77);
+            let want = Record::from_summary(9, &s);
+            assert_eq!(c.expand(&FlowKey::from_summary(&s)), want, "RoCE v{version}");
+            assert_eq!(CompactRecord::of(&want, 5).expand(&want.flow()), want);
+        }
     }
 }

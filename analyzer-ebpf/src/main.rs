@@ -11,13 +11,14 @@ use analyzer_common::classify::MAX_HEADER_OFFSET;
 use analyzer_common::filter::Filter;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
-    self, CmEvent, DEFAULT_EVIDENCE_BYTES, DEFAULT_MAX_EVIDENCE_FLOWS, DEFAULT_MAX_EXTRA, DEFAULT_MAX_FLOWS,
-    DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_MAX_SIGHTINGS, DEFAULT_RINGBUF_BYTES, DEFAULT_TIMELINE_BYTES,
-    EVENT_SLOTS, EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowEntry, HEAD_STRIDE, PfcCounters, PfcKey,
-    Scratch, TIMELINE_SLOTS, counter, event_kind, evidence_ctl, extra_kind, stage,
+    self, CmEvent, DEFAULT_EVIDENCE_BYTES, DEFAULT_FLOW_IDS_BYTES, DEFAULT_MAX_EVIDENCE_FLOWS, DEFAULT_MAX_EXTRA,
+    DEFAULT_MAX_FLOWS, DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_MAX_SIGHTINGS, DEFAULT_RINGBUF_BYTES,
+    DEFAULT_TIMELINE_BYTES, EVENT_SLOTS, EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowEntry, FlowId,
+    HEAD_STRIDE, KeyedRecord, PfcCounters, PfcKey, Scratch, TIMELINE_SLOTS, counter, event_kind, evidence_ctl,
+    extra_kind, ids_kind, stage,
 };
 use analyzer_common::psn::{self, PeerKey, Tally};
-use analyzer_common::record::{Record, write_addresses};
+use analyzer_common::record::{CompactRecord, Record, write_addresses};
 use analyzer_common::vantage::{self, FrameId, Sighting, Verdict};
 use analyzer_common::wire::cm;
 use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
@@ -25,7 +26,7 @@ use aya_ebpf::bindings::{BPF_F_MMAPABLE, BPF_F_NO_PREALLOC, BPF_RB_NO_WAKEUP, xd
 use aya_ebpf::helpers::generated::{bpf_ktime_get_coarse_ns, bpf_xdp_get_buff_len, bpf_xdp_load_bytes};
 use aya_ebpf::helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns};
 use aya_ebpf::macros::{map, xdp};
-use aya_ebpf::maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf};
+use aya_ebpf::maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, Queue, RingBuf};
 use aya_ebpf::programs::XdpContext;
 use aya_log_ebpf::warn;
 
@@ -62,13 +63,21 @@ static RNR_NOTED: Array<u64> = Array::with_max_entries(1, 0);
 /// Copies of one frame are matched within this (`--match-window`).
 #[unsafe(no_mangle)]
 static MATCH_WINDOW_NS: u64 = vantage::DEFAULT_WINDOW_NS;
+/// Flow ids with their keys, and the records of frames without a flow entry
+/// ([`maps::MAP_FLOW_IDS`]).
+#[map]
+static FLOW_IDS: RingBuf = RingBuf::with_byte_size(DEFAULT_FLOW_IDS_BYTES, 0);
+/// The flow ids not given ([`maps::MAP_FREE_FLOW_IDS`]): filled by the loader, one taken per
+/// flow inserted, given back by the agent when it removes a flow.
+#[map]
+static FREE_FLOW_IDS: Queue<u32> = Queue::with_max_entries(DEFAULT_MAX_FLOWS, 0);
 /// Records of the CPUs without a log of their own in [`TIMELINE_LOG`].
 #[map]
 static TIMELINE: RingBuf = RingBuf::with_byte_size(DEFAULT_TIMELINE_BYTES, 0);
 /// Each CPU's timeline log ([`maps::MAP_TIMELINE_LOG`]), sized by the loader (one CPU's worth
 /// here, for a loader that sets none: [`TIMELINE_CPUS`] is 0 then, and it stays unused).
 #[map]
-static TIMELINE_LOG: Array<Record> = Array::with_max_entries(TIMELINE_SLOTS, BPF_F_MMAPABLE);
+static TIMELINE_LOG: Array<CompactRecord> = Array::with_max_entries(TIMELINE_SLOTS, BPF_F_MMAPABLE);
 /// Each CPU's log head ([`maps::MAP_TIMELINE_HEADS`]), sized by the loader.
 #[map]
 static TIMELINE_HEADS: Array<u64> = Array::with_max_entries(HEAD_STRIDE, BPF_F_MMAPABLE);
@@ -245,8 +254,8 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
                     return Ok(());
                 }
             }
-            if STAGES & stage::FLOW != 0
-                && let Some(entry) = account_flow(ctx, &key, s, now)
+            let entry = if STAGES & stage::FLOW != 0 { account_flow(ctx, &key, s, now) } else { None };
+            if let Some(entry) = entry
                 && class == FrameClass::Roce
                 && STAGES & stage::PSN != 0
             {
@@ -257,7 +266,13 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
                 evidence_flow(ctx, &key, s, wire_len, now);
             }
             if timeline {
-                record(s, now);
+                // SAFETY: the flow's map value (its id is written once, at its insertion).
+                match entry.map_or(0, |e| unsafe { (*e).counters.id }) {
+                    // The benchmark's variants without flows: a record of no flow.
+                    _ if STAGES & stage::FLOW == 0 => record(0, s, now),
+                    0 => keyed_record(s, now),
+                    id => record(id, s, now),
+                }
             }
             if cm::is_carrier(s.opcode, s.dst_qp) {
                 cm_event(ctx, s);
@@ -307,7 +322,10 @@ fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) ->
                 }
                 return None;
             }
-            FLOWS.get_ptr_mut(key)?
+            let entry = FLOWS.get_ptr_mut(key)?;
+            // SAFETY: the entry just inserted (shared: see FLOWS).
+            unsafe { (*entry).counters.id = give_flow_id(key) };
+            entry
         }
     };
     // SAFETY: the flow's map value (shared: see FLOWS).
@@ -348,6 +366,36 @@ fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) ->
         extra(*key, extra_kind::PCP, pcp);
     }
     Some(entry)
+}
+
+/// A new flow's id, taken from [`FREE_FLOW_IDS`] and announced with its key on [`FLOW_IDS`]
+/// before any record can carry it (a record is written after this on this CPU, and another
+/// CPU finds the entry only once it is inserted; one that finds it before its id is written
+/// writes the whole record, as for a flow without an id). 0 when no id is free (the records of
+/// the flow are then written whole). An announcement the full ring refuses is made up by the
+/// agent's next read of the flow map, which holds the id.
+#[inline(never)]
+fn give_flow_id(key: &FlowKey) -> u32 {
+    let Ok(Some(id)) = FREE_FLOW_IDS.pop() else { return 0 };
+    if let Some(mut e) = FLOW_IDS.reserve::<FlowId>(0) {
+        let p = e.as_mut_ptr();
+        // SAFETY: the reservation is one FlowId; every field is written before submit.
+        unsafe {
+            (*p).kind = ids_kind::FLOW;
+            (*p)._pad = [0; 3];
+            (*p).id = id;
+            // Word by word: a struct assignment becomes a byte-loop memcpy call.
+            let dst = &mut (*p).key as *mut FlowKey as *mut u64;
+            let src = key as *const FlowKey as *const u64;
+            let mut i = 0;
+            while i < core::mem::size_of::<FlowKey>() / 8 {
+                core::ptr::write_volatile(dst.add(i), core::ptr::read_volatile(src.add(i)));
+                i += 1;
+            }
+        }
+        e.submit(BPF_RB_NO_WAKEUP as u64);
+    }
+    id
 }
 
 /// Counts the frame's opcode in the entry's slot for it, claiming the next free slot for an
@@ -655,22 +703,46 @@ unsafe fn log_done(head: *mut u64, h: u64) {
     unsafe { core::ptr::write_volatile(head, h.wrapping_add(1)) };
 }
 
-/// One timeline record, stamped `now` (the precise clock: RTT and incast need nanoseconds),
-/// into this CPU's log (the shared ring when it has none).
+/// One timeline record of flow `flow`, stamped `now` (the precise clock: RTT and incast need
+/// nanoseconds), into this CPU's log (the shared ring when it has none).
 #[inline(always)]
-fn record(s: &PacketSummary, now: u64) {
+fn record(flow: u32, s: &PacketSummary, now: u64) {
     if let Some((slot, head, h)) = log_slot(&TIMELINE_LOG, &TIMELINE_HEADS, &TIMELINE_CPUS, TIMELINE_SLOTS) {
         // SAFETY: a slot of this CPU's part of the log; `fill` writes every field.
         unsafe {
-            Record::fill(slot, now, s);
+            CompactRecord::fill(slot, now, flow, s);
             log_done(head, h);
         }
         return;
     }
-    match TIMELINE.reserve::<Record>(0) {
+    match TIMELINE.reserve::<CompactRecord>(0) {
         Some(mut r) => {
-            // SAFETY: the reservation is exactly one Record; `fill` writes every field.
-            unsafe { Record::fill(r.as_mut_ptr(), now, s) };
+            // SAFETY: the reservation is exactly one CompactRecord; `fill` writes every field.
+            unsafe { CompactRecord::fill(r.as_mut_ptr(), now, flow, s) };
+            r.submit(BPF_RB_NO_WAKEUP as u64);
+            count(counter::RECORDS);
+        }
+        None => {
+            count(counter::TIMELINE_FULL);
+        }
+    }
+}
+
+/// The whole record of a frame whose flow has no entry (the flow map full) or no id, with its
+/// key, on [`FLOW_IDS`] (rare). One the ring has no room for is counted like a record
+/// the timeline had no room for.
+#[inline(never)]
+fn keyed_record(s: &PacketSummary, now: u64) {
+    match FLOW_IDS.reserve::<KeyedRecord>(0) {
+        Some(mut r) => {
+            let p = r.as_mut_ptr();
+            // SAFETY: the reservation is one KeyedRecord; `fill` writes every field of the
+            // record, the rest is written here.
+            unsafe {
+                (*p).kind = ids_kind::RECORD;
+                (*p)._pad = [0; 7];
+                Record::fill(core::ptr::addr_of_mut!((*p).record), now, s);
+            }
             r.submit(BPF_RB_NO_WAKEUP as u64);
             count(counter::RECORDS);
         }

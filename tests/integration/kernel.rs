@@ -382,6 +382,55 @@ fn kernel_writes_each_cpus_records_to_its_own_log() {
     pin_to_cpu(0).unwrap();
 }
 
+/// Records name their flow by the id the program gave its entry, and the agent reads them back
+/// with the flow's key: while ids are free, when the flow map is full (the program writes the
+/// record whole, key and all), and after a flow removed from the kernel has given its id back
+/// to a new flow (the new flow's records carry its own key, not the old one's).
+#[test]
+fn records_name_their_flows_by_id_through_a_full_map_and_a_given_back_id() {
+    use analyzer_common::flow::FlowKey;
+    use analyzer_common::maps::counter;
+    use analyzer_common::opcode::op;
+    if !privileged("records_name_their_flows_by_id_through_a_full_map_and_a_given_back_id") {
+        return;
+    }
+    let mut ebpf = load(LoadOptions { max_flows: 2, ..Default::default() }, &[PROGRAM]).expect("load");
+    let mut maps = AyaMaps::new(&mut ebpf).expect("maps");
+    let fd = program_fd(&ebpf, PROGRAM).unwrap();
+    let frame = |host: u8, psn: u32| {
+        tests::synth::Roce::v4([10, 7, 0, host], [10, 7, 0, 100], 49152, op::RDMA_WRITE_MIDDLE, 0x40 + host as u32, psn)
+            .build()
+    };
+    let run = |maps: &mut AyaMaps, frames: &[(u8, u32)]| {
+        for &(host, psn) in frames {
+            test_run(fd, &frame(host, psn), 1, None).unwrap();
+        }
+        maps.release_records();
+        let mut got = Vec::new();
+        maps.drain_records(1000, &mut |r| got.push((r.src_ip[3], r.dst_qp, r.psn)));
+        got
+    };
+    // Flows 1 and 2 take the two ids; flow 3 finds the map full and its record comes whole.
+    let got = run(&mut maps, &[(1, 10), (2, 20), (3, 30), (1, 11)]);
+    assert_eq!(got, vec![(1, 0x41, 10), (2, 0x42, 20), (3, 0x43, 30), (1, 0x41, 11)]);
+    let snap = maps.snapshot().unwrap();
+    assert_eq!((snap.flows.len(), snap.counter(counter::FLOW_MAP_FULL)), (2, 1));
+    let id_of = |snap: &analyzer::capture::kernel::snapshot::KernelSnapshot, host: u8| {
+        snap.flows.iter().find(|(k, _)| k.src[3] == host).map(|(_, e)| e.counters.id)
+    };
+    let (id1, id2) = (id_of(&snap, 1).unwrap(), id_of(&snap, 2).unwrap());
+    assert!(id1 != 0 && id2 != 0 && id1 != id2, "ids {id1}, {id2}");
+    // Flow 1 is removed: its id is given back at the next poll, and flow 4 takes it.
+    let gone: FlowKey = snap.flows.iter().find(|(k, _)| k.src[3] == 1).unwrap().0;
+    maps.remove_flows(&[gone]).unwrap();
+    maps.snapshot().unwrap();
+    let got = run(&mut maps, &[(4, 40), (2, 21), (4, 41)]);
+    assert_eq!(got, vec![(4, 0x44, 40), (2, 0x42, 21), (4, 0x44, 41)]);
+    let snap = maps.snapshot().unwrap();
+    assert_eq!(id_of(&snap, 4), Some(id1), "the id given back");
+    assert_eq!(maps.records_lost(), 0, "every record named a known flow");
+}
+
 /// PFC frames' events go to their CPU's event log, read back in time order across the CPUs;
 /// a burst laps the log, and every event not read is counted (`ringbuf_full` in the report).
 #[test]

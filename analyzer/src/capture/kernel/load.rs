@@ -121,6 +121,7 @@ pub fn load_object(
             strict && opts.evidence_snaplen > 0,
         )
         .map_max_entries(MAP_FLOWS, opts.max_flows)
+        .map_max_entries(maps::MAP_FREE_FLOW_IDS, flow_ids(opts.max_flows))
         .map_max_entries(MAP_EVENTS, opts.ringbuf_bytes)
         .map_max_entries(maps::MAP_TIMELINE_LOG, entries(timeline_cpus, maps::TIMELINE_SLOTS))
         .map_max_entries(maps::MAP_TIMELINE_HEADS, entries(timeline_cpus, maps::HEAD_STRIDE))
@@ -130,6 +131,7 @@ pub fn load_object(
         .map_err(|e| {
             if has_errno(&e, &[libc::EPERM, libc::EACCES]) { KernelError::Permission } else { KernelError::Load(e) }
         })?;
+    give_flow_ids(&mut ebpf, flow_ids(opts.max_flows))?;
     if let Some(filter) = opts.filter {
         let map_err = |source| KernelError::Map { map: maps::MAP_FILTER, source };
         let map = ebpf
@@ -166,6 +168,24 @@ pub fn load_object(
         })?;
     }
     Ok(ebpf)
+}
+
+/// The flow ids the program has to give: one per entry of the flow map, below the agent's own
+/// ([`maps::AGENT_IDS`]).
+fn flow_ids(max_flows: u32) -> u32 {
+    max_flows.clamp(1, maps::AGENT_IDS - 1)
+}
+
+/// Fills the free-id queue with the ids 1..=`n` ([`maps::MAP_FREE_FLOW_IDS`]); an object
+/// without the queue (an earlier release's) has no ids to give.
+fn give_flow_ids(ebpf: &mut aya::Ebpf, n: u32) -> Result<(), KernelError> {
+    let Some(map) = ebpf.map_mut(maps::MAP_FREE_FLOW_IDS) else { return Ok(()) };
+    let map_err = |source| KernelError::Map { map: maps::MAP_FREE_FLOW_IDS, source };
+    let mut queue: aya::maps::Queue<_, u32> = aya::maps::Queue::try_from(map).map_err(map_err)?;
+    for id in 1..=n {
+        queue.push(id, 0).map_err(map_err)?;
+    }
+    Ok(())
 }
 
 /// The borrowed fd of a loaded program (for `BPF_PROG_TEST_RUN`).

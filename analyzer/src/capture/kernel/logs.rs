@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use analyzer_common::maps::{Event, HEAD_STRIDE};
-use analyzer_common::record::Record;
+use analyzer_common::record::{CompactRecord, Record};
 use aya::maps::MapData;
 
 use super::KernelError;
@@ -18,6 +18,12 @@ pub trait Stamped: Copy {
 }
 
 impl Stamped for Record {
+    fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+}
+
+impl Stamped for CompactRecord {
     fn ts_ns(&self) -> u64 {
         self.ts_ns
     }
@@ -244,7 +250,18 @@ impl<T: Stamped> CpuLogs<T> {
     /// on in time order what is [`HOLD_NS`] old (everything once released); returns the items
     /// read, or `max` when the ring or a log may hold more.
     pub(crate) fn drain(&mut self, max: u64, ring_read: u64, handed: u64, f: &mut dyn FnMut(&T)) -> u64 {
-        let more = self.read(max) || ring_read == max;
+        let more = self.read_logs(max, ring_read);
+        self.hand_on_read(max, more, handed, f)
+    }
+
+    /// The first half of [`CpuLogs::drain`]: reads each log; true when the ring or a log may
+    /// hold more.
+    pub(crate) fn read_logs(&mut self, max: u64, ring_read: u64) -> bool {
+        self.read(max) || ring_read == max
+    }
+
+    /// The second half of [`CpuLogs::drain`], after [`CpuLogs::read_logs`] said `more`.
+    pub(crate) fn hand_on_read(&mut self, max: u64, more: bool, handed: u64, f: &mut dyn FnMut(&T)) -> u64 {
         let read = handed + self.order.read.len() as u64;
         let now = super::clock_ns(libc::CLOCK_MONOTONIC);
         self.order.hand_on(now.saturating_sub(HOLD_NS), f);

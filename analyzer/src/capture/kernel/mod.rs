@@ -3,6 +3,7 @@
 
 pub(crate) mod batch;
 pub mod evidence;
+pub mod flow_ids;
 pub mod load;
 pub mod logs;
 pub mod snapshot;

@@ -5,13 +5,14 @@ use std::os::fd::AsFd;
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
-    CmEvent, EVENT_SLOTS, Event, ExtraKey, FlowEntry, MAP_COUNTERS, MAP_EVENT_HEADS, MAP_EVENT_LOG, MAP_EVENTS,
-    MAP_FLOW_EXTRA, MAP_FLOWS, MAP_PFC, MAP_TIMELINE, MAP_TIMELINE_HEADS, MAP_TIMELINE_LOG, PfcCounters, PfcKey,
-    TIMELINE_SLOTS, counter, event_kind,
+    CmEvent, EVENT_SLOTS, Event, ExtraKey, FlowEntry, FlowId, KeyedRecord, MAP_COUNTERS, MAP_EVENT_HEADS,
+    MAP_EVENT_LOG, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOW_IDS, MAP_FLOWS, MAP_FREE_FLOW_IDS, MAP_PFC, MAP_TIMELINE,
+    MAP_TIMELINE_HEADS, MAP_TIMELINE_LOG, PfcCounters, PfcKey, TIMELINE_SLOTS, counter, event_kind, ids_kind,
 };
-use analyzer_common::record::Record;
-use aya::maps::{MapData, PerCpuArray, RingBuf};
+use analyzer_common::record::{CompactRecord, Record};
+use aya::maps::{MapData, PerCpuArray, Queue, RingBuf};
 
+use super::flow_ids::FlowIds;
 use super::logs::CpuLogs;
 use super::{KernelError, batch};
 
@@ -75,7 +76,13 @@ pub struct AyaMaps {
     event_logs: Option<CpuLogs<Event>>,
     /// The records of CPUs without a log.
     timeline: RingBuf<MapData>,
-    record_logs: Option<CpuLogs<Record>>,
+    record_logs: Option<CpuLogs<CompactRecord>>,
+    /// The flows' ids with their keys, and the records the kernel wrote whole.
+    flow_ids: RingBuf<MapData>,
+    /// The ids not given ([`MAP_FREE_FLOW_IDS`]): the agent gives back those of removed flows.
+    free_ids: Queue<MapData, u32>,
+    /// What the records' ids stand for.
+    ids: FlowIds,
     cpus: usize,
 }
 
@@ -157,8 +164,27 @@ impl AyaMaps {
             event_logs: CpuLogs::new(ebpf, (MAP_EVENT_LOG, MAP_EVENT_HEADS), EVENT_SLOTS)?,
             timeline: RingBuf::try_from(take(ebpf, MAP_TIMELINE)?).map_err(map_err(MAP_TIMELINE))?,
             record_logs: CpuLogs::new(ebpf, (MAP_TIMELINE_LOG, MAP_TIMELINE_HEADS), TIMELINE_SLOTS)?,
+            flow_ids: RingBuf::try_from(take(ebpf, MAP_FLOW_IDS)?).map_err(map_err(MAP_FLOW_IDS))?,
+            free_ids: Queue::try_from(take(ebpf, MAP_FREE_FLOW_IDS)?).map_err(map_err(MAP_FREE_FLOW_IDS))?,
+            ids: FlowIds::default(),
             cpus,
         })
+    }
+
+    /// Reads the flow-id ring: announcements into `ids`, whole records into `read` (under ids
+    /// of this side's own).
+    fn read_flow_ids(ring: &mut RingBuf<MapData>, ids: &mut FlowIds, read: &mut Vec<CompactRecord>) {
+        while let Some(item) = ring.next() {
+            match item.first() {
+                Some(&ids_kind::FLOW) if item.len() >= std::mem::size_of::<FlowId>() => {
+                    ids.announced(&pod::<FlowId>(&item));
+                }
+                Some(&ids_kind::RECORD) if item.len() >= std::mem::size_of::<KeyedRecord>() => {
+                    read.push(ids.keyed(&pod::<KeyedRecord>(&item)));
+                }
+                _ => {}
+            }
+        }
     }
 
     fn extra_entries(&self) -> Result<Vec<(ExtraKey, u64)>, KernelError> {
@@ -191,6 +217,11 @@ impl MapSource for AyaMaps {
             |k, v| s.flows.push((pod(k), pod(v))),
         )
         .map_err(io_err(MAP_FLOWS))?;
+        self.ids.learn_entries(&s.flows);
+        // The ids of the flows removed at the previous poll: no record of theirs waits now.
+        for id in self.ids.take_retired() {
+            self.free_ids.push(id, 0).map_err(map_err(MAP_FREE_FLOW_IDS))?;
+        }
         s.extra = self.extra_entries()?;
         let pfc_len = stride::<PfcCounters>() * cpus;
         batch::for_each(self.pfc.fd().as_fd(), std::mem::size_of::<PfcKey>(), pfc_len, |k, v| {
@@ -217,6 +248,7 @@ impl MapSource for AyaMaps {
         for k in keys {
             batch::delete(self.flows.fd().as_fd(), key_bytes(k)).map_err(io_err(MAP_FLOWS))?;
         }
+        self.ids.retire(&gone);
         for (k, _) in self.extra_entries()?.iter().filter(|(k, _)| gone.contains(&k.flow)) {
             batch::delete(self.extra.fd().as_fd(), key_bytes(k)).map_err(io_err(MAP_FLOW_EXTRA))?;
         }
@@ -251,13 +283,36 @@ impl MapSource for AyaMaps {
         }
     }
 
+    /// The records of the logs and the shared ring, expanded with their flows' keys (the
+    /// flow-id ring is read after them, so every id they carry has been announced by then).
     fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record)) -> u64 {
-        let Some(logs) = self.record_logs.as_mut() else {
-            return drain_pod(&mut self.timeline, max, f);
+        let AyaMaps { timeline, flow_ids, ids, record_logs, .. } = self;
+        let Some(logs) = record_logs.as_mut() else {
+            let mut read = Vec::new();
+            let n = drain_pod(timeline, max, &mut |r: &CompactRecord| read.push(*r));
+            let ring = read.len();
+            Self::read_flow_ids(flow_ids, ids, &mut read);
+            // The ring's records are in time order; whole ones go among them by their times.
+            if read.len() > ring {
+                read.sort_by_key(|r| r.ts_ns);
+            }
+            for c in &read {
+                if let Some(r) = ids.expand(c) {
+                    f(&r);
+                }
+            }
+            let whole = (read.len() - ring) as u64;
+            return if n == max { max } else { (n + whole).min(max.saturating_sub(1)) };
         };
         let read = &mut logs.order.read;
-        let n = drain_pod(&mut self.timeline, max, &mut |r: &Record| read.push(*r));
-        logs.drain(max, n, 0, f)
+        let n = drain_pod(timeline, max, &mut |r: &CompactRecord| read.push(*r));
+        let more = logs.read_logs(max, n);
+        Self::read_flow_ids(flow_ids, ids, &mut logs.order.read);
+        logs.hand_on_read(max, more, 0, &mut |c| {
+            if let Some(r) = ids.expand(c) {
+                f(&r);
+            }
+        })
     }
 
     fn release_records(&mut self) {
@@ -269,8 +324,9 @@ impl MapSource for AyaMaps {
         }
     }
 
+    /// Also the records whose id named no flow known here.
     fn records_lost(&self) -> u64 {
-        self.record_logs.as_ref().map_or(0, |l| l.lost)
+        self.record_logs.as_ref().map_or(0, |l| l.lost) + self.ids.unknown
     }
 
     fn events_lost(&self) -> u64 {

@@ -1,0 +1,166 @@
+//! What the flow ids of the kernel's timeline records stand for. The XDP program writes a
+//! [`CompactRecord`] per frame, naming its flow by the id it took for the flow's entry from
+//! the free ids ([`analyzer_common::maps::MAP_FREE_FLOW_IDS`]) and announced with the key
+//! ([`FlowId`]); this side expands each record with the key before the analyses see it. The
+//! kernel's ids are dense (1..=`--max-flows`, given back when a flow is removed), so the keys
+//! are kept in an array: a record costs no hash.
+//!
+//! Three ways an id is learnt: its announcement (read before the records are handed on, and
+//! written before any record carries the id), the flow map (each poll's snapshot holds every
+//! entry's id: an announcement the full ring refused is made up there), and for a record the
+//! kernel wrote whole ([`KeyedRecord`]: no entry or no id) an id of this side's own
+//! ([`AGENT_IDS`]), dropped once the record is handed on.
+
+use analyzer_common::flow::FlowKey;
+use analyzer_common::maps::{AGENT_IDS, FlowEntry, FlowId, KeyedRecord};
+use analyzer_common::record::{CompactRecord, Record};
+use rustc_hash::FxHashMap;
+
+#[derive(Debug, Default)]
+pub struct FlowIds {
+    /// By kernel id: the flow's key (None: not known, or given back).
+    keys: Vec<Option<FlowKey>>,
+    /// The whole records' keys by this side's id, until they are handed on.
+    keyed: FxHashMap<u32, FlowKey>,
+    next_keyed: u32,
+    /// Ids of flows removed from the kernel, to give back at the next poll (a record of the
+    /// flow may still wait to be handed on until then).
+    retiring: Vec<u32>,
+    /// Records whose id named no flow known here (counted with the records lost).
+    pub unknown: u64,
+}
+
+impl FlowIds {
+    /// The key the kernel announced for `id`.
+    pub fn learn(&mut self, id: u32, key: FlowKey) {
+        if id == 0 || id >= AGENT_IDS {
+            return;
+        }
+        let i = id as usize;
+        if self.keys.len() <= i {
+            self.keys.resize(i + 1, None);
+        }
+        self.keys[i] = Some(key);
+    }
+
+    /// An announcement read from the ring.
+    pub fn announced(&mut self, a: &FlowId) {
+        self.learn(a.id, a.key);
+    }
+
+    /// The flow map as a poll read it: every entry with an id names its key (this makes up
+    /// for announcements the ring had no room for).
+    pub fn learn_entries(&mut self, flows: &[(FlowKey, FlowEntry)]) {
+        for (k, e) in flows {
+            let id = e.counters.id;
+            if id != 0 && self.keys.get(id as usize).copied().flatten() != Some(*k) {
+                self.learn(id, *k);
+            }
+        }
+    }
+
+    /// A record the kernel wrote whole, under an id of this side's own until handed on.
+    pub fn keyed(&mut self, k: &KeyedRecord) -> CompactRecord {
+        let id = AGENT_IDS | (self.next_keyed & !AGENT_IDS);
+        self.next_keyed = self.next_keyed.wrapping_add(1);
+        self.keyed.insert(id, k.record.flow());
+        CompactRecord::of(&k.record, id)
+    }
+
+    /// The whole record of `c`; None (counted in `unknown`) when its id names no known flow.
+    #[inline]
+    pub fn expand(&mut self, c: &CompactRecord) -> Option<Record> {
+        let key = if c.flow & AGENT_IDS != 0 {
+            self.keyed.remove(&c.flow)
+        } else {
+            self.keys.get(c.flow as usize).copied().flatten()
+        };
+        match key {
+            Some(k) => Some(c.expand(&k)),
+            None => {
+                self.unknown += 1;
+                None
+            }
+        }
+    }
+
+    /// The ids of flows removed from the kernel (by key), to give back at the next poll.
+    pub fn retire(&mut self, gone: &std::collections::HashSet<&FlowKey>) {
+        for (id, k) in self.keys.iter().enumerate() {
+            if k.as_ref().is_some_and(|k| gone.contains(k)) {
+                self.retiring.push(id as u32);
+            }
+        }
+    }
+
+    /// The ids retired at the previous poll, forgotten here: the caller gives them back to the
+    /// kernel.
+    pub fn take_retired(&mut self) -> Vec<u32> {
+        let ids = std::mem::take(&mut self.retiring);
+        for &id in &ids {
+            if let Some(k) = self.keys.get_mut(id as usize) {
+                *k = None;
+            }
+        }
+        ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use analyzer_common::maps::ids_kind;
+
+    fn key(qp: u32) -> FlowKey {
+        FlowKey { dst_qp: qp, ip_version: 4, ..Default::default() }
+    }
+
+    fn rec(flow: u32, psn: u32) -> CompactRecord {
+        CompactRecord { ts_ns: 1, flow, psn, ..Default::default() }
+    }
+
+    /// An id learnt from its announcement or from the flow map expands to its key; an id never
+    /// learnt is counted, not guessed.
+    #[test]
+    fn ids_expand_to_the_keys_announced_or_read_from_the_map() {
+        let mut ids = FlowIds::default();
+        ids.announced(&FlowId { kind: ids_kind::FLOW, id: 3, key: key(0x30), ..Default::default() });
+        let mut e = FlowEntry::zeroed();
+        e.counters.id = 5;
+        ids.learn_entries(&[(key(0x50), e), (key(0x60), FlowEntry::zeroed())]);
+        assert_eq!(ids.expand(&rec(3, 7)).map(|r| (r.dst_qp, r.psn)), Some((0x30, 7)));
+        assert_eq!(ids.expand(&rec(5, 8)).map(|r| r.dst_qp), Some(0x50));
+        assert_eq!((ids.expand(&rec(4, 0)), ids.expand(&rec(0, 0)), ids.unknown), (None, None, 2));
+    }
+
+    /// A whole record gets an id of this side's own, which expands once.
+    #[test]
+    fn a_whole_record_expands_once_under_its_own_id() {
+        let mut ids = FlowIds::default();
+        let mut k = KeyedRecord { kind: ids_kind::RECORD, ..Default::default() };
+        k.record.dst_qp = 0x77;
+        k.record.ip_version = 6;
+        k.record.psn = 9;
+        let (a, b) = (ids.keyed(&k), ids.keyed(&k));
+        assert!(a.flow & AGENT_IDS != 0 && a.flow != b.flow);
+        assert_eq!(ids.expand(&a), Some(k.record));
+        assert_eq!(ids.expand(&b), Some(k.record));
+        assert_eq!((ids.expand(&a), ids.unknown), (None, 1), "once only");
+    }
+
+    /// A removed flow's id is given back one poll later, and forgotten then (not before: a
+    /// record of it may still wait); a flow that kept its id is untouched.
+    #[test]
+    fn a_removed_flows_id_is_given_back_a_poll_later() {
+        let mut ids = FlowIds::default();
+        ids.learn(1, key(1));
+        ids.learn(2, key(2));
+        let gone = key(1);
+        ids.retire(&[&gone].into_iter().collect());
+        assert!(ids.expand(&rec(1, 0)).is_some(), "still known until given back");
+        assert_eq!(ids.take_retired(), vec![1]);
+        assert_eq!(ids.expand(&rec(1, 0)), None);
+        assert!(ids.expand(&rec(2, 0)).is_some());
+        assert_eq!(ids.take_retired(), Vec::<u32>::new());
+    }
+}

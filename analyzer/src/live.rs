@@ -347,10 +347,10 @@ impl<M: MapSource> LiveLoop<M> {
             KernelEvent::Cm(c) => run.observe_cm(&c.src_ip, &c.dst_ip, &c.mad),
         });
         let mut ahead = Lookahead::default();
-        let records = self.maps.drain_records(max, &mut |r| {
+        let records = self.maps.drain_records(max, &mut |r, index| {
             let mut r = *r;
             r.ts_ns = clock.wall(r.ts_ns);
-            ahead.push(run, r);
+            ahead.push(run, r, index);
         });
         ahead.finish(run);
         self.count_lost_records();
@@ -423,7 +423,7 @@ impl<M: MapSource> LiveLoop<M> {
         self.maps.release_records();
         if self.drain_for(budget) {
             let left = self.maps.drain_events(UNDRAINED_MAX, &mut |_| {})
-                + self.maps.drain_records(UNDRAINED_MAX, &mut |_| {});
+                + self.maps.drain_records(UNDRAINED_MAX, &mut |_, _| {});
             self.run.engine.count_drop(DropReason::Undrained, left);
         }
         self.run.settle_sightings();
@@ -468,10 +468,10 @@ mod tests {
         fn drain_events(&mut self, _max: u64, _f: &mut dyn FnMut(KernelEvent)) -> u64 {
             0
         }
-        fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record)) -> u64 {
+        fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record, u32)) -> u64 {
             let n = (self.records.len() as u64).min(max);
             for r in self.records.drain(..n as usize) {
-                f(&r);
+                f(&r, 0);
             }
             n
         }
@@ -544,7 +544,7 @@ mod tests {
         fn drain_events(&mut self, _max: u64, _f: &mut dyn FnMut(KernelEvent)) -> u64 {
             0
         }
-        fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record)) -> u64 {
+        fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record, u32)) -> u64 {
             for _ in 0..max {
                 let x = self.next();
                 let ops = [0x0A, 0x06, 0x07, 0x08, 0x0C, 0x10, 0x11, 0x81, 0x64];
@@ -561,7 +561,7 @@ mod tests {
                 r.aeth_syndrome = (x >> 56) as u8;
                 r.frame_len = 64 + (x >> 50) as u32 % 4000;
                 self.records += 1;
-                f(&r);
+                f(&r, 0);
             }
             max
         }

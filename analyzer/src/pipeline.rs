@@ -93,7 +93,7 @@ impl Pipeline {
         match s.class() {
             FrameClass::Roce | FrameClass::Cnp => {
                 self.analyses
-                    .observe_hinted(&Record::from_summary(meta.ts_ns, s), flow.map_or(Hint::None, Hint::Engine));
+                    .observe_hinted(&Record::from_summary(meta.ts_ns, s), flow.map_or(Hint::None, Hint::Index));
             }
             FrameClass::Pfc | FrameClass::Pause => self.analyses.observe_pause(meta.ts_ns, s),
             _ => {}
@@ -151,8 +151,9 @@ pub struct Lookahead {
 impl Lookahead {
     pub const AHEAD: usize = 8;
 
-    pub fn push(&mut self, run: &mut Pipeline, r: Record) {
-        let hint = run.analyses.prefetch(&r);
+    /// `r`, of the flow with index `index` (the kernel's flow id; 0: none known).
+    pub fn push(&mut self, run: &mut Pipeline, r: Record, index: u32) {
+        let hint = run.analyses.prefetch(&r, index);
         self.queue.push_back((r, hint));
         if self.queue.len() > Self::AHEAD
             && let Some((first, hint)) = self.queue.pop_front()
@@ -201,7 +202,7 @@ mod tests {
         // Two drains: the first ends with records still waiting.
         for chunk in records.chunks(31) {
             for r in chunk {
-                ahead.push(&mut ahead_run, *r);
+                ahead.push(&mut ahead_run, *r, 0);
             }
             ahead.finish(&mut ahead_run);
         }

@@ -1,11 +1,14 @@
 //! ns per timeline record through the analyses as the live agent feeds them (the lookahead of
 //! [`Lookahead`]), with 10 000 flows taking turns: the agent's per-record cost without the
 //! replay's noise (issue 12's agent budget; `cargo xtask bench-kernel --only veth` measures the
-//! whole agent). Run: `cargo bench -p tests --bench analyses`.
+//! whole agent). Records named by their kernel flow id (as the agent takes them) and by key
+//! alone (as before flow ids) are both timed, in the same run. Run: `cargo bench -p tests
+//! --bench analyses`.
 
+use analyzer::capture::kernel::flow_ids::FlowIds;
 use analyzer::pipeline::{Lookahead, Pipeline};
 use analyzer_common::opcode::op;
-use analyzer_common::record::Record;
+use analyzer_common::record::{CompactRecord, Record};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 /// Flows, as in `cargo xtask flows-capture`: one RDMA WRITE ONLY each from its own source to one
@@ -36,21 +39,49 @@ fn record(n: u64, gap: u64) -> Record {
     r
 }
 
+/// How the records reach the analyses.
+#[derive(Clone, Copy, PartialEq)]
+enum Naming {
+    /// As the agent hands them on: the kernel's compact record, naming flow `i` by its id
+    /// `i + 1`, expanded with the key the agent keeps for the id ([`FlowIds`]), and the id as
+    /// the flow's index.
+    Id,
+    /// Whole records, found by their key alone (the agent before flow ids): the baseline of
+    /// the same run.
+    Key,
+}
+
+/// The analyses and what the agent knows of the flows' ids.
+struct Agent {
+    run: Pipeline,
+    ids: FlowIds,
+}
+
 /// Records `n..n + count` through a lookahead, as one drain of the live agent.
-fn analyse(run: &mut Pipeline, n: &mut u64, gap: u64, count: u64) {
+fn analyse(a: &mut Agent, n: &mut u64, gap: u64, count: u64, naming: Naming) {
     let mut ahead = Lookahead::default();
-    for _ in 0..count {
-        ahead.push(run, record(*n, gap));
-        *n += 1;
+    let Agent { run, ids } = a;
+    match naming {
+        Naming::Id => {
+            let drained: Vec<CompactRecord> =
+                (*n..*n + count).map(|i| CompactRecord::of(&record(i, gap), (i % FLOWS as u64) as u32 + 1)).collect();
+            ids.expand_all(&drained, &mut |r, id| ahead.push(run, *r, id));
+        }
+        Naming::Key => (*n..*n + count).for_each(|i| ahead.push(run, record(i, gap), 0)),
     }
+    *n += count;
     ahead.finish(run);
 }
 
 /// The analyses with every flow known (the steady state of a long run), and the next record.
-fn warmed(gap: u64) -> (Pipeline, u64) {
-    let (mut run, mut n) = (Pipeline::default(), 0);
-    analyse(&mut run, &mut n, gap, 3 * FLOWS as u64);
-    (run, n)
+fn warmed(gap: u64, naming: Naming) -> (Agent, u64) {
+    let mut a = Agent { run: Pipeline::default(), ids: FlowIds::default() };
+    for i in 0..FLOWS as u64 {
+        a.ids.learn(i as u32 + 1, record(i, gap).flow());
+    }
+    let mut n = 0;
+    analyse(&mut a, &mut n, gap, 3 * FLOWS as u64, naming);
+    (a, n)
 }
 
 /// At 200 k records/s the 100 µs incast window holds about 20 senders: one long episode. At
@@ -59,9 +90,11 @@ fn live_records(c: &mut Criterion) {
     let mut g = c.benchmark_group("analyses");
     g.throughput(Throughput::Elements(STEP));
     for (name, gap) in [("write_only_10k_flows_200k_per_s", 5_000), ("write_only_10k_flows_50k_per_s", 20_000)] {
-        let (mut run, mut n) = warmed(gap);
-        g.bench_function(name, |b| b.iter(|| analyse(&mut run, &mut n, gap, STEP)));
-        assert_eq!(run.analyses.flows.markings().count(), FLOWS as usize, "every flow in the analyses");
+        for (naming, how) in [(Naming::Id, "by_id"), (Naming::Key, "by_key")] {
+            let (mut a, mut n) = warmed(gap, naming);
+            g.bench_function(format!("{name}_{how}"), |b| b.iter(|| analyse(&mut a, &mut n, gap, STEP, naming)));
+            assert_eq!(a.run.analyses.flows.markings().count(), FLOWS as usize, "every flow in the analyses");
+        }
     }
     g.finish();
 }
@@ -78,7 +111,7 @@ fn cold_records(c: &mut Criterion) {
     let mut g = c.benchmark_group("analyses_cold");
     g.throughput(Throughput::Elements(DRAIN));
     let gap = 5_000;
-    let (mut run, mut n) = warmed(gap);
+    let (mut a, mut n) = warmed(gap, Naming::Id);
     let mut evict = vec![0u8; EVICT_BYTES];
     g.bench_function("write_only_10k_flows_200k_per_s_drains_of_2000", |b| {
         b.iter_custom(|iters| {
@@ -89,7 +122,7 @@ fn cold_records(c: &mut Criterion) {
                 }
                 std::hint::black_box(&evict);
                 let t = std::time::Instant::now();
-                analyse(&mut run, &mut n, gap, DRAIN);
+                analyse(&mut a, &mut n, gap, DRAIN, Naming::Id);
                 spent += t.elapsed();
             }
             spent

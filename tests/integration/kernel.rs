@@ -360,7 +360,7 @@ fn kernel_writes_each_cpus_records_to_its_own_log() {
     test_run(fd, &frame(2), 1, None).unwrap();
     maps.release_records();
     let mut psns = Vec::new();
-    maps.drain_records(1000, &mut |r| psns.push(r.psn));
+    maps.drain_records(1000, &mut |r, _| psns.push(r.psn));
     assert_eq!(psns, vec![1, 2], "in time order across the CPUs' logs");
 
     let runs = 40_000;
@@ -369,7 +369,7 @@ fn kernel_writes_each_cpus_records_to_its_own_log() {
     let lost_before = maps.records_lost();
     test_run(fd, &frame(3), runs, None).unwrap();
     let mut times = Vec::new();
-    while maps.drain_records(10_000, &mut |r| times.push(r.ts_ns)) > 0 {}
+    while maps.drain_records(10_000, &mut |r, _| times.push(r.ts_ns)) > 0 {}
     let after = maps.snapshot().unwrap();
     let d = |i: u32| after.counter(i) - before.counter(i);
     assert_eq!(d(counter::RECORDS), runs as u64, "every run writes its record");
@@ -407,11 +407,15 @@ fn records_name_their_flows_by_id_through_a_full_map_and_a_given_back_id() {
         }
         maps.release_records();
         let mut got = Vec::new();
-        maps.drain_records(1000, &mut |r| got.push((r.src_ip[3], r.dst_qp, r.psn)));
-        got
+        let mut indexes = Vec::new();
+        maps.drain_records(1000, &mut |r, index| {
+            got.push((r.src_ip[3], r.dst_qp, r.psn));
+            indexes.push(index);
+        });
+        (got, indexes)
     };
     // Flows 1 and 2 take the two ids; flow 3 finds the map full and its record comes whole.
-    let got = run(&mut maps, &[(1, 10), (2, 20), (3, 30), (1, 11)]);
+    let (got, indexes) = run(&mut maps, &[(1, 10), (2, 20), (3, 30), (1, 11)]);
     assert_eq!(got, vec![(1, 0x41, 10), (2, 0x42, 20), (3, 0x43, 30), (1, 0x41, 11)]);
     let snap = maps.snapshot().unwrap();
     assert_eq!((snap.flows.len(), snap.counter(counter::FLOW_MAP_FULL)), (2, 1));
@@ -420,11 +424,12 @@ fn records_name_their_flows_by_id_through_a_full_map_and_a_given_back_id() {
     };
     let (id1, id2) = (id_of(&snap, 1).unwrap(), id_of(&snap, 2).unwrap());
     assert!(id1 != 0 && id2 != 0 && id1 != id2, "ids {id1}, {id2}");
+    assert_eq!(indexes, vec![id1, id2, 0, id1], "each record's flow index is its id (none for a whole record)");
     // Flow 1 is removed: its id is given back at the next poll, and flow 4 takes it.
     let gone: FlowKey = snap.flows.iter().find(|(k, _)| k.src[3] == 1).unwrap().0;
     maps.remove_flows(&[gone]).unwrap();
     maps.snapshot().unwrap();
-    let got = run(&mut maps, &[(4, 40), (2, 21), (4, 41)]);
+    let (got, _) = run(&mut maps, &[(4, 40), (2, 21), (4, 41)]);
     assert_eq!(got, vec![(4, 0x44, 40), (2, 0x42, 21), (4, 0x44, 41)]);
     let snap = maps.snapshot().unwrap();
     assert_eq!(id_of(&snap, 4), Some(id1), "the id given back");

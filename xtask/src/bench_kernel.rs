@@ -81,23 +81,36 @@ fn load_as_agent(
     Ok((ebpf, rings))
 }
 
-/// The median of 5 `BPF_PROG_TEST_RUN`s of `prog` in `object` (None: this build's) on `frame`,
-/// `runs` times each, ns per run; a fresh load each time (empty maps and rings).
-fn median_ns(object: Option<&[u8]>, prog: &str, timeline: bool, frame: &[u8], runs: u32) -> anyhow::Result<u32> {
-    let mut v = Vec::new();
+/// One `BPF_PROG_TEST_RUN` of `prog` in `object` (None: this build's) on `frame`, `runs` times,
+/// ns per run; a fresh load (empty maps and rings).
+fn once_ns(object: Option<&[u8]>, prog: &str, timeline: bool, frame: &[u8], runs: u32) -> anyhow::Result<u32> {
+    let opts = LoadOptions { timeline, ..Default::default() };
+    let (ebpf, _maps) = load_as_agent(object, opts, &[prog])?;
+    Ok(test_run(program_fd(&ebpf, prog)?, frame, runs, None)?.duration_ns)
+}
+
+/// The medians of 5 measurements of each configuration ([`once_ns`]: object, program,
+/// timeline), taken in turns (one of each per round), so that a slow minute of the machine
+/// weighs on all of them alike rather than on the one measured then.
+fn medians_in_turn(configs: &[(Option<&[u8]>, &str, bool)], frame: &[u8], runs: u32) -> anyhow::Result<Vec<u32>> {
+    let mut v = vec![Vec::new(); configs.len()];
     for _ in 0..5 {
-        let opts = LoadOptions { timeline, ..Default::default() };
-        let (ebpf, _maps) = load_as_agent(object, opts, &[prog])?;
-        v.push(test_run(program_fd(&ebpf, prog)?, frame, runs, None)?.duration_ns);
+        for (i, (object, prog, timeline)) in configs.iter().enumerate() {
+            v[i].push(once_ns(*object, prog, *timeline, frame, runs)?);
+        }
     }
-    v.sort_unstable();
-    Ok(v[2])
+    Ok(v.into_iter()
+        .map(|mut m| {
+            m.sort_unstable();
+            m[2]
+        })
+        .collect())
 }
 
 fn prog_test_run(repeat: u32, compare: Option<&Path>) -> anyhow::Result<()> {
     pin_to_cpu(0)?;
     let other = compare.map(std::fs::read).transpose().context("reading the object to compare")?;
-    println!("### BPF_PROG_TEST_RUN (median of 5 measurements)\n");
+    println!("### BPF_PROG_TEST_RUN (median of 5 measurements, taken in turns)\n");
     print!(
         "| frame | runs | roce-analyzer ns/frame | XDP_PASS ns/frame | difference ns | budget ns | within | --no-timeline ns/frame | difference ns |"
     );
@@ -112,10 +125,12 @@ fn prog_test_run(repeat: u32, compare: Option<&Path>) -> anyhow::Result<()> {
             Writes::Record => RECORD_RUNS.min(repeat),
             Writes::Nothing => repeat,
         };
-        let median = |object: Option<&[u8]>, prog: &str, timeline: bool| median_ns(object, prog, timeline, &f, runs);
-        let a = median(None, PROGRAM, true)?;
-        let b = median(None, PROGRAM_BASELINE, true)?;
-        let c = median(None, PROGRAM, false)?;
+        let mut configs = vec![(None, PROGRAM, true), (None, PROGRAM_BASELINE, true), (None, PROGRAM, false)];
+        if let Some(o) = &other {
+            configs.push((Some(o.as_slice()), PROGRAM, true));
+        }
+        let m = medians_in_turn(&configs, &f, runs)?;
+        let (a, b, c) = (m[0], m[1], m[2]);
         let over = a as i64 - b as i64;
         print!(
             "| {name} ({} bytes) | {runs} | {a} | {b} | {over} | {budget} | {} | {c} | {} |",
@@ -123,8 +138,7 @@ fn prog_test_run(repeat: u32, compare: Option<&Path>) -> anyhow::Result<()> {
             if over <= budget as i64 { "yes" } else { "**no**" },
             c as i64 - b as i64
         );
-        if let Some(o) = &other {
-            let d = median(Some(o), PROGRAM, true)?;
+        if let Some(&d) = m.get(3) {
             print!(" {d} | {} |", d as i64 - b as i64);
         }
         println!();
@@ -165,10 +179,12 @@ fn stages(repeat: u32) -> anyhow::Result<()> {
     println!("|---|{}", "---:|".repeat(steps.len()));
     for (name, f, _, _) in frames().into_iter().filter(|(_, _, w, _)| *w == Writes::Record) {
         let runs = RECORD_RUNS.min(repeat);
-        let base = median_ns(None, PROGRAM_BASELINE, true, &f, runs)?;
+        let mut configs = vec![(None, PROGRAM_BASELINE, true)];
+        configs.extend(steps.iter().map(|&(_, object, timeline)| (object, PROGRAM, timeline)));
+        let m = medians_in_turn(&configs, &f, runs)?;
         print!("| {name} |");
-        for (_, object, timeline) in steps {
-            print!(" {} |", median_ns(object, PROGRAM, timeline, &f, runs)? as i64 - base as i64);
+        for ns in &m[1..] {
+            print!(" {} |", *ns as i64 - m[0] as i64);
         }
         println!();
     }

@@ -7,8 +7,9 @@
 //! `state_full`. A flow is in the table when at least one analysis keeps it.
 //!
 //! Offline the engine has just found the frame's flow in its own table; its index there is a
-//! hint that leads straight to the flow's entry here (kept per engine flow while the table does
-//! not grow), so the frame pays for one hash lookup in all, not two.
+//! hint that leads straight to the flow's entry here (kept per index while the table does not
+//! grow), so the frame pays for one hash lookup in all, not two. Live the kernel's id of the
+//! flow, which its record carries, is such an index: a record costs no hash at all.
 
 use analyzer_common::flow::FlowKey;
 use rustc_hash::FxHashSet;
@@ -36,9 +37,10 @@ pub struct PerFlow {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hint {
     None,
-    /// Offline: the engine's index of the flow (kept per engine flow while the table does not
-    /// grow).
-    Engine(u32),
+    /// A dense index of the flow: the engine's index offline, the kernel's flow id live (the
+    /// entry's bucket is kept per index while the table does not grow; an index another flow
+    /// had before is caught by the key check).
+    Index(u32),
     /// Live: the bucket [`Flows::prefetch`] fetched a few records earlier.
     Bucket(u32),
 }
@@ -53,7 +55,7 @@ pub struct Wants {
 #[derive(Debug, Default)]
 pub struct Flows {
     table: hashbrown::HashTable<(FlowKey, PerFlow)>,
-    /// Offline: per engine flow index, the bucket of its entry here plus one (0: not known),
+    /// Per flow index ([`Hint::Index`]), the bucket of its entry here plus one (0: not known),
     /// valid while the table has `hinted_buckets` buckets (growing moves entries).
     hints: Vec<u32>,
     hinted_buckets: usize,
@@ -108,12 +110,7 @@ impl Flows {
     /// lookup, none with a valid hint); None when every analysis that wants it is at its cap.
     pub fn slot(&mut self, key: &FlowKey, wants: Wants, hint: Hint) -> Option<Slot<'_>> {
         let guess = match hint {
-            Hint::Engine(h) => self
-                .hints
-                .get(h as usize)
-                .copied()
-                .filter(|_| self.table.num_buckets() == self.hinted_buckets)
-                .and_then(|b| b.checked_sub(1)),
+            Hint::Index(h) => self.noted(h),
             Hint::Bucket(b) => Some(b),
             Hint::None => None,
         };
@@ -132,7 +129,7 @@ impl Flows {
                     }
                     None => return None,
                 };
-                if let Hint::Engine(h) = hint {
+                if let Hint::Index(h) = hint {
                     self.remember(h, bucket);
                 }
                 (bucket, created)
@@ -142,7 +139,7 @@ impl Flows {
         Some(Slot { created, flow, markings: &mut self.markings, requests: &mut self.requests, cap: self.cap })
     }
 
-    /// Notes that engine flow `hint` is in `bucket` (forgetting every hint when the table has
+    /// Notes that the flow of index `hint` is in `bucket` (forgetting every hint when the table has
     /// grown since they were noted).
     fn remember(&mut self, hint: u32, bucket: usize) {
         if self.table.num_buckets() != self.hinted_buckets {
@@ -166,6 +163,35 @@ impl Flows {
     #[inline]
     pub fn prefetch(&self, key: &FlowKey) -> Option<u32> {
         let i = self.table.find_bucket_index(hash(key), |_| true)?;
+        self.prefetch_bucket(i);
+        Some(i as u32)
+    }
+
+    /// [`Flows::prefetch`] for a flow with an index ([`Hint::Index`]): the bucket noted for the
+    /// index, without a hash (the hash's bucket when none is noted); the hint to take it with.
+    #[inline]
+    pub fn prefetch_index(&self, key: &FlowKey, index: u32) -> Hint {
+        match self.noted(index) {
+            Some(b) => self.prefetch_bucket(b as usize),
+            None => {
+                self.prefetch(key);
+            }
+        }
+        Hint::Index(index)
+    }
+
+    /// The bucket noted for flow index `index`, while the table has not grown since.
+    #[inline]
+    fn noted(&self, index: u32) -> Option<u32> {
+        self.hints
+            .get(index as usize)
+            .copied()
+            .filter(|_| self.table.num_buckets() == self.hinted_buckets)
+            .and_then(|b| b.checked_sub(1))
+    }
+
+    #[inline]
+    fn prefetch_bucket(&self, i: usize) {
         #[cfg(target_arch = "x86_64")]
         if let Some(e) = self.table.get_bucket(i) {
             // Every cache line the entry touches: it lies at any 8-byte boundary, so its 168
@@ -177,7 +203,6 @@ impl Flows {
                 unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line as *const i8) };
             }
         }
-        Some(i as u32)
     }
 
     pub fn get(&self, key: &FlowKey) -> Option<&PerFlow> {
@@ -201,7 +226,7 @@ impl Flows {
         self.table.iter().filter_map(|(k, f)| Some((k, f.request.as_ref()?)))
     }
 
-    /// Drops the flows in `gone` (folded away live; hints are offline only, but go too).
+    /// Drops the flows in `gone` (folded away live), and the buckets noted for indexes.
     pub fn forget(&mut self, gone: &FxHashSet<FlowKey>) {
         self.table.retain(|(k, _)| !gone.contains(k));
         self.markings = self.table.iter().filter(|(_, f)| f.marking.is_some()).count();
@@ -252,16 +277,16 @@ mod tests {
         // one (the table grows many times) and the earlier ones keep coming back.
         for n in 0..2000u32 {
             for i in (0..=n).step_by(97) {
-                f.slot(&key(i), marking, Hint::Engine(i)).unwrap().marking().unwrap().data += 1;
+                f.slot(&key(i), marking, Hint::Index(i)).unwrap().marking().unwrap().data += 1;
             }
-            f.slot(&key(n), marking, Hint::Engine(n)).unwrap().marking().unwrap().data += 1;
+            f.slot(&key(n), marking, Hint::Index(n)).unwrap().marking().unwrap().data += 1;
         }
         for i in 0..2000u32 {
             let want = 1 + (i..2000).filter(|n| i % 97 == 0 && *n >= i).count() as u64;
             assert_eq!(f.get(&key(i)).and_then(|p| p.marking).map(|m| m.data), Some(want), "flow {i}");
         }
         // A wrong hint (flow 5's index for flow 6) finds flow 6 by its key.
-        f.slot(&key(6), marking, Hint::Engine(5)).unwrap().marking().unwrap().data += 100;
+        f.slot(&key(6), marking, Hint::Index(5)).unwrap().marking().unwrap().data += 100;
         assert_eq!(f.get(&key(6)).and_then(|p| p.marking).map(|m| m.data), Some(101));
         assert_eq!(f.get(&key(5)).and_then(|p| p.marking).map(|m| m.data), Some(1));
     }
@@ -292,5 +317,32 @@ mod tests {
         let data = |i: u32| f.get(&key(i)).and_then(|p| p.marking).map(|m| m.data);
         assert_eq!((data(1), data(2)), (Some(10_111), Some(11_001)));
         assert_eq!((f.markings().count(), data(100), data(2999)), (2902, Some(1), Some(1)));
+    }
+
+    /// Live, the kernel's flow id is the index: a prefetch by an index noted before leads to
+    /// the flow's entry, and an index another flow had (an id given back and taken again) finds
+    /// the new flow by its key and is noted for it, never the old flow's state.
+    #[test]
+    fn flow_ids_as_indexes_lead_to_the_flows_own_entry() {
+        let mut f = Flows::new(usize::MAX);
+        let marking = Wants { marking: true, request: false };
+        let key = |i: u32| FlowKey { dst_qp: i, ip_version: 4, ..Default::default() };
+        let add = |f: &mut Flows, i: u32, id: u32| {
+            let hint = f.prefetch_index(&key(i), id);
+            assert_eq!(hint, Hint::Index(id));
+            f.slot(&key(i), marking, hint).unwrap().marking().unwrap().data += 1;
+        };
+        for i in 1..=100 {
+            add(&mut f, i, i);
+        }
+        for i in 1..=100 {
+            add(&mut f, i, i);
+        }
+        // Id 7 given back, taken by flow 1007.
+        add(&mut f, 1007, 7);
+        add(&mut f, 1007, 7);
+        add(&mut f, 7, 107);
+        let data = |i: u32| f.get(&key(i)).and_then(|p| p.marking).map(|m| m.data);
+        assert_eq!((data(1), data(7), data(1007), data(100)), (Some(2), Some(3), Some(2), Some(2)));
     }
 }

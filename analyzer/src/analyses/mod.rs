@@ -138,18 +138,23 @@ impl Analyses {
         self.observe_hinted(r, flows::Hint::None);
     }
 
-    /// Starts fetching the state `r` will need ([`flows::Flows::prefetch`]); the hint to
-    /// observe it with.
+    /// Starts fetching the state `r` will need ([`flows::Flows::prefetch`]), by the flow's
+    /// index when it has one (`index`, the kernel's flow id; 0: none); the hint to observe it
+    /// with.
     #[inline]
-    pub fn prefetch(&self, r: &Record) -> flows::Hint {
-        if ecn::Ecn::wants(r) || rtt::Rtt::wants(r) {
-            return self.flows.prefetch(&r.flow()).map_or(flows::Hint::None, flows::Hint::Bucket);
+    pub fn prefetch(&self, r: &Record, index: u32) -> flows::Hint {
+        if !(ecn::Ecn::wants(r) || rtt::Rtt::wants(r)) {
+            return flows::Hint::None;
         }
-        flows::Hint::None
+        match index {
+            0 => self.flows.prefetch(&r.flow()).map_or(flows::Hint::None, flows::Hint::Bucket),
+            i => self.flows.prefetch_index(&r.flow(), i),
+        }
     }
 
     /// [`Analyses::observe`] with a shortcut to the record's entry in [`flows::Flows`]: the
-    /// engine's index of its flow offline, the bucket [`Analyses::prefetch`] fetched live.
+    /// engine's index of its flow offline, the kernel's flow id or the bucket
+    /// [`Analyses::prefetch`] fetched live.
     #[inline]
     pub fn observe_hinted(&mut self, r: &Record, hint: flows::Hint) {
         let wants = flows::Wants { marking: ecn::Ecn::wants(r), request: rtt::Rtt::wants(r) };

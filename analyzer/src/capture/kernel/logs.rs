@@ -60,8 +60,9 @@ impl<T> Default for InTimeOrder<T> {
 
 impl<T: Stamped> InTimeOrder<T> {
     /// Merges what was read into the held records and hands on, in time order, those stamped
-    /// at or before `until` (all of them once released).
-    pub fn hand_on(&mut self, until: u64, f: &mut dyn FnMut(&T)) {
+    /// at or before `until` (all of them once released), all at once (the taker may look
+    /// ahead).
+    pub fn hand_on(&mut self, until: u64, f: &mut dyn FnMut(&[T])) {
         // The held records and each log's are in time order: a stable sort of these runs is a
         // merge (equal stamps keep held-then-log order), also when a late record is older than
         // some held ones. Runs already in order (one CPU's records) are only checked.
@@ -71,9 +72,7 @@ impl<T: Stamped> InTimeOrder<T> {
         }
         let until = if self.released { u64::MAX } else { until };
         let due = self.held.partition_point(|r| r.ts_ns() <= until);
-        for r in &self.held[..due] {
-            f(r);
-        }
+        f(&self.held[..due]);
         // What waits is at most HOLD_NS of items: a short move.
         self.held.drain(..due);
     }
@@ -249,7 +248,7 @@ impl<T: Stamped> CpuLogs<T> {
     /// `handed` of them on itself and put the others in `order.read`. Reads each log, hands
     /// on in time order what is [`HOLD_NS`] old (everything once released); returns the items
     /// read, or `max` when the ring or a log may hold more.
-    pub(crate) fn drain(&mut self, max: u64, ring_read: u64, handed: u64, f: &mut dyn FnMut(&T)) -> u64 {
+    pub(crate) fn drain(&mut self, max: u64, ring_read: u64, handed: u64, f: &mut dyn FnMut(&[T])) -> u64 {
         let more = self.read_logs(max, ring_read);
         self.hand_on_read(max, more, handed, f)
     }
@@ -261,7 +260,7 @@ impl<T: Stamped> CpuLogs<T> {
     }
 
     /// The second half of [`CpuLogs::drain`], after [`CpuLogs::read_logs`] said `more`.
-    pub(crate) fn hand_on_read(&mut self, max: u64, more: bool, handed: u64, f: &mut dyn FnMut(&T)) -> u64 {
+    pub(crate) fn hand_on_read(&mut self, max: u64, more: bool, handed: u64, f: &mut dyn FnMut(&[T])) -> u64 {
         let read = handed + self.order.read.len() as u64;
         let now = super::clock_ns(libc::CLOCK_MONOTONIC);
         self.order.hand_on(now.saturating_sub(HOLD_NS), f);
@@ -285,17 +284,17 @@ mod tests {
         let mut out = Vec::new();
         // Drain 1: log 0 has 10, 30, 50; log 1 has 20, 60.
         o.read.extend([rec(10, 0), rec(30, 0), rec(50, 0), rec(20, 1), rec(60, 1)]);
-        o.hand_on(40, &mut |r| out.push(r.ts_ns));
+        o.hand_on(40, &mut |rs| out.extend(rs.iter().map(|r| r.ts_ns)));
         assert_eq!(out, vec![10, 20, 30]);
         assert_eq!(o.held(), 2, "50 and 60 wait for the watermark");
         // Drain 2: log 1 delivers 45 (stamped before 50, written late), log 0 70.
         o.read.extend([rec(70, 0), rec(45, 1)]);
-        o.hand_on(65, &mut |r| out.push(r.ts_ns));
+        o.hand_on(65, &mut |rs| out.extend(rs.iter().map(|r| r.ts_ns)));
         assert_eq!(out, vec![10, 20, 30, 45, 50, 60]);
         // The end: everything, in order.
         o.read.push(rec(80, 1));
         o.released = true;
-        o.hand_on(0, &mut |r| out.push(r.ts_ns));
+        o.hand_on(0, &mut |rs| out.extend(rs.iter().map(|r| r.ts_ns)));
         assert_eq!(out, vec![10, 20, 30, 45, 50, 60, 70, 80]);
         assert_eq!(o.held(), 0);
     }
@@ -306,7 +305,7 @@ mod tests {
         let mut o = InTimeOrder::default();
         o.read.extend([rec(5, 1), rec(5, 2), rec(5, 3)]);
         let mut out = Vec::new();
-        o.hand_on(5, &mut |r| out.push(r.psn));
+        o.hand_on(5, &mut |rs| out.extend(rs.iter().map(|r| r.psn)));
         assert_eq!(out, vec![1, 2, 3]);
     }
 

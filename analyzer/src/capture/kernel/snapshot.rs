@@ -39,8 +39,9 @@ pub trait MapSource {
     fn remove_flows(&mut self, keys: &[FlowKey]) -> Result<(), KernelError>;
     /// Hands at most `max` pending ring-buffer events to `f`; returns how many it read.
     fn drain_events(&mut self, max: u64, f: &mut dyn FnMut(KernelEvent)) -> u64;
-    /// Hands at most `max` pending timeline records to `f`; returns how many it read.
-    fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record)) -> u64;
+    /// Hands at most `max` pending timeline records to `f`, each with its flow's index (the
+    /// kernel's flow id; 0: none); returns how many it read.
+    fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record, u32)) -> u64;
     /// From now on hand on every record and event read, none held back for order (the run
     /// ends).
     fn release_records(&mut self) {}
@@ -278,14 +279,14 @@ impl MapSource for AyaMaps {
             n += 1;
         }
         match logs {
-            Some(logs) => logs.drain(max, n, cm, &mut |e| f(KernelEvent::Frame(e))),
+            Some(logs) => logs.drain(max, n, cm, &mut |es| es.iter().for_each(|e| f(KernelEvent::Frame(e)))),
             None => n,
         }
     }
 
     /// The records of the logs and the shared ring, expanded with their flows' keys (the
     /// flow-id ring is read after them, so every id they carry has been announced by then).
-    fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record)) -> u64 {
+    fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record, u32)) -> u64 {
         let AyaMaps { timeline, flow_ids, ids, record_logs, .. } = self;
         let Some(logs) = record_logs.as_mut() else {
             let mut read = Vec::new();
@@ -296,11 +297,7 @@ impl MapSource for AyaMaps {
             if read.len() > ring {
                 read.sort_by_key(|r| r.ts_ns);
             }
-            for c in &read {
-                if let Some(r) = ids.expand(c) {
-                    f(&r);
-                }
-            }
+            ids.expand_all(&read, f);
             let whole = (read.len() - ring) as u64;
             return if n == max { max } else { (n + whole).min(max.saturating_sub(1)) };
         };
@@ -308,11 +305,7 @@ impl MapSource for AyaMaps {
         let n = drain_pod(timeline, max, &mut |r: &CompactRecord| read.push(*r));
         let more = logs.read_logs(max, n);
         Self::read_flow_ids(flow_ids, ids, &mut logs.order.read);
-        logs.hand_on_read(max, more, 0, &mut |c| {
-            if let Some(r) = ids.expand(c) {
-                f(&r);
-            }
-        })
+        logs.hand_on_read(max, more, 0, &mut |cs| ids.expand_all(cs, f))
     }
 
     fn release_records(&mut self) {

@@ -384,14 +384,7 @@ fn give_flow_id(key: &FlowKey) -> u32 {
             (*p).kind = ids_kind::FLOW;
             (*p)._pad = [0; 3];
             (*p).id = id;
-            // Word by word: a struct assignment becomes a byte-loop memcpy call.
-            let dst = &mut (*p).key as *mut FlowKey as *mut u64;
-            let src = key as *const FlowKey as *const u64;
-            let mut i = 0;
-            while i < core::mem::size_of::<FlowKey>() / 8 {
-                core::ptr::write_volatile(dst.add(i), core::ptr::read_volatile(src.add(i)));
-                i += 1;
-            }
+            copy_words(core::ptr::addr_of_mut!((*p).key), key);
         }
         e.submit(BPF_RB_NO_WAKEUP as u64);
     }
@@ -763,14 +756,22 @@ unsafe fn fill_event(p: *mut Event, s: &PacketSummary, now: u64, kind: u8) {
         (*p).ts_ns = now;
         (*p).kind = kind;
         (*p)._pad = [0; 7];
-        // Word by word: a struct assignment becomes a byte-loop memcpy call.
-        let dst = &mut (*p).summary as *mut PacketSummary as *mut u64;
-        let src = s as *const PacketSummary as *const u64;
-        let mut i = 0;
-        while i < core::mem::size_of::<PacketSummary>() / 8 {
-            core::ptr::write_volatile(dst.add(i), core::ptr::read_volatile(src.add(i)));
-            i += 1;
-        }
+        copy_words(core::ptr::addr_of_mut!((*p).summary), s);
+    }
+}
+
+/// Copies `*src` to `dst` word by word: a struct assignment becomes a byte-loop `memcpy` call.
+///
+/// # Safety
+/// `dst` must be valid for writes of one `T`, 8-byte aligned; `T`'s size a multiple of 8.
+#[inline(always)]
+unsafe fn copy_words<T>(dst: *mut T, src: &T) {
+    let (dst, src) = (dst as *mut u64, src as *const T as *const u64);
+    let mut i = 0;
+    while i < core::mem::size_of::<T>() / 8 {
+        // SAFETY: word `i` of both, within their sizes (the caller guarantees `dst`).
+        unsafe { core::ptr::write_volatile(dst.add(i), core::ptr::read_volatile(src.add(i))) };
+        i += 1;
     }
 }
 

@@ -436,6 +436,50 @@ fn records_name_their_flows_by_id_through_a_full_map_and_a_given_back_id() {
     assert_eq!(maps.records_lost(), 0, "every record named a known flow");
 }
 
+/// More new flows between two drains than the flow-id ring holds: the announcements it had no
+/// room for are lost, and so are the records of those flows until the next poll's read of the
+/// flow map (which holds every entry's id) names them; every record is handed on or counted
+/// lost, and after that poll every flow's records are handed on with its key.
+#[test]
+fn records_of_flows_whose_announcement_was_lost_are_counted_until_the_map_names_them() {
+    use analyzer_common::maps::{DEFAULT_FLOW_IDS_BYTES, FlowId};
+    if !privileged("records_of_flows_whose_announcement_was_lost_are_counted_until_the_map_names_them") {
+        return;
+    }
+    let mut ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
+    let mut maps = AyaMaps::new(&mut ebpf).expect("maps");
+    let fd = program_fd(&ebpf, PROGRAM).unwrap();
+    // An announcement takes its 48 bytes and the ring's 8-byte header.
+    let room = DEFAULT_FLOW_IDS_BYTES as u64 / (std::mem::size_of::<FlowId>() as u64 + 8);
+    let n = room as u32 + 1500;
+    let frames: Vec<Vec<u8>> = (0..n).map(|i| tests::synth::Roce::numbered(i).build()).collect();
+    pin_to_cpu(0).unwrap();
+    let pass = |maps: &mut AyaMaps| {
+        for f in &frames {
+            test_run(fd, f, 1, None).unwrap();
+        }
+        maps.release_records();
+        let mut qps = std::collections::HashSet::new();
+        let mut handed = 0u64;
+        while maps.drain_records(10_000, &mut |r, _| {
+            assert_eq!(r.src_ip[..2], [10, 1], "a record with its flow's key");
+            qps.insert(r.dst_qp);
+            handed += 1;
+        }) > 0
+        {}
+        (handed, qps.len() as u64)
+    };
+    let (handed, flows) = pass(&mut maps);
+    let lost = maps.records_lost();
+    assert_eq!(handed + lost, n as u64, "every record handed on or counted lost");
+    assert!(lost >= n as u64 - room && handed >= room - 1, "{handed} handed on, {lost} lost (room for {room})");
+    assert_eq!(flows, handed, "one record a flow");
+    // The next poll reads the ids from the flow map: nothing is lost any more.
+    maps.snapshot().unwrap();
+    let (handed, flows) = pass(&mut maps);
+    assert_eq!((handed, flows, maps.records_lost()), (n as u64, n as u64, lost));
+}
+
 /// PFC frames' events go to their CPU's event log, read back in time order across the CPUs;
 /// a burst laps the log, and every event not read is counted (`ringbuf_full` in the report).
 #[test]

@@ -12,6 +12,12 @@ pub mod flag {
     pub const ACK_REQ: u8 = 1 << 0;
     /// The packet carries an AETH (`aeth_syndrome` is valid).
     pub const AETH: u8 = 1 << 1;
+
+    /// A frame's flags, as both record layouts carry them.
+    #[inline(always)]
+    pub fn of(s: &crate::PacketSummary) -> u8 {
+        (s.ack_req & 1) | if s.ext & crate::opcode::ext::AETH != 0 { AETH } else { 0 }
+    }
 }
 
 #[repr(C)]
@@ -67,7 +73,6 @@ impl Record {
     /// `dst` must be valid for writes of one `Record`.
     #[inline(always)]
     pub unsafe fn fill(dst: *mut Record, ts_ns: u64, s: &PacketSummary) {
-        let flags = (s.ack_req & 1) | if s.ext & crate::opcode::ext::AETH != 0 { flag::AETH } else { 0 };
         // SAFETY: the caller guarantees `dst`; the addresses are words 1–4 of a Record.
         unsafe {
             core::ptr::write_volatile(dst as *mut u64, ts_ns);
@@ -79,7 +84,7 @@ impl Record {
             (*dst).opcode = s.opcode;
             (*dst).ecn = s.ecn;
             (*dst).dscp = s.dscp;
-            (*dst).flags = flags;
+            (*dst).flags = flag::of(s);
             (*dst).aeth_syndrome = s.aeth_syndrome;
             (*dst).ip_version = s.ip_version;
             (*dst).pcp = crate::maps::pcp_of(s);
@@ -167,7 +172,6 @@ impl CompactRecord {
     /// `dst` must be valid for writes of one `CompactRecord`.
     #[inline(always)]
     pub unsafe fn fill(dst: *mut CompactRecord, ts_ns: u64, flow: u32, s: &PacketSummary) {
-        let flags = (s.ack_req & 1) | if s.ext & crate::opcode::ext::AETH != 0 { flag::AETH } else { 0 };
         // SAFETY: the caller guarantees `dst`.
         unsafe {
             core::ptr::write_volatile(dst as *mut u64, ts_ns);
@@ -177,7 +181,7 @@ impl CompactRecord {
             (*dst).opcode = s.opcode;
             (*dst).ecn = s.ecn;
             (*dst).dscp = s.dscp;
-            (*dst).flags = flags;
+            (*dst).flags = flag::of(s);
             (*dst).aeth_syndrome = s.aeth_syndrome;
             (*dst).pcp = crate::maps::pcp_of(s);
             (*dst)._pad = [0; 6];

@@ -100,12 +100,6 @@ impl Pipeline {
         }
     }
 
-    /// Live: a timeline record from the kernel (its timestamp already wall-clock). The frame's
-    /// counters are in the kernel maps.
-    pub fn observe_record(&mut self, r: &Record) {
-        self.analyses.observe(r);
-    }
-
     /// Live: a PFC or PAUSE frame the kernel sent with its precise timestamp. Its counters are
     /// in the kernel maps already.
     pub fn observe_event(&mut self, meta: FrameMeta, event: &Event) {
@@ -144,7 +138,7 @@ impl Pipeline {
 /// agent's CPU). The order is kept; [`Lookahead::finish`] analyses what is left.
 #[derive(Debug, Default)]
 pub struct Lookahead {
-    /// Each record with the bucket its prefetch found.
+    /// Each record with the hint its prefetch gave (its flow's index or the bucket fetched).
     queue: std::collections::VecDeque<(Record, Hint)>,
 }
 
@@ -195,7 +189,7 @@ mod tests {
         }
         let mut one_by_one = Pipeline::default();
         for r in &records {
-            one_by_one.observe_record(r);
+            one_by_one.analyses.observe(r);
         }
         let mut ahead_run = Pipeline::default();
         let mut ahead = Lookahead::default();

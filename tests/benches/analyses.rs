@@ -40,7 +40,7 @@ fn record(n: u64, gap: u64) -> Record {
 }
 
 /// How the records reach the analyses.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Naming {
     /// As the agent hands them on: the kernel's compact record, naming flow `i` by its id
     /// `i + 1`, expanded with the key the agent keeps for the id ([`FlowIds`]), and the id as

@@ -1,9 +1,9 @@
 //! What the flow ids of the kernel's timeline records stand for. The XDP program writes a
 //! [`CompactRecord`] per frame, naming its flow by the id it took for the flow's entry from
 //! the free ids ([`analyzer_common::maps::MAP_FREE_FLOW_IDS`]) and announced with the key
-//! ([`FlowId`]); this side expands each record with the key before the analyses see it. The
-//! kernel's ids are dense (1..=`--max-flows`, given back when a flow is removed), so the keys
-//! are kept in an array: a record costs no hash.
+//! ([`analyzer_common::maps::FlowId`]); this side expands each record with the key before the
+//! analyses see it. The kernel's ids are dense (1..=`--max-flows`, given back when a flow is
+//! removed), so the keys are kept in an array: a record costs no hash.
 //!
 //! Three ways an id is learnt: its announcement (read before the records are handed on, and
 //! written before any record carries the id), the flow map (each poll's snapshot holds every
@@ -12,7 +12,7 @@
 //! ([`AGENT_IDS`]), dropped once the record is handed on.
 
 use analyzer_common::flow::FlowKey;
-use analyzer_common::maps::{AGENT_IDS, FlowEntry, FlowId, KeyedRecord};
+use analyzer_common::maps::{AGENT_IDS, FlowEntry, KeyedRecord};
 use analyzer_common::record::{CompactRecord, Record};
 use rustc_hash::FxHashMap;
 
@@ -31,7 +31,8 @@ pub struct FlowIds {
 }
 
 impl FlowIds {
-    /// The key the kernel announced for `id`.
+    /// The key the kernel announced for `id` (on the flow-id ring, or in the flow's entry); an
+    /// id of 0 (none) is ignored.
     pub fn learn(&mut self, id: u32, key: FlowKey) {
         if id == 0 || id >= AGENT_IDS {
             return;
@@ -43,19 +44,11 @@ impl FlowIds {
         self.keys[i] = Some(key);
     }
 
-    /// An announcement read from the ring.
-    pub fn announced(&mut self, a: &FlowId) {
-        self.learn(a.id, a.key);
-    }
-
     /// The flow map as a poll read it: every entry with an id names its key (this makes up
     /// for announcements the ring had no room for).
     pub fn learn_entries(&mut self, flows: &[(FlowKey, FlowEntry)]) {
         for (k, e) in flows {
-            let id = e.counters.id;
-            if id != 0 && self.keys.get(id as usize).copied().flatten() != Some(*k) {
-                self.learn(id, *k);
-            }
+            self.learn(e.counters.id, *k);
         }
     }
 
@@ -158,7 +151,7 @@ mod tests {
     #[test]
     fn ids_expand_to_the_keys_announced_or_read_from_the_map() {
         let mut ids = FlowIds::default();
-        ids.announced(&FlowId { kind: ids_kind::FLOW, id: 3, key: key(0x30), ..Default::default() });
+        ids.learn(3, key(0x30));
         let mut e = FlowEntry::zeroed();
         e.counters.id = 5;
         ids.learn_entries(&[(key(0x50), e), (key(0x60), FlowEntry::zeroed())]);

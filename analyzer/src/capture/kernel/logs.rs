@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use analyzer_common::maps::{Event, HEAD_STRIDE};
-use analyzer_common::record::{CompactRecord, Record};
+use analyzer_common::record::CompactRecord;
 use aya::maps::MapData;
 
 use super::KernelError;
@@ -15,12 +15,6 @@ use super::KernelError;
 /// What the logs hold: an item stamped with the kernel's clock.
 pub trait Stamped: Copy {
     fn ts_ns(&self) -> u64;
-}
-
-impl Stamped for Record {
-    fn ts_ns(&self) -> u64 {
-        self.ts_ns
-    }
 }
 
 impl Stamped for CompactRecord {
@@ -272,8 +266,8 @@ impl<T: Stamped> CpuLogs<T> {
 mod tests {
     use super::*;
 
-    fn rec(ts_ns: u64, psn: u32) -> Record {
-        Record { ts_ns, psn, ..Default::default() }
+    fn rec(ts_ns: u64, psn: u32) -> CompactRecord {
+        CompactRecord { ts_ns, psn, ..Default::default() }
     }
 
     /// Two logs' records, each in order, come out in time order across drains; a record
@@ -311,13 +305,13 @@ mod tests {
 
     /// A log of 8 slots written as the program writes it: record `i` (PSN `i`) at slot `i % 8`.
     struct Log {
-        slots: Vec<Record>,
+        slots: Vec<CompactRecord>,
         head: u64,
     }
 
     impl Log {
         fn new() -> Self {
-            Log { slots: vec![Record::default(); 8], head: 0 }
+            Log { slots: vec![CompactRecord::default(); 8], head: 0 }
         }
         fn write(&mut self, n: u64) {
             for _ in 0..n {
@@ -327,7 +321,7 @@ mod tests {
         }
     }
 
-    fn psns(v: &[Record]) -> Vec<u32> {
+    fn psns(v: &[CompactRecord]) -> Vec<u32> {
         v.iter().map(|r| r.psn).collect()
     }
 
@@ -358,7 +352,7 @@ mod tests {
     /// the slot of the head read after the copy) are dropped and counted, the rest kept.
     #[test]
     fn records_the_writer_reached_during_the_copy_are_dropped_and_counted() {
-        let slots: Vec<Record> = (0..8).map(|i| rec(i, i as u32)).collect();
+        let slots: Vec<CompactRecord> = (0..8).map(|i| rec(i, i as u32)).collect();
         // The head reads 8 before the copy (records 0..8 all there), 11 after it: the writer
         // has written 8, 9, 10 over 0, 1, 2 and may be writing 11 over 3.
         let mut heads = [8u64, 11].into_iter();

@@ -178,7 +178,8 @@ impl AyaMaps {
         while let Some(item) = ring.next() {
             match item.first() {
                 Some(&ids_kind::FLOW) if item.len() >= std::mem::size_of::<FlowId>() => {
-                    ids.announced(&pod::<FlowId>(&item));
+                    let a = pod::<FlowId>(&item);
+                    ids.learn(a.id, a.key);
                 }
                 Some(&ids_kind::RECORD) if item.len() >= std::mem::size_of::<KeyedRecord>() => {
                     read.push(ids.keyed(&pod::<KeyedRecord>(&item)));

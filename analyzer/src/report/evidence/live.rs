@@ -277,14 +277,14 @@ mod tests {
         let mut run = Pipeline::default();
         let source = run.engine.add_source("live", "vb", "vb");
         let (a, b) = (not_ect(0x11, 100), not_ect(0x12, 200));
-        run.observe_record(&a);
+        run.analyses.observe(&a);
         assert_eq!(ev.open(&run, &clock, 1_000).unwrap(), 1);
         assert_eq!(ev.source.watched, vec![(vec![a.flow()], 6_000)]);
         assert_eq!(ev.open(&run, &clock, 2_000).unwrap(), 0, "once");
         // Copies within the span (1000..6000) go to the file; one after it does not.
         ev.source.ring = vec![copy(&a, 1_500), copy(&a, 2_500), copy(&a, 7_000)];
         assert_eq!(ev.drain(100, &run, &clock, source), 3);
-        run.observe_record(&b);
+        run.analyses.observe(&b);
         assert_eq!(ev.open(&run, &clock, 3_000).unwrap(), 1);
         assert_eq!(ev.source.watched[1], (vec![b.flow()], 8_000), "only the new flow");
         ev.source.ring = vec![copy(&b, 3_500), copy(&a, 3_600)];

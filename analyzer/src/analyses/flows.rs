@@ -1,48 +1,50 @@
 //! What the per-flow analyses keep of each flow, in one table: a timeline record costs one
-//! hash lookup for all of them instead of one each. With thousands of flows taking turns every
+//! lookup for all of them instead of one each. With thousands of flows taking turns every
 //! lookup is a cache miss, and those misses were most of the live agent's CPU.
 //!
 //! Each analysis keeps at most `cap` flows of its own (`--max-flows`), as before: a flow new to
 //! an analysis at its cap gets nothing there, and its frame is counted in that analysis'
 //! `state_full`. A flow is in the table when at least one analysis keeps it.
 //!
-//! Offline the engine has just found the frame's flow in its own table; its index there is a
-//! hint that leads straight to the flow's entry here (kept per index while the table does not
-//! grow), so the frame pays for one hash lookup in all, not two. Live the kernel's id of the
-//! flow, which its record carries, is such an index: a record costs no hash at all.
+//! The entries lie in an array, each on its own cache lines, and never move: a flow's slot is
+//! noted per index (offline the engine's index of the frame's flow, live the kernel's flow id,
+//! which its record carries), so that a record with an index costs no hash at all, and its
+//! entry can be fetched ahead of it ([`Flows::prefetch_index`]) without a probe of the key
+//! map, whose memory would be one more miss to wait for. Slots freed by [`Flows::forget`] are
+//! taken again by new flows; a noted slot is always checked against the record's key.
 
 use analyzer_common::flow::FlowKey;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::ecn::FlowMarking;
 use super::rtt::RequestFlow;
-use crate::engine::flows::key_hash as hash;
 
-/// One flow's state in the ECN and RTT analyses.
+/// One flow's state in the ECN and RTT analyses. The fields a data record uses come first (its
+/// entry's first cache lines), the RTT analysis' requests last.
 #[derive(Debug, Default)]
+#[repr(C)]
 pub struct PerFlow {
     /// Marking of its data packets and CNPs (ECN analysis).
     pub marking: Option<FlowMarking>,
-    /// Its requests' PSN span and those waiting for an ACK (RTT analysis).
-    pub(crate) request: Option<RequestFlow>,
+    /// What the incast analysis keeps of it.
+    pub(crate) incast: super::incast::Kept,
     /// Whether the DCQCN analysis watches its rate (kept equal to it by
     /// [`super::Analyses::observe`]): the frames of the flows it does not watch, nearly all,
     /// skip its lookup.
     pub(crate) rate_watched: bool,
-    /// What the incast analysis keeps of it.
-    pub(crate) incast: super::incast::Kept,
+    /// Its requests' PSN span and those waiting for an ACK (RTT analysis).
+    pub(crate) request: Option<RequestFlow>,
 }
 
 /// A shortcut to a flow's entry in [`Flows::slot`], checked against the key before it is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hint {
     None,
-    /// A dense index of the flow: the engine's index offline, the kernel's flow id live (the
-    /// entry's bucket is kept per index while the table does not grow; an index another flow
-    /// had before is caught by the key check).
+    /// A dense index of the flow: the engine's index offline, the kernel's flow id live (its
+    /// slot is noted per index; an index another flow had before is caught by the key check).
     Index(u32),
-    /// Live: the bucket [`Flows::prefetch`] fetched a few records earlier.
-    Bucket(u32),
+    /// Live: the slot [`Flows::prefetch`] fetched a few records earlier.
+    Slot(u32),
 }
 
 /// Which analyses want a record's flow kept ([`Flows::slot`]).
@@ -52,13 +54,33 @@ pub struct Wants {
     pub request: bool,
 }
 
+/// A flow's key and state, on cache lines of its own (no line shared with the next flow's).
+#[derive(Debug, Default)]
+#[repr(C, align(64))]
+struct Entry {
+    key: FlowKey,
+    /// False for a slot freed by [`Flows::forget`] (its key is stale).
+    live: bool,
+    flow: PerFlow,
+}
+
+impl Entry {
+    #[inline]
+    fn holds(&self, key: &FlowKey) -> bool {
+        self.live && self.key == *key
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Flows {
-    table: hashbrown::HashTable<(FlowKey, PerFlow)>,
-    /// Per flow index ([`Hint::Index`]), the bucket of its entry here plus one (0: not known),
-    /// valid while the table has `hinted_buckets` buckets (growing moves entries).
+    /// By slot; entries never move.
+    entries: Vec<Entry>,
+    /// The slot of every flow in the table.
+    by_key: FxHashMap<FlowKey, u32>,
+    /// Slots freed by [`Flows::forget`], taken before the array grows.
+    free: Vec<u32>,
+    /// Per flow index ([`Hint::Index`]), the slot of its entry plus one (0: not known).
     hints: Vec<u32>,
-    hinted_buckets: usize,
     /// Flows with a marking, with a request state.
     markings: usize,
     requests: usize,
@@ -110,69 +132,76 @@ impl Flows {
     /// lookup, none with a valid hint); None when every analysis that wants it is at its cap.
     pub fn slot(&mut self, key: &FlowKey, wants: Wants, hint: Hint) -> Option<Slot<'_>> {
         let guess = match hint {
-            Hint::Index(h) => self.noted(h),
-            Hint::Bucket(b) => Some(b),
+            Hint::Index(i) => self.noted(i),
+            Hint::Slot(s) => Some(s),
             Hint::None => None,
         };
-        // A bucket that holds this key is its entry, whatever led to it (keys are unique).
-        let found = guess.filter(|b| self.table.get_bucket(*b as usize).is_some_and(|(k, _)| k == key));
-        let (bucket, created) = match found {
-            Some(b) => (b as usize, false),
+        // A slot that holds this key is its entry, whatever led to it (keys are unique).
+        let found = guess.filter(|s| self.entries.get(*s as usize).is_some_and(|e| e.holds(key)));
+        let (slot, created) = match found {
+            Some(s) => (s, false),
             None => {
                 let room = (wants.marking && self.markings < self.cap) || (wants.request && self.requests < self.cap);
-                let h = hash(key);
-                let (bucket, created) = match self.table.find_bucket_index(h, |(k, _)| k == key) {
-                    Some(b) => (b, false),
-                    None if room => {
-                        let e = self.table.insert_unique(h, (*key, PerFlow::default()), |(k, _)| hash(k));
-                        (e.bucket_index(), true)
-                    }
+                let (slot, created) = match self.by_key.get(key) {
+                    Some(&s) => (s, false),
+                    None if room => (self.add(key), true),
                     None => return None,
                 };
-                if let Hint::Index(h) = hint {
-                    self.remember(h, bucket);
+                if let Hint::Index(i) = hint {
+                    self.remember(i, slot);
                 }
-                (bucket, created)
+                (slot, created)
             }
         };
-        let (_, flow) = self.table.get_bucket_mut(bucket).expect("a bucket just found");
+        let flow = &mut self.entries[slot as usize].flow;
         Some(Slot { created, flow, markings: &mut self.markings, requests: &mut self.requests, cap: self.cap })
     }
 
-    /// Notes that the flow of index `hint` is in `bucket` (forgetting every hint when the table has
-    /// grown since they were noted).
-    fn remember(&mut self, hint: u32, bucket: usize) {
-        if self.table.num_buckets() != self.hinted_buckets {
-            self.hints.clear();
-            self.hinted_buckets = self.table.num_buckets();
+    /// A new flow's entry: a freed slot, or a new one at the end.
+    fn add(&mut self, key: &FlowKey) -> u32 {
+        let entry = Entry { key: *key, live: true, flow: PerFlow::default() };
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.entries[s as usize] = entry;
+                s
+            }
+            None => {
+                self.entries.push(entry);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        self.by_key.insert(*key, slot);
+        slot
+    }
+
+    /// Notes that the flow of index `index` is in `slot`.
+    fn remember(&mut self, index: u32, slot: u32) {
+        let i = index as usize;
+        if self.hints.len() <= i {
+            self.hints.resize(i + 1, 0);
         }
-        let h = hint as usize;
-        if self.hints.len() <= h {
-            self.hints.resize(h + 1, 0);
-        }
-        self.hints[h] = bucket as u32 + 1;
+        self.hints[i] = slot + 1;
     }
 
     /// Asks the CPU to fetch the memory of the flow's entry, if it has one, without waiting
-    /// for it: the live agent calls this a few records ahead of analysing them. (The probe
-    /// reads only the table's control bytes, which stay cached; the first bucket whose tag
-    /// matches is fetched, rarely another flow's.)
+    /// for it: the live agent calls this a few records ahead of analysing them.
     ///
-    /// Returns the bucket fetched, a guess for [`Flows::slot`] ([`Hint::Bucket`]): the record
-    /// then costs one hash and probe, not two.
+    /// Returns the slot fetched, for [`Flows::slot`] ([`Hint::Slot`]): the record then costs
+    /// one lookup of its key, not two.
     #[inline]
     pub fn prefetch(&self, key: &FlowKey) -> Option<u32> {
-        let i = self.table.find_bucket_index(hash(key), |_| true)?;
-        self.prefetch_bucket(i);
-        Some(i as u32)
+        let s = *self.by_key.get(key)?;
+        self.prefetch_slot(s);
+        Some(s)
     }
 
-    /// [`Flows::prefetch`] for a flow with an index ([`Hint::Index`]): the bucket noted for the
-    /// index, without a hash (the hash's bucket when none is noted); the hint to take it with.
+    /// [`Flows::prefetch`] for a flow with an index ([`Hint::Index`]): the slot noted for the
+    /// index, without a lookup of the key (by the key when none is noted); the hint to take it
+    /// with.
     #[inline]
     pub fn prefetch_index(&self, key: &FlowKey, index: u32) -> Hint {
         match self.noted(index) {
-            Some(b) => self.prefetch_bucket(b as usize),
+            Some(s) => self.prefetch_slot(s),
             None => {
                 self.prefetch(key);
             }
@@ -180,58 +209,64 @@ impl Flows {
         Hint::Index(index)
     }
 
-    /// The bucket noted for flow index `index`, while the table has not grown since.
+    /// The slot noted for flow index `index`.
     #[inline]
     fn noted(&self, index: u32) -> Option<u32> {
-        self.hints
-            .get(index as usize)
-            .copied()
-            .filter(|_| self.table.num_buckets() == self.hinted_buckets)
-            .and_then(|b| b.checked_sub(1))
+        self.hints.get(index as usize).and_then(|s| s.checked_sub(1))
     }
 
     #[inline]
-    fn prefetch_bucket(&self, i: usize) {
+    fn prefetch_slot(&self, s: u32) {
         #[cfg(target_arch = "x86_64")]
-        if let Some(e) = self.table.get_bucket(i) {
-            // Every cache line the entry touches: it lies at any 8-byte boundary, so its 168
-            // bytes span up to four lines (three prefetches from its start missed the last).
-            let start = e as *const (FlowKey, PerFlow) as usize;
-            let end = start + size_of::<(FlowKey, PerFlow)>() - 1;
-            for line in (start & !63..=end).step_by(64) {
+        if let Some(e) = self.entries.get(s as usize) {
+            let start = e as *const Entry as usize;
+            // The entry is aligned to its first line: every line of it.
+            for line in (start..start + size_of::<Entry>()).step_by(64) {
                 // SAFETY: a prefetch is a hint: it never faults (the line holds part of `e`).
                 unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line as *const i8) };
             }
         }
     }
 
+    fn entry(&self, key: &FlowKey) -> Option<&Entry> {
+        self.by_key.get(key).map(|&s| &self.entries[s as usize])
+    }
+
     pub fn get(&self, key: &FlowKey) -> Option<&PerFlow> {
-        self.table.find(hash(key), |(k, _)| k == key).map(|(_, f)| f)
+        self.entry(key).map(|e| &e.flow)
     }
 
     pub(crate) fn get_mut(&mut self, key: &FlowKey) -> Option<&mut PerFlow> {
-        self.table.find_mut(hash(key), |(k, _)| k == key).map(|(_, f)| f)
+        self.by_key.get(key).map(|&s| &mut self.entries[s as usize].flow)
     }
 
     pub(crate) fn request_mut(&mut self, key: &FlowKey) -> Option<&mut RequestFlow> {
         self.get_mut(key)?.request.as_mut()
     }
 
+    fn live(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().filter(|e| e.live)
+    }
+
     /// Every flow with a marking.
     pub fn markings(&self) -> impl Iterator<Item = (&FlowKey, &FlowMarking)> {
-        self.table.iter().filter_map(|(k, f)| Some((k, f.marking.as_ref()?)))
+        self.live().filter_map(|e| Some((&e.key, e.flow.marking.as_ref()?)))
     }
 
     pub(crate) fn requests(&self) -> impl Iterator<Item = (&FlowKey, &RequestFlow)> {
-        self.table.iter().filter_map(|(k, f)| Some((k, f.request.as_ref()?)))
+        self.live().filter_map(|e| Some((&e.key, e.flow.request.as_ref()?)))
     }
 
-    /// Drops the flows in `gone` (folded away live), and the buckets noted for indexes.
+    /// Drops the flows in `gone` (folded away live): their slots are free for new flows.
     pub fn forget(&mut self, gone: &FxHashSet<FlowKey>) {
-        self.table.retain(|(k, _)| !gone.contains(k));
-        self.markings = self.table.iter().filter(|(_, f)| f.marking.is_some()).count();
-        self.requests = self.table.iter().filter(|(_, f)| f.request.is_some()).count();
-        self.hints.clear();
+        for k in gone {
+            let Some(s) = self.by_key.remove(k) else { continue };
+            let e = &mut self.entries[s as usize];
+            self.markings -= e.flow.marking.is_some() as usize;
+            self.requests -= e.flow.request.is_some() as usize;
+            *e = Entry::default();
+            self.free.push(s);
+        }
     }
 }
 
@@ -291,11 +326,11 @@ mod tests {
         assert_eq!(f.get(&key(5)).and_then(|p| p.marking).map(|m| m.data), Some(1));
     }
 
-    /// The bucket a prefetch found (live, a few records before the record is analysed) leads
-    /// to the flow's entry; a stale one (the table grew since, or the bucket is another
-    /// flow's, or empty) falls back to the lookup, never to another flow's state.
+    /// The slot a prefetch found (live, a few records before the record is analysed) leads to
+    /// the flow's entry; a stale one (another flow's, out of range, or freed and taken by
+    /// another flow since) falls back to the lookup, never to another flow's state.
     #[test]
-    fn prefetched_buckets_lead_to_the_flows_own_entry() {
+    fn prefetched_slots_lead_to_the_flows_own_entry() {
         let mut f = Flows::new(usize::MAX);
         let marking = Wants { marking: true, request: false };
         let key = |i: u32| FlowKey { dst_qp: i, ip_version: 4, ..Default::default() };
@@ -305,18 +340,27 @@ mod tests {
         add(&mut f, 1, Hint::None, 1);
         add(&mut f, 2, Hint::None, 1);
         let (b1, b2) = (f.prefetch(&key(1)).unwrap(), f.prefetch(&key(2)).unwrap());
-        add(&mut f, 1, Hint::Bucket(b1), 10);
-        add(&mut f, 1, Hint::Bucket(b2), 100);
-        add(&mut f, 2, Hint::Bucket(u32::MAX), 1000);
-        // The table grows many times: the buckets noted before move.
+        add(&mut f, 1, Hint::Slot(b1), 10);
+        add(&mut f, 1, Hint::Slot(b2), 100);
+        add(&mut f, 2, Hint::Slot(u32::MAX), 1000);
+        // The table grows many times: the slots noted before stay.
         for i in 100..3000 {
             add(&mut f, i, Hint::None, 1);
         }
-        add(&mut f, 1, Hint::Bucket(b1), 10_000);
-        add(&mut f, 2, Hint::Bucket(b2), 10_000);
-        let data = |i: u32| f.get(&key(i)).and_then(|p| p.marking).map(|m| m.data);
-        assert_eq!((data(1), data(2)), (Some(10_111), Some(11_001)));
-        assert_eq!((f.markings().count(), data(100), data(2999)), (2902, Some(1), Some(1)));
+        add(&mut f, 1, Hint::Slot(b1), 10_000);
+        add(&mut f, 2, Hint::Slot(b2), 10_000);
+        let data = |f: &Flows, i: u32| f.get(&key(i)).and_then(|p| p.marking).map(|m| m.data);
+        assert_eq!((data(&f, 1), data(&f, 2)), (Some(10_111), Some(11_001)));
+        assert_eq!((f.markings().count(), data(&f, 100), data(&f, 2999)), (2902, Some(1), Some(1)));
+        // Flow 1 folded away: flow 5000 takes its slot; the slot noted for flow 1 now leads
+        // flow 1 (back again) to an entry of its own, never to flow 5000's.
+        f.forget(&[key(1)].into_iter().collect());
+        assert_eq!((data(&f, 1), f.markings().count()), (None, 2901));
+        add(&mut f, 5000, Hint::None, 1);
+        assert_eq!(f.prefetch(&key(5000)), Some(b1), "a freed slot is taken again");
+        add(&mut f, 1, Hint::Slot(b1), 7);
+        add(&mut f, 5000, Hint::Slot(b1), 20);
+        assert_eq!((data(&f, 1), data(&f, 5000), f.markings().count()), (Some(7), Some(21), 2903));
     }
 
     /// Live, the kernel's flow id is the index: a prefetch by an index noted before leads to

@@ -147,7 +147,7 @@ impl Analyses {
             return flows::Hint::None;
         }
         match index {
-            0 => self.flows.prefetch(&r.flow()).map_or(flows::Hint::None, flows::Hint::Bucket),
+            0 => self.flows.prefetch(&r.flow()).map_or(flows::Hint::None, flows::Hint::Slot),
             i => self.flows.prefetch_index(&r.flow(), i),
         }
     }

@@ -16,7 +16,7 @@ use analyzer_common::record::Record;
 use rustc_hash::FxHashMap;
 
 use super::flows::Slot;
-use super::{Addr, Interned, bounded};
+use super::{Addr, Interned, Place, bounded};
 
 /// One direction of an IP pair: data from `a` to `b`, CNPs from `b` to `a`. What only pairs
 /// with CE marks or CNPs need is boxed apart ([`Marks`]): most pairs of a large fabric have
@@ -83,8 +83,8 @@ pub struct FlowMarking {
     pub seen_cnp_dscp: Option<u8>,
     /// The index of this flow's pair in [`Ecn::pairs`] (for its data: source → destination;
     /// for its CNPs: destination → source), once known: one hash lookup per record, not two.
-    data_pair: Option<u32>,
-    cnp_pair: Option<u32>,
+    data_pair: Place,
+    cnp_pair: Place,
 }
 
 /// CNPs toward one QP: their count and gaps.

@@ -64,6 +64,11 @@ struct Entry {
     flow: PerFlow,
 }
 
+/// The bytes of an entry that a data record or a CNP uses (all but the RTT analysis'
+/// requests), on its first two lines: only those are fetched ahead for such a record.
+const HOT_BYTES: usize = core::mem::offset_of!(Entry, flow) + core::mem::offset_of!(PerFlow, request);
+const _: () = assert!(HOT_BYTES <= 128, "a data record's part of a flow's entry spans more than two lines");
+
 impl Entry {
     #[inline]
     fn holds(&self, key: &FlowKey) -> bool {
@@ -187,11 +192,12 @@ impl Flows {
     /// for it: the live agent calls this a few records ahead of analysing them.
     ///
     /// Returns the slot fetched, for [`Flows::slot`] ([`Hint::Slot`]): the record then costs
-    /// one lookup of its key, not two.
+    /// one lookup of its key, not two. `requests`: the record needs the flow's request state
+    /// too (the entry's third line), not only its marking and incast places.
     #[inline]
-    pub fn prefetch(&self, key: &FlowKey) -> Option<u32> {
+    pub fn prefetch(&self, key: &FlowKey, requests: bool) -> Option<u32> {
         let s = *self.by_key.get(key)?;
-        self.prefetch_slot(s);
+        self.prefetch_slot(s, requests);
         Some(s)
     }
 
@@ -199,11 +205,11 @@ impl Flows {
     /// index, without a lookup of the key (by the key when none is noted); the hint to take it
     /// with.
     #[inline]
-    pub fn prefetch_index(&self, key: &FlowKey, index: u32) -> Hint {
+    pub fn prefetch_index(&self, key: &FlowKey, index: u32, requests: bool) -> Hint {
         match self.noted(index) {
-            Some(s) => self.prefetch_slot(s),
+            Some(s) => self.prefetch_slot(s, requests),
             None => {
-                self.prefetch(key);
+                self.prefetch(key, requests);
             }
         }
         Hint::Index(index)
@@ -216,12 +222,13 @@ impl Flows {
     }
 
     #[inline]
-    fn prefetch_slot(&self, s: u32) {
+    fn prefetch_slot(&self, s: u32, requests: bool) {
         #[cfg(target_arch = "x86_64")]
         if let Some(e) = self.entries.get(s as usize) {
             let start = e as *const Entry as usize;
-            // The entry is aligned to its first line: every line of it.
-            for line in (start..start + size_of::<Entry>()).step_by(64) {
+            let len = if requests { size_of::<Entry>() } else { HOT_BYTES };
+            // The entry is aligned to its first line: the lines of its first `len` bytes.
+            for line in (start..start + len).step_by(64) {
                 // SAFETY: a prefetch is a hint: it never faults (the line holds part of `e`).
                 unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line as *const i8) };
             }
@@ -339,7 +346,7 @@ mod tests {
         };
         add(&mut f, 1, Hint::None, 1);
         add(&mut f, 2, Hint::None, 1);
-        let (b1, b2) = (f.prefetch(&key(1)).unwrap(), f.prefetch(&key(2)).unwrap());
+        let (b1, b2) = (f.prefetch(&key(1), false).unwrap(), f.prefetch(&key(2), true).unwrap());
         add(&mut f, 1, Hint::Slot(b1), 10);
         add(&mut f, 1, Hint::Slot(b2), 100);
         add(&mut f, 2, Hint::Slot(u32::MAX), 1000);
@@ -357,7 +364,7 @@ mod tests {
         f.forget(&[key(1)].into_iter().collect());
         assert_eq!((data(&f, 1), f.markings().count()), (None, 2901));
         add(&mut f, 5000, Hint::None, 1);
-        assert_eq!(f.prefetch(&key(5000)), Some(b1), "a freed slot is taken again");
+        assert_eq!(f.prefetch(&key(5000), false), Some(b1), "a freed slot is taken again");
         add(&mut f, 1, Hint::Slot(b1), 7);
         add(&mut f, 5000, Hint::Slot(b1), 20);
         assert_eq!((data(&f, 1), data(&f, 5000), f.markings().count()), (Some(7), Some(21), 2903));
@@ -372,7 +379,7 @@ mod tests {
         let marking = Wants { marking: true, request: false };
         let key = |i: u32| FlowKey { dst_qp: i, ip_version: 4, ..Default::default() };
         let add = |f: &mut Flows, i: u32, id: u32| {
-            let hint = f.prefetch_index(&key(i), id);
+            let hint = f.prefetch_index(&key(i), id, i.is_multiple_of(2));
             assert_eq!(hint, Hint::Index(id));
             f.slot(&key(i), marking, hint).unwrap().marking().unwrap().data += 1;
         };

@@ -15,7 +15,7 @@ use analyzer_common::record::Record;
 use rustc_hash::FxHashMap;
 
 pub use super::Addr;
-use super::Interned;
+use super::{Interned, Place};
 
 /// Senders an episode lists, at most (its counts still cover every sender's data).
 pub const MAX_EPISODE_SENDERS: usize = 4096;
@@ -199,9 +199,10 @@ struct Open {
 /// to, so that a frame of a flow already listed in the current tally costs no set lookup.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Kept {
-    dest: Option<u32>,
-    sender: Option<u32>,
-    listed: Option<u64>,
+    dest: Place,
+    sender: Place,
+    /// The generation plus one (0: never listed).
+    listed: u64,
 }
 
 /// A source of packets to a destination ([`Dest::slots`]).
@@ -289,8 +290,8 @@ impl Dest {
     /// The place of `src` in `slots` (given, when `hint` still holds it; else found or
     /// made), with its resting places freed first when they pile up; `places` counts the
     /// places of all destinations.
-    fn place_of(&mut self, src: Addr, hint: &mut Option<u32>, places: &mut usize, budget: usize) -> u32 {
-        if let Some(p) = *hint
+    fn place_of(&mut self, src: Addr, hint: &mut Place, places: &mut usize, budget: usize) -> u32 {
+        if let Some(p) = hint.get()
             && self.slots.get(p as usize).is_some_and(|s| s.live && s.addr == src)
         {
             return p;
@@ -329,7 +330,7 @@ impl Dest {
                 p
             }
         };
-        *hint = Some(p);
+        hint.set(p);
         p
     }
 
@@ -425,7 +426,7 @@ impl Incast {
             return;
         }
         let src = (r.src_ip, r.ip_version);
-        let (mut unkept, mut unkept_sender) = (None, None);
+        let (mut unkept, mut unkept_sender) = (Place::default(), Place::default());
         let (place, sender) = match kept.as_deref_mut() {
             Some(k) => (&mut k.dest, &mut k.sender),
             None => (&mut unkept, &mut unkept_sender),
@@ -463,10 +464,10 @@ impl Incast {
             // A flow listed in this tally already (its sender is in the set, or the set was
             // full) needs no lookup.
             match kept {
-                Some(k) if k.listed == Some(generation) => {}
+                Some(k) if k.listed == generation + 1 => {}
                 Some(k) => {
                     t.add_sender(at, src);
-                    k.listed = Some(generation);
+                    k.listed = generation + 1;
                 }
                 None => t.add_sender(at, src),
             }

@@ -41,6 +41,32 @@ pub(crate) fn bounded<'m, K: std::hash::Hash + Eq, V: Default>(
     Some(map.entry(key).or_default())
 }
 
+/// A place kept in a flow's entry (of an [`Interned`] item, of a destination's sender), in
+/// four bytes where an `Option<u32>` takes eight: the part of a flow's entry that a data
+/// record uses stays on two cache lines ([`flows::Flows`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Place(u32);
+
+impl Default for Place {
+    fn default() -> Self {
+        Place(u32::MAX)
+    }
+}
+
+impl Place {
+    #[inline]
+    pub(crate) fn get(self) -> Option<u32> {
+        (self.0 != u32::MAX).then_some(self.0)
+    }
+
+    /// Keeps `p`, an index of a vector (never `u32::MAX`: no vector here holds 4 G items).
+    #[inline]
+    pub(crate) fn set(&mut self, p: u32) {
+        debug_assert_ne!(p, u32::MAX);
+        self.0 = p;
+    }
+}
+
 /// Items in the order first seen, with an index by key, at most `cap` of them, never removed:
 /// a flow keeps the place of its item (ECN pair, incast destination) in its entry of
 /// [`flows::Flows`], so that its later records reach the item without a lookup.
@@ -59,8 +85,8 @@ impl<K, V> Default for Interned<K, V> {
 impl<K: std::hash::Hash + Eq + Copy, V: Default> Interned<K, V> {
     /// The item of `key` through the place `kept` (found, or added within `cap`, and kept
     /// there the first time); None at the cap, counted in `full`.
-    pub(crate) fn place_mut(&mut self, key: K, kept: &mut Option<u32>, cap: usize, full: &mut u64) -> Option<&mut V> {
-        let i = match *kept {
+    pub(crate) fn place_mut(&mut self, key: K, kept: &mut Place, cap: usize, full: &mut u64) -> Option<&mut V> {
+        let i = match kept.get() {
             Some(i) => i,
             None => {
                 let i = match self.index.get(&key) {
@@ -76,7 +102,7 @@ impl<K: std::hash::Hash + Eq + Copy, V: Default> Interned<K, V> {
                         i
                     }
                 };
-                *kept = Some(i);
+                kept.set(i);
                 i
             }
         };
@@ -143,12 +169,13 @@ impl Analyses {
     /// with.
     #[inline]
     pub fn prefetch(&self, r: &Record, index: u32) -> flows::Hint {
-        if !(ecn::Ecn::wants(r) || rtt::Rtt::wants(r)) {
+        let requests = rtt::Rtt::wants(r);
+        if !(ecn::Ecn::wants(r) || requests) {
             return flows::Hint::None;
         }
         match index {
-            0 => self.flows.prefetch(&r.flow()).map_or(flows::Hint::None, flows::Hint::Slot),
-            i => self.flows.prefetch_index(&r.flow(), i),
+            0 => self.flows.prefetch(&r.flow(), requests).map_or(flows::Hint::None, flows::Hint::Slot),
+            i => self.flows.prefetch_index(&r.flow(), i, requests),
         }
     }
 

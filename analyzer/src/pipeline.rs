@@ -138,7 +138,7 @@ impl Pipeline {
 /// agent's CPU). The order is kept; [`Lookahead::finish`] analyses what is left.
 #[derive(Debug, Default)]
 pub struct Lookahead {
-    /// Each record with the hint its prefetch gave (its flow's index or the bucket fetched).
+    /// Each record with the hint its prefetch gave (its flow's index or the slot fetched).
     queue: std::collections::VecDeque<(Record, Hint)>,
 }
 

@@ -16,6 +16,7 @@
 use analyzer_common::flow::FlowKey;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::Place;
 use super::ecn::FlowMarking;
 use super::rtt::RequestFlow;
 
@@ -84,8 +85,8 @@ pub struct Flows {
     by_key: FxHashMap<FlowKey, u32>,
     /// Slots freed by [`Flows::forget`], taken before the array grows.
     free: Vec<u32>,
-    /// Per flow index ([`Hint::Index`]), the slot of its entry plus one (0: not known).
-    hints: Vec<u32>,
+    /// Per flow index ([`Hint::Index`]), the slot of its entry (none: not known).
+    hints: Vec<Place>,
     /// Flows with a marking, with a request state.
     markings: usize,
     requests: usize,
@@ -183,9 +184,9 @@ impl Flows {
     fn remember(&mut self, index: u32, slot: u32) {
         let i = index as usize;
         if self.hints.len() <= i {
-            self.hints.resize(i + 1, 0);
+            self.hints.resize(i + 1, Place::default());
         }
-        self.hints[i] = slot + 1;
+        self.hints[i].set(slot);
     }
 
     /// Asks the CPU to fetch the memory of the flow's entry, if it has one, without waiting
@@ -218,7 +219,7 @@ impl Flows {
     /// The slot noted for flow index `index`.
     #[inline]
     fn noted(&self, index: u32) -> Option<u32> {
-        self.hints.get(index as usize).and_then(|s| s.checked_sub(1))
+        self.hints.get(index as usize).and_then(|p| p.get())
     }
 
     #[inline]

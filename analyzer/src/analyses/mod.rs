@@ -41,9 +41,9 @@ pub(crate) fn bounded<'m, K: std::hash::Hash + Eq, V: Default>(
     Some(map.entry(key).or_default())
 }
 
-/// A place kept in a flow's entry (of an [`Interned`] item, of a destination's sender), in
-/// four bytes where an `Option<u32>` takes eight: the part of a flow's entry that a data
-/// record uses stays on two cache lines ([`flows::Flows`]).
+/// A place kept in a flow's entry (of an [`Interned`] item, of a destination's sender) or for
+/// a flow index (its slot in [`flows::Flows`]), in four bytes where an `Option<u32>` takes
+/// eight: the part of a flow's entry that a data record uses stays on two cache lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Place(u32);
 
@@ -180,7 +180,7 @@ impl Analyses {
     }
 
     /// [`Analyses::observe`] with a shortcut to the record's entry in [`flows::Flows`]: the
-    /// engine's index of its flow offline, the kernel's flow id or the bucket
+    /// engine's index of its flow offline, the kernel's flow id or the slot
     /// [`Analyses::prefetch`] fetched live.
     #[inline]
     pub fn observe_hinted(&mut self, r: &Record, hint: flows::Hint) {

@@ -645,63 +645,81 @@ fn live_fabric_answers_equal_offline() {
         let f = tests::fixtures::all().into_iter().find(|f| f.name == name).unwrap();
         let file = f.as_sent(dir.path());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let wire = dir.path().join(format!("{name}.wire.pcap"));
-        let live = paced_live_and_wire(&ns, &file, f.frames.len(), &args, &wire);
-        let off = offline_with(&wire, &args);
-        assert_eq!(comparable(&live)["pfc"], comparable(&off)["pfc"], "{name}: PFC counters");
-        for (l, o) in live["pfc"]["senders"].as_array().unwrap().iter().zip(off["pfc"]["senders"].as_array().unwrap()) {
-            within_or(
-                l["paused_ns"].as_u64().unwrap(),
-                o["paused_ns"].as_u64().unwrap(),
-                0.02,
-                NAPI_SLACK_NS,
-                &format!("{name} paused_ns"),
-            );
-        }
-        let storms = |v: &Value| -> Vec<Value> {
-            v["pfc"]["storms"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| serde_json::json!([s["mac"], s["priority"]]))
-                .collect()
-        };
-        assert_eq!(storms(&live), storms(&off), "{name}: storms");
-        let trees = |v: &Value| -> Vec<Value> {
-            v["congestion_tree"]["trees"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| {
-                    let edges: Vec<Value> = t["edges"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|e| serde_json::json!([e["from"], e["to"]]))
-                        .collect();
-                    serde_json::json!([t["priority"], t["roots"], edges, t["contributors"], t["victims"]])
-                })
-                .collect()
-        };
-        assert_eq!(trees(&live), trees(&off), "{name}: congestion trees");
-        let cycles = |v: &Value| -> Vec<Value> {
-            v["congestion_tree"]["deadlocks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| serde_json::json!([d["priority"], d["cycle"]]))
-                .collect()
-        };
-        assert_eq!(cycles(&live), cycles(&off), "{name}: deadlocks");
-        if name == "pfc_storm.pcap" {
+        for attempt in 1..=3 {
+            let wire = dir.path().join(format!("{name}.wire{attempt}.pcap"));
+            let live = paced_live_and_wire(&ns, &file, f.frames.len(), &args, &wire);
+            let off = offline_with(&wire, &args);
+            assert_eq!(comparable(&live)["pfc"], comparable(&off)["pfc"], "{name}: PFC counters");
+            for (l, o) in
+                live["pfc"]["senders"].as_array().unwrap().iter().zip(off["pfc"]["senders"].as_array().unwrap())
+            {
+                within_or(
+                    l["paused_ns"].as_u64().unwrap(),
+                    o["paused_ns"].as_u64().unwrap(),
+                    0.02,
+                    NAPI_SLACK_NS,
+                    &format!("{name} paused_ns"),
+                );
+            }
+            let storms = |v: &Value| -> Vec<Value> {
+                v["pfc"]["storms"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| serde_json::json!([s["mac"], s["priority"]]))
+                    .collect()
+            };
+            assert_eq!(storms(&live), storms(&off), "{name}: storms");
+            let trees = |v: &Value| -> Vec<Value> {
+                v["congestion_tree"]["trees"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| {
+                        let edges: Vec<Value> = t["edges"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|e| serde_json::json!([e["from"], e["to"]]))
+                            .collect();
+                        serde_json::json!([t["priority"], t["roots"], edges, t["contributors"], t["victims"]])
+                    })
+                    .collect()
+            };
+            assert_eq!(trees(&live), trees(&off), "{name}: congestion trees");
+            let cycles = |v: &Value| -> Vec<Value> {
+                v["congestion_tree"]["deadlocks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|d| serde_json::json!([d["priority"], d["cycle"]]))
+                    .collect()
+            };
+            assert_eq!(cycles(&live), cycles(&off), "{name}: deadlocks");
+            if name != "pfc_storm.pcap" {
+                break;
+            }
             // The storm's 150 ms of refreshes must stay one pause on the wire for it to be there
-            // at all: a stall of the replay longer than one XOFF (1.3 ms) splits it.
-            assert_eq!(storms(&off).len(), 1, "the wire kept the storm (its PFC senders: {})", off["pfc"]["senders"]);
-            within(
-                live["pfc"]["storms"][0]["duration_ns"].as_u64().unwrap(),
-                off["pfc"]["storms"][0]["duration_ns"].as_u64().unwrap(),
-                0.01,
-                "storm duration",
+            // at all: a stall of the replay longer than one XOFF (1.3 ms) splits it (seen once in
+            // a full CI run, where live equalled the wire: no storm on either). Such a run is
+            // said and replayed, at most three times.
+            if storms(&off).len() == 1 {
+                within(
+                    live["pfc"]["storms"][0]["duration_ns"].as_u64().unwrap(),
+                    off["pfc"]["storms"][0]["duration_ns"].as_u64().unwrap(),
+                    0.01,
+                    "storm duration",
+                );
+                break;
+            }
+            assert!(
+                attempt < 3,
+                "three replays in a row lost the storm on the wire (its PFC senders: {})",
+                off["pfc"]["senders"]
+            );
+            eprintln!(
+                "live_fabric_answers_equal_offline: replay {attempt} of 3 lost the storm on the wire (live equalled the wire; its PFC senders: {}); replaying again",
+                off["pfc"]["senders"]
             );
         }
     }
@@ -1064,9 +1082,14 @@ fn live_filter_equals_offline_filter() {
 }
 
 /// DCQCN reaction live: the DCQCN fixture scaled a thousandfold (10 ms windows, a 1 s
-/// horizon), replayed at its own pacing onto a veth, gives offline's answers: the same CNPs
-/// judged, reacted and ignored, the same findings, cut ratios within 10 % and reaction and
-/// recovery times within one window (the live clock's window grid has another phase).
+/// horizon), replayed at its own pacing onto a veth while tcpdump records what reached it,
+/// gives the offline answers of those frames: the same CNPs judged, reacted and ignored, the
+/// same findings, cut ratios within 10 % and reaction and recovery times within one window
+/// (the live clock's window grid has another phase). The wire, not the fixture, is what live
+/// must equal: a replay stall (seen once in a full CI run, 7 of a window's 33 frames sent)
+/// makes a sender that does not react look reacted, to XDP and on the wire alike. The test
+/// needs the fixture's verdicts on the wire to show them live, so a run whose wire lost them
+/// is said (after its live-equals-wire checks) and replayed, at most three times.
 #[test]
 fn live_dcqcn_reaction_equals_offline() {
     if !privileged("live_dcqcn_reaction_equals_offline") {
@@ -1078,8 +1101,6 @@ fn live_dcqcn_reaction_equals_offline() {
     let sent = f.as_sent(dir.path());
     let args =
         ["--rate-window", "10ms", "--dcqcn-horizon", "1s", "--dcqcn-slow-recovery", "500ms", "--cnp-interval", "50ms"];
-    let live = paced_live(&ns, &sent, &args);
-    let offline = offline_with(&sent, &args);
     let rows = |r: &Value| -> Vec<(String, u64, u64, u64)> {
         r["dcqcn"]["flows"]
             .as_array()
@@ -1091,25 +1112,51 @@ fn live_dcqcn_reaction_equals_offline() {
             })
             .collect()
     };
-    assert_eq!(rows(&live), rows(&offline), "live {} offline {}", live["dcqcn"], offline["dcqcn"]);
-    assert_eq!(rows(&offline).len(), 4, "{}", offline["dcqcn"]);
-    for (l, o) in live["dcqcn"]["flows"].as_array().unwrap().iter().zip(offline["dcqcn"]["flows"].as_array().unwrap()) {
-        if let (Some(lc), Some(oc)) = (l["cut_ratio_p50"].as_f64(), o["cut_ratio_p50"].as_f64()) {
-            assert!((lc - oc).abs() <= 0.1 * oc, "{}: cut {lc} live, {oc} offline", o["src"]);
-        }
-        for k in ["reaction_ns_p50", "recovery_ns_p50"] {
-            match (l[k].as_u64(), o[k].as_u64()) {
-                (Some(a), Some(b)) => assert!(a.abs_diff(b) <= 10_000_000, "{}: {k} {a} live, {b} offline", o["src"]),
-                (a, b) => assert_eq!(a, b, "{}: {k}", o["src"]),
-            }
-        }
-    }
     let codes = |r: &Value| -> Vec<String> {
         let mut v: Vec<String> =
             r["audit"].as_array().unwrap().iter().map(|f| f["code"].as_str().unwrap().to_string()).collect();
         v.sort();
         v
     };
-    assert_eq!(codes(&live), codes(&offline));
-    assert!(["cnp_ignored", "slow_recovery", "cnp_storm"].iter().all(|c| codes(&live).contains(&c.to_string())));
+    let fixture = offline_with(&sent, &args);
+    assert_eq!(rows(&fixture).len(), 4, "{}", fixture["dcqcn"]);
+    assert!(
+        ["cnp_ignored", "slow_recovery", "cnp_storm"].iter().all(|c| codes(&fixture).contains(&c.to_string())),
+        "the fixture's findings: {:?}",
+        codes(&fixture)
+    );
+    for attempt in 1..=3 {
+        let wire = dir.path().join(format!("dcqcn_wire{attempt}.pcap"));
+        let live = paced_live_and_wire(&ns, &sent, f.frames.len(), &args, &wire);
+        let offline = offline_with(&wire, &args);
+        assert_eq!(rows(&live), rows(&offline), "live {} wire {}", live["dcqcn"], offline["dcqcn"]);
+        for (l, o) in
+            live["dcqcn"]["flows"].as_array().unwrap().iter().zip(offline["dcqcn"]["flows"].as_array().unwrap())
+        {
+            if let (Some(lc), Some(oc)) = (l["cut_ratio_p50"].as_f64(), o["cut_ratio_p50"].as_f64()) {
+                assert!((lc - oc).abs() <= 0.1 * oc, "{}: cut {lc} live, {oc} on the wire", o["src"]);
+            }
+            for k in ["reaction_ns_p50", "recovery_ns_p50"] {
+                match (l[k].as_u64(), o[k].as_u64()) {
+                    (Some(a), Some(b)) => {
+                        assert!(a.abs_diff(b) <= 10_000_000, "{}: {k} {a} live, {b} on the wire", o["src"])
+                    }
+                    (a, b) => assert_eq!(a, b, "{}: {k}", o["src"]),
+                }
+            }
+        }
+        assert_eq!(codes(&live), codes(&offline), "findings live and on the wire");
+        if rows(&offline) == rows(&fixture) && codes(&offline) == codes(&fixture) {
+            return;
+        }
+        eprintln!(
+            "live_dcqcn_reaction_equals_offline: replay {attempt} of 3 lost the fixture's verdicts on the wire \
+             (live equalled the wire): wire {:?} {:?}, fixture {:?} {:?}",
+            rows(&offline),
+            codes(&offline),
+            rows(&fixture),
+            codes(&fixture)
+        );
+    }
+    panic!("three replays in a row lost the DCQCN fixture's verdicts on the wire (see above)");
 }

@@ -9,6 +9,7 @@
 //!   program (bounds-checked packet reads) and the host (byte slices) run the same code.
 //! * [`summary`]: the `#[repr(C)]` per-frame result both sides fill.
 //! * [`flow`]: flow keys and the per-flow counters of the kernel maps.
+//! * [`table`]: the kernel's flow table: where a flow's entry lives, found by array lookups.
 //! * [`filter`]: `--filter`, the frames analysed, decided by the same code in kernel and host.
 //! * [`vantage`]: a frame's identity across vantage points, and when a mirrored copy is one
 //!   already counted.
@@ -24,6 +25,7 @@ pub mod opcode;
 pub mod psn;
 pub mod record;
 pub mod summary;
+pub mod table;
 pub mod vantage;
 pub mod wire;
 

@@ -5,8 +5,8 @@
 use crate::flow::FlowKey;
 use crate::summary::PacketSummary;
 
-/// Shared (not per-CPU) hash map: [`crate::flow::FlowKey`] → [`FlowEntry`], one entry per flow
-/// whatever the CPU count.
+/// An earlier release's shared hash map [`crate::flow::FlowKey`] → [`FlowEntry`] (this build
+/// keeps flows in [`crate::table`]); the loader still sizes it for `--compare` runs.
 pub const MAP_FLOWS: &str = "FLOWS";
 pub const MAP_FLOW_EXTRA: &str = "FLOW_EXTRA";
 pub const MAP_PFC: &str = "PFC";
@@ -26,21 +26,18 @@ pub const GLOBAL_MATCH_WINDOW_NS: &str = "MATCH_WINDOW_NS";
 pub const MAP_TIMELINE: &str = "TIMELINE";
 /// Ring buffer of what names the timeline's flows: a [`FlowId`] for each flow entry the
 /// program inserts (the key its records' id stands for), and a [`KeyedRecord`] for a frame
-/// whose flow got no entry (the flow map full) or no id, which the agent names by an id of its
+/// whose flow got no entry (the flow table full), which the agent names by an id of its
 /// own ([`AGENT_IDS`]). The agent reads it after the logs and before it hands their records
 /// on, so the id of every record it hands on has been read.
 pub const MAP_FLOW_IDS: &str = "FLOW_IDS";
 /// 1 MiB: 18 724 new flows (48 bytes and the ring's 8-byte header each) between two drains.
 pub const DEFAULT_FLOW_IDS_BYTES: u32 = 1 << 20;
-/// Queue of the flow ids not given: the loader fills it with 1..=`--max-flows` (as many ids
-/// as the flow map has entries), the program takes one for each flow it inserts
-/// ([`FlowCounters::id`]), the agent gives a removed flow's back. So ids are dense: the agent
-/// keeps what they stand for in an array. A flow inserted when none is free (the agent has
-/// not given back those of removed flows yet) has id 0, and its records are written whole.
+/// An earlier release's queue of the flow ids not given (this build's ids are its flow slots':
+/// [`crate::table`]); the loader still fills it for `--compare` runs.
 pub const MAP_FREE_FLOW_IDS: &str = "FREE_FLOW_IDS";
 
-/// The ids the agent gives the records of [`KeyedRecord`]s have this bit set (the kernel's
-/// run 1..=`--max-flows`, below it).
+/// The ids the agent gives the records of [`KeyedRecord`]s have this bit set (the kernel's,
+/// its flow slots' indices plus one, are below it).
 pub const AGENT_IDS: u32 = 1 << 31;
 
 /// The kinds of the items of [`MAP_FLOW_IDS`] (their first byte).
@@ -180,7 +177,7 @@ const _: () = assert!(EVIDENCE_MAX_SNAPLEN.is_power_of_two());
 /// and visibility counters.
 pub mod counter {
     use crate::FrameClass;
-    /// A RoCE/CNP frame whose flow could not be inserted: the flow map was full.
+    /// A RoCE/CNP frame whose flow could not be inserted: the flow table was full.
     pub const FLOW_MAP_FULL: u32 = FrameClass::COUNT as u32;
     /// A value outside a flow's primary transport/DSCP/PCP that found the extra map full.
     pub const EXTRA_MAP_FULL: u32 = FLOW_MAP_FULL + 1;
@@ -196,7 +193,7 @@ pub mod counter {
     /// Events written to the event ring buffer (the agent adds those of the CPUs' logs: their
     /// heads).
     pub const EVENTS: u32 = FLOW_MAP_FULL + 6;
-    /// A RoCE frame whose flow could not be inserted (the flow map was full, [`FLOW_MAP_FULL`]
+    /// A RoCE frame whose flow could not be inserted (the flow table was full, [`FLOW_MAP_FULL`]
     /// counts it too): its PSN/AETH were not accounted.
     pub const PSN_MAP_FULL: u32 = FLOW_MAP_FULL + 7;
     /// A timeline record that found the shared timeline ring full (the agent adds the records
@@ -274,8 +271,8 @@ pub struct FlowCounters {
     /// Packets of opcode `op_codes[i]`, for the first `op_used` opcodes the flow showed.
     pub op_counts: [u32; OP_SLOTS],
     /// The flow's id, which its timeline records carry instead of its key
-    /// ([`crate::record::CompactRecord`]): taken from [`MAP_FREE_FLOW_IDS`] when the entry is
-    /// inserted, and announced with the key ([`FlowId`]); 0 when none was free.
+    /// ([`crate::record::CompactRecord`]): its slot's index plus one ([`crate::table`]),
+    /// written when the flow is inserted, and announced with the key ([`FlowId`]).
     pub id: u32,
     pub op_codes: [u8; OP_SLOTS],
     pub op_used: u8,
@@ -299,13 +296,13 @@ impl FlowCounters {
     }
 }
 
-/// The kernel's state of one flow, in one entry of a shared hash map ([`MAP_FLOWS`]): its
+/// The kernel's state of one flow, in its slot of the shared flow table ([`crate::table`]): its
 /// counters, its PSN sequence state, and the PSN/AETH counters that a frame can move each
 /// time: requests and ACKs, and those of a retransmission or of a frame the sender repeats
 /// (the rest, which an anomaly moves once, are in the extra map: [`extra_kind::PSN`]).
 /// One lookup per frame, and the same memory per flow on every collector: a per-CPU value
-/// would be allocated for every possible CPU. 160 bytes, so that with its 40-byte key and the
-/// kernel's element header (48 bytes, and an 8-byte free-list link) a flow takes 256 bytes.
+/// would be allocated for every possible CPU. 160 bytes, so that with its 40-byte key, its
+/// tag and the table's slot in eight left over a flow takes 237 bytes.
 ///
 /// The CPUs update it without a lock: a flow's frames arrive on one NIC queue (RSS), and a
 /// flow seen on several CPUs is counted ([`FlowCounters::cpu_moves`]) and said in the report.

@@ -4,6 +4,10 @@
 //! resolution. It always returns XDP_PASS and never writes to the frame.
 #![no_std]
 #![no_main]
+// The flow table claims a slot with a compare-and-swap, which core exposes on this target only
+// as an intrinsic.
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
 // Map keys are passed by reference so that the 40-byte key is not copied again.
 #![allow(clippy::needless_borrows_for_generic_args)]
 
@@ -19,6 +23,7 @@ use analyzer_common::maps::{
 };
 use analyzer_common::psn::{self, PeerKey, Tally};
 use analyzer_common::record::{CompactRecord, Record, write_addresses};
+use analyzer_common::table::{self, CHOICES, FlowSlot, Tags, WAYS, tag};
 use analyzer_common::vantage::{self, FrameId, Sighting, Verdict};
 use analyzer_common::wire::cm;
 use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
@@ -26,20 +31,30 @@ use aya_ebpf::bindings::{BPF_F_MMAPABLE, BPF_F_NO_PREALLOC, BPF_RB_NO_WAKEUP, xd
 use aya_ebpf::helpers::generated::{bpf_ktime_get_coarse_ns, bpf_xdp_get_buff_len, bpf_xdp_load_bytes};
 use aya_ebpf::helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns};
 use aya_ebpf::macros::{map, xdp};
-use aya_ebpf::maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, Queue, RingBuf};
+use aya_ebpf::maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya_ebpf::programs::XdpContext;
 use aya_log_ebpf::warn;
 
-/// Each flow's counters and PSN state in one shared entry ([`FlowEntry`]): one lookup per frame,
-/// and the same memory per flow on any number of CPUs (a per-CPU value is allocated on every
-/// possible CPU). The CPUs update an entry without a lock: NICs and RSS keep a flow on one
-/// queue, and a flow handled on several CPUs is counted in the entry (`cpu_moves`).
-///
-/// Not preallocated (`BPF_F_NO_PREALLOC`): the memory follows the flows present, not
-/// `--max-flows`. A lookup costs the same; a new flow's entry is allocated when it is inserted
-/// (an allocation that fails is counted like a full map).
+/// Each flow's counters and PSN state in one shared entry ([`FlowEntry`], with its key in a
+/// [`FlowSlot`]), found by array lookups ([`analyzer_common::table`]): no hash map lookup of
+/// the 40-byte key per frame, and the same memory per flow on any number of CPUs. The CPUs
+/// update an entry without a lock: NICs and RSS keep a flow on one queue, and a flow handled
+/// on several CPUs is counted in the entry (`cpu_moves`). Sized by the loader.
 #[map]
-static FLOWS: HashMap<FlowKey, FlowEntry> = HashMap::with_max_entries(DEFAULT_MAX_FLOWS, BPF_F_NO_PREALLOC);
+static FLOW_SLOTS: Array<FlowSlot> =
+    Array::with_max_entries(table::capacity(table::buckets_for(DEFAULT_MAX_FLOWS)), BPF_F_MMAPABLE);
+/// Each bucket's tags, on one cache line.
+#[map]
+static FLOW_TAGS: Array<Tags> = Array::with_max_entries(table::buckets_for(DEFAULT_MAX_FLOWS), BPF_F_MMAPABLE);
+/// The buckets of the two arrays above (set by the loader).
+#[unsafe(no_mangle)]
+static FLOW_BUCKETS: u32 = table::buckets_for(DEFAULT_MAX_FLOWS);
+/// `--max-flows` (set by the loader).
+#[unsafe(no_mangle)]
+static MAX_FLOWS: u32 = DEFAULT_MAX_FLOWS;
+/// The flows in the table ([`table::MAP_FLOW_COUNT`]).
+#[map]
+static FLOW_COUNT: Array<u64> = Array::with_max_entries(1, BPF_F_MMAPABLE);
 #[map]
 static FLOW_EXTRA: PerCpuHashMap<ExtraKey, u64> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_EXTRA, BPF_F_NO_PREALLOC);
 #[map]
@@ -67,10 +82,6 @@ static MATCH_WINDOW_NS: u64 = vantage::DEFAULT_WINDOW_NS;
 /// ([`maps::MAP_FLOW_IDS`]).
 #[map]
 static FLOW_IDS: RingBuf = RingBuf::with_byte_size(DEFAULT_FLOW_IDS_BYTES, 0);
-/// The flow ids not given ([`maps::MAP_FREE_FLOW_IDS`]): filled by the loader, one taken per
-/// flow inserted, given back by the agent when it removes a flow.
-#[map]
-static FREE_FLOW_IDS: Queue<u32> = Queue::with_max_entries(DEFAULT_MAX_FLOWS, 0);
 /// Records of the CPUs without a log of their own in [`TIMELINE_LOG`].
 #[map]
 static TIMELINE: RingBuf = RingBuf::with_byte_size(DEFAULT_TIMELINE_BYTES, 0);
@@ -263,7 +274,7 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
             }
             // SAFETY: a read-only global of this program.
             if unsafe { core::ptr::read_volatile(&EVIDENCE_ON) } != 0 {
-                evidence_flow(ctx, &key, s, wire_len, now);
+                evidence_flow(ctx, &key, s, now);
             }
             if timeline {
                 // SAFETY: the flow's map value (its id is written once, at its insertion).
@@ -301,34 +312,32 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
 /// None when the map is full (counted, also as a PSN loss for a RoCE frame).
 #[inline(always)]
 fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) -> Option<*mut FlowEntry> {
-    let entry = match FLOWS.get_ptr_mut(key) {
-        Some(c) => c,
-        None => {
-            if FLOWS.insert(key, &ZERO_FLOW, 0).is_err() {
+    let h = table::hash(key);
+    let entry = match find_flow(key, h, u32::MAX) {
+        Some(e) => e,
+        None => match insert_flow(key, h) {
+            Some(e) => e,
+            None => {
                 let n = count(counter::FLOW_MAP_FULL);
                 if s.class == FrameClass::Roce as u8 {
                     count(counter::PSN_MAP_FULL);
                 }
                 // Rare path; silent unless the agent runs with --kernel-log, and rate-limited:
-                // a line at the 1st, 2nd, 4th, 8th, ... such frame on each CPU, so a full map
+                // a line at the 1st, 2nd, 4th, 8th, ... such frame on each CPU, so a full table
                 // under a flood logs tens of lines, not one per frame.
                 if n & n.wrapping_sub(1) == 0 {
                     warn!(
                         ctx,
-                        "flow map full: {} frames on this CPU not counted in a flow so far (last to QP {}; logged at powers of two)",
+                        "flow table full: {} frames on this CPU not counted in a flow so far (last to QP {}; logged at powers of two)",
                         n,
                         s.dst_qp
                     );
                 }
                 return None;
             }
-            let entry = FLOWS.get_ptr_mut(key)?;
-            // SAFETY: the entry just inserted (shared: see FLOWS).
-            unsafe { (*entry).counters.id = give_flow_id(key) };
-            entry
-        }
+        },
     };
-    // SAFETY: the flow's map value (shared: see FLOWS).
+    // SAFETY: the flow's slot (shared: see FLOW_SLOTS).
     let c = unsafe { &mut (*entry).counters };
     let pcp = maps::pcp_of(s);
     // SAFETY: helper without arguments.
@@ -348,7 +357,7 @@ fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) ->
     c.last_ns = now;
     match (s.ecn as usize & 3).checked_sub(1).and_then(|e| c.ecn.get_mut(e)) {
         Some(n) => *n = n.wrapping_add(1),
-        // SAFETY: the flow's map value (shared: see FLOWS).
+        // SAFETY: the flow's slot (shared: see FLOW_SLOTS).
         None => unsafe { (*entry).not_ect = (*entry).not_ect.wrapping_add(1) },
     }
     c.fecn = c.fecn.wrapping_add(s.fecn as u32);
@@ -368,15 +377,206 @@ fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) ->
     Some(entry)
 }
 
-/// A new flow's id, taken from [`FREE_FLOW_IDS`] and announced with its key on [`FLOW_IDS`]
-/// before any record can carry it (a record is written after this on this CPU, and another
-/// CPU finds the entry only once it is inserted; one that finds it before its id is written
-/// writes the whole record, as for a flow without an id). 0 when no id is free (the records of
-/// the flow are then written whole). An announcement the full ring refuses is made up by the
-/// agent's next read of the flow map, which holds the id.
+/// Whether the slot holds `key` (a call of its own: it runs once per frame, tags rarely
+/// matching another flow's).
 #[inline(never)]
-fn give_flow_id(key: &FlowKey) -> u32 {
-    let Ok(Some(id)) = FREE_FLOW_IDS.pop() else { return 0 };
+fn holds(slot: &FlowSlot, key: &FlowKey) -> bool {
+    table::same(&slot.key, key)
+}
+
+/// The entry of the flow `key` (of hash `h`, in one of `buckets`) in a slot below `below`, if
+/// it is in the table: a slot whose tag is the flow's live tag and which holds the key. The
+/// buckets are looked at in order, and a free slot among a bucket's first
+/// [`table::LEVELS`]`[0]` ends the search: the flow would have been put there
+/// ([`insert_flow`]), so it is in none of the later buckets.
+#[inline(always)]
+fn find_flow(key: &FlowKey, h: u64, below: u32) -> Option<*mut FlowEntry> {
+    let want = tag::live(h);
+    let n = flow_buckets();
+    for c in 0..CHOICES {
+        let b = table::bucket(h, c, n);
+        let tags = FLOW_TAGS.get(b)?;
+        for (way, &t) in tags.iter().enumerate() {
+            let i = b * WAYS as u32 + way as u32;
+            if t == want
+                && i < below
+                && let Some(slot) = FLOW_SLOTS.get_ptr_mut(i)
+                // SAFETY: the slot, published by its live tag (its key written before).
+                && holds(unsafe { &*slot }, key)
+            {
+                // SAFETY: as above.
+                return Some(unsafe { core::ptr::addr_of_mut!((*slot).entry) });
+            }
+        }
+        // A bucket's free slots are its last ways (slots are claimed in order and never free
+        // again): one among its first LEVELS[0] is the last of those.
+        if tags[table::LEVELS[0] as usize - 1] == tag::FREE {
+            return None;
+        }
+    }
+    None
+}
+
+/// Puts the flow `key` into a claimable slot of one of its buckets ([`table::LEVELS`]: the
+/// first bucket with one among its first four ways, else six, else seven, else any),
+/// claimed with a compare-and-swap so that no other CPU takes it; its entry zeroed, its id
+/// (the slot's) written and announced, then its live tag published. None when the table holds
+/// `--max-flows` flows already ([`FLOW_COUNT`]) or all the flow's buckets are full (counted by
+/// the caller as the table full).
+#[inline(never)]
+fn insert_flow(key: &FlowKey, h: u64) -> Option<*mut FlowEntry> {
+    let count = FLOW_COUNT.get_ptr_mut(0)?;
+    // SAFETY: a read-only global of this program.
+    let max = unsafe { core::ptr::read_volatile(&MAX_FLOWS) } as u64;
+    if !count_flow(count, max) {
+        return None;
+    }
+    let Some(claimed) = claim_slot(h) else {
+        flow_gone();
+        return None;
+    };
+    // Through map memory: the verifier then checks one filling of the slot, not one for each
+    // place the search could have stopped at.
+    let scratch = SCRATCH.get_ptr_mut(0)?;
+    // SAFETY: this CPU's scratch slot (see Packet::widen).
+    let index = unsafe {
+        let slot = core::ptr::addr_of_mut!((*scratch).widen);
+        core::ptr::write_volatile(slot, claimed as u64);
+        core::ptr::read_volatile(slot) as u32
+    };
+    fill_slot(key, h, index)
+}
+
+/// One flow more in the table ([`FLOW_COUNT`]) unless it holds `max`: a compare-and-swap
+/// (an atomic add whose result is read needs a newer instruction set than the object's), tried
+/// again while other CPUs insert at the same moment (a few times: then the table counts as full
+/// for this frame, and the next frame of the flow tries again).
+#[inline(always)]
+fn count_flow(count: *mut u64, max: u64) -> bool {
+    let mut tries = 0;
+    while tries < 8 {
+        // SAFETY: the map's one u64, changed only atomically (the program's and the agent's).
+        let old = unsafe { core::ptr::read_volatile(count) };
+        if old >= max {
+            return false;
+        }
+        // SAFETY: as above.
+        if unsafe {
+            core::intrinsics::atomic_cxchg::<
+                u64,
+                { core::intrinsics::AtomicOrdering::AcqRel },
+                { core::intrinsics::AtomicOrdering::Relaxed },
+            >(count, old, old + 1)
+        }
+        .1
+        {
+            return true;
+        }
+        tries += 1;
+    }
+    false
+}
+
+/// One flow fewer in the table ([`FLOW_COUNT`]): one this CPU counted and did not insert.
+#[inline(never)]
+fn flow_gone() {
+    if let Some(count) = FLOW_COUNT.get_ptr_mut(0) {
+        // SAFETY: as in count_flow; an atomic add of -1 whose result is not read.
+        let _ = unsafe {
+            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(count, u64::MAX)
+        };
+    }
+}
+
+/// The buckets of the flow table (set by the loader).
+#[inline(always)]
+fn flow_buckets() -> u32 {
+    // SAFETY: a read-only global of this program.
+    unsafe { core::ptr::read_volatile(&FLOW_BUCKETS) }
+}
+
+/// Claims a claimable slot ([`table::LEVELS`]) with a compare-and-swap of its tag to
+/// [`tag::CLAIMED`]; its index.
+#[inline(never)]
+fn claim_slot(h: u64) -> Option<u32> {
+    let n = flow_buckets();
+    for limit in table::LEVELS {
+        for c in 0..CHOICES {
+            let b = table::bucket(h, c, n);
+            let Some(tags) = FLOW_TAGS.get_ptr_mut(b) else { continue };
+            for way in 0..WAYS {
+                if way as u32 >= limit {
+                    break;
+                }
+                // SAFETY: the bucket's tags (shared: claimed by compare-and-swap).
+                let t = unsafe { core::ptr::addr_of_mut!((*tags)[way]) };
+                // SAFETY: an aligned u64 of the map.
+                let old = unsafe { core::ptr::read_volatile(t) };
+                if tag::claimable(old)
+                    // SAFETY: as above.
+                    && unsafe {
+                        core::intrinsics::atomic_cxchg::<
+                            u64,
+                            { core::intrinsics::AtomicOrdering::AcqRel },
+                            { core::intrinsics::AtomicOrdering::Relaxed },
+                        >(t, old, tag::CLAIMED)
+                    }
+                    .1
+                {
+                    return Some(b * WAYS as u32 + way as u32);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Fills the slot `index` that this CPU claimed with the flow `key`, and publishes it.
+#[inline(never)]
+fn fill_slot(key: &FlowKey, h: u64, index: u32) -> Option<*mut FlowEntry> {
+    let (b, way) = (index / WAYS as u32, index % WAYS as u32);
+    let tags = FLOW_TAGS.get_ptr_mut(b)?;
+    // SAFETY: the claimed slot's tag, in its bucket.
+    let t = unsafe { core::ptr::addr_of_mut!((*tags)[(way & (WAYS as u32 - 1)) as usize]) };
+    let Some(slot) = FLOW_SLOTS.get_ptr_mut(index) else {
+        // SAFETY: the claimed tag (a slot beyond the table cannot be: the arrays match).
+        unsafe { core::ptr::write_volatile(t, tag::DEAD) };
+        flow_gone();
+        return None;
+    };
+    let id = table::id_of(b, way);
+    // SAFETY: the slot this CPU claimed; nobody reads it until its tag is live.
+    unsafe {
+        copy_words(core::ptr::addr_of_mut!((*slot).key), key);
+        copy_words(core::ptr::addr_of_mut!((*slot).entry), &ZERO_FLOW);
+        (*slot).entry.counters.id = id;
+    }
+    announce_flow(id, key);
+    // The key and entry are written before the tag that publishes them (x86-64 keeps the
+    // order of the stores; the compiler is told to).
+    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
+    // SAFETY: the claimed tag.
+    unsafe { core::ptr::write_volatile(t, tag::live(h)) };
+    // Another CPU inserting the same flow at the same moment took another slot: the lower one
+    // stays the flow's, the other is given up (both CPUs look, after publishing their own). A
+    // frame a third CPU counted in the one given up meanwhile is lost (three CPUs, one new
+    // flow, the same instant).
+    if let Some(first) = find_flow(key, h, index) {
+        // SAFETY: as above.
+        unsafe { core::ptr::write_volatile(t, tag::DEAD) };
+        flow_gone();
+        return Some(first);
+    }
+    // SAFETY: the slot, now this flow's.
+    Some(unsafe { core::ptr::addr_of_mut!((*slot).entry) })
+}
+
+/// Announces a new flow's id with its key on [`FLOW_IDS`] before any record can carry it (a
+/// record is written after this on this CPU, and another CPU finds the slot only once its tag
+/// is live). An announcement the full ring refuses is made up by the agent's next read of the
+/// table, whose entries hold their ids.
+#[inline(always)]
+fn announce_flow(id: u32, key: &FlowKey) {
     if let Some(mut e) = FLOW_IDS.reserve::<FlowId>(0) {
         let p = e.as_mut_ptr();
         // SAFETY: the reservation is one FlowId; every field is written before submit.
@@ -388,7 +588,6 @@ fn give_flow_id(key: &FlowKey) -> u32 {
         }
         e.submit(BPF_RB_NO_WAKEUP as u64);
     }
-    id
 }
 
 /// Counts the frame's opcode in the entry's slot for it, claiming the next free slot for an
@@ -613,7 +812,7 @@ fn cm_event(ctx: &XdpContext, s: &PacketSummary) {
 /// compare against the clock the flow accounting read already; the precise clock for a frame
 /// copied.
 #[inline(always)]
-fn evidence_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, wire_len: u32, now: u64) {
+fn evidence_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) {
     let Some(until) = EVIDENCE_CTL.get(evidence_ctl::FLOWS_UNTIL) else { return };
     if now > *until {
         return;
@@ -621,7 +820,8 @@ fn evidence_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, wire_len: u
     // SAFETY: the value is read once; the agent may update it concurrently (a u64 write).
     if unsafe { EVIDENCE_FLOWS.get(key) }.is_some_and(|d| now <= *d) {
         // SAFETY: helper without arguments.
-        evidence_copy(ctx, s, key, unsafe { bpf_ktime_get_ns() }, wire_len);
+        // The frame's whole length (the classifier's, from `bpf_xdp_get_buff_len`).
+        evidence_copy(ctx, s, key, unsafe { bpf_ktime_get_ns() }, s.frame_len);
     }
 }
 

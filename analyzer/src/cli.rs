@@ -193,7 +193,7 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value = "60s", value_parser = positive_std_duration)]
     pub idle_timeout: Duration,
 
-    /// Flows kept (live: entries of the kernel flow map, default 65536; offline: unbounded
+    /// Flows kept (live: flows of the kernel flow table, default 65536; offline: unbounded
     /// unless given). Frames of flows beyond it are counted (`dropped.flow_map_full`), not
     /// analysed per flow; each analysis keeps state for at most as many keys. Bounds memory.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]

@@ -382,10 +382,11 @@ fn kernel_writes_each_cpus_records_to_its_own_log() {
     pin_to_cpu(0).unwrap();
 }
 
-/// Records name their flow by the id the program gave its entry, and the agent reads them back
-/// with the flow's key: while ids are free, when the flow map is full (the program writes the
-/// record whole, key and all), and after a flow removed from the kernel has given its id back
-/// to a new flow (the new flow's records carry its own key, not the old one's).
+/// Records name their flow by the id the program gave its entry (its slot's), and the agent
+/// reads them back with the flow's key: while the table has room, when it holds its
+/// `--max-flows` (the program writes the record whole, key and all), and after a flow removed
+/// from the kernel has given its slot back to a new flow (the new flow's records carry its own
+/// key, not the old one's).
 #[test]
 fn records_name_their_flows_by_id_through_a_full_map_and_a_given_back_id() {
     use analyzer_common::flow::FlowKey;
@@ -533,32 +534,27 @@ fn memlock(ebpf: &aya::Ebpf, map: &str) -> u64 {
     tests::tools::map_memlock(ebpf, map).unwrap()
 }
 
-/// The flow map is not preallocated: a freshly loaded program holds far less than
-/// `--max-flows` entries' worth, and each flow that arrives adds one shared entry — its value,
-/// key and the kernel's element header, the same on any number of CPUs (a per-CPU value would
-/// add its size for every possible CPU).
+/// The flow table is preallocated for `--max-flows` ([`analyzer_common::table`]): at most 256
+/// bytes a flow, the same on any number of CPUs (a per-CPU value would add its size for every
+/// possible CPU), as the kernel accounts the two arrays; flows that arrive take no more.
 #[test]
-fn flow_maps_hold_memory_for_the_flows_present() {
-    use analyzer_common::flow::FlowKey;
-    use analyzer_common::maps::{FlowEntry, MAP_FLOWS};
-    if !privileged("flow_maps_hold_memory_for_the_flows_present") {
+fn flow_table_holds_at_most_256_bytes_a_flow() {
+    use analyzer_common::table::{self, FlowSlot, MAP_FLOW_SLOTS, MAP_FLOW_TAGS, Tags};
+    if !privileged("flow_table_holds_at_most_256_bytes_a_flow") {
         return;
     }
     let ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
-    let flows0 = memlock(&ebpf, MAP_FLOWS);
-    let (entry, key) = (std::mem::size_of::<FlowEntry>() as u64, std::mem::size_of::<FlowKey>() as u64);
-    // Preallocated, 65536 elements (a 48-byte header, key and value each); empty, the map holds
-    // its 65536 16-byte buckets and little else.
-    let preallocated = 65536 * (48 + entry + key);
-    assert!(flows0 < preallocated / 10, "an empty flow map holds {flows0} bytes");
+    let total = |ebpf: &aya::Ebpf| memlock(ebpf, MAP_FLOW_TAGS) + memlock(ebpf, MAP_FLOW_SLOTS);
+    let before = total(&ebpf);
+    let max = analyzer_common::maps::DEFAULT_MAX_FLOWS as u64;
+    let slots = table::capacity(table::buckets_for(max as u32)) as u64;
+    let exact = slots * std::mem::size_of::<FlowSlot>() as u64 + slots / 8 * std::mem::size_of::<Tags>() as u64;
+    // Each array rounded up to pages, and the kernel's few hundred bytes of array header.
+    assert!(before >= exact && before <= exact + 4 * 4096, "{before} bytes, {exact} of slots and tags");
+    assert!(before <= 256 * max, "{before} bytes for {max} flows");
     let fd = program_fd(&ebpf, PROGRAM).unwrap();
-    let n = 300u32;
-    for i in 0..n {
+    for i in 0..300u32 {
         test_run(fd, &tests::synth::Roce::numbered(i).build(), 1, None).unwrap();
     }
-    let flows1 = memlock(&ebpf, MAP_FLOWS);
-    let grown = flows1 - flows0;
-    assert!(grown >= n as u64 * (entry + key), "{n} flows: {flows0} -> {flows1} bytes");
-    // The element header is 48 bytes and a free-list link 8 on 6.x kernels; 128 leaves room.
-    assert!(grown <= n as u64 * (entry + key + 128), "{n} flows: {flows0} -> {flows1} bytes");
+    assert_eq!(total(&ebpf), before, "300 flows take no more");
 }

@@ -200,7 +200,7 @@ fn tiny_flow_map_counts_its_overflow() {
     let (live, log) =
         live_report_and_log(&ns, &["--max-flows", "4", "--kernel-log"], || assert!(ns.replay(&sent).status.success()));
     // --kernel-log shows the program's own line for its rare path.
-    assert!(log.iter().any(|l| l.contains("flow map full")), "kernel log lines: {log:?}");
+    assert!(log.iter().any(|l| l.contains("flow table full")), "kernel log lines: {log:?}");
     let off = offline(&sent);
     // The first four flows (in arrival order) fit; every other RoCE frame is counted lost.
     let flows = off["flows"].as_array().unwrap();
@@ -212,13 +212,13 @@ fn tiny_flow_map_counts_its_overflow() {
     let dropped = live["capture"]["dropped"]["flow_map_full"].as_u64().unwrap();
     assert_eq!(dropped, roce - kept);
     // Rate-limited: a line at the 1st, 2nd, 4th, ... dropped frame of each CPU.
-    let lines = log.iter().filter(|l| l.contains("flow map full")).count() as u64;
+    let lines = log.iter().filter(|l| l.contains("flow table full")).count() as u64;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     assert!(lines <= cpus * (dropped.ilog2() as u64 + 1), "{lines} lines for {dropped} drops: {log:?}");
     assert_eq!(live["capture"]["classes"], off["capture"]["classes"], "classes are still all counted");
     // Without --kernel-log the program stays silent.
     let (_, quiet) = live_report_and_log(&ns, &["--max-flows", "4"], || assert!(ns.replay(&sent).status.success()));
-    assert!(!quiet.iter().any(|l| l.contains("flow map full")), "{quiet:?}");
+    assert!(!quiet.iter().any(|l| l.contains("flow table full")), "{quiet:?}");
 }
 
 /// A capture of `frames` RDMA WRITE MIDDLE frames of one flow, PSNs 0, 1, …, 1 µs apart.

@@ -95,9 +95,11 @@ pub fn require(tool: &str) -> PathBuf {
 /// the kernel charges for it, entries, per-CPU values and table included.
 pub fn map_memlock(ebpf: &aya::Ebpf, map: &str) -> std::io::Result<u64> {
     use std::os::fd::{AsFd, AsRawFd};
-    let missing = || std::io::Error::other(format!("{map}: no such hash map in the object"));
+    let missing = || std::io::Error::other(format!("{map}: no such hash map or array in the object"));
     let fd = match ebpf.map(map).ok_or_else(missing)? {
-        aya::maps::Map::PerCpuHashMap(d) | aya::maps::Map::HashMap(d) => d.fd().as_fd().as_raw_fd(),
+        aya::maps::Map::PerCpuHashMap(d) | aya::maps::Map::HashMap(d) | aya::maps::Map::Array(d) => {
+            d.fd().as_fd().as_raw_fd()
+        }
         _ => return Err(missing()),
     };
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))?;

@@ -24,7 +24,7 @@ pub use pfc::PfcTable;
 pub enum DropReason {
     /// The capture file ended inside a record.
     TruncatedRecord,
-    /// The flow table was full (the kernel's flow map live, `--max-flows` offline): the frame's
+    /// The flow table was full (the kernel's live, `--max-flows` offline): the frame's
     /// flow was not counted.
     FlowMapFull,
     /// Live: the event ring had no room for an event, or its CPU's event log overwrote it
@@ -34,7 +34,7 @@ pub enum DropReason {
     ExtraMapFull,
     /// Live: a PFC/PAUSE sender and priority found the PFC map full.
     PfcMapFull,
-    /// Live: a RoCE frame's flow found the flow map full (its PSN/AETH not accounted; counted
+    /// Live: a RoCE frame's flow found the flow table full (its PSN/AETH not accounted; counted
     /// in `FlowMapFull` too).
     PsnMapFull,
     /// Live: a timeline record found the shared timeline ring full, or its CPU's log
@@ -289,7 +289,7 @@ impl Engine {
                     self.visibility.ext_cut += 1;
                 }
                 let Some(i) = self.flows.index_within(FlowKey::from_summary(s), self.max_flows) else {
-                    // As the XDP program with its flow map full: counted, not kept.
+                    // As the XDP program with its flow table full: counted, not kept.
                     self.count_drop(DropReason::FlowMapFull, 1);
                     return None;
                 };
@@ -314,7 +314,7 @@ impl Engine {
     }
 
     /// Live, bounding memory under churn: when more than `keep` flows are idle (not in
-    /// `active`, the kernel's flow map), folds the oldest of them (by last packet) into
+    /// `active`, the kernel's flow table), folds the oldest of them (by last packet) into
     /// [`Engine::folded`] until `keep` × 3/4 are left, and returns their keys (the analyses
     /// forget them too). Their packets and bytes stay in the totals of the folded aggregate.
     pub fn fold_idle(&mut self, keep: usize, active: &FxHashSet<FlowKey>) -> FxHashSet<FlowKey> {

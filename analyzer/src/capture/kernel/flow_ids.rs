@@ -1,12 +1,12 @@
 //! What the flow ids of the kernel's timeline records stand for. The XDP program writes a
-//! [`CompactRecord`] per frame, naming its flow by the id it took for the flow's entry from
-//! the free ids ([`analyzer_common::maps::MAP_FREE_FLOW_IDS`]) and announced with the key
-//! ([`analyzer_common::maps::FlowId`]); this side expands each record with the key before the
-//! analyses see it. The kernel's ids are dense (1..=`--max-flows`, given back when a flow is
-//! removed), so the keys are kept in an array: a record costs no hash.
+//! [`CompactRecord`] per frame, naming its flow by the id of the flow's slot in its table
+//! ([`analyzer_common::table`]), announced with the key ([`analyzer_common::maps::FlowId`]);
+//! this side expands each record with the key before the analyses see it. The kernel's ids
+//! are dense (the slots' indices plus one, a slot taken again when a flow is removed), so the
+//! keys are kept in an array: a record costs no hash.
 //!
 //! Three ways an id is learnt: its announcement (read before the records are handed on, and
-//! written before any record carries the id), the flow map (each poll's snapshot holds every
+//! written before any record carries the id), the flow table (each poll's snapshot holds every
 //! entry's id: an announcement the full ring refused is made up there), and for a record the
 //! kernel wrote whole ([`KeyedRecord`]: no entry or no id) an id of this side's own
 //! ([`AGENT_IDS`]), dropped once the record is handed on.
@@ -44,7 +44,7 @@ impl FlowIds {
         self.keys[i] = Some(key);
     }
 
-    /// The flow map as a poll read it: every entry with an id names its key (this makes up
+    /// The flow table as a poll read it: every entry with an id names its key (this makes up
     /// for announcements the ring had no room for).
     pub fn learn_entries(&mut self, flows: &[(FlowKey, FlowEntry)]) {
         for (k, e) in flows {
@@ -111,17 +111,20 @@ impl FlowIds {
         }
     }
 
-    /// The ids of flows removed from the kernel (by key), to give back at the next poll.
-    pub fn retire(&mut self, gone: &std::collections::HashSet<&FlowKey>) {
+    /// The ids of flows removed from the kernel (by key), to give back at the next poll;
+    /// returned (a key held in two slots has both ids).
+    pub fn retire(&mut self, gone: &std::collections::HashSet<&FlowKey>) -> Vec<u32> {
+        let from = self.retiring.len();
         for (id, k) in self.keys.iter().enumerate() {
             if k.as_ref().is_some_and(|k| gone.contains(k)) {
                 self.retiring.push(id as u32);
             }
         }
+        self.retiring[from..].to_vec()
     }
 
-    /// The ids retired at the previous poll, forgotten here: the caller gives them back to the
-    /// kernel.
+    /// The ids retired at the previous poll, forgotten here: the caller lets the kernel give
+    /// them to new flows.
     pub fn take_retired(&mut self) -> Vec<u32> {
         let ids = std::mem::take(&mut self.retiring);
         for &id in &ids {
@@ -146,7 +149,7 @@ mod tests {
         CompactRecord { ts_ns: 1, flow, psn, ..Default::default() }
     }
 
-    /// An id learnt from its announcement or from the flow map expands to its key; an id never
+    /// An id learnt from its announcement or from the flow table expands to its key; an id never
     /// learnt is counted, not guessed.
     #[test]
     fn ids_expand_to_the_keys_announced_or_read_from_the_map() {
@@ -183,7 +186,7 @@ mod tests {
         ids.learn(1, key(1));
         ids.learn(2, key(2));
         let gone = key(1);
-        ids.retire(&[&gone].into_iter().collect());
+        assert_eq!(ids.retire(&[&gone].into_iter().collect()), vec![1]);
         assert!(ids.expand(&rec(1, 0)).is_some(), "still known until given back");
         assert_eq!(ids.take_retired(), vec![1]);
         assert_eq!(ids.expand(&rec(1, 0)), None);

@@ -1,13 +1,14 @@
 //! Loading the XDP program with the map sizes asked for, and attaching it to an interface.
 
-use analyzer_common::maps::{self, MAP_EVENTS, MAP_FLOWS};
+use analyzer_common::maps::{self, MAP_EVENTS};
+use analyzer_common::table;
 use aya::programs::{Xdp, XdpMode};
 
 use super::{KernelError, OBJECT};
 
 #[derive(Debug, Clone, Copy)]
 pub struct LoadOptions {
-    /// Entries of the flow map.
+    /// Flows the kernel's flow table holds ([`analyzer_common::table::buckets_for`]).
     pub max_flows: u32,
     /// Bytes of the event ring buffer (a power of two, multiple of the page size).
     pub ringbuf_bytes: u32,
@@ -107,6 +108,7 @@ pub fn load_object(
     let event_cpus = log_cpus();
     let timeline_cpus = if opts.timeline { event_cpus } else { 0 };
     let entries = |cpus: u32, per_cpu: u32| (cpus * per_cpu).max(1);
+    let buckets = table::buckets_for(opts.max_flows);
     let mut ebpf = aya::EbpfLoader::new()
         .override_global(aya_log::LEVEL, &level, false)
         .override_global(maps::GLOBAL_TIMELINE_ON, &(opts.timeline as u8), strict)
@@ -120,7 +122,12 @@ pub fn load_object(
             &((opts.evidence_snaplen > 0) as u8),
             strict && opts.evidence_snaplen > 0,
         )
-        .map_max_entries(MAP_FLOWS, opts.max_flows)
+        .override_global(table::GLOBAL_FLOW_BUCKETS, &buckets, strict)
+        .override_global(table::GLOBAL_MAX_FLOWS, &opts.max_flows, strict)
+        .map_max_entries(table::MAP_FLOW_TAGS, buckets)
+        .map_max_entries(table::MAP_FLOW_SLOTS, table::capacity(buckets))
+        // An earlier release's object keeps its flows in a hash map and gives ids from a queue.
+        .map_max_entries(maps::MAP_FLOWS, opts.max_flows)
         .map_max_entries(maps::MAP_FREE_FLOW_IDS, flow_ids(opts.max_flows))
         .map_max_entries(MAP_EVENTS, opts.ringbuf_bytes)
         .map_max_entries(maps::MAP_TIMELINE_LOG, entries(timeline_cpus, maps::TIMELINE_SLOTS))
@@ -170,14 +177,14 @@ pub fn load_object(
     Ok(ebpf)
 }
 
-/// The flow ids the program has to give: one per entry of the flow map, below the agent's own
-/// ([`maps::AGENT_IDS`]).
+/// The flow ids an earlier release's program has to give: one per entry of its flow map,
+/// below the agent's own ([`maps::AGENT_IDS`]).
 fn flow_ids(max_flows: u32) -> u32 {
     max_flows.clamp(1, maps::AGENT_IDS - 1)
 }
 
-/// Fills the free-id queue with the ids 1..=`n` ([`maps::MAP_FREE_FLOW_IDS`]); an object
-/// without the queue (an earlier release's) has no ids to give.
+/// Fills the free-id queue of an earlier release's object with the ids 1..=`n`
+/// ([`maps::MAP_FREE_FLOW_IDS`]); this build's has none (a flow's id is its slot's).
 fn give_flow_ids(ebpf: &mut aya::Ebpf, n: u32) -> Result<(), KernelError> {
     let Some(map) = ebpf.map_mut(maps::MAP_FREE_FLOW_IDS) else { return Ok(()) };
     let map_err = |source| KernelError::Map { map: maps::MAP_FREE_FLOW_IDS, source };

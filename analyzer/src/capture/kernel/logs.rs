@@ -121,9 +121,10 @@ pub fn read_log<T>(
     Lap { read: n, lost: lost + torn }
 }
 
-/// A BPF array mapped read-only into this process.
-struct Mapped {
-    ptr: *const u8,
+/// A BPF array mapped into this process (read-only, or read-write for the flow table's tags,
+/// which the agent retires).
+pub(crate) struct Mapped {
+    pub(crate) ptr: *const u8,
     len: usize,
 }
 
@@ -131,13 +132,20 @@ struct Mapped {
 unsafe impl Send for Mapped {}
 
 impl Mapped {
-    fn new(map: &MapData, name: &'static str, bytes: usize) -> Result<Self, KernelError> {
+    pub(crate) fn new(map: &MapData, name: &'static str, bytes: usize) -> Result<Self, KernelError> {
+        Self::with(map, name, bytes, libc::PROT_READ)
+    }
+
+    pub(crate) fn writable(map: &MapData, name: &'static str, bytes: usize) -> Result<Self, KernelError> {
+        Self::with(map, name, bytes, libc::PROT_READ | libc::PROT_WRITE)
+    }
+
+    fn with(map: &MapData, name: &'static str, bytes: usize, prot: libc::c_int) -> Result<Self, KernelError> {
         let page = 4096;
         let len = bytes.div_ceil(page) * page;
-        // SAFETY: maps the map's value area (BPF_F_MMAPABLE) read-only; checked below.
-        let ptr = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, map.fd().as_fd().as_raw_fd(), 0)
-        };
+        // SAFETY: maps the map's value area (BPF_F_MMAPABLE); checked below.
+        let ptr =
+            unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, map.fd().as_fd().as_raw_fd(), 0) };
         if ptr == libc::MAP_FAILED {
             return Err(KernelError::MapIo { map: name, source: std::io::Error::last_os_error() });
         }

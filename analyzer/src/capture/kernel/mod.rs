@@ -7,6 +7,7 @@ pub mod flow_ids;
 pub mod load;
 pub mod logs;
 pub mod snapshot;
+mod table;
 pub mod test_run;
 
 /// The XDP object, built by build.rs (from source, or the committed object).

@@ -6,14 +6,15 @@ use std::os::fd::AsFd;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
     CmEvent, EVENT_SLOTS, Event, ExtraKey, FlowEntry, FlowId, KeyedRecord, MAP_COUNTERS, MAP_EVENT_HEADS,
-    MAP_EVENT_LOG, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOW_IDS, MAP_FLOWS, MAP_FREE_FLOW_IDS, MAP_PFC, MAP_TIMELINE,
-    MAP_TIMELINE_HEADS, MAP_TIMELINE_LOG, PfcCounters, PfcKey, TIMELINE_SLOTS, counter, event_kind, ids_kind,
+    MAP_EVENT_LOG, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOW_IDS, MAP_PFC, MAP_TIMELINE, MAP_TIMELINE_HEADS,
+    MAP_TIMELINE_LOG, PfcCounters, PfcKey, TIMELINE_SLOTS, counter, event_kind, ids_kind,
 };
 use analyzer_common::record::{CompactRecord, Record};
-use aya::maps::{MapData, PerCpuArray, Queue, RingBuf};
+use aya::maps::{MapData, PerCpuArray, RingBuf};
 
 use super::flow_ids::FlowIds;
 use super::logs::CpuLogs;
+use super::table::FlowTable;
 use super::{KernelError, batch};
 
 /// One read of every map: each flow's entry (one shared value, not per CPU), everything else
@@ -66,9 +67,10 @@ pub enum KernelEvent<'a> {
     Cm(&'a CmEvent),
 }
 
-/// The maps of a loaded program. The hash maps are read with batch lookups on their fds.
+/// The maps of a loaded program. The flow table and the logs are mapped into this process;
+/// the hash maps are read with batch lookups on their fds.
 pub struct AyaMaps {
-    flows: MapData,
+    flows: FlowTable,
     extra: MapData,
     pfc: MapData,
     counters: PerCpuArray<MapData, u64>,
@@ -80,8 +82,6 @@ pub struct AyaMaps {
     record_logs: Option<CpuLogs<CompactRecord>>,
     /// The flows' ids with their keys, and the records the kernel wrote whole.
     flow_ids: RingBuf<MapData>,
-    /// The ids not given ([`MAP_FREE_FLOW_IDS`]): the agent gives back those of removed flows.
-    free_ids: Queue<MapData, u32>,
     /// What the records' ids stand for.
     ids: FlowIds,
     cpus: usize,
@@ -154,10 +154,7 @@ impl AyaMaps {
     pub fn new(ebpf: &mut aya::Ebpf) -> Result<Self, KernelError> {
         let cpus = aya::util::nr_cpus().map_err(|(_, source)| KernelError::MapIo { map: "possible CPUs", source })?;
         Ok(AyaMaps {
-            flows: match take(ebpf, MAP_FLOWS)? {
-                aya::maps::Map::HashMap(d) => d,
-                _ => return Err(KernelError::MapLayout { map: MAP_FLOWS, what: "not a hash map" }),
-            },
+            flows: FlowTable::new(ebpf)?,
             extra: per_cpu_hash(ebpf, MAP_FLOW_EXTRA)?,
             pfc: per_cpu_hash(ebpf, MAP_PFC)?,
             counters: PerCpuArray::try_from(take(ebpf, MAP_COUNTERS)?).map_err(map_err(MAP_COUNTERS))?,
@@ -166,7 +163,6 @@ impl AyaMaps {
             timeline: RingBuf::try_from(take(ebpf, MAP_TIMELINE)?).map_err(map_err(MAP_TIMELINE))?,
             record_logs: CpuLogs::new(ebpf, (MAP_TIMELINE_LOG, MAP_TIMELINE_HEADS), TIMELINE_SLOTS)?,
             flow_ids: RingBuf::try_from(take(ebpf, MAP_FLOW_IDS)?).map_err(map_err(MAP_FLOW_IDS))?,
-            free_ids: Queue::try_from(take(ebpf, MAP_FREE_FLOW_IDS)?).map_err(map_err(MAP_FREE_FLOW_IDS))?,
             ids: FlowIds::default(),
             cpus,
         })
@@ -212,17 +208,11 @@ impl MapSource for AyaMaps {
         // drains: `records_lost`, `events_lost`).
         s.counters[counter::RECORDS as usize] += self.record_logs.as_ref().map_or(0, |l| l.written());
         s.counters[counter::EVENTS as usize] += self.event_logs.as_ref().map_or(0, |l| l.written());
-        batch::for_each(
-            self.flows.fd().as_fd(),
-            std::mem::size_of::<FlowKey>(),
-            std::mem::size_of::<FlowEntry>(),
-            |k, v| s.flows.push((pod(k), pod(v))),
-        )
-        .map_err(io_err(MAP_FLOWS))?;
+        self.flows.live(|k, e| s.flows.push((k, e)));
         self.ids.learn_entries(&s.flows);
         // The ids of the flows removed at the previous poll: no record of theirs waits now.
         for id in self.ids.take_retired() {
-            self.free_ids.push(id, 0).map_err(map_err(MAP_FREE_FLOW_IDS))?;
+            self.flows.kill(id);
         }
         s.extra = self.extra_entries()?;
         let pfc_len = stride::<PfcCounters>() * cpus;
@@ -247,10 +237,9 @@ impl MapSource for AyaMaps {
             return Ok(());
         }
         let gone: std::collections::HashSet<&FlowKey> = keys.iter().collect();
-        for k in keys {
-            batch::delete(self.flows.fd().as_fd(), key_bytes(k)).map_err(io_err(MAP_FLOWS))?;
+        for id in self.ids.retire(&gone) {
+            self.flows.retire(id);
         }
-        self.ids.retire(&gone);
         for (k, _) in self.extra_entries()?.iter().filter(|(k, _)| gone.contains(&k.flow)) {
             batch::delete(self.extra.fd().as_fd(), key_bytes(k)).map_err(io_err(MAP_FLOW_EXTRA))?;
         }

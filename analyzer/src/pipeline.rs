@@ -145,7 +145,7 @@ pub struct Lookahead {
 impl Lookahead {
     pub const AHEAD: usize = 8;
 
-    /// `r`, of the flow with index `index` (the kernel's flow id; 0: none known).
+    /// `r`, of the flow with index `index` (the agent's dense index of the kernel's flow id; 0: none known).
     pub fn push(&mut self, run: &mut Pipeline, r: Record, index: u32) {
         let hint = run.analyses.prefetch(&r, index);
         self.queue.push_back((r, hint));

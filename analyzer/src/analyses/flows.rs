@@ -7,8 +7,8 @@
 //! `state_full`. A flow is in the table when at least one analysis keeps it.
 //!
 //! The entries lie in an array, each on its own cache lines, and never move: a flow's slot is
-//! noted per index (offline the engine's index of the frame's flow, live the kernel's flow id,
-//! which its record carries), so that a record with an index costs no hash at all, and its
+//! noted per index (offline the engine's index of the frame's flow, live the agent's dense index
+//! of the flow id its record carries), so that a record with an index costs no hash at all, and its
 //! entry can be fetched ahead of it ([`Flows::prefetch_index`]) without a probe of the key
 //! map, whose memory would be one more miss to wait for. Slots freed by [`Flows::forget`] are
 //! taken again by new flows; a noted slot is always checked against the record's key.
@@ -41,8 +41,8 @@ pub struct PerFlow {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hint {
     None,
-    /// A dense index of the flow: the engine's index offline, the kernel's flow id live (its
-    /// slot is noted per index; an index another flow had before is caught by the key check).
+    /// A dense index of the flow: the engine's index offline, the agent's dense index of the
+    /// kernel's flow id live (its slot is noted per index; an index another flow had before is caught by the key check).
     Index(u32),
     /// Live: the slot [`Flows::prefetch`] fetched a few records earlier.
     Slot(u32),
@@ -371,7 +371,7 @@ mod tests {
         assert_eq!((data(&f, 1), data(&f, 5000), f.markings().count()), (Some(7), Some(21), 2903));
     }
 
-    /// Live, the kernel's flow id is the index: a prefetch by an index noted before leads to
+    /// Live, the agent's dense index of the kernel's flow id is the index: a prefetch by an index noted before leads to
     /// the flow's entry, and an index another flow had (an id given back and taken again) finds
     /// the new flow by its key and is noted for it, never the old flow's state.
     #[test]

@@ -165,7 +165,7 @@ impl Analyses {
     }
 
     /// Starts fetching the state `r` will need ([`flows::Flows::prefetch`]), by the flow's
-    /// index when it has one (`index`, the kernel's flow id; 0: none); the hint to observe it
+    /// index when it has one (`index`, the agent's dense index of the kernel's flow id; 0: none); the hint to observe it
     /// with.
     #[inline]
     pub fn prefetch(&self, r: &Record, index: u32) -> flows::Hint {
@@ -180,7 +180,7 @@ impl Analyses {
     }
 
     /// [`Analyses::observe`] with a shortcut to the record's entry in [`flows::Flows`]: the
-    /// engine's index of its flow offline, the kernel's flow id or the slot
+    /// engine's index of its flow offline, the agent's dense index of the kernel's flow id or the slot
     /// [`Analyses::prefetch`] fetched live.
     #[inline]
     pub fn observe_hinted(&mut self, r: &Record, hint: flows::Hint) {

@@ -41,7 +41,7 @@ pub trait MapSource {
     /// Hands at most `max` pending ring-buffer events to `f`; returns how many it read.
     fn drain_events(&mut self, max: u64, f: &mut dyn FnMut(KernelEvent)) -> u64;
     /// Hands at most `max` pending timeline records to `f`, each with its flow's index (the
-    /// kernel's flow id; 0: none); returns how many it read.
+    /// agent's dense index of the kernel's flow id, `FlowIds::index`; 0: none); returns how many it read.
     fn drain_records(&mut self, max: u64, f: &mut dyn FnMut(&Record, u32)) -> u64;
     /// From now on hand on every record and event read, none held back for order (the run
     /// ends).

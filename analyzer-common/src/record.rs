@@ -164,27 +164,41 @@ pub struct CompactRecord {
 const _: () = assert!(core::mem::size_of::<CompactRecord>() == 32);
 // No implicit padding: the fields end where the record does.
 const _: () = assert!(core::mem::offset_of!(CompactRecord, _pad) + 6 == core::mem::size_of::<CompactRecord>());
+// The words `CompactRecord::fill` builds: the fields' offsets, on a little-endian target.
+const _: () = {
+    use core::mem::offset_of;
+    assert!(cfg!(target_endian = "little"));
+    assert!(offset_of!(CompactRecord, flow) == 8 && offset_of!(CompactRecord, frame_len) == 12);
+    assert!(offset_of!(CompactRecord, psn) == 16 && offset_of!(CompactRecord, opcode) == 20);
+    assert!(offset_of!(CompactRecord, ecn) == 21 && offset_of!(CompactRecord, dscp) == 22);
+    assert!(offset_of!(CompactRecord, flags) == 23 && offset_of!(CompactRecord, aeth_syndrome) == 24);
+    assert!(offset_of!(CompactRecord, pcp) == 25);
+};
 
 impl CompactRecord {
-    /// Fills `*dst` from a summary, field by field (ring or log memory in the XDP program).
+    /// Fills `*dst` from a summary (ring or log memory in the XDP program) as four 8-byte
+    /// stores of words built in registers: field by field it was eleven stores and a call to a
+    /// byte loop for the padding. The words are the little-endian layout of the fields (the
+    /// BPF target and the hosts this runs on are little-endian; asserted below).
     ///
     /// # Safety
-    /// `dst` must be valid for writes of one `CompactRecord`.
+    /// `dst` must be valid for writes of one `CompactRecord`, 8-byte aligned.
     #[inline(always)]
     pub unsafe fn fill(dst: *mut CompactRecord, ts_ns: u64, flow: u32, s: &PacketSummary) {
-        // SAFETY: the caller guarantees `dst`.
+        let w = dst as *mut u64;
+        let ids = flow as u64 | (s.frame_len as u64) << 32;
+        let psn = s.psn as u64
+            | (s.opcode as u64) << 32
+            | (s.ecn as u64) << 40
+            | (s.dscp as u64) << 48
+            | (flag::of(s) as u64) << 56;
+        let tail = s.aeth_syndrome as u64 | (crate::maps::pcp_of(s) as u64) << 8;
+        // SAFETY: the caller guarantees `dst`: four words, the record's 32 bytes.
         unsafe {
-            core::ptr::write_volatile(dst as *mut u64, ts_ns);
-            (*dst).flow = flow;
-            (*dst).frame_len = s.frame_len;
-            (*dst).psn = s.psn;
-            (*dst).opcode = s.opcode;
-            (*dst).ecn = s.ecn;
-            (*dst).dscp = s.dscp;
-            (*dst).flags = flag::of(s);
-            (*dst).aeth_syndrome = s.aeth_syndrome;
-            (*dst).pcp = crate::maps::pcp_of(s);
-            (*dst)._pad = [0; 6];
+            core::ptr::write_volatile(w, ts_ns);
+            core::ptr::write_volatile(w.add(1), ids);
+            core::ptr::write_volatile(w.add(2), psn);
+            core::ptr::write_volatile(w.add(3), tail);
         }
     }
 
@@ -297,6 +311,15 @@ mod tests {
             let want = Record::from_summary(9, &s);
             assert_eq!(c.expand(&FlowKey::from_summary(&s)), want, "RoCE v{version}");
             assert_eq!(CompactRecord::of(&want, 5).expand(&want.flow()), want);
+            // Filled in place over other bytes (as a lapped log slot is), every byte is written:
+            // the fields' words and the zero padding.
+            let mut slot = [u64::MAX; 4];
+            // SAFETY: four aligned words are one CompactRecord's bytes.
+            let filled = unsafe {
+                CompactRecord::fill(slot.as_mut_ptr() as *mut CompactRecord, 9, 77, &s);
+                *(slot.as_ptr() as *const CompactRecord)
+            };
+            assert_eq!(filled, CompactRecord::of(&want, 77), "RoCE v{version}");
         }
     }
 }

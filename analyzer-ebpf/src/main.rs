@@ -313,7 +313,7 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
 #[inline(always)]
 fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) -> Option<*mut FlowEntry> {
     let h = table::hash(key);
-    let entry = match find_flow(key, h, u32::MAX) {
+    let entry = match find_flow(key, h) {
         Some(e) => e,
         None => match insert_flow(key, h) {
             Some(e) => e,
@@ -384,37 +384,48 @@ fn holds(slot: &FlowSlot, key: &FlowKey) -> bool {
     table::same(&slot.key, key)
 }
 
-/// The entry of the flow `key` (of hash `h`, in one of `buckets`) in a slot below `below`, if
-/// it is in the table: a slot whose tag is the flow's live tag and which holds the key. The
-/// buckets are looked at in order, and a free slot among a bucket's first
-/// [`table::LEVELS`]`[0]` ends the search: the flow would have been put there
-/// ([`insert_flow`]), so it is in none of the later buckets.
+/// The entry of the flow `key` (of hash `h`) if it is in the table: the first slot, in the
+/// order of its buckets and their ways, whose tag is the flow's live tag and which holds the
+/// key. A free slot among a bucket's first [`table::LEVELS`]`[0]` ends the search: the flow
+/// would have been put there ([`insert_flow`]), so it is in none of the later buckets.
 #[inline(always)]
-fn find_flow(key: &FlowKey, h: u64, below: u32) -> Option<*mut FlowEntry> {
+fn find_flow(key: &FlowKey, h: u64) -> Option<*mut FlowEntry> {
+    // Laundered: the search stops at one of many places, and the verifier would check what
+    // follows (the flow's insertion above all) once for each.
+    let found = launder(find_slot(key, h))?;
+    if found == 0 {
+        return None;
+    }
+    let slot = FLOW_SLOTS.get_ptr_mut((found - 1) as u32)?;
+    // SAFETY: the slot the search found holding the key.
+    Some(unsafe { core::ptr::addr_of_mut!((*slot).entry) })
+}
+
+/// [`find_flow`]'s search: the slot's index plus one, or 0.
+#[inline(always)]
+fn find_slot(key: &FlowKey, h: u64) -> u64 {
     let want = tag::live(h);
     let n = flow_buckets();
     for c in 0..CHOICES {
         let b = table::bucket(h, c, n);
-        let tags = FLOW_TAGS.get(b)?;
+        let Some(tags) = FLOW_TAGS.get(b) else { return 0 };
         for (way, &t) in tags.iter().enumerate() {
             let i = b * WAYS as u32 + way as u32;
             if t == want
-                && i < below
                 && let Some(slot) = FLOW_SLOTS.get_ptr_mut(i)
                 // SAFETY: the slot, published by its live tag (its key written before).
                 && holds(unsafe { &*slot }, key)
             {
-                // SAFETY: as above.
-                return Some(unsafe { core::ptr::addr_of_mut!((*slot).entry) });
+                return i as u64 + 1;
             }
         }
         // A bucket's free slots are its last ways (slots are claimed in order and never free
         // again): one among its first LEVELS[0] is the last of those.
         if tags[table::LEVELS[0] as usize - 1] == tag::FREE {
-            return None;
+            return 0;
         }
     }
-    None
+    0
 }
 
 /// Puts the flow `key` into a claimable slot of one of its buckets ([`table::LEVELS`]: the
@@ -431,18 +442,10 @@ fn insert_flow(key: &FlowKey, h: u64) -> Option<*mut FlowEntry> {
     if !count_flow(count, max) {
         return None;
     }
-    let Some(claimed) = claim_slot(h) else {
+    // The index comes from one site of claim_slot, laundered: one filling of the slot to check.
+    let Some(index) = claim_slot(h) else {
         flow_gone();
         return None;
-    };
-    // Through map memory: the verifier then checks one filling of the slot, not one for each
-    // place the search could have stopped at.
-    let scratch = SCRATCH.get_ptr_mut(0)?;
-    // SAFETY: this CPU's scratch slot (see Packet::widen).
-    let index = unsafe {
-        let slot = core::ptr::addr_of_mut!((*scratch).widen);
-        core::ptr::write_volatile(slot, claimed as u64);
-        core::ptr::read_volatile(slot) as u32
     };
     fill_slot(key, h, index)
 }
@@ -495,40 +498,99 @@ fn flow_buckets() -> u32 {
     unsafe { core::ptr::read_volatile(&FLOW_BUCKETS) }
 }
 
-/// Claims a claimable slot ([`table::LEVELS`]) with a compare-and-swap of its tag to
-/// [`tag::CLAIMED`]; its index.
+/// Times [`claim_slot`] looks for a slot again after another CPU claimed the one it found.
+const CLAIM_TRIES: u32 = 4;
+
+/// Claims a claimable slot ([`claimable_slot`]) with a compare-and-swap of its tag to
+/// [`tag::CLAIMED`]; its index. A slot another CPU claimed between the look and the swap is
+/// no longer claimable, so the next look finds another: after [`CLAIM_TRIES`] such races (as
+/// many CPUs inserting into the same buckets at the same instant) the frame counts as the
+/// table full. One swap site, with the slot's index laundered ([`launder`]): the verifier
+/// checks one swap, not one per place the look could stop at (a swap in the look's loop made
+/// it walk ≈ 180 000 instructions, a third of the program's load time).
 #[inline(never)]
 fn claim_slot(h: u64) -> Option<u32> {
+    let mut tries = 0;
+    while tries < CLAIM_TRIES {
+        let i = launder(claimable_slot(h)? as u64)? as u32;
+        let tags = FLOW_TAGS.get_ptr_mut(i / WAYS as u32)?;
+        // SAFETY: the slot's tag in its bucket (shared: claimed by compare-and-swap).
+        let t = unsafe { core::ptr::addr_of_mut!((*tags)[(i % WAYS as u32) as usize]) };
+        // SAFETY: an aligned u64 of the map.
+        let old = unsafe { core::ptr::read_volatile(t) };
+        if tag::claimable(old)
+            // SAFETY: as above.
+            && unsafe {
+                core::intrinsics::atomic_cxchg::<
+                    u64,
+                    { core::intrinsics::AtomicOrdering::AcqRel },
+                    { core::intrinsics::AtomicOrdering::Relaxed },
+                >(t, old, tag::CLAIMED)
+            }
+            .1
+        {
+            return Some(i);
+        }
+        tries += 1;
+    }
+    None
+}
+
+/// The slot a new flow of hash `h` would take ([`table::LEVELS`]: the first of its buckets
+/// with a claimable slot among its first four ways, else six, else seven, else any; that
+/// bucket's first claimable slot), read without claiming it. Each bucket's claimable ways
+/// are a mask made without a branch ([`claimable_ways`]); only the choice among the masks
+/// branches, sixteen times at most.
+#[inline(always)]
+fn claimable_slot(h: u64) -> Option<u32> {
     let n = flow_buckets();
+    let masks = [
+        claimable_ways(table::bucket(h, 0, n)),
+        claimable_ways(table::bucket(h, 1, n)),
+        claimable_ways(table::bucket(h, 2, n)),
+        claimable_ways(table::bucket(h, 3, n)),
+    ];
     for limit in table::LEVELS {
-        for c in 0..CHOICES {
-            let b = table::bucket(h, c, n);
-            let Some(tags) = FLOW_TAGS.get_ptr_mut(b) else { continue };
-            for way in 0..WAYS {
-                if way as u32 >= limit {
-                    break;
-                }
-                // SAFETY: the bucket's tags (shared: claimed by compare-and-swap).
-                let t = unsafe { core::ptr::addr_of_mut!((*tags)[way]) };
-                // SAFETY: an aligned u64 of the map.
-                let old = unsafe { core::ptr::read_volatile(t) };
-                if tag::claimable(old)
-                    // SAFETY: as above.
-                    && unsafe {
-                        core::intrinsics::atomic_cxchg::<
-                            u64,
-                            { core::intrinsics::AtomicOrdering::AcqRel },
-                            { core::intrinsics::AtomicOrdering::Relaxed },
-                        >(t, old, tag::CLAIMED)
-                    }
-                    .1
-                {
-                    return Some(b * WAYS as u32 + way as u32);
-                }
+        for (c, m) in masks.iter().enumerate() {
+            let low = m & ((1u32 << limit) - 1);
+            if low != 0 {
+                // The lowest set bit's position, by arithmetic (the BPF target has no ctz).
+                let way = (low & low.wrapping_neg()).wrapping_sub(1).count_ones();
+                return Some(table::bucket(h, c, n) * WAYS as u32 + way);
             }
         }
     }
     None
+}
+
+/// Bit `way` set for each claimable slot of bucket `b` (none for a bucket beyond the array).
+/// A tag is claimable when it is free or dead ([`tag::claimable`]: 0 or 4), i.e. when it is
+/// 0 with bit 2 cleared; `(x | -x) >> 63` is 1 for any x but 0: no branch per way.
+#[inline(always)]
+fn claimable_ways(b: u32) -> u32 {
+    const _: () = assert!(tag::FREE == 0 && tag::DEAD == 4);
+    let Some(tags) = FLOW_TAGS.get(b) else { return 0 };
+    let mut m = 0u32;
+    for (way, t) in tags.iter().enumerate() {
+        // SAFETY: an aligned u64 of the map (other CPUs claim by compare-and-swap).
+        let x = unsafe { core::ptr::read_volatile(t) } & !tag::DEAD;
+        m |= ((1 ^ ((x | x.wrapping_neg()) >> 63)) as u32) << way;
+    }
+    m
+}
+
+/// `v` through this CPU's scratch slot: the verifier knows nothing of the value read back, so
+/// paths that computed different values go on as one (it checks what follows once, not once
+/// per value). None only if the scratch map had no entry, which it always has.
+#[inline(always)]
+fn launder(v: u64) -> Option<u64> {
+    let scratch = SCRATCH.get_ptr_mut(0)?;
+    // SAFETY: this CPU's scratch slot (see Packet::widen), used by this program run only.
+    unsafe {
+        let slot = core::ptr::addr_of_mut!((*scratch).widen);
+        core::ptr::write_volatile(slot, v);
+        Some(core::ptr::read_volatile(slot))
+    }
 }
 
 /// Fills the slot `index` that this CPU claimed with the flow `key`, and publishes it.
@@ -557,12 +619,15 @@ fn fill_slot(key: &FlowKey, h: u64, index: u32) -> Option<*mut FlowEntry> {
     core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
     // SAFETY: the claimed tag.
     unsafe { core::ptr::write_volatile(t, tag::live(h)) };
-    // Another CPU inserting the same flow at the same moment took another slot: the lower one
-    // stays the flow's, the other is given up (both CPUs look, after publishing their own). A
-    // frame a third CPU counted in the one given up meanwhile is lost (three CPUs, one new
-    // flow, the same instant).
-    if let Some(first) = find_flow(key, h, index) {
-        // SAFETY: as above.
+    // Another CPU inserting the same flow at the same moment took another slot: the one a
+    // lookup finds first stays the flow's (every later lookup goes there), the other is given
+    // up (both CPUs look, after publishing their own). A frame a third CPU counted in the one
+    // given up meanwhile is lost (three CPUs, one new flow, the same instant).
+    if let Some(first) = find_flow(key, h)
+        // SAFETY: the entry of a published slot (its id written before its tag).
+        && unsafe { (*first).counters.id } != id
+    {
+        // SAFETY: the claimed tag.
         unsafe { core::ptr::write_volatile(t, tag::DEAD) };
         flow_gone();
         return Some(first);
@@ -951,11 +1016,12 @@ fn keyed_record(s: &PacketSummary, now: u64) {
 /// `p` must be valid for writes of one `Event`.
 #[inline(always)]
 unsafe fn fill_event(p: *mut Event, s: &PacketSummary, now: u64, kind: u8) {
-    // SAFETY: the caller guarantees `p`.
+    const _: () = assert!(core::mem::offset_of!(Event, kind) == 8 && cfg!(target_endian = "little"));
+    // SAFETY: the caller guarantees `p`; the kind and its padding are the event's second word
+    // (one store: the padding as an array is a call to a byte loop).
     unsafe {
-        (*p).ts_ns = now;
-        (*p).kind = kind;
-        (*p)._pad = [0; 7];
+        core::ptr::write_volatile(p as *mut u64, now);
+        core::ptr::write_volatile((p as *mut u64).add(1), kind as u64);
         copy_words(core::ptr::addr_of_mut!((*p).summary), s);
     }
 }

@@ -146,6 +146,62 @@ fn prog_test_run(repeat: u32, compare: Option<&Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What the verifier processed for a loaded program: `verified_insns` of its `bpf_prog_info`
+/// (kernel 5.16+; its offset in include/uapi/linux/bpf.h), which grows with the paths the
+/// verifier walks, not with the program's size.
+fn verified_insns(fd: std::os::fd::BorrowedFd<'_>) -> anyhow::Result<u32> {
+    use std::os::fd::AsRawFd;
+    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+    const VERIFIED_INSNS: usize = 216;
+    #[repr(C, align(8))]
+    struct InfoAttr {
+        fd: u32,
+        len: u32,
+        info: u64,
+    }
+    let mut info = [0u8; 256];
+    let attr = InfoAttr { fd: fd.as_raw_fd() as u32, len: info.len() as u32, info: info.as_mut_ptr() as u64 };
+    // SAFETY: the attribute names a buffer of `len` bytes that outlives the call.
+    let r = unsafe {
+        libc::syscall(libc::SYS_bpf, BPF_OBJ_GET_INFO_BY_FD, &attr as *const InfoAttr, size_of::<InfoAttr>())
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error()).context("BPF_OBJ_GET_INFO_BY_FD");
+    }
+    let at = &info[VERIFIED_INSNS..VERIFIED_INSNS + 4];
+    Ok(u32::from_ne_bytes(at.try_into().expect("four bytes")))
+}
+
+/// The agent's start: loading the object as the agent does (maps created, the program
+/// verified; not attached), wall time median of 5 in turns, and the instructions the verifier
+/// processed, for this build and `--compare`'s object.
+fn load_time(compare: Option<&Path>) -> anyhow::Result<()> {
+    let other = compare.map(std::fs::read).transpose().context("reading the object to compare")?;
+    let mut objects: Vec<(String, Option<&[u8]>)> = vec![("this build".into(), None)];
+    if let (Some(p), Some(o)) = (compare, &other) {
+        objects.push((p.display().to_string(), Some(o.as_slice())));
+    }
+    let mut times = vec![Vec::new(); objects.len()];
+    let mut insns = vec![0; objects.len()];
+    for _ in 0..5 {
+        for (i, (_, object)) in objects.iter().enumerate() {
+            let start = Instant::now();
+            let (ebpf, _maps) = load_as_agent(*object, LoadOptions::default(), &[PROGRAM])?;
+            times[i].push(start.elapsed());
+            insns[i] = verified_insns(program_fd(&ebpf, PROGRAM)?)?;
+        }
+    }
+    println!("### Loading the program as the agent does (median of 5, in turns)\n");
+    println!("| object | load and verify ms | instructions the verifier processed |");
+    println!("|---|---:|---:|");
+    for (i, (name, _)) in objects.iter().enumerate() {
+        times[i].sort_unstable();
+        println!("| {name} | {} | {} |", times[i][2].as_millis(), insns[i]);
+    }
+    println!();
+    Ok(())
+}
+
 /// Where a RoCE frame's nanoseconds go: variants of the program built with its accounting
 /// stages added one by one (`--cfg roce_stages`, built here from source), without and with the
 /// timeline record, each against XDP_PASS in the same run. The first column is the floor every
@@ -527,6 +583,8 @@ pub enum Part {
     Veth,
     /// Kernel memory per flow.
     Memory,
+    /// Loading and verifying the program (the agent's start).
+    Load,
 }
 
 pub fn run(
@@ -549,6 +607,9 @@ pub fn run(
     if crate::bench_stats::sysctl("kernel.bpf_stats_enabled")? != "0" {
         println!("(kernel.bpf_stats_enabled was on, left by an interrupted run? turned off for the measurement)\n");
         crate::bench_stats::sysctl("kernel.bpf_stats_enabled=0")?;
+    }
+    if part(Part::Load) {
+        load_time(compare)?;
     }
     if part(Part::PerFrame) {
         prog_test_run(repeat, compare)?;

@@ -163,6 +163,44 @@ pub const CHOICES: usize = 4;
 /// ways tells a lookup that the flow is in no later bucket.
 pub const LEVELS: [u32; 4] = [4, 6, 7, WAYS as u32];
 
+/// Bit `way` set if a slot of tag `t` may be claimed ([`tag::claimable`]: free or dead, 0 or
+/// 4), computed without a branch: such a tag is 0 once bit 2 is cleared, and `(x | -x) >> 63`
+/// is 1 for any x but 0. The program builds a bucket's mask of claimable ways from these, so
+/// the verifier walks no branch per way.
+#[inline(always)]
+pub const fn claimable_bit(t: u64, way: usize) -> u32 {
+    let x = t & !tag::DEAD;
+    ((1 ^ ((x | x.wrapping_neg()) >> 63)) as u32) << way
+}
+
+const _: () = assert!(tag::FREE == 0 && tag::DEAD == 4);
+
+/// The position of the lowest set bit of `x` (≠ 0), by arithmetic: the BPF target has no
+/// count-trailing-zeros instruction.
+#[inline(always)]
+pub const fn lowest_bit(x: u32) -> u32 {
+    (x & x.wrapping_neg()).wrapping_sub(1).count_ones()
+}
+
+/// Where a new flow goes ([`LEVELS`]), given each of its buckets' claimable ways (bit `w` of
+/// `masks[c]`: way `w` of its choice-`c` bucket): the first choice with a claimable way among
+/// the level's first ways, at its first claimable way; None when every bucket is full. The
+/// program's placement and the host's model of it.
+#[inline(always)]
+pub fn pick(masks: [u32; CHOICES]) -> Option<(usize, u32)> {
+    for limit in LEVELS {
+        let mut c = 0;
+        while c < CHOICES {
+            let low = masks[c] & ((1u32 << limit) - 1);
+            if low != 0 {
+                return Some((c, lowest_bit(low)));
+            }
+            c += 1;
+        }
+    }
+    None
+}
+
 /// Choice `c` (< [`CHOICES`]) of the buckets (of `buckets`) a flow of hash `h` may be in: from
 /// four 32-bit values of the hash by multiply-shift (no power of two needed). Computed where
 /// needed, not kept in an array: the program's stack has no room to spare.
@@ -246,10 +284,48 @@ mod tests {
         assert_eq!(buckets(hash(&key(1)), 1), [0; CHOICES]);
     }
 
-    /// Where the program puts a new flow ([`LEVELS`]), in a table of `b` buckets filled to
-    /// `used`; None when all its buckets are full.
+    /// Where the program puts a new flow ([`pick`]), in a table of buckets filled to `used`
+    /// (their first ways taken); None when all its buckets are full.
     fn place(used: &[u8], c: [u32; CHOICES]) -> Option<u32> {
-        LEVELS.iter().find_map(|&limit| c.iter().copied().find(|&x| (used[x as usize] as u32) < limit))
+        let masks = c.map(|x| !((1u32 << used[x as usize]) - 1) & 0xff);
+        pick(masks).map(|(choice, way)| {
+            assert_eq!(way, used[c[choice] as usize] as u32, "the first free way");
+            c[choice]
+        })
+    }
+
+    /// The levels by hand: the first bucket with a free way among its first four, else six,
+    /// else seven, else any; a bucket's first claimable way, dead or free.
+    #[test]
+    fn a_new_flow_takes_the_first_claimable_way_of_the_first_bucket_at_the_lowest_level() {
+        let ways = |w: &[u32]| w.iter().fold(0u32, |m, &x| m | 1 << x);
+        // Choice 0 full to way 4, choice 1 free from way 2: level 4 picks choice 1, way 2.
+        assert_eq!(pick([ways(&[5, 6, 7]), ways(&[2, 3, 4, 5, 6, 7]), 0, 0]), Some((1, 2)));
+        // Nothing among the first four ways: level 6 takes choice 0's way 4 before choice 2's.
+        assert_eq!(pick([ways(&[4, 5, 6, 7]), 0, ways(&[5, 6, 7]), 0]), Some((0, 4)));
+        // Only way 7 anywhere: the last level, the first choice that has it.
+        assert_eq!(pick([0, 0, ways(&[7]), ways(&[7])]), Some((2, 7)));
+        // A dead slot among live ones is claimable at its way.
+        assert_eq!(pick([ways(&[1]), 0, 0, 0]), Some((0, 1)));
+        assert_eq!(pick([0; CHOICES]), None);
+    }
+
+    /// The branch-free tests agree with their plain forms: every slot state, with and without
+    /// hash bits above it; every mask's lowest bit.
+    #[test]
+    fn claimable_bits_and_lowest_bits_agree_with_their_plain_forms() {
+        for state in 0..=0xffu64 {
+            for high in [0u64, 1 << 8, 0xffff_ffff_0000_0000, !0xff] {
+                let t = state | high;
+                for way in 0..WAYS {
+                    assert_eq!(claimable_bit(t, way), (tag::claimable(t) as u32) << way, "tag {t:#x}");
+                }
+            }
+        }
+        for x in 1..=u16::MAX as u32 {
+            assert_eq!(lowest_bit(x), x.trailing_zeros(), "{x:#x}");
+        }
+        assert_eq!(lowest_bit(1 << 31), 31);
     }
 
     /// A table filled to its `--max-flows` as the program fills it: no flow finds all its

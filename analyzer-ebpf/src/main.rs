@@ -536,7 +536,7 @@ fn claim_slot(h: u64) -> Option<u32> {
     None
 }
 
-/// The slot a new flow of hash `h` would take ([`table::LEVELS`]: the first of its buckets
+/// The slot a new flow of hash `h` would take ([`table::pick`]: the first of its buckets
 /// with a claimable slot among its first four ways, else six, else seven, else any; that
 /// bucket's first claimable slot), read without claiming it. Each bucket's claimable ways
 /// are a mask made without a branch ([`claimable_ways`]); only the choice among the masks
@@ -550,31 +550,19 @@ fn claimable_slot(h: u64) -> Option<u32> {
         claimable_ways(table::bucket(h, 2, n)),
         claimable_ways(table::bucket(h, 3, n)),
     ];
-    for limit in table::LEVELS {
-        for (c, m) in masks.iter().enumerate() {
-            let low = m & ((1u32 << limit) - 1);
-            if low != 0 {
-                // The lowest set bit's position, by arithmetic (the BPF target has no ctz).
-                let way = (low & low.wrapping_neg()).wrapping_sub(1).count_ones();
-                return Some(table::bucket(h, c, n) * WAYS as u32 + way);
-            }
-        }
-    }
-    None
+    let (c, way) = table::pick(masks)?;
+    Some(table::bucket(h, c, n) * WAYS as u32 + way)
 }
 
-/// Bit `way` set for each claimable slot of bucket `b` (none for a bucket beyond the array).
-/// A tag is claimable when it is free or dead ([`tag::claimable`]: 0 or 4), i.e. when it is
-/// 0 with bit 2 cleared; `(x | -x) >> 63` is 1 for any x but 0: no branch per way.
+/// Bit `way` set for each claimable slot of bucket `b` ([`table::claimable_bit`]; none for a
+/// bucket beyond the array).
 #[inline(always)]
 fn claimable_ways(b: u32) -> u32 {
-    const _: () = assert!(tag::FREE == 0 && tag::DEAD == 4);
     let Some(tags) = FLOW_TAGS.get(b) else { return 0 };
     let mut m = 0u32;
     for (way, t) in tags.iter().enumerate() {
         // SAFETY: an aligned u64 of the map (other CPUs claim by compare-and-swap).
-        let x = unsafe { core::ptr::read_volatile(t) } & !tag::DEAD;
-        m |= ((1 ^ ((x | x.wrapping_neg()) >> 63)) as u32) << way;
+        m |= table::claimable_bit(unsafe { core::ptr::read_volatile(t) }, way);
     }
     m
 }

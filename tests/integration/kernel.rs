@@ -437,6 +437,71 @@ fn records_name_their_flows_by_id_through_a_full_map_and_a_given_back_id() {
     assert_eq!(maps.records_lost(), 0, "every record named a known flow");
 }
 
+/// New flows take the slots the placement rule names ([`analyzer_common::table::pick`], which
+/// the program computes from masks of claimable ways made without a branch): 60 flows in a
+/// table of 10 buckets (most fill past their first four ways, so every level is used), then
+/// 20 of them removed (their slots dead once the next poll lets them go) and 20 new flows,
+/// which take dead slots where those are a bucket's first claimable way. The host's model of
+/// the table follows the same insertions; each flow's id must be its predicted slot plus one.
+#[test]
+fn new_flows_take_the_slots_the_placement_rule_names() {
+    use analyzer_common::flow::FlowKey;
+    use analyzer_common::opcode::op;
+    use analyzer_common::table::{self, CHOICES, WAYS, tag};
+    if !privileged("new_flows_take_the_slots_the_placement_rule_names") {
+        return;
+    }
+    let max_flows = 64;
+    let buckets = table::buckets_for(max_flows);
+    let mut ebpf = load(LoadOptions { max_flows, ..Default::default() }, &[PROGRAM]).expect("load");
+    let mut maps = AyaMaps::new(&mut ebpf).expect("maps");
+    let fd = program_fd(&ebpf, PROGRAM).unwrap();
+    let frame = |i: u32| {
+        tests::synth::Roce::v4([10, 8, 0, i as u8], [10, 8, 1, 1], 49152, op::RDMA_WRITE_MIDDLE, 0x200 + i, 1).build()
+    };
+    let key_of = |snap: &analyzer::capture::kernel::snapshot::KernelSnapshot, i: u32| {
+        snap.flows.iter().find(|(k, _)| k.dst_qp == 0x200 + i).map(|(k, e)| (*k, e.counters.id))
+    };
+    // The model: every slot's tag state, filled as the program fills it.
+    let mut states = vec![tag::FREE; (buckets * WAYS as u32) as usize];
+    let place = |states: &mut Vec<u64>, key: &FlowKey| {
+        let h = table::hash(key);
+        let choices = table::buckets(h, buckets);
+        let masks =
+            choices.map(|b| (0..WAYS).fold(0, |m, w| m | table::claimable_bit(states[b as usize * WAYS + w], w)));
+        let (c, way) = table::pick(masks).expect("a claimable slot");
+        let slot = choices[c] * WAYS as u32 + way;
+        states[slot as usize] = tag::LIVE;
+        slot
+    };
+    let mut levels = [0u32; 4];
+    let mut insert = |maps: &mut AyaMaps, states: &mut Vec<u64>, flows: std::ops::Range<u32>| {
+        for i in flows {
+            test_run(fd, &frame(i), 1, None).unwrap();
+            let snap = maps.snapshot().unwrap();
+            let (key, id) = key_of(&snap, i).unwrap_or_else(|| panic!("flow {i} not in the table"));
+            let want = place(states, &key);
+            assert_eq!(id, want + 1, "flow {i}: slot {} where the rule names {want}", id - 1);
+            levels[table::LEVELS.iter().position(|&l| want % (WAYS as u32) < l).unwrap()] += 1;
+        }
+    };
+    insert(&mut maps, &mut states, 0..60);
+    // Remove every third flow; a poll lets their slots go (dead, claimable again).
+    let snap = maps.snapshot().unwrap();
+    let gone: Vec<(FlowKey, u32)> = (0..60).step_by(3).map(|i| key_of(&snap, i).unwrap()).collect();
+    maps.remove_flows(&gone.iter().map(|(k, _)| *k).collect::<Vec<_>>()).unwrap();
+    maps.snapshot().unwrap();
+    for (_, id) in &gone {
+        states[table::slot_of(*id) as usize] = tag::DEAD;
+    }
+    insert(&mut maps, &mut states, 60..80);
+    let snap = maps.snapshot().unwrap();
+    assert_eq!(snap.flows.len(), 60, "40 kept and 20 new");
+    let reused = (60..80).filter(|&i| gone.iter().any(|(_, id)| Some(*id) == key_of(&snap, i).map(|(_, x)| x)));
+    assert!(reused.count() > 0, "some new flows took dead slots");
+    assert!(levels[1] + levels[2] + levels[3] > 0, "ways past the fourth used: {levels:?} (CHOICES {CHOICES})");
+}
+
 /// More new flows between two drains than the flow-id ring holds: the announcements it had no
 /// room for are lost, and so are the records of those flows until the next poll's read of the
 /// flow map (which holds every entry's id) names them; every record is handed on or counted

@@ -189,13 +189,11 @@ pub const fn lowest_bit(x: u32) -> u32 {
 #[inline(always)]
 pub fn pick(masks: [u32; CHOICES]) -> Option<(usize, u32)> {
     for limit in LEVELS {
-        let mut c = 0;
-        while c < CHOICES {
-            let low = masks[c] & ((1u32 << limit) - 1);
+        for (c, m) in masks.iter().enumerate() {
+            let low = m & ((1u32 << limit) - 1);
             if low != 0 {
                 return Some((c, lowest_bit(low)));
             }
-            c += 1;
         }
     }
     None

@@ -139,7 +139,7 @@ struct Packet {
     start: usize,
     end: usize,
     /// This CPU's `Scratch::widen`.
-    slot: *mut u64,
+    word: Word,
 }
 
 impl FrameBytes for Packet {
@@ -152,14 +152,38 @@ impl FrameBytes for Packet {
         Some(unsafe { core::ptr::read_unaligned((self.start + offset) as *const [u8; N]) })
     }
 
-    /// Map memory is not tracked by the verifier: the value read back is an unknown scalar,
-    /// bounded again by the mask (every classifier offset is below MAX_HEADER_OFFSET).
+    /// Laundered ([`Word::launder`]), bounded again by the mask (every classifier offset is
+    /// below MAX_HEADER_OFFSET).
     #[inline(always)]
     fn widen(&self, offset: usize) -> usize {
-        // SAFETY: `slot` points at this CPU's scratch slot for the whole program run.
+        (self.word.launder(offset as u64) as usize) & (MAX_HEADER_OFFSET - 1)
+    }
+}
+
+/// This CPU's scratch word (`Scratch::widen`), through which values are laundered.
+#[derive(Clone, Copy)]
+struct Word(*mut u64);
+
+impl Word {
+    /// This CPU's word (None only if the scratch map had no entry, which it always has).
+    #[inline(always)]
+    fn get() -> Option<Word> {
+        // SAFETY: a field of this CPU's scratch entry; only its address is taken.
+        SCRATCH.get_ptr_mut(0).map(|p| Word(unsafe { core::ptr::addr_of_mut!((*p).widen) }))
+    }
+
+    /// `v` through map memory, which the verifier does not track: the value read back is an
+    /// unknown scalar, so paths that computed different values go on as one (it checks what
+    /// follows once, not once per value), and a range LLVM or the verifier kept is forgotten
+    /// (a caller bounds it again with a mask).
+    #[inline(always)]
+    fn launder(self, v: u64) -> u64 {
+        // SAFETY: this CPU's scratch word (a Word is made only from this CPU's scratch entry:
+        // `get`, or the program's one lookup of it), used by this program run only: XDP runs
+        // are not interrupted by another on their CPU.
         unsafe {
-            core::ptr::write_volatile(self.slot, offset as u64);
-            (core::ptr::read_volatile(self.slot) as usize) & (MAX_HEADER_OFFSET - 1)
+            core::ptr::write_volatile(self.0, v);
+            core::ptr::read_volatile(self.0)
         }
     }
 }
@@ -214,10 +238,10 @@ fn count(index: u32) -> u64 {
 #[inline(always)]
 fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
     let scratch = SCRATCH.get_ptr_mut(0).ok_or(())?;
-    // SAFETY: this CPU's scratch, used by this run only; the summary and the slot are distinct
-    // fields (the slot is only reached through its raw pointer).
-    let (s, slot) = unsafe { (&mut (*scratch).summary, core::ptr::addr_of_mut!((*scratch).widen)) };
-    let pkt = Packet { start: ctx.data(), end: ctx.data_end(), slot };
+    // SAFETY: this CPU's scratch, used by this run only; the summary and the word are distinct
+    // fields (the word is only reached through its raw pointer).
+    let (s, word) = unsafe { (&mut (*scratch).summary, Word(core::ptr::addr_of_mut!((*scratch).widen))) };
+    let pkt = Packet { start: ctx.data(), end: ctx.data_end(), word };
     // data_end - data would be arithmetic on pkt_end, which the verifier refuses.
     // SAFETY: helper on the program's own context.
     let wire_len = unsafe { bpf_xdp_get_buff_len(ctx.ctx) } as u32;
@@ -265,7 +289,7 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
                     return Ok(());
                 }
             }
-            let entry = if STAGES & stage::FLOW != 0 { account_flow(ctx, &key, s, now) } else { None };
+            let entry = if STAGES & stage::FLOW != 0 { account_flow(ctx, &key, s, now, word) } else { None };
             if let Some(entry) = entry
                 && class == FrameClass::Roce
                 && STAGES & stage::PSN != 0
@@ -311,9 +335,9 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
 /// Counts the frame in its flow's entry (inserted for its first frame); returns the entry, or
 /// None when the map is full (counted, also as a PSN loss for a RoCE frame).
 #[inline(always)]
-fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64) -> Option<*mut FlowEntry> {
+fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64, word: Word) -> Option<*mut FlowEntry> {
     let h = table::hash(key);
-    let entry = match find_flow(key, h) {
+    let entry = match find_flow(key, h, word) {
         Some(e) => e,
         None => match insert_flow(key, h) {
             Some(e) => e,
@@ -389,10 +413,10 @@ fn holds(slot: &FlowSlot, key: &FlowKey) -> bool {
 /// key. A free slot among a bucket's first [`table::LEVELS`]`[0]` ends the search: the flow
 /// would have been put there ([`insert_flow`]), so it is in none of the later buckets.
 #[inline(always)]
-fn find_flow(key: &FlowKey, h: u64) -> Option<*mut FlowEntry> {
+fn find_flow(key: &FlowKey, h: u64, word: Word) -> Option<*mut FlowEntry> {
     // Laundered: the search stops at one of many places, and the verifier would check what
     // follows (the flow's insertion above all) once for each.
-    let found = launder(find_slot(key, h))?;
+    let found = word.launder(find_slot(key, h));
     if found == 0 {
         return None;
     }
@@ -505,14 +529,15 @@ const CLAIM_TRIES: u32 = 4;
 /// [`tag::CLAIMED`]; its index. A slot another CPU claimed between the look and the swap is
 /// no longer claimable, so the next look finds another: after [`CLAIM_TRIES`] such races (as
 /// many CPUs inserting into the same buckets at the same instant) the frame counts as the
-/// table full. One swap site, with the slot's index laundered ([`launder`]): the verifier
+/// table full. One swap site, with the slot's index laundered ([`Word::launder`]): the verifier
 /// checks one swap, not one per place the look could stop at (a swap in the look's loop made
 /// it walk ≈ 180 000 instructions, a third of the program's load time).
 #[inline(never)]
 fn claim_slot(h: u64) -> Option<u32> {
+    let word = Word::get()?;
     let mut tries = 0;
     while tries < CLAIM_TRIES {
-        let i = launder(claimable_slot(h)? as u64)? as u32;
+        let i = word.launder(claimable_slot(h)? as u64) as u32;
         let tags = FLOW_TAGS.get_ptr_mut(i / WAYS as u32)?;
         // SAFETY: the slot's tag in its bucket (shared: claimed by compare-and-swap).
         let t = unsafe { core::ptr::addr_of_mut!((*tags)[(i % WAYS as u32) as usize]) };
@@ -567,20 +592,6 @@ fn claimable_ways(b: u32) -> u32 {
     m
 }
 
-/// `v` through this CPU's scratch slot: the verifier knows nothing of the value read back, so
-/// paths that computed different values go on as one (it checks what follows once, not once
-/// per value). None only if the scratch map had no entry, which it always has.
-#[inline(always)]
-fn launder(v: u64) -> Option<u64> {
-    let scratch = SCRATCH.get_ptr_mut(0)?;
-    // SAFETY: this CPU's scratch slot (see Packet::widen), used by this program run only.
-    unsafe {
-        let slot = core::ptr::addr_of_mut!((*scratch).widen);
-        core::ptr::write_volatile(slot, v);
-        Some(core::ptr::read_volatile(slot))
-    }
-}
-
 /// Fills the slot `index` that this CPU claimed with the flow `key`, and publishes it.
 #[inline(never)]
 fn fill_slot(key: &FlowKey, h: u64, index: u32) -> Option<*mut FlowEntry> {
@@ -611,7 +622,8 @@ fn fill_slot(key: &FlowKey, h: u64, index: u32) -> Option<*mut FlowEntry> {
     // lookup finds first stays the flow's (every later lookup goes there), the other is given
     // up (both CPUs look, after publishing their own). A frame a third CPU counted in the one
     // given up meanwhile is lost (three CPUs, one new flow, the same instant).
-    if let Some(first) = find_flow(key, h)
+    if let Some(word) = Word::get()
+        && let Some(first) = find_flow(key, h, word)
         // SAFETY: the entry of a published slot (its id written before its tag).
         && unsafe { (*first).counters.id } != id
     {
@@ -893,12 +905,11 @@ fn evidence_copy(ctx: &XdpContext, s: &PacketSummary, key: &FlowKey, now: u64, w
     // is written before submit; the bytes by the helper, which checks them against the frame.
     let loaded = unsafe {
         EvidenceFrame::fill_head(p, now, wire_len, s, key);
-        match SCRATCH.get_ptr_mut(0).map(|p| core::ptr::addr_of_mut!((*p).widen)) {
-            Some(slot) if len >= 1 => {
-                // Through map memory, so that neither LLVM nor the verifier keeps the range
-                // of `len`: the mask alone bounds the length to 1..=256 for the helper.
-                core::ptr::write_volatile(slot, (len - 1) as u64);
-                let n = (core::ptr::read_volatile(slot) & (EVIDENCE_MAX_SNAPLEN as u64 - 1)) as u32 + 1;
+        match Word::get() {
+            Some(word) if len >= 1 => {
+                // Laundered, so that neither LLVM nor the verifier keeps the range of `len`:
+                // the mask alone bounds the length to 1..=256 for the helper.
+                let n = (word.launder((len - 1) as u64) & (EVIDENCE_MAX_SNAPLEN as u64 - 1)) as u32 + 1;
                 (*p).caplen = n as u16;
                 bpf_xdp_load_bytes(ctx.ctx, 0, (*p).data.as_mut_ptr() as *mut _, n)
             }

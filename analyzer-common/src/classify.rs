@@ -337,27 +337,28 @@ fn parse_bth<B: FrameBytes + ?Sized>(b: &B, off: usize, len: usize, out: &mut Pa
     out.dst_qp = h.dst_qp();
     out.ack_req = h.ack_req() as u8;
     out.psn = h.psn();
-    let mask = opcode::headers(opc);
-    let hdrs = 12 + opcode::headers_len(mask);
-    if opcode::is_defined(opc) && len < hdrs + ext::ICRC_LEN {
+    let layout = opcode::layout(opc);
+    let hdrs = 12 + layout.len as usize;
+    if layout.defined != 0 && len < hdrs + ext::ICRC_LEN {
         return FrameClass::ShortExtHeader;
     }
     let tail = hdrs + h.pad_count() as usize + ext::ICRC_LEN;
     out.payload_len = if len > tail { (len - tail) as u32 } else { 0 };
     out.payload_off = (off + hdrs) as u16;
-    parse_ext(b, off + 12, mask, out);
+    parse_ext(b, off + 12, layout, out);
     if opc == opcode::CNP { FrameClass::Cnp } else { FrameClass::Roce }
 }
 
-/// Decodes the extended headers in `mask`. Each header's offset is computed from the mask
-/// (not by advancing a cursor), so a header the capture cut off does not hide the others'
-/// positions; those cut off are recorded in `ext_missing`.
+/// Decodes the extended headers of the opcode's `layout`. Each header's offset is the
+/// layout's (not a cursor advanced header by header), so a header the capture cut off does
+/// not hide the others' positions; those cut off are recorded in `ext_missing`.
 #[inline(always)]
-fn parse_ext<B: FrameBytes + ?Sized>(b: &B, base: usize, mask: u16, out: &mut PacketSummary) {
+fn parse_ext<B: FrameBytes + ?Sized>(b: &B, base: usize, layout: &opcode::Layout, out: &mut PacketSummary) {
+    let mask = layout.mask;
     macro_rules! hdr {
         ($flag:expr, $n:expr, |$a:ident| $body:expr) => {
             if mask & $flag != 0 {
-                match b.read::<{ $n }>(base + opcode::headers_len(mask & ($flag - 1))) {
+                match b.read::<{ $n }>(base + layout.at[$flag.trailing_zeros() as usize] as usize) {
                     Some($a) => {
                         $body;
                         out.ext |= $flag;

@@ -146,6 +146,73 @@ fn prog_test_run(repeat: u32, compare: Option<&Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Rounds of [`turns`], and runs of a frame per program per round.
+const TURNS: usize = 41;
+const TURN_RUNS: u32 = 20_000;
+
+/// Per frame against XDP_PASS with the programs loaded once and measured in turns: [`TURNS`]
+/// rounds, each running every program [`TURN_RUNS`] times; the median, first quartile and
+/// minimum of the rounds over XDP_PASS's. A minute of a noisy neighbour weighs on all the
+/// programs alike and on few rounds, where per-frame's five fresh loads of 25 000 runs move by
+/// ±30 ns between runs of this VM. Only for objects whose timeline logs lap (this layout's, and
+/// `--compare`'s when it has them): later rounds then run the same path as the first, where an
+/// earlier object's rings would fill (it is left out, said so).
+fn turns(compare: Option<&Path>) -> anyhow::Result<()> {
+    pin_to_cpu(0)?;
+    let other = compare.map(std::fs::read).transpose().context("reading the object to compare")?;
+    let (this, _this_maps) = load_as_agent(None, LoadOptions::default(), &[PROGRAM])?;
+    let (pass, _pass_maps) = load_as_agent(None, LoadOptions::default(), &[PROGRAM_BASELINE])?;
+    let mut programs = vec![program_fd(&this, PROGRAM)?];
+    let earlier = match &other {
+        Some(o) => {
+            let (e, rings) = load_as_agent(Some(o), LoadOptions::default(), &[PROGRAM])?;
+            if rings.is_some() {
+                println!("(--compare's object writes to rings that fill: not measured in turns, see per-frame)\n");
+                None
+            } else {
+                Some(e)
+            }
+        }
+        None => None,
+    };
+    if let Some(e) = &earlier {
+        programs.push(program_fd(e, PROGRAM)?);
+    }
+    programs.push(program_fd(&pass, PROGRAM_BASELINE)?);
+    println!(
+        "### In turns: ns per frame over XDP_PASS, {TURNS} rounds of {TURN_RUNS} runs (median / first quartile / minimum)\n"
+    );
+    print!("| frame | this build | budget | within |");
+    if earlier.is_some() {
+        print!(" {} | difference |", compare.map(|p| p.display().to_string()).unwrap_or_default());
+    }
+    println!();
+    println!("|---|---:|---:|---|{}", if earlier.is_some() { "---:|---:|" } else { "" });
+    for (name, f, _, budget) in frames() {
+        let mut ns = vec![Vec::with_capacity(TURNS); programs.len()];
+        for _ in 0..TURNS {
+            for (i, fd) in programs.iter().enumerate() {
+                ns[i].push(test_run(*fd, &f, TURN_RUNS, None)?.duration_ns as i64);
+            }
+        }
+        for v in &mut ns {
+            v.sort_unstable();
+        }
+        let pass = ns.last().expect("XDP_PASS");
+        let stats = |v: &[i64]| [v[TURNS / 2] - pass[TURNS / 2], v[TURNS / 4] - pass[TURNS / 4], v[0] - pass[0]];
+        let a = stats(&ns[0]);
+        let cell = |x: [i64; 3]| format!("{} / {} / {}", x[0], x[1], x[2]);
+        print!("| {name} | {} | {budget} | {} |", cell(a), if a[0] <= budget as i64 { "yes" } else { "**no**" });
+        if earlier.is_some() {
+            let b = stats(&ns[1]);
+            print!(" {} | {} |", cell(b), cell([a[0] - b[0], a[1] - b[1], a[2] - b[2]]));
+        }
+        println!();
+    }
+    println!();
+    Ok(())
+}
+
 /// What the verifier processed for a loaded program: `verified_insns` of its `bpf_prog_info`
 /// (kernel 5.16+; its offset in include/uapi/linux/bpf.h), which grows with the paths the
 /// verifier walks, not with the program's size.
@@ -585,6 +652,9 @@ pub enum Part {
     Memory,
     /// Loading and verifying the program (the agent's start).
     Load,
+    /// Per frame, programs loaded once and measured in many short turns (finer than
+    /// per-frame's five fresh loads: for changes of a few ns).
+    Turns,
 }
 
 pub fn run(
@@ -613,6 +683,9 @@ pub fn run(
     }
     if part(Part::PerFrame) {
         prog_test_run(repeat, compare)?;
+    }
+    if part(Part::Turns) {
+        turns(compare)?;
     }
     if part(Part::Stages) {
         stages(repeat)?;

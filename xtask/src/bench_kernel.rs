@@ -655,6 +655,8 @@ pub enum Part {
     /// Per frame, programs loaded once and measured in many short turns (finer than
     /// per-frame's five fresh loads: for changes of a few ns).
     Turns,
+    /// Where the program's time goes, by source line (`perf` samples).
+    Profile,
 }
 
 pub fn run(
@@ -686,6 +688,10 @@ pub fn run(
     }
     if part(Part::Turns) {
         turns(compare)?;
+    }
+    if part(Part::Profile) {
+        let frames: Vec<_> = frames().into_iter().map(|(name, f, _, _)| (name, f)).collect();
+        crate::profile::run(&frames, 3)?;
     }
     if part(Part::Stages) {
         stages(repeat)?;

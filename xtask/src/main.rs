@@ -13,6 +13,7 @@ mod earlier_object;
 mod ebpf;
 mod fixtures;
 mod layers;
+mod profile;
 mod test;
 
 use std::process::ExitCode;

@@ -18,7 +18,7 @@ use analyzer_common::maps::{
     self, CmEvent, DEFAULT_EVIDENCE_BYTES, DEFAULT_FLOW_IDS_BYTES, DEFAULT_MAX_EVIDENCE_FLOWS, DEFAULT_MAX_EXTRA,
     DEFAULT_MAX_FLOWS, DEFAULT_MAX_NOTES, DEFAULT_MAX_PFC, DEFAULT_MAX_SIGHTINGS, DEFAULT_RINGBUF_BYTES,
     DEFAULT_TIMELINE_BYTES, EVENT_SLOTS, EVIDENCE_MAX_SNAPLEN, Event, EvidenceFrame, ExtraKey, FlowEntry, FlowId,
-    HEAD_STRIDE, KeyedRecord, PfcCounters, PfcKey, Scratch, TIMELINE_SLOTS, counter, event_kind, evidence_ctl,
+    HEAD_STRIDE, KeyedRecord, PfcCounters, PfcKey, PfcSlot, Scratch, TIMELINE_SLOTS, counter, event_kind, evidence_ctl,
     extra_kind, ids_kind, stage,
 };
 use analyzer_common::psn::{self, PeerKey, Tally};
@@ -59,6 +59,9 @@ static FLOW_COUNT: Array<u64> = Array::with_max_entries(1, BPF_F_MMAPABLE);
 static FLOW_EXTRA: PerCpuHashMap<ExtraKey, u64> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_EXTRA, BPF_F_NO_PREALLOC);
 #[map]
 static PFC: PerCpuHashMap<PfcKey, PfcCounters> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_PFC, 0);
+/// Each CPU's PFC counters of the pairs that took a slot ([`PfcSlot`]); the others in [`PFC`].
+#[map]
+static PFC_SLOTS: PerCpuArray<PfcSlot> = PerCpuArray::with_max_entries(maps::PFC_SLOTS, 0);
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
 #[map]
@@ -772,6 +775,20 @@ fn account_pfc(s: &PacketSummary, now: u64) {
 #[inline(always)]
 fn pfc_one(mac: [u8; 6], priority: u8, quanta: u16, now: u64) {
     let key = PfcKey { mac, priority, _pad: 0 };
+    let word = key.word();
+    if let Some(slot) = PFC_SLOTS.get_ptr_mut(PfcKey::slot(word)) {
+        // SAFETY: this CPU's slot (its counters start zeroed, as the array does).
+        unsafe {
+            if (*slot).key == 0 {
+                (*slot).key = word;
+            }
+            if (*slot).key == word {
+                (*slot).counters.record(now, quanta);
+                return;
+            }
+        }
+    }
+    // The slot is another pair's: the hash map.
     let c = match PFC.get_ptr_mut(&key) {
         Some(c) => c,
         None => {

@@ -213,6 +213,46 @@ fn a_flow_past_its_entrys_room_counts_like_the_host() {
     frames_equal_host(None, &[("one busy connection".to_string(), frames)]);
 }
 
+/// More (sender, priority) pairs than a CPU's PFC slots ([`analyzer_common::maps::PFC_SLOTS`]):
+/// 40 senders pausing all 8 priorities (some resuming) and 10 sending 802.3x PAUSE, several
+/// frames each. The pairs that took a slot and those the hash map holds add up, per pair, to
+/// the host's counts; both paths are taken (the hash map holds the pairs the slots did not).
+#[test]
+fn pfc_pairs_past_the_slots_count_like_the_host() {
+    use analyzer_common::maps::{MAP_PFC, MAP_PFC_SLOTS, PFC_SLOTS, PfcCounters, PfcKey, PfcSlot};
+    if !privileged("pfc_pairs_past_the_slots_count_like_the_host") {
+        return;
+    }
+    let mut frames = Vec::new();
+    for sender in 0..40u8 {
+        for n in 0..=(sender % 3) {
+            let quanta: [u16; 8] =
+                std::array::from_fn(|p| if (p as u8 + n).is_multiple_of(4) { 0 } else { 100 * (p as u16 + 1) });
+            frames.push(tests::synth::pfc([2, 0, 0, 1, 0, sender], 0xff, quanta));
+        }
+    }
+    for sender in 0..10u8 {
+        frames.push(tests::synth::pause([2, 0, 0, 2, 0, sender], 0xffff));
+    }
+    frames_equal_host(None, &[("PFC pairs past the slots".to_string(), frames.clone())]);
+
+    // The same frames again, the two maps read apart.
+    pin_to_cpu(0).unwrap();
+    let ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
+    let fd = program_fd(&ebpf, PROGRAM).unwrap();
+    for f in &frames {
+        test_run(fd, f, 1, None).unwrap();
+    }
+    let slots: PerCpuArray<_, PfcSlot> = PerCpuArray::try_from(ebpf.map(MAP_PFC_SLOTS).unwrap()).unwrap();
+    let in_slots = (0..PFC_SLOTS).filter(|i| slots.get(i, 0).unwrap()[0].key != 0).count();
+    let hash: aya::maps::PerCpuHashMap<_, PfcKey, PfcCounters> =
+        aya::maps::PerCpuHashMap::try_from(ebpf.map(MAP_PFC).unwrap()).unwrap();
+    let in_hash = hash.keys().count();
+    let pairs = 40 * 8 + 10;
+    assert!(in_slots > PFC_SLOTS as usize / 2 && in_slots <= PFC_SLOTS as usize, "{in_slots} pairs in slots");
+    assert_eq!(in_slots + in_hash, pairs, "{in_slots} pairs in slots, {in_hash} in the hash map");
+}
+
 /// Evidence copies: with a flow and PFC watched, the program copies exactly the frames of that
 /// flow and every PFC / PAUSE frame, each cut to the snap length, with the flow key, class,
 /// AETH and priority bits the host's classifier gives the whole frame; nothing else.

@@ -6,8 +6,8 @@ use std::os::fd::AsFd;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
     CmEvent, EVENT_SLOTS, Event, ExtraKey, FlowEntry, FlowId, KeyedRecord, MAP_COUNTERS, MAP_EVENT_HEADS,
-    MAP_EVENT_LOG, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOW_IDS, MAP_PFC, MAP_TIMELINE, MAP_TIMELINE_HEADS,
-    MAP_TIMELINE_LOG, PfcCounters, PfcKey, TIMELINE_SLOTS, counter, event_kind, ids_kind,
+    MAP_EVENT_LOG, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOW_IDS, MAP_PFC, MAP_PFC_SLOTS, MAP_TIMELINE, MAP_TIMELINE_HEADS,
+    MAP_TIMELINE_LOG, PFC_SLOTS, PfcCounters, PfcKey, PfcSlot, TIMELINE_SLOTS, counter, event_kind, ids_kind,
 };
 use analyzer_common::record::{CompactRecord, Record};
 use aya::maps::{MapData, PerCpuArray, RingBuf};
@@ -73,6 +73,7 @@ pub struct AyaMaps {
     flows: FlowTable,
     extra: MapData,
     pfc: MapData,
+    pfc_slots: PerCpuArray<MapData, PfcSlot>,
     counters: PerCpuArray<MapData, u64>,
     /// CM events, and the frame events of CPUs without a log.
     events: RingBuf<MapData>,
@@ -157,6 +158,7 @@ impl AyaMaps {
             flows: FlowTable::new(ebpf)?,
             extra: per_cpu_hash(ebpf, MAP_FLOW_EXTRA)?,
             pfc: per_cpu_hash(ebpf, MAP_PFC)?,
+            pfc_slots: PerCpuArray::try_from(take(ebpf, MAP_PFC_SLOTS)?).map_err(map_err(MAP_PFC_SLOTS))?,
             counters: PerCpuArray::try_from(take(ebpf, MAP_COUNTERS)?).map_err(map_err(MAP_COUNTERS))?,
             events: RingBuf::try_from(take(ebpf, MAP_EVENTS)?).map_err(map_err(MAP_EVENTS))?,
             event_logs: CpuLogs::new(ebpf, (MAP_EVENT_LOG, MAP_EVENT_HEADS), EVENT_SLOTS)?,
@@ -215,20 +217,24 @@ impl MapSource for AyaMaps {
             self.flows.kill(id);
         }
         s.extra = self.extra_entries()?;
+        // A (sender, priority) may be in a slot on one CPU and in the hash map on another:
+        // summed by key.
+        let mut pfc = std::collections::BTreeMap::<PfcKey, PfcCounters>::new();
+        for i in 0..PFC_SLOTS {
+            let v = self.pfc_slots.get(&i, 0).map_err(map_err(MAP_PFC_SLOTS))?;
+            for slot in v.iter().filter(|s| s.key != 0) {
+                pfc.entry(PfcKey::from_word(slot.key)).or_default().merge(&slot.counters);
+            }
+        }
         let pfc_len = stride::<PfcCounters>() * cpus;
         batch::for_each(self.pfc.fd().as_fd(), std::mem::size_of::<PfcKey>(), pfc_len, |k, v| {
-            let mut sum = PfcCounters::default();
-            for c in per_cpu::<PfcCounters>(v, cpus).iter().filter(|c| c.frames > 0) {
-                sum.first_ns = if sum.frames == 0 { c.first_ns } else { sum.first_ns.min(c.first_ns) };
-                sum.frames += c.frames;
-                sum.xoff += c.xoff;
-                sum.xon += c.xon;
-                sum.quanta += c.quanta;
-                sum.last_ns = sum.last_ns.max(c.last_ns);
+            let sum = pfc.entry(pod(k)).or_default();
+            for c in per_cpu::<PfcCounters>(v, cpus) {
+                sum.merge(&c);
             }
-            s.pfc.push((pod(k), sum));
         })
         .map_err(io_err(MAP_PFC))?;
+        s.pfc = pfc.into_iter().collect();
         Ok(s)
     }
 

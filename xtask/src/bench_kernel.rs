@@ -217,24 +217,9 @@ fn turns(compare: Option<&Path>) -> anyhow::Result<()> {
 /// (kernel 5.16+; its offset in include/uapi/linux/bpf.h), which grows with the paths the
 /// verifier walks, not with the program's size.
 fn verified_insns(fd: std::os::fd::BorrowedFd<'_>) -> anyhow::Result<u32> {
-    use std::os::fd::AsRawFd;
-    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
     const VERIFIED_INSNS: usize = 216;
-    #[repr(C, align(8))]
-    struct InfoAttr {
-        fd: u32,
-        len: u32,
-        info: u64,
-    }
     let mut info = [0u8; 256];
-    let attr = InfoAttr { fd: fd.as_raw_fd() as u32, len: info.len() as u32, info: info.as_mut_ptr() as u64 };
-    // SAFETY: the attribute names a buffer of `len` bytes that outlives the call.
-    let r = unsafe {
-        libc::syscall(libc::SYS_bpf, BPF_OBJ_GET_INFO_BY_FD, &attr as *const InfoAttr, size_of::<InfoAttr>())
-    };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error()).context("BPF_OBJ_GET_INFO_BY_FD");
-    }
+    crate::profile::obj_info(fd, &mut info)?;
     let at = &info[VERIFIED_INSNS..VERIFIED_INSNS + 4];
     Ok(u32::from_ne_bytes(at.try_into().expect("four bytes")))
 }

@@ -52,7 +52,7 @@ fn put_u64(b: &mut [u8], at: usize, v: u64) {
 }
 
 /// `BPF_OBJ_GET_INFO_BY_FD` into `buf` (its pointers and counts set by the caller).
-fn obj_info(fd: BorrowedFd<'_>, buf: &mut [u8]) -> anyhow::Result<()> {
+pub fn obj_info(fd: BorrowedFd<'_>, buf: &mut [u8]) -> anyhow::Result<()> {
     #[repr(C, align(8))]
     struct Attr {
         fd: u32,

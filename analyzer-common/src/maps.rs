@@ -413,7 +413,7 @@ impl PfcKey {
     /// The [`PfcSlot`] a key's word may take (of [`PFC_SLOTS`], by multiply-shift).
     #[inline(always)]
     pub fn slot(word: u64) -> u32 {
-        (word.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - PFC_SLOTS.trailing_zeros())) as u32
+        (word.wrapping_mul(crate::table::M1) >> (64 - PFC_SLOTS.trailing_zeros())) as u32
     }
 }
 

@@ -104,7 +104,8 @@ pub const fn bytes_per_flow(max_flows: u32) -> u64 {
         / if max_flows == 0 { 1 } else { max_flows as u64 }
 }
 
-const M1: u64 = 0x9e37_79b9_7f4a_7c15;
+/// The golden-ratio multiplier of the hashes here and of [`crate::maps::PfcKey::slot`].
+pub(crate) const M1: u64 = 0x9e37_79b9_7f4a_7c15;
 const M2: u64 = 0xc2b2_ae3d_27d4_eb4f;
 
 /// The key's hash: its ten 32-bit words folded with multiplications (a few instructions in

@@ -407,14 +407,6 @@ fn account_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, now: u64, wo
     Some(entry)
 }
 
-/// Whether the slot holds `key`. Inlined, like every step of a frame's usual path: a
-/// BPF-to-BPF call costs its return, which a kernel with return-stack mitigations (AMD's
-/// "Safe RET" here) makes several ns dearer than the call's work.
-#[inline(always)]
-fn holds(slot: &FlowSlot, key: &FlowKey) -> bool {
-    table::same(&slot.key, key)
-}
-
 /// The entry of the flow `key` (of hash `h`) if it is in the table: the first slot, in the
 /// order of its buckets and their ways, whose tag is the flow's live tag and which holds the
 /// key. A free slot among a bucket's first [`table::LEVELS`]`[0]` ends the search: the flow
@@ -445,7 +437,7 @@ fn find_slot(key: &FlowKey, h: u64) -> u64 {
             if t == want
                 && let Some(slot) = FLOW_SLOTS.get_ptr_mut(i)
                 // SAFETY: the slot, published by its live tag (its key written before).
-                && holds(unsafe { &*slot }, key)
+                && table::same(unsafe { &(*slot).key }, key)
             {
                 return i as u64 + 1;
             }
@@ -856,8 +848,10 @@ fn take_rnr_note(key: &PeerKey) -> bool {
     rnr
 }
 
-/// The frame's PSN/AETH accounting on its flow's entry. Inlined (a call of its own cost 5–12
-/// ns a RoCE frame, see [`holds`]); the verifier walks ≈ 54 000 instructions more for it.
+/// The frame's PSN/AETH accounting on its flow's entry. Inlined, like every step of a
+/// frame's usual path: a BPF-to-BPF call costs its return, which a kernel with return-stack
+/// mitigations (AMD's "Safe RET" here) makes dear; as a call of its own it cost 5–12 ns a RoCE
+/// frame. The verifier walks ≈ 54 000 instructions more for it.
 #[inline(always)]
 fn account_psn(key: &FlowKey, entry: *mut FlowEntry, s: &PacketSummary) {
     let mut tally = EntryTally { key, entry };

@@ -228,6 +228,10 @@ const STAGES: u8 = stage::ALL;
 const STAGES: u8 = 0;
 #[cfg(roce_stages = "flow")]
 const STAGES: u8 = stage::FLOW;
+/// Whether a RoCE frame reads a clock: in every build but the benchmark's variant that shows
+/// what the accounting costs without one (`roce_stages = "noclock"`: every stage, the flow's
+/// times a constant).
+const CLOCK: bool = !cfg!(roce_stages = "noclock");
 
 #[inline(always)]
 fn count(index: u32) -> u64 {
@@ -282,8 +286,11 @@ fn try_roce_analyzer(ctx: &XdpContext) -> Result<(), ()> {
             // One clock read per frame. The timeline record needs the precise clock (RTT and
             // incast need nanoseconds), and then the flow's first/last times take it too;
             // without records they use the coarse one (the kernel tick), which is cheaper.
-            // SAFETY: helpers without arguments.
-            let now = unsafe { if timeline { bpf_ktime_get_ns() } else { bpf_ktime_get_coarse_ns() } };
+            let now = match CLOCK {
+                // SAFETY: helpers without arguments.
+                true => unsafe { if timeline { bpf_ktime_get_ns() } else { bpf_ktime_get_coarse_ns() } },
+                false => 1,
+            };
             if s.encap != 0 {
                 // Every mirrored copy, at the precise time: the agent's vantage points and hops.
                 // SAFETY: helper without arguments.

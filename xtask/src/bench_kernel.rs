@@ -189,28 +189,38 @@ fn turns(compare: Option<&Path>) -> anyhow::Result<()> {
     println!();
     println!("|---|---:|---:|---|{}", if earlier.is_some() { "---:|---:|" } else { "" });
     for (name, f, _, budget) in frames() {
-        let mut ns = vec![Vec::with_capacity(TURNS); programs.len()];
-        for _ in 0..TURNS {
-            for (i, fd) in programs.iter().enumerate() {
-                ns[i].push(test_run(*fd, &f, TURN_RUNS, None)?.duration_ns as i64);
-            }
-        }
-        for v in &mut ns {
-            v.sort_unstable();
-        }
-        let pass = ns.last().expect("XDP_PASS");
-        let stats = |v: &[i64]| [v[TURNS / 2] - pass[TURNS / 2], v[TURNS / 4] - pass[TURNS / 4], v[0] - pass[0]];
-        let a = stats(&ns[0]);
-        let cell = |x: [i64; 3]| format!("{} / {} / {}", x[0], x[1], x[2]);
+        let over = over_pass(&programs, &f)?;
+        let a = over[0];
         print!("| {name} | {} | {budget} | {} |", cell(a), if a[0] <= budget as i64 { "yes" } else { "**no**" });
-        if earlier.is_some() {
-            let b = stats(&ns[1]);
-            print!(" {} | {} |", cell(b), cell([a[0] - b[0], a[1] - b[1], a[2] - b[2]]));
+        if let Some(b) = over.get(1) {
+            print!(" {} | {} |", cell(*b), cell([a[0] - b[0], a[1] - b[1], a[2] - b[2]]));
         }
         println!();
     }
     println!();
     Ok(())
+}
+
+/// Each program but the last (XDP_PASS) over the last on `frame`, in turns: [`TURNS`] rounds,
+/// each running every program [`TURN_RUNS`] times; per program the median, first quartile and
+/// minimum of its rounds less XDP_PASS's (ns per frame).
+fn over_pass(programs: &[std::os::fd::BorrowedFd<'_>], frame: &[u8]) -> anyhow::Result<Vec<[i64; 3]>> {
+    let mut ns = vec![Vec::with_capacity(TURNS); programs.len()];
+    for _ in 0..TURNS {
+        for (i, fd) in programs.iter().enumerate() {
+            ns[i].push(test_run(*fd, frame, TURN_RUNS, None)?.duration_ns as i64);
+        }
+    }
+    for v in &mut ns {
+        v.sort_unstable();
+    }
+    let (pass, rest) = ns.split_last().expect("XDP_PASS");
+    Ok(rest.iter().map(|v| [v[TURNS / 2] - pass[TURNS / 2], v[TURNS / 4] - pass[TURNS / 4], v[0] - pass[0]]).collect())
+}
+
+/// A median / first quartile / minimum cell.
+fn cell(x: [i64; 3]) -> String {
+    format!("{} / {} / {}", x[0], x[1], x[2])
 }
 
 /// What the verifier processed for a loaded program: `verified_insns` of its `bpf_prog_info`
@@ -256,15 +266,21 @@ fn load_time(compare: Option<&Path>) -> anyhow::Result<()> {
 
 /// Where a RoCE frame's nanoseconds go: variants of the program built with its accounting
 /// stages added one by one (`--cfg roce_stages`, built here from source), without and with the
-/// timeline record, each against XDP_PASS in the same run. The first column is the floor every
-/// RoCE frame pays before it touches per-flow state: the classifier, the scratch and counter
-/// lookups, the flow key, the clock.
-fn stages(repeat: u32) -> anyhow::Result<()> {
-    println!("\n### Where a RoCE frame's time goes (median of 5, ns over XDP_PASS, BPF_PROG_TEST_RUN)\n");
-    let variants = ["classify", "flow"].map(|v| crate::ebpf::build_stage_variant(v).map_err(|e| format!("{e:#}")));
-    let (classify, flow) = match variants {
-        [Ok(c), Ok(f)] => (c, f),
-        [Err(e), _] | [_, Err(e)] => {
+/// timeline record, each against XDP_PASS, measured in turns like [`turns`] (every variant
+/// loaded once as the agent loads it, [`TURNS`] rounds): the steps differ by a few ns, which
+/// fresh loads measured once each cannot resolve on this VM. The first column is the floor
+/// every RoCE frame pays before it touches per-flow state (the classifier, the scratch and
+/// counter lookups, the flow key, the coarse clock); "no clock" is every stage with neither
+/// clock nor record, the least a frame counted and checked in sequence could cost.
+fn stages() -> anyhow::Result<()> {
+    println!(
+        "\n### Where a RoCE frame's time goes (in turns: {TURNS} rounds of {TURN_RUNS} runs, ns over XDP_PASS, median / first quartile / minimum)\n"
+    );
+    let variants =
+        ["classify", "flow", "noclock"].map(|v| crate::ebpf::build_stage_variant(v).map_err(|e| format!("{e:#}")));
+    let (classify, flow, noclock) = match variants {
+        [Ok(c), Ok(f), Ok(n)] => (c, f, n),
+        [Err(e), _, _] | [_, Err(e), _] | [_, _, Err(e)] => {
             // Loud, not silent: the table is missing and says why.
             println!("**not measured**: the variants of the program cannot be built here: {e}");
             return Ok(());
@@ -272,13 +288,29 @@ fn stages(repeat: u32) -> anyhow::Result<()> {
     };
     pin_to_cpu(0)?;
     // (column, object: None is this build's, record timeline?)
-    let steps: [(&str, Option<&[u8]>, bool); 5] = [
-        ("classify, key, clock", Some(&classify), false),
+    let steps: [(&str, Option<&[u8]>, bool); 6] = [
+        ("classify, key, coarse clock", Some(&classify), false),
         ("+ flow counters", Some(&flow), false),
         ("+ PSN state (= --no-timeline)", None, false),
-        ("classify + timeline record", Some(&classify), true),
+        ("every stage, no clock", Some(&noclock), false),
+        ("classify + precise clock + record", Some(&classify), true),
         ("all (default)", None, true),
     ];
+    let mut loaded = Vec::new();
+    for &(_, object, timeline) in &steps {
+        let opts = LoadOptions { timeline, ..Default::default() };
+        let mut ebpf = match object {
+            None => load(opts, &[PROGRAM])?,
+            Some(o) => load_object(o, opts, &[PROGRAM], true)?,
+        };
+        // Each CPU's timeline log mapped as the agent maps it: the logs lap, every round runs
+        // the same path.
+        let maps = AyaMaps::new(&mut ebpf)?;
+        loaded.push((ebpf, maps));
+    }
+    let (pass, _pass_maps) = load_as_agent(None, LoadOptions::default(), &[PROGRAM_BASELINE])?;
+    let mut programs = loaded.iter().map(|(e, _)| program_fd(e, PROGRAM)).collect::<Result<Vec<_>, _>>()?;
+    programs.push(program_fd(&pass, PROGRAM_BASELINE)?);
     print!("| frame |");
     for (name, _, _) in &steps {
         print!(" {name} |");
@@ -286,13 +318,10 @@ fn stages(repeat: u32) -> anyhow::Result<()> {
     println!();
     println!("|---|{}", "---:|".repeat(steps.len()));
     for (name, f, _, _) in frames().into_iter().filter(|(_, _, w, _)| *w == Writes::Record) {
-        let runs = RECORD_RUNS.min(repeat);
-        let mut configs = vec![(None, PROGRAM_BASELINE, true)];
-        configs.extend(steps.iter().map(|&(_, object, timeline)| (object, PROGRAM, timeline)));
-        let m = medians_in_turn(&configs, &f, runs)?;
+        let over = over_pass(&programs, &f)?;
         print!("| {name} |");
-        for ns in &m[1..] {
-            print!(" {} |", *ns as i64 - m[0] as i64);
+        for x in &over {
+            print!(" {} |", cell(*x));
         }
         println!();
     }
@@ -679,7 +708,7 @@ pub fn run(
         crate::profile::run(&frames, 3)?;
     }
     if part(Part::Stages) {
-        stages(repeat)?;
+        stages()?;
     }
     if part(Part::TwoCpus) {
         two_cpus()?;

@@ -19,8 +19,8 @@ pub const MAP_EVENTS: &str = "EVENTS";
 /// RESPONSE showed, or an RNR NAK, for the request at that PSN. LRU: a note is a hint for the
 /// peer flow's next request, and an evicted one only means the PSN alone decides.
 pub const MAP_NOTES: &str = "NOTES";
-/// LRU hash map [`crate::vantage::FrameId`] → [`crate::vantage::Sighting`]: frames seen in
-/// mirrored copies, to count a frame that several switches mirror once.
+/// Array of [`crate::vantage::SightSlot`] (identity and sighting): frames seen in mirrored
+/// copies, to count a frame that several switches mirror once.
 pub const MAP_SIGHTINGS: &str = "SIGHTINGS";
 /// Read-only u64 global: copies of one frame are matched within this (`--match-window`).
 pub const GLOBAL_MATCH_WINDOW_NS: &str = "MATCH_WINDOW_NS";
@@ -217,7 +217,10 @@ pub mod counter {
     pub const EVIDENCE: u32 = FLOW_MAP_FULL + 14;
     /// Frames to copy for evidence that found the evidence ring full.
     pub const EVIDENCE_FULL: u32 = FLOW_MAP_FULL + 15;
-    pub const COUNT: u32 = FLOW_MAP_FULL + 16;
+    /// Sightings of mirrored copies given up within the match window to make room in their
+    /// bucket ([`crate::vantage::SightSlot`]): a later copy of such a frame counts as a frame.
+    pub const SIGHTINGS_EVICTED: u32 = FLOW_MAP_FULL + 16;
+    pub const COUNT: u32 = FLOW_MAP_FULL + 17;
 }
 
 /// The per-CPU scratch of one run of the XDP program, in one map so that a frame costs one

@@ -253,6 +253,51 @@ fn pfc_pairs_past_the_slots_count_like_the_host() {
     assert_eq!(in_slots + in_hash, pairs, "{in_slots} pairs in slots, {in_hash} in the hash map");
 }
 
+/// The kernel's table of mirrored frames sighted: frames of a flow whose PSNs are a table's
+/// buckets apart share a bucket, and the fifth new one within the match window takes the slot
+/// of the first (counted). Another origin's copy of the fifth is then a copy, of the first a
+/// frame (which takes the second's slot, counted too). (Offline, holding every frame for the window, matches both: the kernel says how
+/// many sightings it gave up.)
+#[test]
+fn sightings_given_up_for_room_are_counted() {
+    use analyzer_common::maps::counter;
+    use analyzer_common::opcode::op;
+    use analyzer_common::vantage::{SIGHT_BUCKETS, SIGHT_WAYS, origin_bit};
+    use tests::synth::{Encap, Roce, mirror_from};
+    if !privileged("sightings_given_up_for_room_are_counted") {
+        return;
+    }
+    let frame =
+        |psn: u32| Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, op::RDMA_WRITE_MIDDLE, 0x77, psn).payload(64).build();
+    let copy = |origin: u8, psn: u32| mirror_from([192, 0, 2, origin], 5, Encap::ErspanII, &frame(psn), None);
+    let bit = |f: &[u8]| {
+        let mut s = PacketSummary::zeroed();
+        classify(f, f.len() as u32, &mut s);
+        origin_bit(&s)
+    };
+    assert_ne!(bit(&copy(1, 0)), bit(&copy(2, 0)), "the two origins are told apart");
+    pin_to_cpu(0).unwrap();
+    let mut ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
+    let fd = program_fd(&ebpf, PROGRAM).unwrap();
+    let psns: Vec<u32> = (0..=SIGHT_WAYS).map(|k| 100 + k * SIGHT_BUCKETS).collect();
+    let frames = psns
+        .iter()
+        .map(|&p| copy(1, p))
+        .chain([copy(2, psns[SIGHT_WAYS as usize]), copy(2, psns[0])])
+        .collect::<Vec<_>>();
+    for f in &frames {
+        assert_eq!(test_run(fd, f, 1, None).unwrap().retval, XDP_PASS);
+    }
+    let snap = AyaMaps::new(&mut ebpf).unwrap().snapshot().unwrap();
+    assert_eq!(snap.counter(counter::ENCAPSULATED), 7);
+    // The first frame's sighting for the fifth's; then the second's for the first frame's
+    // late copy, a frame not sighted now.
+    assert_eq!(snap.counter(counter::SIGHTINGS_EVICTED), 2, "sightings given up within the window");
+    assert_eq!(snap.counter(counter::MATCHED_COPIES), 1, "the fifth frame's second copy");
+    let roce = snap.counter(analyzer_common::FrameClass::Roce as u32);
+    assert_eq!(roce, 7, "every copy is a RoCE frame");
+}
+
 /// Evidence copies: with a flow and PFC watched, the program copies exactly the frames of that
 /// flow and every PFC / PAUSE frame, each cut to the snap length, with the flow key, class,
 /// AETH and priority bits the host's classifier gives the whole frame; nothing else.

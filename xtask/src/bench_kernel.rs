@@ -16,7 +16,7 @@ use analyzer_common::wire::ext::{Aeth, Reth};
 use anyhow::{Context, bail};
 use tests::netns::{Agent, Netns};
 use tests::synth::pcap::{PcapOptions, Record, write_pcap};
-use tests::synth::{Roce, pfc, udp_ipv4};
+use tests::synth::{Encap, Roce, mirror, pfc, udp_ipv4};
 
 /// What the program writes to a ring buffer for a frame.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -47,6 +47,13 @@ fn frames() -> Vec<(&'static str, Vec<u8>, Writes, u32)> {
         ("RoCE RDMA WRITE FIRST", w.build(), Writes::Record, BULK_BUDGET),
         ("RoCE RDMA WRITE MIDDLE", middle.build(), Writes::Record, BULK_BUDGET),
         ("RoCE RDMA READ RESPONSE MIDDLE", read.build(), Writes::Record, BULK_BUDGET),
+        // What a mirror collector port receives: the same frame in an ERSPAN II copy.
+        (
+            "ERSPAN II copy of RDMA WRITE MIDDLE",
+            mirror(Encap::ErspanII, &middle.build(), None),
+            Writes::Record,
+            BULK_BUDGET,
+        ),
         ("RoCE ACK", ack.build(), Writes::Record, OTHER_BUDGET),
         ("CNP", Roce::v4([10, 0, 0, 2], [10, 0, 0, 1], 49152, CNP, 0x321, 0).build(), Writes::Record, OTHER_BUDGET),
         ("PFC", pfc([2, 0, 0, 0, 7, 1], 1 << 3, [0, 0, 0, 0xFFFF, 0, 0, 0, 0]), Writes::Event, OTHER_BUDGET),

@@ -14,7 +14,7 @@ use analyzer_common::wire::ext::{Aeth, Reth};
 use anyhow::bail;
 use tests::netns::{Agent, Netns};
 use tests::synth::pcap::{PcapOptions, Record, write_pcap};
-use tests::synth::{Roce, udp_ipv4};
+use tests::synth::{Encap, Roce, mirror, udp_ipv4};
 
 /// Frames of one class, each loop of the replay; PSNs advance through it.
 const FRAMES: u32 = 50_000;
@@ -46,8 +46,11 @@ fn classes() -> Vec<(&'static str, Vec<Vec<u8>>)> {
     };
     let cnp = |i: u32| Roce::v4([10, 0, 0, 2], [10, 0, 0, 1], 49154 + (i % 8) as u16, CNP, 0x321, 0).build();
     let udp = |i: u32| udp_ipv4([10, 0, 0, 9], [10, 0, 0, 1], 5353, 5353 + (i % 8) as u16, 64);
+    // What a mirror collector port receives: each copy a frame not sighted before.
+    let mirrored = |i: u32| mirror(Encap::ErspanII, &middle(i), None);
     vec![
         ("RDMA WRITE MIDDLE, in order", (0..FRAMES).map(middle).collect()),
+        ("ERSPAN II copies of RDMA WRITE MIDDLE, in order", (0..FRAMES).map(mirrored).collect()),
         ("RDMA WRITE messages (FIRST, 14 MIDDLE, LAST+AckReq)", (0..FRAMES).map(message).collect()),
         ("ACK, advancing", (0..FRAMES).map(ack).collect()),
         ("CNP", (0..FRAMES).map(cnp).collect()),

@@ -132,6 +132,7 @@ impl LiveAccount {
         engine.visibility.cut_copies = snap.counter(counter::CUT_COPIES);
         engine.visibility.bth_cut = snap.counter(counter::BTH_CUT);
         engine.visibility.matched_copies = snap.counter(counter::MATCHED_COPIES);
+        engine.visibility.sightings_evicted = snap.counter(counter::SIGHTINGS_EVICTED);
         engine.filtered = snap.counter(counter::FILTERED);
 
         let bit = super::flows::source_bit(self.source);

@@ -129,6 +129,10 @@ pub struct Visibility {
     /// Copies of a frame counted already (seen at another vantage point: an input, or a mirror
     /// origin), counted once.
     pub matched_copies: u64,
+    /// Live: sightings of mirrored copies the kernel gave up within the match window to make
+    /// room (a later copy of such a frame counted as a frame). 0 offline, which holds every
+    /// frame for the window.
+    pub sightings_evicted: u64,
     /// pcapng link types skipped (their packets count as `unread_link_type`).
     pub skipped_linktypes: std::collections::BTreeSet<u32>,
     /// Live: RDMA devices of the interface, set when no RoCE was seen on it.

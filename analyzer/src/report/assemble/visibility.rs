@@ -183,6 +183,18 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
             ),
         ));
     }
+    let evicted = run.engine.visibility.sightings_evicted;
+    if evicted > 0 {
+        out.push(note(
+            NoteCode::SightingsEvicted,
+            format!(
+                "{evicted} sightings of mirrored copies were given up within --match-window to make room in the \
+                 kernel's table of {} frame identities: a later copy of such a frame was counted as a frame \
+                 (shorten --match-window, or mirror fewer origins to this port).",
+                analyzer_common::maps::DEFAULT_MAX_SIGHTINGS
+            ),
+        ));
+    }
     out
 }
 

@@ -111,6 +111,7 @@ codes! {
         SkippedInterfaces = "skipped_interfaces",
         Mirrored = "mirrored",
         MatchedCopies = "matched_copies",
+        SightingsEvicted = "sightings_evicted",
         PfcUnplaced = "pfc_unplaced",
         TimelineOff = "timeline_off",
         CongestionTreeNotMerged = "congestion_tree_not_merged",

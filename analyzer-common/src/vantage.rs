@@ -158,8 +158,8 @@ const _: () = assert!(SIGHT_BUCKETS.is_power_of_two());
 /// [`SIGHT_BUCKETS`] buckets of [`SIGHT_WAYS`] slots, one cache line each, found by array
 /// lookups ([`sight_bucket`]). A frame not sighted takes the slot of its bucket seen longest ago
 /// (a free slot's time is 0). It replaced an LRU hash map, whose insertion (the path of every
-/// new copy, with its locks and lists) cost a mirrored frame ≈ 370 ns more than a plain one on
-/// replayed traffic; a sighting given up within the window is counted
+/// new copy, with its locks and lists) left a mirrored frame 370–480 ns dearer than a plain one
+/// on replayed traffic (≈ 90 now, BENCHMARKS.md); a sighting given up within the window is counted
 /// ([`crate::maps::counter::SIGHTINGS_EVICTED`]), which the LRU map's evictions were not.
 #[repr(C, align(8))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

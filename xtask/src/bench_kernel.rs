@@ -338,12 +338,13 @@ fn stages() -> anyhow::Result<()> {
 
 /// A capture of `flows` RoCE flows, one WRITE ONLY frame each, `loops` times over (1 µs
 /// apart).
-pub fn flows_capture(path: &Path, flows: u32, loops: u32) -> anyhow::Result<()> {
-    flows_capture_from(path, 0, flows, loops)
+pub fn flows_capture(path: &Path, flows: u32, loops: u32, mirrored: bool) -> anyhow::Result<()> {
+    flows_capture_from(path, 0, flows, loops, mirrored)
 }
 
-/// The same with flows numbered from `first` (captures of disjoint flows for churn).
-fn flows_capture_from(path: &Path, first: u32, flows: u32, loops: u32) -> anyhow::Result<()> {
+/// The same with flows numbered from `first` (captures of disjoint flows for churn), each
+/// frame in an ERSPAN II copy when `mirrored` (what a mirror collector port receives).
+fn flows_capture_from(path: &Path, first: u32, flows: u32, loops: u32, mirrored: bool) -> anyhow::Result<()> {
     let recs: Vec<Record> = (0..loops)
         .flat_map(|l| (first..first + flows).map(move |i| (l, i)))
         .map(|(l, i)| {
@@ -356,7 +357,8 @@ fn flows_capture_from(path: &Path, first: u32, flows: u32, loops: u32) -> anyhow
                 i + l,
             )
             .payload(64);
-            Record::new(1_000 * (l as u64 * flows as u64 + i as u64), r.build())
+            let frame = if mirrored { mirror(Encap::ErspanII, &r.build(), None) } else { r.build() };
+            Record::new(1_000 * (l as u64 * flows as u64 + i as u64), frame)
         })
         .collect();
     std::fs::write(path, write_pcap(Vec::new(), PcapOptions::default(), &recs)?)?;
@@ -388,7 +390,7 @@ pub fn live_rss(seconds: u64) -> anyhow::Result<()> {
     let sets: Vec<std::path::PathBuf> = (0..4u32)
         .map(|s| {
             let p = dir.path().join(format!("set{s}.pcap"));
-            flows_capture_from(&p, s * 20_000, 20_000, 1).map(|_| p)
+            flows_capture_from(&p, s * 20_000, 20_000, 1, false).map(|_| p)
         })
         .collect::<anyhow::Result<_>>()?;
     let json = dir.path().join("rss.json");
@@ -518,9 +520,19 @@ fn veth(seconds: u64, agent_runs: u32, compare_agent: Option<&Path>) -> anyhow::
     }
 
     let flows = dir.path().join("flows.pcap");
-    flows_capture(&flows, 10_000, 1)?;
-    agent_cpu(&ns, &flows, seconds, agent_runs, compare_agent)
+    flows_capture(&flows, 10_000, 1, false)?;
+    agent_cpu(&ns, &flows, "", &AGENT_CONFIGS, seconds, agent_runs, compare_agent)?;
+    // A mirror collector port: every frame an ERSPAN II copy, each a sighting event the
+    // agent matches for the vantage points.
+    let mirrored = dir.path().join("mirrored.pcap");
+    flows_capture(&mirrored, 10_000, 1, true)?;
+    agent_cpu(&ns, &mirrored, ", each frame an ERSPAN II copy", &[("0.2", false)], seconds, agent_runs, compare_agent)
 }
+
+/// The agent-CPU configurations: replay speed (of a capture at 1 M frames/s) and --metrics.
+/// 0.2 is issue 12's 200 k frames/s, 0.1 is 100 k (the second rate, to show what grows with
+/// frames).
+const AGENT_CONFIGS: [(&str, bool); 4] = [("max", false), ("max", true), ("0.2", false), ("0.1", false)];
 
 /// One agent run's measurement.
 struct AgentRun {
@@ -536,19 +548,24 @@ impl AgentRun {
     }
 }
 
-/// The agent's CPU with 10 000 active flows at full rate, 200 k and 100 k frames/s, without and with --metrics: each
+/// The agent's CPU with 10 000 active flows of `flows` at each of `configs` (replay speed, --metrics): each
 /// configuration `runs` times, the agents taking turns (this build, the baseline, this build,
 /// …), medians reported with the spread. One run of 10 s varies by ±20 % on a shared VM;
 /// taking turns spreads that drift over both agents alike.
-fn agent_cpu(ns: &Netns, flows: &Path, seconds: u64, runs: u32, compare_agent: Option<&Path>) -> anyhow::Result<()> {
+fn agent_cpu(
+    ns: &Netns,
+    flows: &Path,
+    what: &str,
+    configs: &[(&str, bool)],
+    seconds: u64,
+    runs: u32,
+    compare_agent: Option<&Path>,
+) -> anyhow::Result<()> {
     let this = tests::tools::binary();
     let mut agents = vec![("this build", this.as_path())];
     if let Some(b) = compare_agent {
         agents.push(("baseline", b));
     }
-    // The capture's frames are 1 µs apart: 0.2 of its pacing is issue 12's 200 k frames/s,
-    // 0.1 is 100 k (the second rate, to show what grows with frames).
-    let configs = [("max", false), ("max", true), ("0.2", false), ("0.1", false)];
     let mut results: Vec<Vec<Vec<AgentRun>>> =
         agents.iter().map(|_| configs.iter().map(|_| Vec::new()).collect()).collect();
     let dir = tempfile::tempdir()?;
@@ -575,8 +592,13 @@ fn agent_cpu(ns: &Netns, flows: &Path, seconds: u64, runs: u32, compare_agent: O
             }
         }
     }
+    let rates: Vec<String> = configs
+        .iter()
+        .map(|(speed, metrics)| format!("{speed}{}", if *metrics { " with --metrics" } else { "" }))
+        .collect();
     println!(
-        "\n### Agent CPU with 10 000 active flows, 1 s interval, at full rate, 200 k and 100 k frames/s, without and with --metrics (median of {} runs, agents taking turns)\n",
+        "\n### Agent CPU with 10 000 active flows{what}, 1 s interval, replay speeds {} (median of {} runs, agents taking turns)\n",
+        rates.join(", "),
         runs.max(1)
     );
     println!(

@@ -100,6 +100,9 @@ enum Task {
         /// Distinct flows (each a source address, QP and UDP port of its own).
         #[arg(long, default_value_t = 10_000)]
         flows: u32,
+        /// Each frame in an ERSPAN II copy (what a mirror collector port receives).
+        #[arg(long)]
+        mirrored: bool,
     },
     /// (For BENCHMARKS.md.) Write the same FRAMES frames as seen at two vantage points,
     /// DIR/leaf.pcap and DIR/spine.pcap.
@@ -120,7 +123,9 @@ fn main() -> ExitCode {
         Task::Bench { frames, repeat } => bench::run(frames, repeat.max(1)),
         Task::LiveRss { seconds } => bench_kernel::live_rss(seconds),
         Task::BenchCapture { path, frames } => bench::write_capture(&path, frames).map(|n| println!("{n}")),
-        Task::FlowsCapture { path, loops, flows } => bench_kernel::flows_capture(&path, flows, loops),
+        Task::FlowsCapture { path, loops, flows, mirrored } => {
+            bench_kernel::flows_capture(&path, flows, loops, mirrored)
+        }
         Task::VantageCapture { dir, frames } => bench_kernel::vantage_capture(&dir, frames),
     };
     match result {

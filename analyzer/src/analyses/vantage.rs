@@ -46,7 +46,9 @@ pub struct Held {
     pub summary: PacketSummary,
     /// Every copy after the first, as the capture counts it.
     pub copies: SmallVec<[Copy; 1]>,
-    id: Option<FrameId>,
+    /// The key of its identity in `by_identity` ([`id_key`]), for a RoCE or CNP frame (its
+    /// identity is its summary's, [`FrameId::of`]).
+    key: Option<u64>,
     /// Points that saw it (bit per point) and (point, time, ECN) per sighting.
     points: u64,
     sightings: SmallVec<[(u16, u64, u8); 2]>,
@@ -95,12 +97,18 @@ pub struct Vantage {
     /// Matching runs for runs with several inputs, or from the first mirrored copy on.
     active: bool,
     pub points: Vec<Point>,
-    point_index: FxHashMap<(u16, [u8; 16], u16), u16>,
+    point_index: FxHashMap<PointKey, u16>,
+    /// The point of the last frame offered (frames come in runs from one input and origin).
+    last_point: Option<(PointKey, u16)>,
     held: VecDeque<Held>,
     /// Sequence number of `held[0]`.
     front: u64,
-    /// Held frames by identity, oldest first (sequence numbers).
-    by_identity: FxHashMap<FrameId, SmallVec<[u64; 1]>>,
+    /// Held frames by the key of their identity ([`id_key`]), oldest first (sequence
+    /// numbers); a frame's identity is compared with the held one's. A 64-bit key and one
+    /// lookup a frame each way: every mirrored copy looks here and every held frame leaves,
+    /// and the four lookups of the 48-byte identity were ≈ 30 % of the time on a capture of
+    /// mirrored copies (BENCHMARKS.md).
+    by_identity: FxHashMap<u64, SmallVec<[u64; 1]>>,
     pub hops: BTreeMap<(u16, u16), HopState>,
     /// Per flow: frames counted by the set of points that saw them.
     seen_by: FxHashMap<FlowKey, SmallVec<[(u64, u64); 2]>>,
@@ -108,6 +116,24 @@ pub struct Vantage {
     pub peak_held: usize,
     /// Copies folded into a first sighting.
     pub copies: u64,
+}
+
+/// A vantage point's key: input, mirror origin, ERSPAN session + 1.
+type PointKey = (u16, [u8; 16], u16);
+
+/// The key of a frame identity in [`Vantage`]'s index: its words mixed by multiplication
+/// (the index hashes it once more, with one multiplication).
+fn id_key(id: &FrameId) -> u64 {
+    let half = |a: &[u8; 16], i: usize| u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
+    let words = [
+        half(&id.src, 0),
+        half(&id.src, 8),
+        half(&id.dst, 0),
+        half(&id.dst, 8),
+        id.dst_qp as u64 | (id.psn as u64) << 32,
+        id.ip_id as u64 | (id.udp_sport as u64) << 16 | (id.opcode as u64) << 32,
+    ];
+    words.iter().fold(0u64, |h, &w| (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29))
 }
 
 impl Vantage {
@@ -118,6 +144,7 @@ impl Vantage {
             active: false,
             points: Vec::new(),
             point_index: FxHashMap::default(),
+            last_point: None,
             held: VecDeque::new(),
             front: 0,
             by_identity: FxHashMap::default(),
@@ -142,8 +169,14 @@ impl Vantage {
         let origin = if s.encap != 0 { s.origin_ip } else { [0; 16] };
         let session = if s.encap != 0 { s.origin_session } else { 0 };
         let key = (source, origin, session);
-        if let Some(p) = self.point_index.get(&key) {
-            return *p;
+        if let Some((k, p)) = self.last_point
+            && k == key
+        {
+            return p;
+        }
+        if let Some(&p) = self.point_index.get(&key) {
+            self.last_point = Some((key, p));
+            return p;
         }
         let origin = (s.encap != 0).then(|| {
             let v4 = s.origin_ip[4..].iter().all(|b| *b == 0);
@@ -171,19 +204,37 @@ impl Vantage {
         self.points[point as usize].frames += 1;
         let bit = point_bit(point);
         let id = matches!(s.class(), FrameClass::Roce | FrameClass::Cnp).then(|| FrameId::of(s));
-        if let Some(id) = id
-            && let Some(seqs) = self.by_identity.get(&id)
-        {
+        let key = id.as_ref().map_or(0, id_key);
+        let seq = self.front + self.held.len() as u64;
+        if let Some(id) = id {
+            // One lookup: the held frames of this key, or a place for this one.
+            let seqs = match self.by_identity.entry(key) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(SmallVec::from_slice(&[seq]));
+                    None
+                }
+                std::collections::hash_map::Entry::Occupied(o) => Some(o.into_mut()),
+            };
             let window = self.window_ns;
             let front = self.front;
             let held = &self.held;
             // Within one input only mirrored copies match each other (as the XDP program
             // matches them live); across inputs every frame does.
-            let found = seqs.iter().copied().find(|&seq| {
-                let h = &held[(seq - front) as usize];
-                let comparable = h.meta.source != meta.source || (h.summary.encap != 0 && s.encap != 0);
-                comparable && h.points & bit == 0 && meta.ts_ns.saturating_sub(h.meta.ts_ns) <= window
+            let found = seqs.as_ref().and_then(|seqs| {
+                seqs.iter().copied().find(|&q| {
+                    let h = &held[(q - front) as usize];
+                    let comparable = h.meta.source != meta.source || (h.summary.encap != 0 && s.encap != 0);
+                    comparable
+                        && FrameId::of(&h.summary) == id
+                        && h.points & bit == 0
+                        && meta.ts_ns.saturating_sub(h.meta.ts_ns) <= window
+                })
             });
+            if found.is_none()
+                && let Some(seqs) = seqs
+            {
+                seqs.push(seq);
+            }
             if let Some(seq) = found {
                 let h = &mut self.held[(seq - front) as usize];
                 self.copies += 1;
@@ -216,15 +267,11 @@ impl Vantage {
                 return;
             }
         }
-        let seq = self.front + self.held.len() as u64;
-        if let Some(id) = id {
-            self.by_identity.entry(id).or_default().push(seq);
-        }
         self.held.push_back(Held {
             meta,
             summary: *s,
             copies: SmallVec::new(),
-            id,
+            key: id.map(|_| key),
             points: bit,
             sightings: SmallVec::from_slice(&[(point, meta.ts_ns, s.ecn & 3)]),
         });
@@ -242,11 +289,11 @@ impl Vantage {
         let h = self.held.pop_front()?;
         let seq = self.front;
         self.front += 1;
-        if let Some(id) = &h.id {
-            if let Some(seqs) = self.by_identity.get_mut(id) {
-                seqs.retain(|s| *s != seq);
-                if seqs.is_empty() {
-                    self.by_identity.remove(id);
+        if let Some(key) = h.key {
+            if let std::collections::hash_map::Entry::Occupied(mut o) = self.by_identity.entry(key) {
+                o.get_mut().retain(|s| *s != seq);
+                if o.get().is_empty() {
+                    o.remove();
                 }
             }
             let sets = self.seen_by.entry(FlowKey::from_summary(&h.summary)).or_default();

@@ -111,11 +111,30 @@ pub struct Vantage {
     by_identity: FxHashMap<u64, SmallVec<[u64; 1]>>,
     pub hops: BTreeMap<(u16, u16), HopState>,
     /// Per flow: frames counted by the set of points that saw them.
-    seen_by: FxHashMap<FlowKey, SmallVec<[(u64, u64); 2]>>,
+    seen_by: FxHashMap<WordKey, SmallVec<[(u64, u64); 2]>>,
     /// Most frames held at once (the memory the matching needed).
     pub peak_held: usize,
     /// Copies folded into a first sighting.
     pub copies: u64,
+}
+
+/// A flow's key hashed as its five 8-byte words (the derived hash feeds its arrays byte by
+/// byte with their lengths). With it the hash-map entries went from 14 % to 8 % of a mirror
+/// port's agent (`perf record`, 195 k copies/s): `seen_by` takes one for every frame leaving
+/// the window. Only the map's order depends on it, and nothing here reads that order unsorted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WordKey(FlowKey);
+
+impl std::hash::Hash for WordKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let k = &self.0;
+        let half = |a: &[u8; 16], i: usize| u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
+        state.write_u64(half(&k.src, 0));
+        state.write_u64(half(&k.src, 8));
+        state.write_u64(half(&k.dst, 0));
+        state.write_u64(half(&k.dst, 8));
+        state.write_u64(k.dst_qp as u64 | (k.udp_sport as u64) << 32 | (k.ip_version as u64) << 48);
+    }
 }
 
 /// A vantage point's key: input, mirror origin, ERSPAN session + 1.
@@ -296,7 +315,7 @@ impl Vantage {
                     o.remove();
                 }
             }
-            let sets = self.seen_by.entry(FlowKey::from_summary(&h.summary)).or_default();
+            let sets = self.seen_by.entry(WordKey(FlowKey::from_summary(&h.summary))).or_default();
             match sets.iter_mut().find(|(m, _)| *m == h.points) {
                 Some((_, n)) => *n += 1,
                 None => sets.push((h.points, 1)),
@@ -308,7 +327,7 @@ impl Vantage {
     /// The points that saw a flow (with a mirror origin only: inputs' labels are the
     /// engine's).
     pub fn points_of(&self, k: &FlowKey) -> impl Iterator<Item = &Point> {
-        let mask = self.seen_by.get(k).map_or(0, |sets| sets.iter().fold(0, |u, (m, _)| u | m));
+        let mask = self.seen_by.get(&WordKey(*k)).map_or(0, |sets| sets.iter().fold(0, |u, (m, _)| u | m));
         self.points
             .iter()
             .enumerate()
@@ -332,7 +351,7 @@ impl Vantage {
                             return None;
                         }
                         let lost: u64 = sets.iter().filter(|(m, _)| m & a != 0 && m & b == 0).map(|(_, n)| n).sum();
-                        (lost > 0).then_some((*k, lost))
+                        (lost > 0).then_some((k.0, lost))
                     })
                     .collect();
                 worst.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));

@@ -104,9 +104,10 @@ pub const fn bytes_per_flow(max_flows: u32) -> u64 {
         / if max_flows == 0 { 1 } else { max_flows as u64 }
 }
 
-/// The golden-ratio multiplier of the hashes here and of [`crate::maps::PfcKey::slot`].
+/// The multipliers of the hashes here, of [`crate::maps::PfcKey::slot`] and of
+/// [`crate::vantage`]'s (M1 the golden ratio's).
 pub(crate) const M1: u64 = 0x9e37_79b9_7f4a_7c15;
-const M2: u64 = 0xc2b2_ae3d_27d4_eb4f;
+pub(crate) const M2: u64 = 0xc2b2_ae3d_27d4_eb4f;
 
 /// The key's hash: its ten 32-bit words folded with multiplications (a few instructions in
 /// the program, where the kernel's jhash of 40 bytes is tens).

@@ -11,6 +11,7 @@
 //! that already sent it is a new frame (a retransmission).
 
 use crate::PacketSummary;
+use crate::table::{M1, M2};
 
 /// Copies of one frame are matched within this by default (`--match-window`).
 pub const DEFAULT_WINDOW_NS: u64 = 100_000_000;
@@ -52,6 +53,15 @@ impl FrameId {
             FrameId::fill(id.as_mut_ptr(), s);
             id.assume_init()
         }
+    }
+
+    /// Its `i`-th 8-byte word (0..6: the addresses, then destination QP and PSN, then IP
+    /// identification, UDP source port and opcode), as [`FrameId::fill`] writes them.
+    #[inline(always)]
+    pub fn word(&self, i: usize) -> u64 {
+        debug_assert!(i < 6);
+        // SAFETY: a FrameId is six 8-aligned words; `i` is below six at every call.
+        unsafe { core::ptr::read((self as *const FrameId as *const u64).add(i)) }
     }
 
     /// Writes the identity of the frame `s` at `dst` as six 8-byte stores: the addresses, then
@@ -116,8 +126,7 @@ pub fn origin_bit(s: &PacketSummary) -> u32 {
     // SAFETY: the 16-byte address as two words (8-aligned in the summary, asserted above).
     let (lo, hi) = unsafe { (core::ptr::read(w), core::ptr::read(w.add(1))) };
     let hi = hi ^ (s.origin_session as u64) << 48;
-    let h = (lo ^ 0x243F_6A88_85A3_08D3).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ (hi ^ 0x1319_8A2E_0370_7344).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    let h = (lo ^ 0x243F_6A88_85A3_08D3).wrapping_mul(M1) ^ (hi ^ 0x1319_8A2E_0370_7344).wrapping_mul(M2);
     1 << (h >> 59)
 }
 
@@ -178,12 +187,9 @@ const _: () = assert!(core::mem::size_of::<SightSlot>() == 64);
 /// independent products of the flow's words (they multiply in parallel), its top bits taken.
 #[inline(always)]
 pub fn sight_bucket(id: &FrameId) -> u32 {
-    let w = id as *const FrameId as *const u64;
-    // SAFETY: a FrameId is six 8-aligned words.
-    let word = |i: usize| unsafe { core::ptr::read(w.add(i)) };
-    let ends = word(1) ^ word(3) ^ (id.dst_qp as u64) << 32 ^ id.udp_sport as u64;
-    let h = (word(0) ^ 0x243F_6A88_85A3_08D3).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ (word(2) ^ 0x1319_8A2E_0370_7344).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+    let ends = id.word(1) ^ id.word(3) ^ (id.dst_qp as u64) << 32 ^ id.udp_sport as u64;
+    let h = (id.word(0) ^ 0x243F_6A88_85A3_08D3).wrapping_mul(M1)
+        ^ (id.word(2) ^ 0x1319_8A2E_0370_7344).wrapping_mul(M2)
         ^ (ends ^ 0xA409_3822_299F_31D0).wrapping_mul(0x1656_67B1_9E37_79F9);
     ((h >> 32) as u32).wrapping_add(id.psn) & (SIGHT_BUCKETS - 1)
 }
@@ -191,12 +197,10 @@ pub fn sight_bucket(id: &FrameId) -> u32 {
 /// Whether two identities are the same, word by word.
 #[inline(always)]
 pub fn same_id(a: &FrameId, b: &FrameId) -> bool {
-    let (x, y) = (a as *const FrameId as *const u64, b as *const FrameId as *const u64);
     let mut diff = 0;
     let mut i = 0;
     while i < 6 {
-        // SAFETY: word `i` of both identities (six 8-aligned words each).
-        diff |= unsafe { core::ptr::read(x.add(i)) ^ core::ptr::read(y.add(i)) };
+        diff |= a.word(i) ^ b.word(i);
         i += 1;
     }
     diff == 0

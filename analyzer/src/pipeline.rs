@@ -54,8 +54,8 @@ impl Pipeline {
         }
         let label = self.engine.sources.get(meta.source as usize).map_or("", |s| s.label.as_str());
         vantage.offer(meta, s, label);
-        while let Some(h) = self.analyses.vantage.due(Some(meta.ts_ns)) {
-            self.count_held(h);
+        while let Some((h, s)) = self.analyses.vantage.due_kept(Some(meta.ts_ns)) {
+            self.count_held(h, &s);
         }
         true
     }
@@ -67,14 +67,14 @@ impl Pipeline {
 
     /// Offline, at the end of the inputs: counts the frames still held for matching.
     pub fn finish(&mut self) {
-        while let Some(h) = self.analyses.vantage.due(None) {
-            self.count_held(h);
+        while let Some((h, s)) = self.analyses.vantage.due_kept(None) {
+            self.count_held(h, &s);
         }
     }
 
     /// A frame whose match window closed: once, with its copies' per-input shares.
-    fn count_held(&mut self, h: Held) {
-        self.count(h.meta, &h.summary);
+    fn count_held(&mut self, h: Held, s: &PacketSummary) {
+        self.count(h.meta, s);
         // Each input's byte share counts the frame once, however many of its origins sent it.
         let mut inputs: smallvec::SmallVec<[u16; 2]> = smallvec::smallvec![h.meta.source];
         for c in &h.copies {
@@ -82,7 +82,7 @@ impl Pipeline {
             if first_of_input {
                 inputs.push(c.source);
             }
-            self.engine.observe_copy(c.source, first_of_input.then_some(c.frame_len), (c.encap, c.cut), &h.summary);
+            self.engine.observe_copy(c.source, first_of_input.then_some(c.frame_len), (c.encap, c.cut), s);
         }
     }
 
@@ -113,7 +113,7 @@ impl Pipeline {
     /// the vantage points and their hops; the frames the matching lets go are not counted again.
     fn observe_sighting(&mut self, meta: FrameMeta, s: &PacketSummary) {
         let vantage = &mut self.analyses.vantage;
-        vantage.activate();
+        vantage.activate_live();
         let label = self.engine.sources.get(meta.source as usize).map_or("", |s| s.label.as_str());
         vantage.offer(meta, s, label);
         while vantage.due(Some(meta.ts_ns)).is_some() {}

@@ -523,10 +523,19 @@ fn veth(seconds: u64, agent_runs: u32, compare_agent: Option<&Path>) -> anyhow::
     flows_capture(&flows, 10_000, 1, false)?;
     agent_cpu(&ns, &flows, "", &AGENT_CONFIGS, seconds, agent_runs, compare_agent)?;
     // A mirror collector port: every frame an ERSPAN II copy, each a sighting event the
-    // agent matches for the vantage points.
+    // agent matches for the vantage points. Twenty frames a flow with advancing PSNs: the
+    // capture lasts 1 s at 200 k frames/s, so a frame's identity comes back only after the
+    // 100 ms match window, as on a real port.
     let mirrored = dir.path().join("mirrored.pcap");
-    flows_capture(&mirrored, 10_000, 1, true)?;
-    agent_cpu(&ns, &mirrored, ", each frame an ERSPAN II copy", &[("0.2", false)], seconds, agent_runs, compare_agent)
+    flows_capture(&mirrored, 10_000, 20, true)?;
+    let what = ", each frame an ERSPAN II copy";
+    agent_cpu(&ns, &mirrored, what, &[("0.2", false)], seconds, agent_runs, compare_agent)?;
+    // The worst case of the matching: one frame a flow, looped every 50 ms, so that every
+    // frame repeats one the window still holds from the same point (a retransmission each).
+    let repeats = dir.path().join("repeats.pcap");
+    flows_capture(&repeats, 10_000, 1, true)?;
+    let what = ", each frame an ERSPAN II copy repeating one 50 ms before (a retransmission each)";
+    agent_cpu(&ns, &repeats, what, &[("0.2", false)], seconds, agent_runs, compare_agent)
 }
 
 /// The agent-CPU configurations: replay speed (of a capture at 1 M frames/s) and --metrics.

@@ -38,20 +38,45 @@ pub struct Point {
     pub frames: u64,
 }
 
-/// A frame held for the match window: its first copy (with the last copy's ECN), the points
-/// that saw it and where the copies came from.
+/// A frame held for the match window: what matching reads of its first copy (its summary is
+/// kept beside it, offline only: [`Vantage::keep_summaries`]), the points that saw it and
+/// where the copies came from.
 #[derive(Debug, Clone)]
 pub struct Held {
     pub meta: FrameMeta,
-    pub summary: PacketSummary,
+    /// Its identity ([`FrameId::of`]; zero for a frame without one: `identified` false).
+    id: FrameId,
+    /// Whether it has an identity (a RoCE or CNP frame).
+    identified: bool,
+    /// Whether its first copy was a mirrored one.
+    encap: bool,
+    /// The last copy's ECN.
+    pub ecn: u8,
+    /// Its flow's IP version and whether it is RoCE v2 (with the identity, its flow's key).
+    ip_version: u8,
+    v2: bool,
     /// Every copy after the first, as the capture counts it.
     pub copies: SmallVec<[Copy; 1]>,
-    /// The key of its identity in `by_identity` ([`id_key`]), for a RoCE or CNP frame (its
-    /// identity is its summary's, [`FrameId::of`]).
-    key: Option<u64>,
+    /// The sequence number of the held frame indexed under the same key before it
+    /// ([`Vantage::by_identity`]): the frames of one key, newest first.
+    older: Option<u64>,
     /// Points that saw it (bit per point) and (point, time, ECN) per sighting.
     points: u64,
     sightings: SmallVec<[(u16, u64, u8); 2]>,
+}
+
+impl Held {
+    /// Its flow's key ([`FlowKey::from_summary`] of its summary).
+    fn flow(&self) -> FlowKey {
+        FlowKey {
+            src: self.id.src,
+            dst: self.id.dst,
+            dst_qp: self.id.dst_qp,
+            udp_sport: if self.v2 { self.id.udp_sport } else { 0 },
+            ip_version: self.ip_version,
+            _pad: 0,
+        }
+    }
 }
 
 /// A copy folded into a first sighting: its input (per-input byte shares), length, and
@@ -101,14 +126,24 @@ pub struct Vantage {
     /// The point of the last frame offered (frames come in runs from one input and origin).
     last_point: Option<(PointKey, u16)>,
     held: VecDeque<Held>,
+    /// The held frames' summaries, offline ([`Vantage::keep_summaries`]): the pipeline counts
+    /// them when they leave. Live the kernel counted them; held apart, a held frame is a
+    /// quarter of its size, and the frames of one window on a mirror port (20 000 at 200 k
+    /// frames/s) stream through fewer cache lines.
+    summaries: VecDeque<PacketSummary>,
+    /// Whether `summaries` are kept (offline; cleared by [`Vantage::activate_live`]).
+    keep: bool,
     /// Sequence number of `held[0]`.
     front: u64,
-    /// Held frames by the key of their identity ([`id_key`]), oldest first (sequence
-    /// numbers); a frame's identity is compared with the held one's. A 64-bit key and one
-    /// lookup a frame each way: every mirrored copy looks here and every held frame leaves,
-    /// and the four lookups of the 48-byte identity were ≈ 30 % of the time on a capture of
-    /// mirrored copies (BENCHMARKS.md).
-    by_identity: FxHashMap<u64, SmallVec<[u64; 1]>>,
+    /// The newest held frame (its sequence number) by the key of its identity ([`id_key`]),
+    /// older ones of the key through [`Held::older`]; a frame's identity is compared with the
+    /// held one's. A 64-bit key and one lookup a frame: every mirrored copy looks here. A frame
+    /// leaving the window does not: an entry whose frame has left is stale (below `front`), is
+    /// taken over by the next frame of its key, and swept out with the others when they
+    /// outnumber the held frames ([`Vantage::sweep`]). Four lookups of the 48-byte identity
+    /// were ≈ 30 % of the time on a capture of mirrored copies; the removal at the window's end
+    /// was a cache miss per frame, ≈ 18 % of a mirror port's agent (BENCHMARKS.md).
+    by_identity: FxHashMap<u64, u64>,
     pub hops: BTreeMap<(u16, u16), HopState>,
     /// Per flow: frames counted by the set of points that saw them.
     seen_by: FxHashMap<WordKey, SmallVec<[(u64, u64); 2]>>,
@@ -139,6 +174,9 @@ impl std::hash::Hash for WordKey {
     }
 }
 
+/// Index entries beyond twice the held frames before a sweep ([`Vantage::sweep`]).
+const SWEEP_SLACK: usize = 4096;
+
 /// A vantage point's key: input, mirror origin, ERSPAN session + 1.
 type PointKey = (u16, [u8; 16], u16);
 
@@ -158,6 +196,8 @@ impl Vantage {
             point_index: FxHashMap::default(),
             last_point: None,
             held: VecDeque::new(),
+            summaries: VecDeque::new(),
+            keep: true,
             front: 0,
             by_identity: FxHashMap::default(),
             hops: BTreeMap::new(),
@@ -174,6 +214,13 @@ impl Vantage {
 
     pub fn activate(&mut self) {
         self.active = true;
+    }
+
+    /// Live: matching runs, and held frames are let go uncounted (the kernel counted them),
+    /// so their summaries are not kept.
+    pub fn activate_live(&mut self) {
+        self.active = true;
+        self.keep = false;
     }
 
     /// The point of a frame from input `source` labelled `label`.
@@ -218,40 +265,36 @@ impl Vantage {
         let id = matches!(s.class(), FrameClass::Roce | FrameClass::Cnp).then(|| FrameId::of(s));
         let key = id.as_ref().map(id_key);
         let seq = self.front + self.held.len() as u64;
+        let mut older = None;
         if let (Some(id), Some(key)) = (id, key) {
-            // One lookup: the held frames of this key, or a place for this one.
-            let seqs = match self.by_identity.entry(key) {
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(SmallVec::from_slice(&[seq]));
-                    None
-                }
-                std::collections::hash_map::Entry::Occupied(o) => Some(o.into_mut()),
-            };
-            let window = self.window_ns;
             let front = self.front;
-            let held = &self.held;
+            // One lookup: the newest held frame of this key (a stale entry is none).
+            let newest = self.by_identity.entry(key).or_insert(seq);
+            let mut q = (*newest != seq && *newest >= front).then_some(*newest);
+            older = q;
             // Within one input only mirrored copies match each other (as the XDP program
-            // matches them live); across inputs every frame does.
-            let found = seqs.as_ref().and_then(|seqs| {
-                seqs.iter().copied().find(|&q| {
-                    let h = &held[(q - front) as usize];
-                    let comparable = h.meta.source != meta.source || (h.summary.encap != 0 && s.encap != 0);
-                    comparable
-                        && FrameId::of(&h.summary) == id
-                        && h.points & bit == 0
-                        && meta.ts_ns.saturating_sub(h.meta.ts_ns) <= window
-                })
-            });
-            if found.is_none()
-                && let Some(seqs) = seqs
-            {
-                seqs.push(seq);
+            // matches them live); across inputs every frame does. The oldest that may.
+            let mut found = None;
+            while let Some(at) = q {
+                let h = &self.held[(at - front) as usize];
+                let comparable = h.meta.source != meta.source || (h.encap && s.encap != 0);
+                if comparable
+                    && h.id == id
+                    && h.points & bit == 0
+                    && meta.ts_ns.saturating_sub(h.meta.ts_ns) <= self.window_ns
+                {
+                    found = Some(at);
+                }
+                q = h.older.filter(|&o| o >= front);
+            }
+            if found.is_none() {
+                *newest = seq;
             }
             if let Some(seq) = found {
                 let h = &mut self.held[(seq - front) as usize];
                 self.copies += 1;
                 let ecn = s.ecn & 3;
-                let flow = FlowKey::from_summary(&h.summary);
+                let flow = h.flow();
                 let w = meta.ts_ns / self.point_ns;
                 for &(q, tq, ecn_q) in &h.sightings {
                     let hop = self.hops.entry((q, point)).or_default();
@@ -269,7 +312,7 @@ impl Vantage {
                 }
                 h.sightings.push((point, meta.ts_ns, ecn));
                 h.points |= bit;
-                h.summary.ecn = ecn;
+                h.ecn = ecn;
                 h.copies.push(Copy {
                     source: meta.source,
                     frame_len: s.frame_len,
@@ -279,15 +322,42 @@ impl Vantage {
                 return;
             }
         }
+        if self.keep {
+            self.summaries.push_back(*s);
+        }
         self.held.push_back(Held {
             meta,
-            summary: *s,
+            id: id.unwrap_or_default(),
+            encap: s.encap != 0,
+            ecn: s.ecn & 3,
+            ip_version: s.ip_version,
+            v2: s.roce_version == 2,
             copies: SmallVec::new(),
-            key,
+            identified: key.is_some(),
+            older,
             points: bit,
             sightings: SmallVec::from_slice(&[(point, meta.ts_ns, s.ecn & 3)]),
         });
         self.peak_held = self.peak_held.max(self.held.len());
+        if self.by_identity.len() > 2 * self.held.len() + SWEEP_SLACK {
+            self.sweep();
+        }
+    }
+
+    /// Drops the index entries of frames that left the window: one pass over the index when
+    /// they outnumber the held frames, instead of a lookup for every frame that leaves.
+    fn sweep(&mut self) {
+        let front = self.front;
+        self.by_identity.retain(|_, seq| *seq >= front);
+    }
+
+    /// Offline: the oldest held frame and its summary (with the last copy's ECN) if its window
+    /// closed before `now` (or, `now` = None, any).
+    pub fn due_kept(&mut self, now: Option<u64>) -> Option<(Held, PacketSummary)> {
+        let h = self.due(now)?;
+        let mut s = self.summaries.pop_front().expect("summaries are kept offline");
+        s.ecn = h.ecn;
+        Some((h, s))
     }
 
     /// The oldest held frame if its window closed before `now` (or, `now` = None, any).
@@ -299,16 +369,9 @@ impl Vantage {
             return None;
         }
         let h = self.held.pop_front()?;
-        let seq = self.front;
         self.front += 1;
-        if let Some(key) = h.key {
-            if let std::collections::hash_map::Entry::Occupied(mut o) = self.by_identity.entry(key) {
-                o.get_mut().retain(|s| *s != seq);
-                if o.get().is_empty() {
-                    o.remove();
-                }
-            }
-            let sets = self.seen_by.entry(WordKey(FlowKey::from_summary(&h.summary))).or_default();
+        if h.identified {
+            let sets = self.seen_by.entry(WordKey(h.flow())).or_default();
             match sets.iter_mut().find(|(m, _)| *m == h.points) {
                 Some((_, n)) => *n += 1,
                 None => sets.push((h.points, 1)),
@@ -352,5 +415,69 @@ impl Vantage {
                 Hop { from, to, state, missing, worst }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use analyzer_common::summary::encap;
+
+    /// A WRITE MIDDLE of PSN `psn` mirrored by switch `origin` (ERSPAN II), with ECN `ecn`.
+    fn copy(psn: u32, origin: u8, ecn: u8) -> PacketSummary {
+        let mut s = PacketSummary::zeroed();
+        s.class = FrameClass::Roce as u8;
+        (s.roce_version, s.ip_version, s.encap) = (2, 4, encap::ERSPAN_II);
+        s.src_ip[..4].copy_from_slice(&[10, 0, 0, 1]);
+        s.dst_ip[..4].copy_from_slice(&[10, 0, 0, 2]);
+        s.origin_ip[..4].copy_from_slice(&[192, 0, 2, origin]);
+        (s.dst_qp, s.udp_sport, s.opcode, s.psn, s.ecn) = (0x11, 49152, 0x07, psn, ecn);
+        s
+    }
+
+    fn offer(v: &mut Vantage, ts_ns: u64, s: &PacketSummary) {
+        v.offer(FrameMeta { ts_ns, source: 0 }, s, "port");
+    }
+
+    /// A frame resent while its first transmission is held is a second frame of the same
+    /// identity: a copy from another switch matches the oldest one that switch has not sent,
+    /// the next copy the resend.
+    #[test]
+    fn copies_match_the_oldest_held_frame_of_their_identity() {
+        let mut v = Vantage::new(1_000, 10);
+        offer(&mut v, 100, &copy(5, 1, 2));
+        offer(&mut v, 110, &copy(5, 1, 2));
+        offer(&mut v, 150, &copy(5, 2, 3));
+        offer(&mut v, 170, &copy(5, 2, 2));
+        assert_eq!(v.copies, 2);
+        let hop = &v.hops[&(0, 1)];
+        assert_eq!((hop.matched, hop.ce_marked), (2, 1));
+        assert_eq!(hop.latency.values(), [50, 60]);
+        let held: Vec<_> = std::iter::from_fn(|| v.due(None)).map(|h| (h.meta.ts_ns, h.points, h.ecn)).collect();
+        assert_eq!(held, [(100, 0b11, 3), (110, 0b11, 2)]);
+        assert_eq!(v.hop_list()[0].missing, 0);
+    }
+
+    /// Frames that left the window leave their index entries behind: taken over by the next
+    /// frame of their identity, and swept when they outnumber the held frames, so that the
+    /// index stays within twice the window's frames and matching goes on.
+    #[test]
+    fn index_entries_of_frames_gone_are_taken_over_and_swept() {
+        let mut v = Vantage::new(100, 10);
+        let mut most = 0;
+        for psn in 0..20_000u32 {
+            let ts = 1_000 + psn as u64 * 30;
+            offer(&mut v, ts, &copy(psn, 1, 0));
+            while v.due(Some(ts)).is_some() {}
+            most = most.max(v.by_identity.len());
+        }
+        assert!(most <= 2 * v.peak_held + SWEEP_SLACK + 1, "index of {most} entries for {} held", v.peak_held);
+        // PSN 3 again, long after: a new frame (its entry stale or swept), and its copy matches it.
+        offer(&mut v, 10_000_000, &copy(3, 1, 0));
+        offer(&mut v, 10_000_040, &copy(3, 2, 0));
+        // A copy of PSN 19 999 long after its frame left (its entry stale): a frame of its own.
+        offer(&mut v, 10_000_050, &copy(19_999, 2, 0));
+        assert_eq!(v.copies, 1);
+        assert_eq!(v.hops[&(0, 1)].matched, 1);
     }
 }

@@ -39,7 +39,7 @@ pub struct Point {
 }
 
 /// A frame held for the match window: what matching reads of its first copy (its summary is
-/// kept beside it, offline only: [`Vantage::keep_summaries`]), the points that saw it and
+/// kept beside it, offline only: [`Vantage::activate_live`]), the points that saw it and
 /// where the copies came from.
 #[derive(Debug, Clone)]
 pub struct Held {
@@ -131,9 +131,9 @@ pub struct Vantage {
     /// The point of the last frame offered (frames come in runs from one input and origin).
     last_point: Option<(PointKey, u16)>,
     held: VecDeque<Held>,
-    /// The held frames' summaries, offline ([`Vantage::keep_summaries`]): the pipeline counts
-    /// them when they leave. Live the kernel counted them; held apart, a held frame is a
-    /// quarter of its size, and the frames of one window on a mirror port (20 000 at 200 k
+    /// The held frames' summaries, offline ([`Vantage::activate_live`]): the pipeline counts
+    /// them when they leave. Live the kernel counted them: without them a held frame is 136
+    /// bytes instead of 312, and the frames of one window on a mirror port (20 000 at 200 k
     /// frames/s) stream through fewer cache lines.
     summaries: VecDeque<PacketSummary>,
     /// Whether `summaries` are kept (offline; cleared by [`Vantage::activate_live`]).

@@ -131,5 +131,53 @@ fn cold_records(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, live_records, cold_records);
+/// One poll of the live agent's accounting ([`LiveAccount::apply`]) over a snapshot of 10 000
+/// flows, each a packet further than at the poll before, as the kernel table gives it (its
+/// slots in order, spread over a table of 74 904); with the caches emptied between polls, as a
+/// poll a second after the last finds them. Per flow.
+fn live_poll(c: &mut Criterion) {
+    use analyzer::capture::kernel::snapshot::KernelSnapshot;
+    use analyzer::engine::Engine;
+    use analyzer::engine::live::{Clock, LiveAccount};
+    use analyzer_common::flow::FlowKey;
+    use analyzer_common::maps::{FlowEntry, counter};
+
+    let mut g = c.benchmark_group("live_poll");
+    g.throughput(Throughput::Elements(FLOWS as u64));
+    let flows: Vec<(FlowKey, FlowEntry)> = (0..FLOWS)
+        .map(|i| {
+            let r = record(i as u64, 5_000);
+            let key = r.flow();
+            let mut e = FlowEntry::zeroed();
+            (e.counters.id, e.counters.first_ns, e.counters.dscp) = (i * 7 + 1, 1_000, 26);
+            (key, e)
+        })
+        .collect();
+    let mut snap = KernelSnapshot { counters: vec![0; counter::COUNT as usize], flows, ..Default::default() };
+    let (mut engine, mut account, clock) = (Engine::new(), LiveAccount::new(0), Clock { offset: 0 });
+    let mut evict = vec![0u8; EVICT_BYTES];
+    g.bench_function("apply_10k_flows", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = std::time::Duration::ZERO;
+            for i in 0..iters {
+                for (_, e) in &mut snap.flows {
+                    let c = &mut e.counters;
+                    (c.packets, c.bytes, c.last_ns, c.dscp_packets) =
+                        (c.packets + 1, c.bytes + 138, c.last_ns + 1_000, c.dscp_packets + 1);
+                }
+                for chunk in evict.chunks_mut(64) {
+                    chunk[0] = chunk[0].wrapping_add(i as u8 | 1);
+                }
+                std::hint::black_box(&evict);
+                let t = std::time::Instant::now();
+                account.apply(&mut engine, &snap, &clock);
+                spent += t.elapsed();
+            }
+            spent
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, live_records, cold_records, live_poll);
 criterion_main!(benches);

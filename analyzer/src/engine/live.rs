@@ -38,13 +38,32 @@ impl Clock {
 /// What the previous polls saw, to turn cumulative counters into increments.
 #[derive(Debug, Default)]
 pub struct LiveAccount {
-    prev: FxHashMap<FlowKey, FlowEntry>,
+    /// The last read of each flow slot, in ([`FlowEntry`] id, key) order: the order of the
+    /// kernel table's slots, in which each snapshot comes, so that a poll walks both lists
+    /// side by side ([`LiveAccount::apply`]). A hash map of the flows' keys took a cache miss
+    /// a flow every poll (≈ 7 % of the agent's samples with 10 000 flows at 200 k frames/s).
+    prev: Vec<Prev>,
+    /// The list the next poll's reads go into (its memory kept from poll to poll).
+    next: Vec<Prev>,
     prev_extra: FxHashMap<ExtraKey, u64>,
     /// Flows handled on more than one CPU ([`super::Visibility::several_cpus`]), and how many
     /// such flows were forgotten since (deleted from the kernel map).
     several_cpus: rustc_hash::FxHashSet<FlowKey>,
     several_cpus_gone: u64,
     pub source: u16,
+}
+
+/// A flow slot's last read.
+#[derive(Debug, Clone, Copy)]
+struct Prev {
+    id: u32,
+    key: FlowKey,
+    entry: FlowEntry,
+}
+
+/// A flow slot's place in [`LiveAccount::prev`]'s order.
+fn order(id: u32, key: &FlowKey) -> (u32, &FlowKey) {
+    (id, key)
 }
 
 /// Adds a flow entry's PSN progress since the previous read: the wrapping counts it keeps (the
@@ -136,8 +155,26 @@ impl LiveAccount {
         engine.filtered = snap.counter(counter::FILTERED);
 
         let bit = super::flows::source_bit(self.source);
-        for (key, new) in &snap.flows {
-            let old = self.prev.insert(*key, *new).unwrap_or(FlowEntry::zeroed());
+        // The snapshot in slot order (the kernel's comes so; a test's may not).
+        let mut flows: Vec<&(FlowKey, FlowEntry)> = snap.flows.iter().collect();
+        let by_slot = |a: &&(FlowKey, FlowEntry), b: &&(FlowKey, FlowEntry)| {
+            order(a.1.counters.id, &a.0).cmp(&order(b.1.counters.id, &b.0))
+        };
+        if !flows.is_sorted_by(|a, b| by_slot(a, b).is_le()) {
+            flows.sort_by(by_slot);
+        }
+        let mut next = std::mem::take(&mut self.next);
+        next.clear();
+        let mut previous = self.prev.iter().peekable();
+        for f in flows {
+            let (key, new) = (&f.0, &f.1);
+            let at = order(new.counters.id, key);
+            // Slots read before and not now stay (until forgotten), as a flow's read did.
+            while let Some(p) = previous.next_if(|p| order(p.id, &p.key) < at) {
+                next.push(*p);
+            }
+            let old = previous.next_if(|p| order(p.id, &p.key) == at).map_or(FlowEntry::zeroed(), |p| p.entry);
+            next.push(Prev { id: new.counters.id, key: *key, entry: *new });
             let stats = engine.flows.get_or_insert(*key);
             add_slot(stats, new, &old, clock, self.source);
             add_psn(&mut stats.psn, new, &old);
@@ -148,6 +185,8 @@ impl LiveAccount {
                 stats.sources |= bit;
             }
         }
+        next.extend(previous.copied());
+        self.next = std::mem::replace(&mut self.prev, next);
         engine.visibility.several_cpus = self.several_cpus.len() as u64 + self.several_cpus_gone;
         for (key, total) in &snap.extra {
             let old = self.prev_extra.insert(*key, *total).unwrap_or(0);
@@ -209,10 +248,12 @@ impl LiveAccount {
     /// Forgets the previous reads of flows deleted from the kernel.
     pub fn forget(&mut self, keys: &[FlowKey]) {
         for k in keys {
-            self.prev.remove(k);
             self.several_cpus_gone += u64::from(self.several_cpus.remove(k));
         }
         let gone: rustc_hash::FxHashSet<&FlowKey> = keys.iter().collect();
+        if !gone.is_empty() {
+            self.prev.retain(|p| !gone.contains(&p.key));
+        }
         self.prev_extra.retain(|e, _| !gone.contains(&e.flow));
     }
 }
@@ -300,6 +341,29 @@ pub(crate) mod tests {
         snap.flows = vec![(key(2), moved(12, 1))];
         acc.apply(&mut e, &snap, &clock);
         assert_eq!((e.visibility.several_cpus, acc.several_cpus.len()), (2, 1));
+    }
+
+    /// Each slot is followed on its own: a key held in two slots at once (two CPUs inserted
+    /// the flow in the same instant) counts both, each from its own previous read, and a slot
+    /// missing from one read (a snapshot out of slot order, as a test's) keeps its last read.
+    #[test]
+    fn each_slot_is_counted_from_its_own_last_read() {
+        let (mut e, mut acc, clock, mut snap) = start(0);
+        let at = |id, packets| {
+            let mut s = slot(packets, packets as u32, 26);
+            s.counters.id = id;
+            s
+        };
+        snap.flows = vec![(key(1), at(7, 2)), (key(1), at(3, 5)), (key(2), at(9, 1))];
+        acc.apply(&mut e, &snap, &clock);
+        assert_eq!(e.flows.get(&key(1)).unwrap().packets, 7);
+        snap.flows = vec![(key(1), at(3, 6)), (key(1), at(7, 4))];
+        acc.apply(&mut e, &snap, &clock);
+        assert_eq!(e.flows.get(&key(1)).unwrap().packets, 10, "1 more in slot 3, 2 in slot 7");
+        snap.flows = vec![(key(2), at(9, 3)), (key(1), at(7, 4)), (key(1), at(3, 6))];
+        acc.apply(&mut e, &snap, &clock);
+        assert_eq!(e.flows.get(&key(1)).unwrap().packets, 10);
+        assert_eq!(e.flows.get(&key(2)).unwrap().packets, 3, "from its read two polls before");
     }
 
     /// A read that saw a frame's packet count and not yet its ECN count (the kernel was

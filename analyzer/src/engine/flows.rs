@@ -236,18 +236,24 @@ pub struct FlowTable {
 /// byte-string path for each address), and the lookup is on every RoCE frame.
 pub fn key_hash(k: &FlowKey) -> u64 {
     use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    hash_key_words(k, &mut h);
+    h.finish()
+}
+
+/// Feeds a flow key to `state` as its five 8-byte words ([`key_hash`]'s, and the hash of the
+/// vantage matching's per-flow map).
+pub fn hash_key_words<H: std::hash::Hasher>(k: &FlowKey, state: &mut H) {
     let word = |b: &[u8; 16], half: usize| {
         let mut w = [0u8; 8];
         w.copy_from_slice(&b[half * 8..half * 8 + 8]);
         u64::from_ne_bytes(w)
     };
-    let mut h = rustc_hash::FxHasher::default();
-    h.write_u64(word(&k.src, 0));
-    h.write_u64(word(&k.src, 1));
-    h.write_u64(word(&k.dst, 0));
-    h.write_u64(word(&k.dst, 1));
-    h.write_u64(k.dst_qp as u64 | (k.udp_sport as u64) << 32 | (k.ip_version as u64) << 48);
-    h.finish()
+    state.write_u64(word(&k.src, 0));
+    state.write_u64(word(&k.src, 1));
+    state.write_u64(word(&k.dst, 0));
+    state.write_u64(word(&k.dst, 1));
+    state.write_u64(k.dst_qp as u64 | (k.udp_sport as u64) << 32 | (k.ip_version as u64) << 48);
 }
 
 impl FlowTable {

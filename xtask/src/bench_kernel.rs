@@ -279,16 +279,23 @@ fn load_time(compare: Option<&Path>) -> anyhow::Result<()> {
 /// fresh loads measured once each cannot resolve on this VM. The first column is the floor
 /// every RoCE frame pays before it touches per-flow state (the classifier, the scratch and
 /// counter lookups, the flow key, the coarse clock); "no clock" is every stage with neither
-/// clock nor record, the least a frame counted and checked in sequence could cost.
+/// clock nor record, the least this program's frame counted and checked in sequence could
+/// cost. Lower bounds come first (`analyzer-ebpf/src/floor.rs`): the precise clock alone, and
+/// a bulk frame reduced to the least any program could do for it (an untagged IPv4 frame read
+/// at fixed offsets, its flow's packets, bytes and time, its PSN compared, the clock, its
+/// record), with and without the clock.
 fn stages() -> anyhow::Result<()> {
     println!(
         "\n### Where a RoCE frame's time goes (in turns: {TURNS} rounds of {TURN_RUNS} runs, ns over XDP_PASS, median / first quartile / minimum)\n"
     );
-    let variants =
-        ["classify", "flow", "noclock"].map(|v| crate::ebpf::build_stage_variant(v).map_err(|e| format!("{e:#}")));
-    let (classify, flow, noclock) = match variants {
-        [Ok(c), Ok(f), Ok(n)] => (c, f, n),
-        [Err(e), _, _] | [_, Err(e), _] | [_, _, Err(e)] => {
+    let built = ["classify", "flow", "noclock", "clock", "bare", "bare_noclock"]
+        .into_iter()
+        .map(|v| crate::ebpf::build_stage_variant(v).map_err(|e| format!("{v}: {e:#}")))
+        .collect::<Result<Vec<_>, _>>();
+    let [classify, flow, noclock, clock, bare, bare_noclock] = match built.map(<[Vec<u8>; 6]>::try_from) {
+        Ok(Ok(v)) => v,
+        Ok(Err(_)) => unreachable!("six variants were built"),
+        Err(e) => {
             // Loud, not silent: the table is missing and says why.
             println!("**not measured**: the variants of the program cannot be built here: {e}");
             return Ok(());
@@ -296,7 +303,10 @@ fn stages() -> anyhow::Result<()> {
     };
     pin_to_cpu(0)?;
     // (column, object: None is this build's, record timeline?)
-    let steps: [(&str, Option<&[u8]>, bool); 6] = [
+    let steps: [(&str, Option<&[u8]>, bool); 9] = [
+        ("precise clock alone", Some(&clock), true),
+        ("bare bulk frame: fixed offsets, flow, PSN, clock, record", Some(&bare), true),
+        ("the same without the clock", Some(&bare_noclock), true),
         ("classify, key, coarse clock", Some(&classify), false),
         ("+ flow counters", Some(&flow), false),
         ("+ PSN state (= --no-timeline)", None, false),

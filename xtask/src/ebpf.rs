@@ -49,8 +49,9 @@ fn nightly_cargo_cfg(subcommand: &str, target_dir: &str, extra: &[&str], cfg: Op
 }
 
 /// Builds a variant of the object with fewer accounting stages (`roce_stages` = `stages`:
-/// "classify" or "flow") for the kernel benchmark; returns the object's bytes, or why it
-/// cannot be built here.
+/// "classify", "flow", "noclock", or the lower bounds of `analyzer-ebpf/src/floor.rs`:
+/// "clock", "bare", "bare_noclock") for the kernel benchmark; returns the object's bytes, or
+/// why it cannot be built here.
 pub fn build_stage_variant(stages: &str) -> anyhow::Result<Vec<u8>> {
     let dir = format!("target/ebpf-stages-{stages}");
     nightly_cargo_cfg("build", &dir, &[], Some(&format!("roce_stages=\"{stages}\"")))?;

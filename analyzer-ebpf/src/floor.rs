@@ -93,13 +93,12 @@ pub fn run(ctx: &XdpContext) -> Result<(), ()> {
         c.packets = c.packets.wrapping_add(1);
         c.bytes += 14 + u16::from_be(total) as u64;
         c.last_ns = now;
+        // Out of sequence: counted (in the duplicates' slot; a bound, not an analysis).
         let seq = &mut (*entry).seq;
-        if psn == seq.expected {
-            seq.expected = (psn + 1) & 0x00ff_ffff;
-        } else {
-            seq.expected = (psn + 1) & 0x00ff_ffff;
+        if psn != seq.expected {
             (*entry).psn_counts[2] = (*entry).psn_counts[2].wrapping_add(1);
         }
+        seq.expected = (psn + 1) & 0x00ff_ffff;
         c.id
     };
     if let Some((slot, head, h)) = log_slot(&TIMELINE_LOG, &TIMELINE_HEADS, &TIMELINE_CPUS, TIMELINE_SLOTS) {

@@ -5,8 +5,8 @@
 //!
 //! - `clock`: the precise clock read once and stored, nothing else — what a frame pays for
 //!   the nanosecond time the timeline, RTT, incast and DCQCN's rate windows need.
-//! - `bare`: the least a bulk frame could be made to cost and still be counted and checked in
-//!   sequence with its time: an untagged IPv4 RoCE v2 frame read at fixed offsets (none of
+//! - `bare`: the least a bulk frame could be made to cost with this program's flow table and
+//!   log and still be counted and checked in sequence with its time: an untagged IPv4 RoCE v2 frame read at fixed offsets (none of
 //!   the shared classifier's generality: no VLAN, options, tunnels, extended headers, classes),
 //!   its flow found or inserted in the same table, packets, bytes and last time counted, its
 //!   PSN compared with the one expected, the precise clock, and a 32-byte record in this

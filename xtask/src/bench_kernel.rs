@@ -281,9 +281,9 @@ fn load_time(compare: Option<&Path>) -> anyhow::Result<()> {
 /// counter lookups, the flow key, the coarse clock); "no clock" is every stage with neither
 /// clock nor record, the least this program's frame counted and checked in sequence could
 /// cost. Lower bounds come first (`analyzer-ebpf/src/floor.rs`): the precise clock alone, and
-/// a bulk frame reduced to the least any program could do for it (an untagged IPv4 frame read
-/// at fixed offsets, its flow's packets, bytes and time, its PSN compared, the clock, its
-/// record), with and without the clock.
+/// a bulk frame reduced to the least this program's flow table and log allow (an untagged IPv4
+/// frame read at fixed offsets, its flow's packets, bytes and time, its PSN compared, the
+/// clock, its record), with and without the clock.
 fn stages() -> anyhow::Result<()> {
     println!(
         "\n### Where a RoCE frame's time goes (in turns: {TURNS} rounds of {TURN_RUNS} runs, ns over XDP_PASS, median / first quartile / minimum)\n"

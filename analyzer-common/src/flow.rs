@@ -21,14 +21,28 @@ const _: () = assert!(core::mem::size_of::<FlowKey>() == 40);
 impl FlowKey {
     #[inline(always)]
     pub fn from_summary(s: &PacketSummary) -> Self {
-        FlowKey {
-            src: s.src_ip,
-            dst: s.dst_ip,
-            dst_qp: s.dst_qp,
-            udp_sport: if s.roce_version == 2 { s.udp_sport } else { 0 },
-            ip_version: s.ip_version,
-            _pad: 0,
-        }
+        FlowKey::new(s.src_ip, s.dst_ip, s.dst_qp, s.udp_sport, s.ip_version, s.roce_version)
+    }
+
+    /// The flow of these addresses and destination QP, and of the UDP source port
+    /// ([`FlowKey::port`]).
+    #[inline(always)]
+    pub const fn new(
+        src: [u8; 16],
+        dst: [u8; 16],
+        dst_qp: u32,
+        udp_sport: u16,
+        ip_version: u8,
+        roce_version: u8,
+    ) -> Self {
+        FlowKey { src, dst, dst_qp, udp_sport: FlowKey::port(udp_sport, roce_version), ip_version, _pad: 0 }
+    }
+
+    /// A flow's UDP source port: part of the flow for RoCE v2 only (`roce_version` 2; a v1
+    /// frame has no UDP header, its flow's port is 0). Records carry it so too.
+    #[inline(always)]
+    pub const fn port(udp_sport: u16, roce_version: u8) -> u16 {
+        if roce_version == 2 { udp_sport } else { 0 }
     }
 }
 

@@ -80,7 +80,7 @@ impl Record {
             (*dst).frame_len = s.frame_len;
             (*dst).dst_qp = s.dst_qp;
             (*dst).psn = s.psn;
-            (*dst).udp_sport = if s.roce_version == 2 { s.udp_sport } else { 0 };
+            (*dst).udp_sport = FlowKey::port(s.udp_sport, s.roce_version);
             (*dst).opcode = s.opcode;
             (*dst).ecn = s.ecn;
             (*dst).dscp = s.dscp;

@@ -77,10 +77,10 @@ pub fn run(ctx: &XdpContext) -> Result<(), ()> {
     };
     key.src[..4].copy_from_slice(&src);
     key.dst[..4].copy_from_slice(&dst);
-    let now = match cfg!(roce_stages = "bare_noclock") {
-        true => 1,
+    let now = match crate::CLOCK {
         // SAFETY: helper without arguments.
-        false => unsafe { bpf_ktime_get_ns() },
+        true => unsafe { bpf_ktime_get_ns() },
+        false => 1,
     };
     let h = table::hash(&key);
     let entry = match find_flow(&key, h, word) {

@@ -243,10 +243,10 @@ const STAGES: u8 = stage::ALL;
 const STAGES: u8 = 0;
 #[cfg(roce_stages = "flow")]
 const STAGES: u8 = stage::FLOW;
-/// Whether a RoCE frame reads a clock: in every build but the benchmark's variant that shows
-/// what the accounting costs without one (`roce_stages = "noclock"`: every stage, the flow's
-/// times a constant).
-const CLOCK: bool = !cfg!(roce_stages = "noclock");
+/// Whether a RoCE frame reads a clock: in every build but the benchmark's variants that show
+/// what a frame costs without one (`roce_stages = "noclock"`: every stage, the flow's times a
+/// constant; `"bare_noclock"`: the bare frame of `floor`).
+const CLOCK: bool = !cfg!(any(roce_stages = "noclock", roce_stages = "bare_noclock"));
 
 #[inline(always)]
 fn count(index: u32) -> u64 {

@@ -52,9 +52,9 @@ pub struct Held {
     encap: bool,
     /// The last copy's ECN.
     pub ecn: u8,
-    /// Its flow's IP version and whether it is RoCE v2 (with the identity, its flow's key).
+    /// Its flow's IP version and RoCE version (with the identity, its flow's key).
     ip_version: u8,
-    v2: bool,
+    roce_version: u8,
     /// Every copy after the first, as the capture counts it.
     pub copies: SmallVec<[Copy; 1]>,
     /// How many frames before it the held frame indexed under the same key before it came
@@ -73,14 +73,8 @@ const _: () = assert!(std::mem::size_of::<Held>() <= 136);
 impl Held {
     /// Its flow's key ([`FlowKey::from_summary`] of its summary).
     fn flow(&self) -> FlowKey {
-        FlowKey {
-            src: self.id.src,
-            dst: self.id.dst,
-            dst_qp: self.id.dst_qp,
-            udp_sport: if self.v2 { self.id.udp_sport } else { 0 },
-            ip_version: self.ip_version,
-            _pad: 0,
-        }
+        let id = &self.id;
+        FlowKey::new(id.src, id.dst, id.dst_qp, id.udp_sport, self.ip_version, self.roce_version)
     }
 }
 
@@ -332,7 +326,7 @@ impl Vantage {
             encap: s.encap != 0,
             ecn: s.ecn & 3,
             ip_version: s.ip_version,
-            v2: s.roce_version == 2,
+            roce_version: s.roce_version,
             copies: SmallVec::new(),
             identified: key.is_some(),
             older,

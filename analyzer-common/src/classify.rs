@@ -128,93 +128,126 @@ fn parse_frame<B: FrameBytes + ?Sized>(b: &B, start: usize, frame_len: u32, out:
     let l2_len = (off - start) as u32;
     match ethertype {
         et::MAC_CONTROL => Step::Done(parse_mac_control(b, off, out)),
-        et::ROCE_V1 => {
-            let grh = read_or!(b, 40, off, TRUNC);
-            let grh = ipv6::Packet::new_unchecked(&grh);
-            out.ip_version = 6;
-            out.src_ip = grh.src();
-            out.dst_ip = grh.dst();
-            out.dscp = grh.dscp();
-            out.ecn = grh.ecn();
-            if grh.next_header() != ipv6::NEXT_HEADER_IB_BTH {
-                return Step::Done(FrameClass::NonRoce);
-            }
-            if !outer {
-                out.frame_len = l2_len + 40 + grh.payload_len() as u32;
-            }
-            out.roce_version = 1;
-            Step::Done(parse_bth(b, b.widen(off + 40), grh.payload_len() as usize, out))
-        }
-        et::IPV4 => {
-            let ip = read_or!(b, 20, off, TRUNC);
-            let ip = ipv4::Packet::new_unchecked(&ip);
-            let ihl = ip.header_len();
-            let total = ip.total_len() as usize;
-            if ip.version() != 4 || ihl < 20 || total < ihl {
-                return Step::Done(FrameClass::BadIpHeader);
-            }
-            if (off - start) + total > frame_len as usize {
-                // A copy cut short by a truncating mirror session (no original length comes
-                // with it): the IP header says how long the frame was.
-                out.cut = 1;
-            }
-            out.ip_version = 4;
-            let src = ip.src();
-            let dst = ip.dst();
-            out.src_ip[..4].copy_from_slice(&src);
-            out.dst_ip[..4].copy_from_slice(&dst);
-            out.dscp = ip.dscp();
-            out.ecn = ip.ecn();
-            out.ip_id = ip.ident();
-            if !outer || out.cut != 0 {
-                out.frame_len = l2_len + total as u32;
-            }
-            if ip.frag_offset() != 0 {
-                return Step::Done(FrameClass::Fragment);
-            }
-            let more_frags = ip.more_frags();
-            l4(b, off + ihl, ip.protocol(), total - ihl, more_frags, outer, out)
-        }
-        et::IPV6 => {
-            let ip = read_or!(b, 40, off, TRUNC);
-            let ip = ipv6::Packet::new_unchecked(&ip);
-            let payload = ip.payload_len() as usize;
-            if ip.version() != 6 {
-                return Step::Done(FrameClass::BadIpHeader);
-            }
-            if (off - start) + 40 + payload > frame_len as usize {
-                out.cut = 1;
-            }
-            out.ip_version = 6;
-            out.src_ip = ip.src();
-            out.dst_ip = ip.dst();
-            out.dscp = ip.dscp();
-            out.ecn = ip.ecn();
-            if !outer || out.cut != 0 {
-                out.frame_len = l2_len + 40 + payload as u32;
-            }
-            let mut next = ip.next_header();
-            let mut at = off + 40;
-            let mut rest = payload;
-            // A hop-by-hop options header (MLD's router alert, in almost every Linux capture)
-            // is followed; other extension headers are counted apart.
-            if next == ipv6::HOP_BY_HOP {
-                let h = read_or!(b, 2, at, TRUNC);
-                let len = (h[1] as usize + 1) * 8;
-                if len > rest {
-                    return Step::Done(FrameClass::BadIpHeader);
-                }
-                next = h[0];
-                at = b.widen(at + len);
-                rest -= len;
-            }
-            if ipv6::is_extension_header(next) {
-                return Step::Done(FrameClass::UnsupportedIpv6Ext);
-            }
-            l4(b, at, next, rest, false, outer, out)
-        }
+        et::ROCE_V1 => parse_grh(b, off, l2_len, outer, out),
+        et::IPV4 => parse_ipv4(b, start, off, l2_len, frame_len, outer, out),
+        et::IPV6 => parse_ipv6(b, start, off, l2_len, frame_len, outer, out),
         _ => Step::Done(FrameClass::NonRoce),
     }
+}
+
+/// RoCE v1: the GRH (an IPv6 header whose next header is the BTH) at `off`.
+#[inline(always)]
+fn parse_grh<B: FrameBytes + ?Sized>(b: &B, off: usize, l2_len: u32, outer: bool, out: &mut PacketSummary) -> Step {
+    const TRUNC: FrameClass = FrameClass::TruncatedHeader;
+    let grh = read_or!(b, 40, off, TRUNC);
+    let grh = ipv6::Packet::new_unchecked(&grh);
+    out.ip_version = 6;
+    out.src_ip = grh.src();
+    out.dst_ip = grh.dst();
+    out.dscp = grh.dscp();
+    out.ecn = grh.ecn();
+    if grh.next_header() != ipv6::NEXT_HEADER_IB_BTH {
+        return Step::Done(FrameClass::NonRoce);
+    }
+    if !outer {
+        out.frame_len = l2_len + 40 + grh.payload_len() as u32;
+    }
+    out.roce_version = 1;
+    Step::Done(parse_bth(b, b.widen(off + 40), grh.payload_len() as usize, out))
+}
+
+/// IPv4 at `off` (the frame starting at `start`, `l2_len` bytes of Ethernet and VLAN tags).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn parse_ipv4<B: FrameBytes + ?Sized>(
+    b: &B,
+    start: usize,
+    off: usize,
+    l2_len: u32,
+    frame_len: u32,
+    outer: bool,
+    out: &mut PacketSummary,
+) -> Step {
+    const TRUNC: FrameClass = FrameClass::TruncatedHeader;
+    let ip = read_or!(b, 20, off, TRUNC);
+    let ip = ipv4::Packet::new_unchecked(&ip);
+    let ihl = ip.header_len();
+    let total = ip.total_len() as usize;
+    if ip.version() != 4 || ihl < 20 || total < ihl {
+        return Step::Done(FrameClass::BadIpHeader);
+    }
+    if (off - start) + total > frame_len as usize {
+        // A copy cut short by a truncating mirror session (no original length comes
+        // with it): the IP header says how long the frame was.
+        out.cut = 1;
+    }
+    out.ip_version = 4;
+    let src = ip.src();
+    let dst = ip.dst();
+    out.src_ip[..4].copy_from_slice(&src);
+    out.dst_ip[..4].copy_from_slice(&dst);
+    out.dscp = ip.dscp();
+    out.ecn = ip.ecn();
+    out.ip_id = ip.ident();
+    if !outer || out.cut != 0 {
+        out.frame_len = l2_len + total as u32;
+    }
+    if ip.frag_offset() != 0 {
+        return Step::Done(FrameClass::Fragment);
+    }
+    let more_frags = ip.more_frags();
+    l4(b, off + ihl, ip.protocol(), total - ihl, more_frags, outer, out)
+}
+
+/// IPv6 at `off`, with a hop-by-hop options header followed.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn parse_ipv6<B: FrameBytes + ?Sized>(
+    b: &B,
+    start: usize,
+    off: usize,
+    l2_len: u32,
+    frame_len: u32,
+    outer: bool,
+    out: &mut PacketSummary,
+) -> Step {
+    const TRUNC: FrameClass = FrameClass::TruncatedHeader;
+    let ip = read_or!(b, 40, off, TRUNC);
+    let ip = ipv6::Packet::new_unchecked(&ip);
+    let payload = ip.payload_len() as usize;
+    if ip.version() != 6 {
+        return Step::Done(FrameClass::BadIpHeader);
+    }
+    if (off - start) + 40 + payload > frame_len as usize {
+        out.cut = 1;
+    }
+    out.ip_version = 6;
+    out.src_ip = ip.src();
+    out.dst_ip = ip.dst();
+    out.dscp = ip.dscp();
+    out.ecn = ip.ecn();
+    if !outer || out.cut != 0 {
+        out.frame_len = l2_len + 40 + payload as u32;
+    }
+    let mut next = ip.next_header();
+    let mut at = off + 40;
+    let mut rest = payload;
+    // A hop-by-hop options header (MLD's router alert, in almost every Linux capture)
+    // is followed; other extension headers are counted apart.
+    if next == ipv6::HOP_BY_HOP {
+        let h = read_or!(b, 2, at, TRUNC);
+        let len = (h[1] as usize + 1) * 8;
+        if len > rest {
+            return Step::Done(FrameClass::BadIpHeader);
+        }
+        next = h[0];
+        at = b.widen(at + len);
+        rest -= len;
+    }
+    if ipv6::is_extension_header(next) {
+        return Step::Done(FrameClass::UnsupportedIpv6Ext);
+    }
+    l4(b, at, next, rest, false, outer, out)
 }
 
 /// The transport layer after IP: UDP (maybe RoCE v2) or GRE (maybe a mirror session).

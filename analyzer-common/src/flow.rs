@@ -19,6 +19,22 @@ pub struct FlowKey {
 const _: () = assert!(core::mem::size_of::<FlowKey>() == 40);
 
 impl FlowKey {
+    /// Feeds the key to `state` as its five 8-byte words (the host's flow table and the vantage
+    /// matching's per-flow map hash it so: one write a word, not the derived hash's byte arrays
+    /// with their lengths).
+    pub fn hash_words<H: core::hash::Hasher>(&self, state: &mut H) {
+        let word = |b: &[u8; 16], half: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[half * 8..half * 8 + 8]);
+            u64::from_ne_bytes(w)
+        };
+        state.write_u64(word(&self.src, 0));
+        state.write_u64(word(&self.src, 1));
+        state.write_u64(word(&self.dst, 0));
+        state.write_u64(word(&self.dst, 1));
+        state.write_u64(self.dst_qp as u64 | (self.udp_sport as u64) << 32 | (self.ip_version as u64) << 48);
+    }
+
     #[inline(always)]
     pub fn from_summary(s: &PacketSummary) -> Self {
         FlowKey::new(s.src_ip, s.dst_ip, s.dst_qp, s.udp_sport, s.ip_version, s.roce_version)

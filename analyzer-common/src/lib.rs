@@ -21,6 +21,7 @@ pub mod classify;
 pub mod filter;
 pub mod flow;
 pub mod maps;
+pub mod mix;
 pub mod opcode;
 pub mod psn;
 pub mod record;

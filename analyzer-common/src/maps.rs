@@ -4,6 +4,7 @@
 
 use crate::flow::FlowKey;
 use crate::summary::PacketSummary;
+pub use crate::summary::{UNTAGGED, pcp_of};
 
 /// An earlier release's shared hash map [`crate::flow::FlowKey`] → [`FlowEntry`] (this build
 /// keeps flows in [`crate::table`]); the loader still sizes it for `--compare` runs.
@@ -240,9 +241,6 @@ const _: () = assert!(core::mem::size_of::<Scratch>() == core::mem::size_of::<Pa
 // SAFETY: repr(C), two integer-only fields, no implicit padding (size asserted above).
 unsafe impl aya::Pod for Scratch {}
 
-/// Outer-PCP value meaning "no VLAN tag" in [`FlowCounters::pcp`] and [`ExtraKey`].
-pub const UNTAGGED: u8 = 8;
-
 /// Opcodes a flow entry counts itself ([`FlowCounters::op_codes`]); a flow's further opcodes
 /// are counted in the extra map. Six: a WRITE stream's FIRST, MIDDLE, LAST, ONLY and the two
 /// with immediate data; the entry's other four bytes hold the flow's id.
@@ -357,12 +355,6 @@ impl FlowEntry {
     }
 }
 
-/// Outer-tag PCP of a summary as kept in the maps: 0..7, or [`UNTAGGED`].
-#[inline(always)]
-pub fn pcp_of(s: &PacketSummary) -> u8 {
-    if s.vlan_tags > 0 { s.pcp } else { UNTAGGED }
-}
-
 pub mod extra_kind {
     /// `value` is an opcode past the entry's [`super::OP_SLOTS`].
     pub const OPCODE: u8 = 0;
@@ -416,7 +408,7 @@ impl PfcKey {
     /// The [`PfcSlot`] a key's word may take (of [`PFC_SLOTS`], by multiply-shift).
     #[inline(always)]
     pub fn slot(word: u64) -> u32 {
-        (word.wrapping_mul(crate::table::M1) >> (64 - PFC_SLOTS.trailing_zeros())) as u32
+        (word.wrapping_mul(crate::mix::M1) >> (64 - PFC_SLOTS.trailing_zeros())) as u32
     }
 }
 

@@ -87,7 +87,7 @@ impl Record {
             (*dst).flags = flag::of(s);
             (*dst).aeth_syndrome = s.aeth_syndrome;
             (*dst).ip_version = s.ip_version;
-            (*dst).pcp = crate::maps::pcp_of(s);
+            (*dst).pcp = crate::summary::pcp_of(s);
             (*dst)._pad = [0; 3];
         }
     }
@@ -192,7 +192,7 @@ impl CompactRecord {
             | (s.ecn as u64) << 40
             | (s.dscp as u64) << 48
             | (flag::of(s) as u64) << 56;
-        let tail = s.aeth_syndrome as u64 | (crate::maps::pcp_of(s) as u64) << 8;
+        let tail = s.aeth_syndrome as u64 | (crate::summary::pcp_of(s) as u64) << 8;
         // SAFETY: the caller guarantees `dst`: four words, the record's 32 bytes.
         unsafe {
             core::ptr::write_volatile(w, ts_ns);

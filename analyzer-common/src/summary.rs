@@ -139,3 +139,12 @@ impl PacketSummary {
 #[cfg(feature = "user")]
 // SAFETY: repr(C), integer fields only, no implicit padding (size asserted above).
 unsafe impl aya::Pod for PacketSummary {}
+
+/// Outer-PCP value meaning "no VLAN tag" in [`crate::maps::FlowCounters::pcp`] and [`crate::maps::ExtraKey`].
+pub const UNTAGGED: u8 = 8;
+
+/// Outer-tag PCP of a summary as kept in the maps: 0..7, or [`UNTAGGED`].
+#[inline(always)]
+pub fn pcp_of(s: &PacketSummary) -> u8 {
+    if s.vlan_tags > 0 { s.pcp } else { UNTAGGED }
+}

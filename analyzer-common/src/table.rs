@@ -22,6 +22,7 @@
 
 use crate::flow::FlowKey;
 use crate::maps::FlowEntry;
+use crate::mix::{M1, M2};
 
 /// Array of [`Tags`], one per bucket (BPF_F_MMAPABLE).
 pub const MAP_FLOW_TAGS: &str = "FLOW_TAGS";
@@ -103,11 +104,6 @@ pub const fn bytes_per_flow(max_flows: u32) -> u64 {
     b * (core::mem::size_of::<Tags>() as u64 + WAYS as u64 * core::mem::size_of::<FlowSlot>() as u64)
         / if max_flows == 0 { 1 } else { max_flows as u64 }
 }
-
-/// The multipliers of the hashes here, of [`crate::maps::PfcKey::slot`] and of
-/// [`crate::vantage`]'s (M1 the golden ratio's).
-pub(crate) const M1: u64 = 0x9e37_79b9_7f4a_7c15;
-pub(crate) const M2: u64 = 0xc2b2_ae3d_27d4_eb4f;
 
 /// The key's hash: its ten 32-bit words folded with multiplications (a few instructions in
 /// the program, where the kernel's jhash of 40 bytes is tens).

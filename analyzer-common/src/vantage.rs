@@ -11,7 +11,7 @@
 //! that already sent it is a new frame (a retransmission).
 
 use crate::PacketSummary;
-use crate::table::{M1, M2};
+use crate::mix::{M1, M2};
 
 /// Copies of one frame are matched within this by default (`--match-window`).
 pub const DEFAULT_WINDOW_NS: u64 = 100_000_000;

@@ -1,12 +1,14 @@
 //! Lower bounds for `cargo xtask bench-kernel --only stages`, built only into its variants
-//! (`--cfg roce_stages="clock"`, `"bare"` or `"bare_noclock"`), never into the object the agent loads: what
+//! (`--cfg roce_stages="clock"`, `"bare"` or `"bare_noclock"`), never into the object the agent
+//! loads: what
 //! issue 12's bulk budget (≤ +50 ns a frame over XDP_PASS) leaves for the program's own work
 //! on this machine.
 //!
 //! - `clock`: the precise clock read once and stored, nothing else — what a frame pays for
 //!   the nanosecond time the timeline, RTT, incast and DCQCN's rate windows need.
 //! - `bare`: the least a bulk frame could be made to cost with this program's flow table and
-//!   log and still be counted and checked in sequence with its time: an untagged IPv4 RoCE v2 frame read at fixed offsets (none of
+//!   log and still be counted and checked in sequence with its time: an untagged IPv4 RoCE v2 frame
+//! read at fixed offsets (none of
 //!   the shared classifier's generality: no VLAN, options, tunnels, extended headers, classes),
 //!   its flow found or inserted in the same table, packets, bytes and last time counted, its
 //!   PSN compared with the one expected, the precise clock, and a 32-byte record in this
@@ -14,12 +16,14 @@
 //! - `bare_noclock`: the same without the clock (its time a constant): what a bulk frame
 //!   counted and checked in sequence would cost if it had no time of its own.
 use analyzer_common::flow::FlowKey;
+use analyzer_common::maps::TIMELINE_SLOTS;
 use analyzer_common::table;
 use aya_ebpf::helpers::bpf_ktime_get_ns;
 use aya_ebpf::programs::XdpContext;
 
-use crate::{SCRATCH, TIMELINE_CPUS, TIMELINE_HEADS, TIMELINE_LOG, TIMELINE_SLOTS, Word, find_flow, insert_flow};
-use crate::{log_done, log_slot};
+use crate::flow_table::{find_flow, insert_flow};
+use crate::logs::{TIMELINE_CPUS, TIMELINE_HEADS, TIMELINE_LOG, log_done, log_slot};
+use crate::scratch::{SCRATCH, Word};
 
 /// The precise clock, stored in this CPU's scratch word.
 #[cfg(roce_stages = "clock")]
@@ -77,7 +81,7 @@ pub fn run(ctx: &XdpContext) -> Result<(), ()> {
     };
     key.src[..4].copy_from_slice(&src);
     key.dst[..4].copy_from_slice(&dst);
-    let now = match crate::CLOCK {
+    let now = match crate::stages::CLOCK {
         // SAFETY: helper without arguments.
         true => unsafe { bpf_ktime_get_ns() },
         false => 1,

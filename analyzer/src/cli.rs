@@ -488,6 +488,46 @@ impl AnalyzeArgs {
     }
 }
 
+impl AnalyzeArgs {
+    /// What a live run on `iface` is asked to do, from these arguments.
+    pub fn live_options(
+        &self,
+        iface: &str,
+        evidence: Option<crate::report::evidence::Options>,
+    ) -> Result<crate::live::LiveOptions, crate::analyses::topology::TopologyError> {
+        let config = self.config()?;
+        let load = crate::capture::kernel::load::LoadOptions {
+            max_flows: self.flow_limit().unwrap_or(analyzer_common::maps::DEFAULT_MAX_FLOWS),
+            ringbuf_bytes: self.ringbuf_bytes,
+            kernel_log: self.kernel_log,
+            timeline: !self.no_timeline,
+            pmtu: config.pmtu,
+            match_window_ns: config.match_window_ns,
+            filter: config.filter.as_ref().map(|f| f.filter),
+            evidence_snaplen: if evidence.is_some() { self.evidence_snaplen } else { 0 },
+        };
+        let json_to_stdout = self.output.json.as_deref() == Some(std::path::Path::new("-"));
+        Ok(crate::live::LiveOptions {
+            iface: iface.to_string(),
+            mode: self.xdp_mode,
+            frags: self.xdp_frags,
+            interval: self.interval,
+            duration: self.duration,
+            idle_timeout: self.idle_timeout,
+            load,
+            config,
+            rdma_grace: self.rdma_grace,
+            metrics: self.metrics.clone().map(|a| (a, self.metrics_top_flows)),
+            nic_counters: self.nic_counters,
+            user: self.user.clone(),
+            evidence: evidence.map(|o| (o, self.evidence_time.as_nanos() as u64)),
+            // Checkpoints go to the --json file (not to standard output).
+            checkpoint: self.output.json.clone().filter(|_| !json_to_stdout).map(|p| (p, self.checkpoint)),
+            view_top: crate::live::view_wanted(self.output.quiet, json_to_stdout).then_some(self.output.top),
+        })
+    }
+}
+
 impl AnalysisArgs {
     /// The analyses' parameters; reads the topology file.
     pub fn config(&self) -> Result<crate::analyses::Config, crate::analyses::topology::TopologyError> {

@@ -15,6 +15,7 @@ pub mod exit;
 pub mod frames;
 pub mod live;
 pub(crate) mod metrics_server;
+pub mod model;
 pub mod offline;
 pub mod pipeline;
 pub mod privilege;

@@ -4,16 +4,14 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use analyzer::capture::kernel::load::LoadOptions;
 use analyzer::cli::{AnalyzeArgs, Command, MergeArgs, OutputArgs, Progress, ReplayArgs};
 use analyzer::exit;
-use analyzer::live::{LiveOptions, Notice};
+use analyzer::model::Report;
 use analyzer::pipeline::Pipeline;
 use analyzer::report::assemble::Lists;
-use analyzer::report::render::live_view::LiveView;
 use analyzer::report::render::text::escape;
 use analyzer::report::render::{dot, html, human};
-use analyzer::report::{Report, RunKind, export, write};
+use analyzer::report::{RunKind, export, write};
 use anyhow::Context;
 
 fn main() -> ExitCode {
@@ -262,105 +260,8 @@ fn live(
             .with_env_filter(tracing_subscriber::EnvFilter::new("warn,roce_analyzer=trace"))
             .try_init();
     }
-    let config = args.config()?;
-    let opts = LiveOptions {
-        iface: iface.to_string(),
-        mode: args.xdp_mode,
-        frags: args.xdp_frags,
-        interval: args.interval,
-        duration: args.duration,
-        idle_timeout: args.idle_timeout,
-        load: LoadOptions {
-            max_flows: args.flow_limit().unwrap_or(analyzer_common::maps::DEFAULT_MAX_FLOWS),
-            ringbuf_bytes: args.ringbuf_bytes,
-            kernel_log: args.kernel_log,
-            timeline: !args.no_timeline,
-            pmtu: config.pmtu,
-            match_window_ns: config.match_window_ns,
-            filter: config.filter.as_ref().map(|f| f.filter),
-            evidence_snaplen: if args.evidence.is_some() { args.evidence_snaplen } else { 0 },
-        },
-        config,
-        rdma_grace: args.rdma_grace,
-        metrics: args.metrics.clone().map(|a| (a, args.metrics_top_flows)),
-        nic_counters: args.nic_counters,
-        user: args.user.clone(),
-        evidence: evidence.map(|o| (o, args.evidence_time.as_nanos() as u64)),
-    };
-    let shown = escape(iface);
-    let show =
-        !args.output.quiet && args.output.json.as_deref() != Some(Path::new("-")) && std::io::stdout().is_terminal();
-    let mut view = LiveView::default();
-    let mut mode_used = "";
-    // Checkpoints go to the --json file (not to standard output).
-    let checkpoint_path = args.output.json.as_deref().filter(|p| *p != Path::new("-"));
-    let mut last_checkpoint = std::time::Instant::now();
-    let mut checkpoint_failed = false;
-    let mut export_failed = false;
-    let run = analyzer::live::run(&opts, |n| match n {
-        Notice::Attached { mode, frags, fallback } => {
-            mode_used = mode;
-            let program = if frags { "multi-buffer" } else { "single-buffer" };
-            if let Some(why) = fallback {
-                let cost = if mode == "skb" { ", which sees frames later and costs more CPU" } else { "" };
-                eprintln!(
-                    "roce-analyzer: warning: on {shown}: {}; using {mode} XDP with the {program} program{cost}",
-                    escape(why)
-                );
-            }
-            eprintln!("roce-analyzer: attached to {shown} ({mode} XDP, {program} program); stop with Ctrl-C");
-        }
-        Notice::Tick { run, elapsed } => {
-            if let Some(x) = exporter.as_mut() {
-                // A full disk must not stop the capture: said once, and the final export retries.
-                if let Err(e) = x.export(run, wall_ns(), false) {
-                    if !export_failed {
-                        eprintln!("roce-analyzer: warning: writing export lines: {}", escape(&format!("{e:#}")));
-                    }
-                    export_failed = true;
-                }
-            }
-            if let Some(path) = checkpoint_path.filter(|_| last_checkpoint.elapsed() >= args.checkpoint) {
-                last_checkpoint = std::time::Instant::now();
-                if let Err(e) = write_checkpoint(run, path) {
-                    if !checkpoint_failed {
-                        eprintln!("roce-analyzer: warning: writing a checkpoint: {e:#}");
-                    }
-                    checkpoint_failed = true;
-                }
-            }
-            if show {
-                let mut out = std::io::stdout().lock();
-                let _ = write!(out, "\x1b[H\x1b[2J{}", view.render(run, iface, mode_used, elapsed, args.output.top));
-                let _ = out.flush();
-            }
-        }
-        Notice::HardwareBypass { devices } => eprintln!(
-            "roce-analyzer: warning: no RoCE frame after {:?} on {shown}, whose NIC has RDMA device(s) {}: \
-             hardware RoCE bypasses the kernel, so XDP here cannot see it. Capture on a switch mirror/ERSPAN \
-             port or with the NIC's offloaded sniffer instead.",
-            args.rdma_grace,
-            devices.join(", ")
-        ),
-    })
-    .with_context(|| format!("live capture on {iface}"))?;
-    Ok(run)
-}
-
-/// The report so far, written atomically where the final one will go, saying it is a
-/// checkpoint.
-fn write_checkpoint(run: &Pipeline, path: &Path) -> anyhow::Result<()> {
-    let mut report = Report::assemble_with(run, RunKind::Live, Lists::Streamed);
-    report.visibility.push(analyzer::report::model::Note::new(
-        analyzer::report::model::NoteCode::Checkpoint,
-        format!(
-            "a checkpoint written while the run went on (every --checkpoint), up to {} ns: if the agent was \
-             stopped without its final report (SIGKILL, a crash), this is its last state",
-            report.capture.end_ns
-        ),
-    ));
-    write::write_json_streamed(path, &report, run)?;
-    Ok(())
+    let opts = args.live_options(iface, evidence)?;
+    analyzer::live::run(&opts, exporter.as_mut()).with_context(|| format!("live capture on {iface}"))
 }
 
 fn replay(r: ReplayArgs) -> anyhow::Result<u8> {

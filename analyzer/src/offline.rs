@@ -18,8 +18,9 @@ use analyzer_common::wire::cm;
 
 use crate::capture::input::InputSpec;
 use crate::capture::{CaptureError, LinkType, ReadOutcome, Record, Truncation, pcap};
-use crate::engine::{DropReason, FrameMeta};
+use crate::engine::DropReason;
 use crate::frames;
+use crate::frames::FrameMeta;
 use crate::pipeline::Pipeline;
 use crate::report::evidence::select::Tag;
 use crate::report::evidence::spool::Spool;

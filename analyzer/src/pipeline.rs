@@ -11,7 +11,8 @@ use analyzer_common::{FrameClass, PacketSummary};
 use crate::analyses::flows::Hint;
 use crate::analyses::vantage::Held;
 use crate::analyses::{Analyses, Config};
-use crate::engine::{Engine, FrameMeta};
+use crate::engine::Engine;
+use crate::frames::FrameMeta;
 
 #[derive(Debug)]
 pub struct Pipeline {

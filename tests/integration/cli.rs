@@ -595,7 +595,7 @@ fn metrics_pass_promtool_check() {
             .map(|a| analyzer::capture::input::InputSpec::parse(a).unwrap())
             .collect();
         analyzer::offline::analyze_files(&mut run, &inputs, |_, _| {}).unwrap();
-        let r = analyzer::report::model::Report::assemble(&run, analyzer::report::assemble::RunKind::Live);
+        let r = analyzer::model::Report::assemble(&run, analyzer::report::assemble::RunKind::Live);
         use analyzer::report::render::metrics;
         let text = metrics::render(&r, 10, &run.analyses.rtt.all_samples());
         // What the live agent serves each interval, from the run's state without a report, is

@@ -94,7 +94,7 @@ fn the_prometheus_rules_pass_promtool_and_name_real_metrics() {
             })
             .collect();
         analyzer::offline::analyze_files(&mut run, &inputs, |_, _| {}).unwrap();
-        let r = analyzer::report::model::Report::assemble(&run, analyzer::report::assemble::RunKind::Live);
+        let r = analyzer::model::Report::assemble(&run, analyzer::report::assemble::RunKind::Live);
         let text = analyzer::report::render::metrics::render(&r, 10, &[]);
         served.extend(text.lines().filter_map(|l| Some(l.strip_prefix("# TYPE ")?.split(' ').next()?.to_string())));
     }

@@ -7,9 +7,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use analyzer::capture::input::InputSpec;
+use analyzer::model::Report;
 use analyzer::pipeline::Pipeline;
+use analyzer::report::RunKind;
 use analyzer::report::export::{self, Exporter, Rotation, Sink};
-use analyzer::report::{Report, RunKind};
 use serde_json::Value;
 use tests::fixtures::{self, Fixture};
 use tests::netns::{Agent, Netns, privileged};

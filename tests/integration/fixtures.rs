@@ -1,7 +1,8 @@
 //! The committed captures are what the generator writes, and every frame lands in the class
 //! it was built to be.
 
-use analyzer::engine::{Engine, FrameMeta};
+use analyzer::engine::Engine;
+use analyzer::frames::FrameMeta;
 use analyzer_common::{FrameClass, PacketSummary};
 use tests::fixtures::{self, data_dir, decode_file};
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use analyzer::report::model::names::opcode_name;
+use analyzer::model::names::opcode_name;
 use analyzer_common::opcode::ext;
 use analyzer_common::{FrameClass, PacketSummary};
 use serde_json::Value;
@@ -93,7 +93,7 @@ fn summaries(f: &Fixture) -> Vec<PacketSummary> {
 
 fn addr(s: &PacketSummary, src: bool) -> String {
     let a = if src { s.src_ip } else { s.dst_ip };
-    analyzer::report::addr_string(s.ip_version, &a)
+    analyzer::model::addr_string(s.ip_version, &a)
 }
 
 #[test]
@@ -160,12 +160,12 @@ fn every_decoded_field_equals_tshark() {
                         let field = format!("macc.cbfc.pause_time.c{p}");
                         assert_eq!(num(row, &field), Some(s.pfc_quanta[p] as u64), "{at}: quanta c{p}");
                     }
-                    assert_eq!(text(row, "eth.src"), analyzer::report::mac_string(&s.src_mac), "{at}: sender");
+                    assert_eq!(text(row, "eth.src"), analyzer::model::mac_string(&s.src_mac), "{at}: sender");
                 }
                 FrameClass::Pause => {
                     compared += 1;
                     assert_eq!(num(row, "macc.pause_time"), Some(s.pfc_quanta[0] as u64), "{at}: quanta");
-                    assert_eq!(text(row, "eth.src"), analyzer::report::mac_string(&s.src_mac), "{at}: sender");
+                    assert_eq!(text(row, "eth.src"), analyzer::model::mac_string(&s.src_mac), "{at}: sender");
                 }
                 _ => {}
             }

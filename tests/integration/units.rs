@@ -2,11 +2,12 @@
 //! metrics rendering (here, not beside the code, because `synth` is a dev-only crate).
 
 use analyzer::capture::LinkType;
-use analyzer::engine::FrameMeta;
+use analyzer::frames::FrameMeta;
 use analyzer::frames::{SLL_LEN, SLL2_LEN, decode};
+use analyzer::model::{Report, Severity};
 use analyzer::pipeline::Pipeline;
+use analyzer::report::RunKind;
 use analyzer::report::render::metrics::render;
-use analyzer::report::{Report, RunKind, Severity};
 use analyzer_common::{FrameClass, PacketSummary, classify};
 use tests::synth::{Roce, pfc};
 

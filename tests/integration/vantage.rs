@@ -195,7 +195,7 @@ fn human_html_and_metrics_show_the_hops() {
     let mut run = analyzer::pipeline::Pipeline::default();
     let inputs: Vec<_> = [l, s].iter().map(|a| analyzer::capture::input::InputSpec::parse(a).unwrap()).collect();
     analyzer::offline::analyze_files(&mut run, &inputs, |_, _| {}).unwrap();
-    let r = analyzer::report::model::Report::assemble(&run, analyzer::report::assemble::RunKind::Offline);
+    let r = analyzer::model::Report::assemble(&run, analyzer::report::assemble::RunKind::Offline);
     let m = analyzer::report::render::metrics::render(&r, 10, &[]);
     let hop = "{from=\"leaf\",to=\"spine\"}";
     assert_eq!(metric(&m, &format!("roce_analyzer_vantage_hop_frames_matched_total{hop}")), Some(99));

@@ -26,7 +26,7 @@ use analyzer_common::opcode;
 use analyzer_common::record::Record;
 use rustc_hash::FxHashMap;
 
-use super::Addr;
+use super::keys::Addr;
 use super::stats::Samples;
 
 /// Windows before a CNP that make its "rate before".

@@ -16,9 +16,10 @@
 use analyzer_common::flow::FlowKey;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::Place;
-use super::ecn::FlowMarking;
-use super::rtt::RequestFlow;
+use super::ecn::kept::FlowMarking;
+use super::incast::kept::Kept;
+use super::keys::Place;
+use super::rtt::kept::RequestFlow;
 
 /// One flow's state in the ECN and RTT analyses. The fields a data record uses come first (its
 /// entry's first cache lines), the RTT analysis' requests last.
@@ -28,7 +29,7 @@ pub struct PerFlow {
     /// Marking of its data packets and CNPs (ECN analysis).
     pub marking: Option<FlowMarking>,
     /// What the incast analysis keeps of it.
-    pub(crate) incast: super::incast::Kept,
+    pub(crate) incast: Kept,
     /// Whether the DCQCN analysis watches its rate (kept equal to it by
     /// [`super::Analyses::observe`]): the frames of the flows it does not watch, nearly all,
     /// skip its lookup.

@@ -4,7 +4,7 @@
 //! a logarithmic histogram whose buckets are 1% wide, so a percentile is within 1% of the exact
 //! one. The report says which.
 
-use crate::report::model::Percentiles;
+use crate::model::Percentiles;
 
 pub const EXACT_LIMIT: usize = 1 << 20;
 /// Bucket growth factor: each bucket spans [g^i, g^(i+1)).

@@ -185,120 +185,23 @@ impl Topology {
             path: PathBuf::new(),
             message: e.to_string().trim_end().replace('\n', " "),
         })?;
-        let line = |span: std::ops::Range<usize>| text[..span.start.min(text.len())].matches('\n').count() + 1;
-        let invalid = |span: std::ops::Range<usize>, message: String| TopologyError::Invalid {
-            path: PathBuf::new(),
-            line: line(span),
-            message,
-        };
-        let mut t = Topology::default();
-        let mut names: HashMap<String, Node> = HashMap::new();
+        let mut p = Parse { text, t: Topology::default(), names: HashMap::new() };
         for d in &raw.device {
-            let name = d.name.get_ref().clone();
-            let i = t.devices.len();
-            if names.insert(name.clone(), Node::Device(i)).is_some() {
-                return Err(invalid(d.name.span(), format!("name {name:?} is used twice")));
-            }
-            let mut ports = BTreeMap::new();
-            for (port, mac) in &d.ports {
-                let m = parse_mac(mac.get_ref()).ok_or_else(|| {
-                    invalid(mac.span(), format!("{name}:{port}: {:?} is not a MAC address", mac.get_ref()))
-                })?;
-                if t.by_mac.insert(m, End::Port(i, port.clone())).is_some() {
-                    return Err(invalid(mac.span(), format!("MAC {} appears twice", mac.get_ref())));
-                }
-                ports.insert(port.clone(), m);
-            }
-            t.devices.push(Device { name, ports });
+            p.device(d)?;
         }
         for h in &raw.host {
-            let name = h.name.get_ref().clone();
-            let i = t.hosts.len();
-            if names.insert(name.clone(), Node::Host(i)).is_some() {
-                return Err(invalid(h.name.span(), format!("name {name:?} is used twice")));
-            }
-            let mac = parse_mac(h.mac.get_ref()).ok_or_else(|| {
-                invalid(h.mac.span(), format!("host {name}: {:?} is not a MAC address", h.mac.get_ref()))
-            })?;
-            if t.by_mac.insert(mac, End::Host(i)).is_some() {
-                return Err(invalid(h.mac.span(), format!("MAC {} appears twice", h.mac.get_ref())));
-            }
-            let ip: IpAddr =
-                h.ip.get_ref().parse().map_err(|_| {
-                    invalid(h.ip.span(), format!("host {name}: {:?} is not an IP address", h.ip.get_ref()))
-                })?;
-            if t.by_ip.insert(ip, i).is_some() {
-                return Err(invalid(h.ip.span(), format!("IP {ip} appears twice")));
-            }
-            t.hosts.push(Host { name, mac, ip });
+            p.host(h)?;
         }
         for l in &raw.link {
-            let mut ends = Vec::new();
-            for s in [&l.a, &l.b] {
-                let text = s.get_ref();
-                let end = match text.split_once(':') {
-                    Some((dev, port)) => match names.get(dev) {
-                        Some(Node::Device(d)) if t.devices[*d].ports.contains_key(port) => End::Port(*d, port.into()),
-                        Some(Node::Device(_)) => {
-                            return Err(invalid(s.span(), format!("device {dev} has no port {port:?}")));
-                        }
-                        _ => return Err(invalid(s.span(), format!("unknown device {dev:?} in {text:?}"))),
-                    },
-                    None => match names.get(text.as_str()) {
-                        Some(Node::Host(h)) => End::Host(*h),
-                        Some(Node::Device(_)) => {
-                            return Err(invalid(
-                                s.span(),
-                                format!("{text:?} is a device: name one of its ports (device:port)"),
-                            ));
-                        }
-                        None => return Err(invalid(s.span(), format!("unknown host {text:?}"))),
-                    },
-                };
-                if let End::Port(..) = end
-                    && t.peer.contains_key(&end)
-                {
-                    return Err(invalid(s.span(), format!("port {text} is linked twice")));
-                }
-                ends.push(end);
-            }
-            let (a, b) = (ends[0].clone(), ends[1].clone());
-            if a == b {
-                return Err(invalid(l.a.span(), "a link from a port to itself".into()));
-            }
-            t.peer.entry(a.clone()).or_insert_with(|| b.clone());
-            t.peer.entry(b.clone()).or_insert_with(|| a.clone());
-            t.adjacent.entry(a.node()).or_default().push((b.node(), a.clone()));
-            t.adjacent.entry(b.node()).or_default().push((a.node(), b.clone()));
+            p.link(l)?;
         }
-        for v in t.adjacent.values_mut() {
+        for v in p.t.adjacent.values_mut() {
             v.sort();
         }
         for v in &raw.vantage {
-            let text = v.link.get_ref();
-            let end = match text.split_once(':') {
-                Some((dev, port)) => match names.get(dev) {
-                    Some(Node::Device(d)) => End::Port(*d, port.into()),
-                    _ => return Err(invalid(v.link.span(), format!("unknown device {dev:?} in {text:?}"))),
-                },
-                None => match names.get(text.as_str()) {
-                    Some(Node::Host(h)) => End::Host(*h),
-                    _ => return Err(invalid(v.link.span(), format!("{text:?} is not a host or device:port"))),
-                },
-            };
-            if !t.peer.contains_key(&end) {
-                return Err(invalid(v.link.span(), format!("{text} is not an end of any [[link]]")));
-            }
-            if v.label.is_none() && v.origin.is_none() {
-                return Err(invalid(v.link.span(), "a [[vantage]] needs a label, an origin or both".into()));
-            }
-            t.vantage.push(VantageTie {
-                label: v.label.as_ref().map(|l| l.get_ref().clone()),
-                origin: v.origin.as_ref().map(|o| o.get_ref().clone()),
-                link: end,
-            });
+            p.vantage(v)?;
         }
-        Ok(t)
+        Ok(p.t)
     }
 
     /// The device port or host that owns a MAC.
@@ -387,6 +290,129 @@ impl Topology {
             End::Port(_, port) => Some(port.clone()),
             End::Host(_) => None,
         })
+    }
+}
+
+/// One parse of a topology file: its text (for the lines errors name), the topology so far
+/// and the names given.
+struct Parse<'t> {
+    text: &'t str,
+    t: Topology,
+    names: HashMap<String, Node>,
+}
+
+impl Parse<'_> {
+    /// An error at `span` of the text, with its line.
+    fn invalid(&self, span: std::ops::Range<usize>, message: String) -> TopologyError {
+        let line = self.text[..span.start.min(self.text.len())].matches('\n').count() + 1;
+        TopologyError::Invalid { path: PathBuf::new(), line, message }
+    }
+
+    fn device(&mut self, d: &RawDevice) -> Result<(), TopologyError> {
+        let name = d.name.get_ref().clone();
+        let i = self.t.devices.len();
+        if self.names.insert(name.clone(), Node::Device(i)).is_some() {
+            return Err(self.invalid(d.name.span(), format!("name {name:?} is used twice")));
+        }
+        let mut ports = BTreeMap::new();
+        for (port, mac) in &d.ports {
+            let m = parse_mac(mac.get_ref()).ok_or_else(|| {
+                self.invalid(mac.span(), format!("{name}:{port}: {:?} is not a MAC address", mac.get_ref()))
+            })?;
+            if self.t.by_mac.insert(m, End::Port(i, port.clone())).is_some() {
+                return Err(self.invalid(mac.span(), format!("MAC {} appears twice", mac.get_ref())));
+            }
+            ports.insert(port.clone(), m);
+        }
+        self.t.devices.push(Device { name, ports });
+        Ok(())
+    }
+
+    fn host(&mut self, h: &RawHost) -> Result<(), TopologyError> {
+        let name = h.name.get_ref().clone();
+        let i = self.t.hosts.len();
+        if self.names.insert(name.clone(), Node::Host(i)).is_some() {
+            return Err(self.invalid(h.name.span(), format!("name {name:?} is used twice")));
+        }
+        let mac = parse_mac(h.mac.get_ref()).ok_or_else(|| {
+            self.invalid(h.mac.span(), format!("host {name}: {:?} is not a MAC address", h.mac.get_ref()))
+        })?;
+        if self.t.by_mac.insert(mac, End::Host(i)).is_some() {
+            return Err(self.invalid(h.mac.span(), format!("MAC {} appears twice", h.mac.get_ref())));
+        }
+        let ip: IpAddr = h.ip.get_ref().parse().map_err(|_| {
+            self.invalid(h.ip.span(), format!("host {name}: {:?} is not an IP address", h.ip.get_ref()))
+        })?;
+        if self.t.by_ip.insert(ip, i).is_some() {
+            return Err(self.invalid(h.ip.span(), format!("IP {ip} appears twice")));
+        }
+        self.t.hosts.push(Host { name, mac, ip });
+        Ok(())
+    }
+
+    fn link(&mut self, l: &RawLink) -> Result<(), TopologyError> {
+        let mut ends = Vec::new();
+        for s in [&l.a, &l.b] {
+            let text = s.get_ref();
+            let end = match text.split_once(':') {
+                Some((dev, port)) => match self.names.get(dev) {
+                    Some(Node::Device(d)) if self.t.devices[*d].ports.contains_key(port) => End::Port(*d, port.into()),
+                    Some(Node::Device(_)) => {
+                        return Err(self.invalid(s.span(), format!("device {dev} has no port {port:?}")));
+                    }
+                    _ => return Err(self.invalid(s.span(), format!("unknown device {dev:?} in {text:?}"))),
+                },
+                None => match self.names.get(text.as_str()) {
+                    Some(Node::Host(h)) => End::Host(*h),
+                    Some(Node::Device(_)) => {
+                        return Err(self
+                            .invalid(s.span(), format!("{text:?} is a device: name one of its ports (device:port)")));
+                    }
+                    None => return Err(self.invalid(s.span(), format!("unknown host {text:?}"))),
+                },
+            };
+            if let End::Port(..) = end
+                && self.t.peer.contains_key(&end)
+            {
+                return Err(self.invalid(s.span(), format!("port {text} is linked twice")));
+            }
+            ends.push(end);
+        }
+        let (a, b) = (ends[0].clone(), ends[1].clone());
+        if a == b {
+            return Err(self.invalid(l.a.span(), "a link from a port to itself".into()));
+        }
+        self.t.peer.entry(a.clone()).or_insert_with(|| b.clone());
+        self.t.peer.entry(b.clone()).or_insert_with(|| a.clone());
+        self.t.adjacent.entry(a.node()).or_default().push((b.node(), a.clone()));
+        self.t.adjacent.entry(b.node()).or_default().push((a.node(), b.clone()));
+        Ok(())
+    }
+
+    fn vantage(&mut self, v: &RawVantage) -> Result<(), TopologyError> {
+        let text = v.link.get_ref();
+        let end = match text.split_once(':') {
+            Some((dev, port)) => match self.names.get(dev) {
+                Some(Node::Device(d)) => End::Port(*d, port.into()),
+                _ => return Err(self.invalid(v.link.span(), format!("unknown device {dev:?} in {text:?}"))),
+            },
+            None => match self.names.get(text.as_str()) {
+                Some(Node::Host(h)) => End::Host(*h),
+                _ => return Err(self.invalid(v.link.span(), format!("{text:?} is not a host or device:port"))),
+            },
+        };
+        if !self.t.peer.contains_key(&end) {
+            return Err(self.invalid(v.link.span(), format!("{text} is not an end of any [[link]]")));
+        }
+        if v.label.is_none() && v.origin.is_none() {
+            return Err(self.invalid(v.link.span(), "a [[vantage]] needs a label, an origin or both".into()));
+        }
+        self.t.vantage.push(VantageTie {
+            label: v.label.as_ref().map(|l| l.get_ref().clone()),
+            origin: v.origin.as_ref().map(|o| o.get_ref().clone()),
+            link: end,
+        });
+        Ok(())
     }
 }
 

@@ -18,9 +18,7 @@ use analyzer_common::flow::FlowKey;
 
 use super::pause::{ALL_PRIORITIES, Pause};
 use super::topology::{End, Node, Topology};
-use crate::report::model::{
-    CongestionTrees, Deadlock, FlowRef, PauseEdge, Root, Tree, cap_flows, flow_ref, mac_string,
-};
+use crate::model::{CongestionTrees, Deadlock, FlowRef, PauseEdge, Root, Tree, cap_flows, flow_ref, mac_string};
 
 /// A flow as the congestion trees see it: where it went, how much, when, on which priorities.
 #[derive(Debug, Clone, PartialEq, Eq)]

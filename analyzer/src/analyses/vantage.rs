@@ -22,9 +22,9 @@ use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use super::stats::Samples;
-use crate::engine::FrameMeta;
+use crate::frames::FrameMeta;
 // A point's bit in a set of points: beyond 64 points they share the last bit, as inputs do.
-use crate::engine::flows::source_bit as point_bit;
+use crate::frames::source_bit as point_bit;
 
 /// One vantage point.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,7 +152,7 @@ pub struct Vantage {
     pub copies: u64,
 }
 
-/// A flow's key hashed as its five 8-byte words ([`crate::engine::flows::hash_key_words`], as
+/// A flow's key hashed as its five 8-byte words ([`FlowKey::hash_words`], as
 /// the engine's flow table hashes it; the derived hash feeds its arrays byte by byte with their
 /// lengths). With it the hash-map entries went from 14 % to 8 % of a mirror
 /// port's agent (`perf record`, 195 k copies/s): `seen_by` takes one for every frame leaving
@@ -164,7 +164,7 @@ struct WordKey(FlowKey);
 
 impl std::hash::Hash for WordKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        crate::engine::flows::hash_key_words(&self.0, state);
+        self.0.hash_words(state);
     }
 }
 
@@ -233,7 +233,7 @@ impl Vantage {
         }
         let origin = (s.encap != 0).then(|| {
             let v4 = s.origin_ip[4..].iter().all(|b| *b == 0);
-            let addr = crate::report::model::addr::addr_string(if v4 { 4 } else { 6 }, &s.origin_ip);
+            let addr = crate::model::addr::addr_string(if v4 { 4 } else { 6 }, &s.origin_ip);
             if session != 0 { format!("{addr}/session {}", session - 1) } else { addr }
         });
         let name = match &origin {
@@ -285,35 +285,7 @@ impl Vantage {
                 *newest = seq;
             }
             if let Some(seq) = found {
-                let h = &mut self.held[(seq - front) as usize];
-                self.copies += 1;
-                let ecn = s.ecn & 3;
-                let flow = h.flow();
-                let w = meta.ts_ns / self.point_ns;
-                let first = (h.first.0, h.meta.ts_ns, h.first.1);
-                for &(q, tq, ecn_q) in std::iter::once(&first).chain(&h.later) {
-                    let hop = self.hops.entry((q, point)).or_default();
-                    hop.matched += 1;
-                    let marked = ecn_q != 3 && ecn == 3;
-                    hop.ce_marked += marked as u64;
-                    if marked && hop.marking.is_none() {
-                        hop.marking = Some(Box::new(super::dcqcn::Series::new(w)));
-                    }
-                    if let Some(m) = &mut hop.marking {
-                        m.add(w, 0, marked);
-                    }
-                    hop.latency.push(meta.ts_ns.saturating_sub(tq));
-                    *hop.flows.entry(flow).or_default() += 1;
-                }
-                h.later.push((point, meta.ts_ns, ecn));
-                h.points |= bit;
-                h.ecn = ecn;
-                h.copies.push(Copy {
-                    source: meta.source,
-                    frame_len: s.frame_len,
-                    encap: s.encap != 0,
-                    cut: s.cut != 0,
-                });
+                self.fold_copy(seq, meta, s, point);
                 return;
             }
         }
@@ -338,6 +310,37 @@ impl Vantage {
         if self.by_identity.len() > 2 * self.held.len() + SWEEP_SLACK {
             self.sweep();
         }
+    }
+
+    /// A copy of the held frame `seq`, seen at `point`: its hops from every point that saw
+    /// the frame before (matched, CE marked between, latency), and the copy kept with it.
+    #[inline]
+    fn fold_copy(&mut self, seq: u64, meta: FrameMeta, s: &PacketSummary, point: u16) {
+        let bit = point_bit(point);
+        let h = &mut self.held[(seq - self.front) as usize];
+        self.copies += 1;
+        let ecn = s.ecn & 3;
+        let flow = h.flow();
+        let w = meta.ts_ns / self.point_ns;
+        let first = (h.first.0, h.meta.ts_ns, h.first.1);
+        for &(q, tq, ecn_q) in std::iter::once(&first).chain(&h.later) {
+            let hop = self.hops.entry((q, point)).or_default();
+            hop.matched += 1;
+            let marked = ecn_q != 3 && ecn == 3;
+            hop.ce_marked += marked as u64;
+            if marked && hop.marking.is_none() {
+                hop.marking = Some(Box::new(super::dcqcn::Series::new(w)));
+            }
+            if let Some(m) = &mut hop.marking {
+                m.add(w, 0, marked);
+            }
+            hop.latency.push(meta.ts_ns.saturating_sub(tq));
+            *hop.flows.entry(flow).or_default() += 1;
+        }
+        h.later.push((point, meta.ts_ns, ecn));
+        h.points |= bit;
+        h.ecn = ecn;
+        h.copies.push(Copy { source: meta.source, frame_len: s.frame_len, encap: s.encap != 0, cut: s.cut != 0 });
     }
 
     /// Drops the index entries of frames that left the window: one pass over the index when

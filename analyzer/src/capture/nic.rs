@@ -214,14 +214,14 @@ impl NicBaseline {
     }
 
     /// Reads the counters now and returns their increments since the baseline.
-    pub fn since(&self) -> crate::report::model::Nic {
+    pub fn since(&self) -> crate::model::Nic {
         let now = NicBaseline::read(&self.sysfs, &self.iface);
         let rdma = now
             .rdma
             .iter()
             .map(|p| {
                 let start = self.rdma.iter().find(|s| s.device == p.device && s.port == p.port);
-                crate::report::model::NicPort {
+                crate::model::NicPort {
                     device: p.device.clone(),
                     port: p.port.clone(),
                     counters: start.map_or_else(|| p.counters.clone(), |s| delta(&s.counters, &p.counters)),
@@ -232,9 +232,6 @@ impl NicBaseline {
             (Ok(s), Ok(n)) => (delta(s, n), None),
             (Err(e), _) | (_, Err(e)) => (BTreeMap::new(), Some(e.clone())),
         };
-        crate::report::model::Nic {
-            rdma,
-            netdev: crate::report::model::NicNetdev { name: self.iface.clone(), counters, error },
-        }
+        crate::model::Nic { rdma, netdev: crate::model::NicNetdev { name: self.iface.clone(), counters, error } }
     }
 }

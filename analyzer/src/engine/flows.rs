@@ -5,7 +5,7 @@ use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::PsnState;
 use smallvec::SmallVec;
 
-use super::FrameMeta;
+use crate::frames::FrameMeta;
 
 /// A small map of value → count: a flow sees few distinct opcodes, DSCPs or PCPs, and a
 /// linear scan of a handful beats hashing. Three live in the flow itself (40 bytes, no
@@ -114,7 +114,7 @@ impl FlowStats {
         self.fecn += s.fecn as u64;
         self.becn += s.becn as u64;
         self.ack_req += s.ack_req as u64;
-        self.sources |= source_bit(meta.source);
+        self.sources |= crate::frames::source_bit(meta.source);
         self.add_source_bytes(meta.source, s.frame_len as u64);
     }
 
@@ -124,12 +124,6 @@ impl FlowStats {
             None => self.source_bytes.push((source, bytes)),
         }
     }
-}
-
-/// The bit of input `source` in [`FlowStats::sources`] (inputs beyond 64 share bit 63); the
-/// vantage points' sets use the same folding.
-pub fn source_bit(source: u16) -> u64 {
-    1u64 << source.min(63)
 }
 
 /// A vector grown in chunks of [`CHUNK`] elements: no doubling slack (a flow table of 200 000
@@ -237,23 +231,8 @@ pub struct FlowTable {
 pub fn key_hash(k: &FlowKey) -> u64 {
     use std::hash::Hasher;
     let mut h = rustc_hash::FxHasher::default();
-    hash_key_words(k, &mut h);
+    k.hash_words(&mut h);
     h.finish()
-}
-
-/// Feeds a flow key to `state` as its five 8-byte words ([`key_hash`]'s, and the hash of the
-/// vantage matching's per-flow map).
-pub fn hash_key_words<H: std::hash::Hasher>(k: &FlowKey, state: &mut H) {
-    let word = |b: &[u8; 16], half: usize| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&b[half * 8..half * 8 + 8]);
-        u64::from_ne_bytes(w)
-    };
-    state.write_u64(word(&k.src, 0));
-    state.write_u64(word(&k.src, 1));
-    state.write_u64(word(&k.dst, 0));
-    state.write_u64(word(&k.dst, 1));
-    state.write_u64(k.dst_qp as u64 | (k.udp_sport as u64) << 32 | (k.ip_version as u64) << 48);
 }
 
 impl FlowTable {

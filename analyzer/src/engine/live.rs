@@ -132,29 +132,22 @@ impl LiveAccount {
 
     /// Folds one snapshot into `engine`.
     pub fn apply(&mut self, engine: &mut Engine, snap: &KernelSnapshot, clock: &Clock) {
-        for (i, c) in engine.classes.iter_mut().enumerate() {
-            *c = snap.counter(i as u32);
+        global_counters(engine, snap);
+        self.apply_flows(engine, snap, clock);
+        self.apply_extra(engine, snap);
+        apply_pfc(engine, snap, clock);
+        let firsts = engine.flows.iter().map(|(_, s)| s).filter(|s| s.packets > 0).map(|s| (s.first_ns, s.last_ns));
+        let pfc = engine.pfc.pfc.values().chain(engine.pfc.pause.values()).map(|c| (c.first_ns, c.last_ns));
+        for (f, l) in firsts.chain(pfc) {
+            engine.first_ns = Some(engine.first_ns.map_or(f, |x| x.min(f)));
+            engine.last_ns = Some(engine.last_ns.map_or(l, |x| x.max(l)));
         }
-        engine.frames = engine.classes.iter().sum();
-        for (reason, index) in [
-            (DropReason::FlowMapFull, counter::FLOW_MAP_FULL),
-            (DropReason::ExtraMapFull, counter::EXTRA_MAP_FULL),
-            (DropReason::PfcMapFull, counter::PFC_MAP_FULL),
-            (DropReason::RingbufFull, counter::RINGBUF_FULL),
-            (DropReason::PsnMapFull, counter::PSN_MAP_FULL),
-            (DropReason::TimelineFull, counter::TIMELINE_FULL),
-        ] {
-            engine.dropped.insert(reason, snap.counter(index));
-        }
-        engine.visibility.ext_cut = snap.counter(counter::EXT_CUT);
-        engine.visibility.encapsulated = snap.counter(counter::ENCAPSULATED);
-        engine.visibility.cut_copies = snap.counter(counter::CUT_COPIES);
-        engine.visibility.bth_cut = snap.counter(counter::BTH_CUT);
-        engine.visibility.matched_copies = snap.counter(counter::MATCHED_COPIES);
-        engine.visibility.sightings_evicted = snap.counter(counter::SIGHTINGS_EVICTED);
-        engine.filtered = snap.counter(counter::FILTERED);
+    }
 
-        let bit = super::flows::source_bit(self.source);
+    /// Each flow's increments since its slot's last read, walking the snapshot and the
+    /// previous reads side by side in the table's slot order.
+    fn apply_flows(&mut self, engine: &mut Engine, snap: &KernelSnapshot, clock: &Clock) {
+        let bit = crate::frames::source_bit(self.source);
         // The snapshot in slot order (the kernel's comes so; a test's may not).
         let mut flows: Vec<&(FlowKey, FlowEntry)> = snap.flows.iter().collect();
         let by_slot = |a: &&(FlowKey, FlowEntry), b: &&(FlowKey, FlowEntry)| {
@@ -188,6 +181,11 @@ impl LiveAccount {
         next.extend(previous.copied());
         self.next = std::mem::replace(&mut self.prev, next);
         engine.visibility.several_cpus = self.several_cpus.len() as u64 + self.several_cpus_gone;
+    }
+
+    /// The extra map's counts (rare opcodes, DSCPs, PCPs, PSN anomalies, ECN restated) since
+    /// the last read.
+    fn apply_extra(&mut self, engine: &mut Engine, snap: &KernelSnapshot) {
         for (key, total) in &snap.extra {
             let old = self.prev_extra.insert(*key, *total).unwrap_or(0);
             let n = if *total >= old { total - old } else { *total };
@@ -210,34 +208,6 @@ impl LiveAccount {
                 _ => stats.pcp.add(key.value, n),
             }
         }
-
-        let t = &mut engine.pfc;
-        t.pfc.clear();
-        t.pause.clear();
-        t.pfc_frames = snap.counter(FrameClass::Pfc as u32);
-        t.pause_frames = snap.counter(FrameClass::Pause as u32);
-        for (k, c) in &snap.pfc {
-            let v = PauseCounters {
-                frames: c.frames,
-                xoff: c.xoff,
-                xon: c.xon,
-                quanta: c.quanta,
-                first_ns: clock.wall(c.first_ns),
-                last_ns: clock.wall(c.last_ns),
-            };
-            if k.priority == analyzer_common::maps::PAUSE_PRIORITY {
-                t.pause.insert(k.mac, v);
-            } else {
-                t.pfc.insert((k.mac, k.priority), v);
-            }
-        }
-
-        let firsts = engine.flows.iter().map(|(_, s)| s).filter(|s| s.packets > 0).map(|s| (s.first_ns, s.last_ns));
-        let pfc = engine.pfc.pfc.values().chain(engine.pfc.pause.values()).map(|c| (c.first_ns, c.last_ns));
-        for (f, l) in firsts.chain(pfc) {
-            engine.first_ns = Some(engine.first_ns.map_or(f, |x| x.min(f)));
-            engine.last_ns = Some(engine.last_ns.map_or(l, |x| x.max(l)));
-        }
     }
 
     /// Flows of `snap` with no packet since `before_mono_ns`.
@@ -255,6 +225,55 @@ impl LiveAccount {
             self.prev.retain(|p| !gone.contains(&p.key));
         }
         self.prev_extra.retain(|e, _| !gone.contains(&e.flow));
+    }
+}
+
+/// The kernel's global counters: frames by class, drops, what the vantage point could not see.
+fn global_counters(engine: &mut Engine, snap: &KernelSnapshot) {
+    for (i, c) in engine.classes.iter_mut().enumerate() {
+        *c = snap.counter(i as u32);
+    }
+    engine.frames = engine.classes.iter().sum();
+    for (reason, index) in [
+        (DropReason::FlowMapFull, counter::FLOW_MAP_FULL),
+        (DropReason::ExtraMapFull, counter::EXTRA_MAP_FULL),
+        (DropReason::PfcMapFull, counter::PFC_MAP_FULL),
+        (DropReason::RingbufFull, counter::RINGBUF_FULL),
+        (DropReason::PsnMapFull, counter::PSN_MAP_FULL),
+        (DropReason::TimelineFull, counter::TIMELINE_FULL),
+    ] {
+        engine.dropped.insert(reason, snap.counter(index));
+    }
+    engine.visibility.ext_cut = snap.counter(counter::EXT_CUT);
+    engine.visibility.encapsulated = snap.counter(counter::ENCAPSULATED);
+    engine.visibility.cut_copies = snap.counter(counter::CUT_COPIES);
+    engine.visibility.bth_cut = snap.counter(counter::BTH_CUT);
+    engine.visibility.matched_copies = snap.counter(counter::MATCHED_COPIES);
+    engine.visibility.sightings_evicted = snap.counter(counter::SIGHTINGS_EVICTED);
+    engine.filtered = snap.counter(counter::FILTERED);
+}
+
+/// The PFC/PAUSE counters per sender and priority, their times on the wall clock.
+fn apply_pfc(engine: &mut Engine, snap: &KernelSnapshot, clock: &Clock) {
+    let t = &mut engine.pfc;
+    t.pfc.clear();
+    t.pause.clear();
+    t.pfc_frames = snap.counter(FrameClass::Pfc as u32);
+    t.pause_frames = snap.counter(FrameClass::Pause as u32);
+    for (k, c) in &snap.pfc {
+        let v = PauseCounters {
+            frames: c.frames,
+            xoff: c.xoff,
+            xon: c.xon,
+            quanta: c.quanta,
+            first_ns: clock.wall(c.first_ns),
+            last_ns: clock.wall(c.last_ns),
+        };
+        if k.priority == analyzer_common::maps::PAUSE_PRIORITY {
+            t.pause.insert(k.mac, v);
+        } else {
+            t.pfc.insert((k.mac, k.priority), v);
+        }
     }
 }
 

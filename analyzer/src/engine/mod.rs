@@ -16,6 +16,8 @@ use analyzer_common::psn::{self, PeerKey};
 use analyzer_common::{FrameClass, PacketSummary};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::frames::FrameMeta;
+
 pub use flows::{FlowStats, FlowTable};
 pub use pfc::PfcTable;
 
@@ -95,14 +97,6 @@ const PERIOD_NS: u64 = 30 * 86_400 * 1_000_000_000;
 /// Periods further apart than this are not one capture.
 const YEAR_NS: u64 = 365 * 86_400 * 1_000_000_000;
 
-/// Metadata of a frame that is not in its summary.
-#[derive(Debug, Clone, Copy)]
-pub struct FrameMeta {
-    pub ts_ns: u64,
-    /// Index of the input (capture file or interface) in [`Engine::sources`].
-    pub source: u16,
-}
-
 /// A capture source as the report names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Source {
@@ -111,7 +105,7 @@ pub struct Source {
     pub name: String,
     pub label: String,
     /// Live: how the XDP program is attached to it.
-    pub xdp: Option<crate::report::model::XdpJson>,
+    pub xdp: Option<crate::model::XdpJson>,
 }
 
 /// Frames that were mirrored copies or were cut by the snap length (for the visibility notes).
@@ -211,7 +205,7 @@ pub struct Engine {
     /// Set when some input ended early (truncated file); the report is partial.
     pub partial: bool,
     /// Live with `--nic-counters`: the NIC's counters over the run so far.
-    pub nic: Option<crate::report::model::Nic>,
+    pub nic: Option<crate::model::Nic>,
     /// Notes between connections' two directions (the kernel's notes map, offline).
     notes: HostNotes,
     /// Flows kept, at most (`--max-flows`); the frames of others count as `flow_map_full`.
@@ -356,7 +350,7 @@ impl Engine {
         self.visibility.cut_copies += cut as u64;
         self.visibility.matched_copies += 1;
         if let Some(stats) = self.flows.get_mut(&FlowKey::from_summary(first)) {
-            stats.sources |= flows::source_bit(source);
+            stats.sources |= crate::frames::source_bit(source);
             if let Some(len) = frame_len {
                 stats.add_source_bytes(source, len as u64);
             }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use analyzer_common::{FrameClass, PacketSummary};
 
-use super::FrameMeta;
+use crate::frames::FrameMeta;
 
 /// Counters of one (sender MAC, priority), or of one 802.3x sender: the kernel map's type.
 pub use analyzer_common::maps::PfcCounters as PauseCounters;

@@ -12,6 +12,20 @@ use analyzer_common::{FrameBytes, FrameClass, PacketSummary, classify};
 
 use crate::capture::LinkType;
 
+/// Metadata of a frame that is not in its summary.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameMeta {
+    pub ts_ns: u64,
+    /// Index of the input (capture file or interface) in the engine's sources.
+    pub source: u16,
+}
+
+/// The bit of input `source` in a set of inputs (a flow's, a vantage point's): inputs beyond 64
+/// share bit 63.
+pub fn source_bit(source: u16) -> u64 {
+    1u64 << source.min(63)
+}
+
 pub const SLL_LEN: usize = 16;
 pub const SLL2_LEN: usize = 20;
 

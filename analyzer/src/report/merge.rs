@@ -20,8 +20,8 @@ use crate::analyses::ecmp::{self, Tier};
 use crate::analyses::pause::{ALL_PRIORITIES, Pause, Timer};
 use crate::analyses::topology::{Topology, parse_mac};
 use crate::analyses::tree::{self, FlowSpan};
+use crate::model::*;
 use crate::report::assemble::{fabric, visibility};
-use crate::report::model::*;
 use crate::report::validate;
 
 #[derive(Debug, thiserror::Error)]
@@ -431,7 +431,15 @@ impl Merger {
     /// The merged report: pause intervals joined on time (a sender seen at several vantage
     /// points was paused over the union of what each saw; pause time, storms, trees and
     /// deadlocks follow from it), the ECMP section recomputed, the notes of the whole.
-    pub fn finish(self, opts: &MergeOptions) -> Result<Report, MergeError> {
+    pub fn finish(mut self, opts: &MergeOptions) -> Result<Report, MergeError> {
+        let unmerged = Unmerged {
+            reports: self.reports,
+            shared_flows: self.shared_flows,
+            vantage_reports: self.vantage_reports,
+            tiers_differ: self.tiers_differ,
+            dcqcn: std::mem::take(&mut self.dcqcn),
+            vantage: self.vantage.take(),
+        };
         let Some(mut capture) = self.capture else { return Err(MergeError::Empty) };
         if capture.start_ns == u64::MAX {
             capture.start_ns = 0;
@@ -486,7 +494,27 @@ impl Merger {
         report.ecmp = ecmp::section(&self.by_label, multi, self.tiers.as_deref().unwrap_or_default(), &keyed, true);
         report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
         report.visibility.extend(self.carried);
-        if pfc_seen && !complete {
+        unmerged.note(&mut report, pfc_seen && !complete, rtt_not_merged);
+        Ok(report)
+    }
+}
+
+/// What `merge` could not combine, taken from the merger before it builds the report.
+struct Unmerged {
+    reports: usize,
+    shared_flows: u64,
+    vantage_reports: u64,
+    tiers_differ: bool,
+    dcqcn: Vec<Dcqcn>,
+    vantage: Option<Vantage>,
+}
+
+impl Unmerged {
+    /// The sections only one report can give (DCQCN, vantage), and a note for each thing that
+    /// was not merged: congestion trees (`trees_not_merged`), incast, DCQCN, vantage, RTT
+    /// (`rtt_not_merged`), the ECMP prediction.
+    fn note(self, report: &mut Report, trees_not_merged: bool, rtt_not_merged: bool) {
+        if trees_not_merged {
             report.visibility.push(Note::new(
                 NoteCode::CongestionTreeNotMerged,
                 "some reports do not list all their pause intervals (older reports, or more than 10000 per \
@@ -538,7 +566,6 @@ impl Merger {
                  uses those of the first report that had any",
             ));
         }
-        Ok(report)
     }
 }
 

@@ -1,5 +1,5 @@
 //! Reports: the versioned JSON document (schema `roce-analyzer/report/v1`) and everything made
-//! of it. [`model`] is the document itself, a leaf every layer may use; [`assemble`] builds it
+//! of it. The document itself is [`crate::model`], the ground floor every layer uses; [`assemble`] builds it
 //! from a run's [`crate::pipeline::Pipeline`]; [`render`] turns it into the human summary, HTML,
 //! Graphviz, metrics and the live view; [`merge`] combines several; [`gates`] and [`mod@write`]
 //! serve the command line.
@@ -14,10 +14,8 @@ pub mod evidence;
 pub mod export;
 pub mod gates;
 pub mod merge;
-pub mod model;
 pub mod render;
 pub mod validate;
 pub mod write;
 
 pub use assemble::RunKind;
-pub use model::*;

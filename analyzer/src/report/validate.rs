@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
-use super::model::Report;
+use crate::model::Report;
 
 /// The schema reports are checked against (the one shipped in `schema/`).
 pub const SCHEMA_JSON: &str = include_str!("../../../schema/report-v1.schema.json");

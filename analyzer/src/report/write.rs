@@ -97,7 +97,7 @@ fn buffered(w: &mut dyn Write, fill: impl FnOnce(&mut dyn Write) -> std::io::Res
 }
 
 /// Writes the report as pretty JSON with a trailing newline, streamed ([`write_atomic_with`]).
-pub fn write_json(path: &Path, report: &super::Report) -> Result<(), WriteError> {
+pub fn write_json(path: &Path, report: &crate::model::Report) -> Result<(), WriteError> {
     write_atomic_with(path, |w| {
         serde_json::to_writer_pretty(&mut *w, report).map_err(std::io::Error::from)?;
         w.write_all(b"\n")
@@ -110,7 +110,7 @@ pub fn write_json(path: &Path, report: &super::Report) -> Result<(), WriteError>
 /// report (tested), without holding the lists.
 pub fn write_json_streamed(
     path: &Path,
-    report: &super::Report,
+    report: &crate::model::Report,
     run: &crate::pipeline::Pipeline,
 ) -> Result<(), WriteError> {
     use super::assemble::{fabric, flow_items, pair_items};

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use super::imbalance;
-use crate::report::model::{EcmpObserved, Finding, FindingCode, LabelShare, Severity};
+use super::measure::imbalance;
+use crate::model::{EcmpObserved, Finding, FindingCode, LabelShare, Severity};
 
 /// The observed section over `by_label` (none with fewer than two labels), with an
 /// `uplink_imbalance` finding when the busiest label carries over 1.5× the mean or one is idle.

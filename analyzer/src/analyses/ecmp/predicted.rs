@@ -5,8 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use analyzer_common::flow::FlowKey;
 
-use super::{Hash, Tier, imbalance, key};
-use crate::report::model::{EcmpPredicted, Finding, FindingCode, LabelShare, Severity, TierJson, TierPairJson};
+use super::hash::{Hash, Tier, key};
+use super::measure::imbalance;
+use crate::model::{EcmpPredicted, Finding, FindingCode, LabelShare, Severity, TierJson, TierPairJson};
 
 /// Per tier: (flows, bytes) per path; across tiers: combinations, their spread per pair of
 /// tiers, and polarization.

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use analyzer_common::flow::FlowKey;
 
-use super::entropy_bits;
-use crate::report::model::{Finding, FindingCode, HostPair, Severity, addr_string, flow_ref};
+use super::measure::entropy_bits;
+use crate::model::{Finding, FindingCode, HostPair, Severity, addr_string, flow_ref};
 
 /// A host pair: its flows and their distinct UDP source ports (addresses as bytes; the
 /// report's strings are made only where they are written).

@@ -7,7 +7,7 @@ use analyzer_common::maps::{EvidenceFrame, MAP_EVIDENCE, MAP_EVIDENCE_CTL, MAP_E
 use aya::maps::{Array, HashMap, MapData, RingBuf};
 
 use super::KernelError;
-use super::snapshot::{drain_pod, map_err, take};
+use super::access::{drain_pod, map_err, take};
 
 /// Where copies are asked for and come from.
 pub trait EvidenceSource {

@@ -157,24 +157,30 @@ pub fn load_object(
         array.set(maps::evidence_ctl::SNAPLEN, opts.evidence_snaplen as u64, 0).map_err(map_err)?;
     }
     for name in programs {
-        let prog: &mut Xdp = ebpf
-            .program_mut(name)
-            .ok_or_else(|| KernelError::NoProgram(name.to_string()))?
-            .try_into()
-            .map_err(|source| KernelError::Program { name: name.to_string(), source })?;
-        prog.load().map_err(|e| match e {
-            // The verifier refuses with EACCES too: a log says it was the verifier, not privilege.
-            aya::programs::ProgramError::LoadError { io_error, verifier_log }
-                if !matches!(io_error.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES))
-                    || !verifier_log.to_string().trim().is_empty() =>
-            {
-                KernelError::Verifier { name: name.to_string(), log: verifier_log.to_string(), source: io_error }
-            }
-            e if has_errno(&e, &[libc::EPERM, libc::EACCES]) => KernelError::Permission,
-            source => KernelError::Program { name: name.to_string(), source },
-        })?;
+        load_program(&mut ebpf, name)?;
     }
     Ok(ebpf)
+}
+
+/// Loads (verifies) the program `name` of the object.
+fn load_program(ebpf: &mut aya::Ebpf, name: &str) -> Result<(), KernelError> {
+    let prog: &mut Xdp = ebpf
+        .program_mut(name)
+        .ok_or_else(|| KernelError::NoProgram(name.to_string()))?
+        .try_into()
+        .map_err(|source| KernelError::Program { name: name.to_string(), source })?;
+    prog.load().map_err(|e| match e {
+        // The verifier refuses with EACCES too: a log says it was the verifier, not privilege.
+        aya::programs::ProgramError::LoadError { io_error, verifier_log }
+            if !matches!(io_error.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES))
+                || !verifier_log.to_string().trim().is_empty() =>
+        {
+            KernelError::Verifier { name: name.to_string(), log: verifier_log.to_string(), source: io_error }
+        }
+        e if has_errno(&e, &[libc::EPERM, libc::EACCES]) => KernelError::Permission,
+        source => KernelError::Program { name: name.to_string(), source },
+    })?;
+    Ok(())
 }
 
 /// The flow ids an earlier release's program has to give: one per entry of its flow map,

@@ -183,13 +183,13 @@ impl<T: Stamped> CpuLogs<T> {
         (log_name, heads_name): (&'static str, &'static str),
         slots: u32,
     ) -> Result<Option<Self>, KernelError> {
-        let array = |ebpf: &mut aya::Ebpf, name: &'static str| match super::snapshot::take(ebpf, name)? {
+        let array = |ebpf: &mut aya::Ebpf, name: &'static str| match super::access::take(ebpf, name)? {
             aya::maps::Map::Array(d) => Ok(d),
             _ => Err(KernelError::MapLayout { map: name, what: "not an array" }),
         };
         let log = array(ebpf, log_name)?;
         let heads = array(ebpf, heads_name)?;
-        let info = log.info().map_err(super::snapshot::map_err(log_name))?;
+        let info = log.info().map_err(super::access::map_err(log_name))?;
         let cpus = (info.max_entries() / slots) as usize;
         if cpus == 0 {
             return Ok(None);

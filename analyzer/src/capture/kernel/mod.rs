@@ -1,6 +1,7 @@
 //! The XDP program as the host sees it: the embedded object, loading it with the map sizes
 //! asked for, running it on test frames (`BPF_PROG_TEST_RUN`) and reading its maps.
 
+pub(crate) mod access;
 pub(crate) mod batch;
 pub mod evidence;
 pub mod flow_ids;

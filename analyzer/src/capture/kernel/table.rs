@@ -23,15 +23,15 @@ pub(crate) struct FlowTable {
 
 impl FlowTable {
     pub(crate) fn new(ebpf: &mut aya::Ebpf) -> Result<Self, KernelError> {
-        let array = |ebpf: &mut aya::Ebpf, name: &'static str| match super::snapshot::take(ebpf, name)? {
+        let array = |ebpf: &mut aya::Ebpf, name: &'static str| match super::access::take(ebpf, name)? {
             aya::maps::Map::Array(d) => Ok(d),
             _ => Err(KernelError::MapLayout { map: name, what: "not an array" }),
         };
         let tags = array(ebpf, MAP_FLOW_TAGS)?;
         let slots = array(ebpf, MAP_FLOW_SLOTS)?;
         let count = array(ebpf, MAP_FLOW_COUNT)?;
-        let buckets = tags.info().map_err(super::snapshot::map_err(MAP_FLOW_TAGS))?.max_entries() as usize;
-        let n = slots.info().map_err(super::snapshot::map_err(MAP_FLOW_SLOTS))?.max_entries() as usize;
+        let buckets = tags.info().map_err(super::access::map_err(MAP_FLOW_TAGS))?.max_entries() as usize;
+        let n = slots.info().map_err(super::access::map_err(MAP_FLOW_SLOTS))?.max_entries() as usize;
         if n != buckets * WAYS {
             return Err(KernelError::MapLayout { map: MAP_FLOW_SLOTS, what: "not eight slots a bucket" });
         }

@@ -8,8 +8,9 @@ use rustc_hash::FxHashMap;
 
 use crate::analyses::ecn::{FlowMarking, Interval};
 use crate::analyses::flows::Flows;
+use crate::model::{Finding, FindingCode, FlowRef, Severity, addr_string, flow_ref};
 use crate::pipeline::Pipeline;
-use crate::report::model::{Finding, FindingCode, FlowRef, Severity, addr_string, flow_ref};
+use analyzer_common::psn::PsnState;
 
 fn finding(severity: Severity, code: FindingCode, message: String, flows: Vec<FlowRef>) -> Finding {
     Finding::new(severity, code, message, flows)
@@ -189,95 +190,8 @@ fn transport(run: &Pipeline) -> Vec<Finding> {
         let one = || vec![flow_ref(k)];
         let naks = reverse_aeth(run, &hosts, k, aeth::PSN_SEQUENCE_ERROR);
         let rnrs = reverse_aeth(run, &hosts, k, aeth::RNR);
-        if p.count[count::DUPLICATES] > 0 && naks > 0 {
-            out.push(finding(
-                Severity::Warning,
-                FindingCode::GoBackN,
-                format!(
-                    "{} duplicate PSNs after {naks} PSN-sequence-error NAKs from the receiver: go-back-N retransmission after loss ({} out-of-sequence arrivals skipping {} PSNs)",
-                    p.count[count::DUPLICATES], p.count[count::OUT_OF_SEQUENCE], p.count[count::PSN_SKIPPED]
-                ),
-                one(),
-            ));
-        } else if p.count[count::OUT_OF_SEQUENCE] > 0 && p.count[count::DUPLICATES] > 0 {
-            out.push(finding(
-                Severity::Warning,
-                FindingCode::Reordering,
-                format!(
-                    "{} out-of-sequence and {} duplicate PSNs with no PSN-sequence NAK: packets are reordered in the fabric (adaptive routing or packet spraying)",
-                    p.count[count::OUT_OF_SEQUENCE], p.count[count::DUPLICATES]
-                ),
-                one(),
-            ));
-        } else if p.count[count::OUT_OF_SEQUENCE] > 0 {
-            out.push(finding(
-                Severity::Warning,
-                FindingCode::PsnGap,
-                format!(
-                    "{} out-of-sequence arrivals skipping {} PSNs, no retransmission seen: loss before this vantage point, or the capture dropped packets",
-                    p.count[count::OUT_OF_SEQUENCE], p.count[count::PSN_SKIPPED]
-                ),
-                one(),
-            ));
-        } else if p.count[count::DUPLICATES] > 0 && rnrs > 0 {
-            out.push(finding(
-                Severity::Warning,
-                FindingCode::RnrRetry,
-                format!(
-                    "{} duplicate PSNs: retries after {rnrs} RNR NAKs from the receiver",
-                    p.count[count::DUPLICATES]
-                ),
-                one(),
-            ));
-        } else if p.count[count::DUPLICATES] > 0 {
-            out.push(finding(
-                Severity::Warning,
-                FindingCode::Retransmission,
-                format!(
-                    "{} duplicate PSNs with no gap seen here: retransmissions after a loss past this vantage point or an ACK timeout",
-                    p.count[count::DUPLICATES]
-                ),
-                one(),
-            ));
-        }
-        if p.count[count::RESPONSE_OUT_OF_SEQUENCE] > 0 {
-            out.push(finding(
-                Severity::Warning,
-                FindingCode::ReadResponseGap,
-                format!(
-                    "{} READ RESPONSE packets out of sequence within a response",
-                    p.count[count::RESPONSE_OUT_OF_SEQUENCE]
-                ),
-                one(),
-            ));
-        }
-        if p.aeth[aeth::RNR] > 0 {
-            out.push(finding(
-                Severity::Warning,
-                FindingCode::RnrNak,
-                format!(
-                    "{} RNR NAKs: the receiver had no receive WQE posted (receiver not ready); the sender backs off by the RNR timer",
-                    p.aeth[aeth::RNR]
-                ),
-                one(),
-            ));
-        }
-        let fatal = [
-            (aeth::INVALID_REQUEST, "invalid request"),
-            (aeth::REMOTE_ACCESS, "remote access error"),
-            (aeth::REMOTE_OPERATIONAL, "remote operational error"),
-            (aeth::INVALID_RD_REQUEST, "invalid RD request"),
-        ];
-        let parts: Vec<String> =
-            fatal.iter().filter(|(i, _)| p.aeth[*i] > 0).map(|(i, name)| format!("{} {name}", p.aeth[*i])).collect();
-        if !parts.is_empty() {
-            out.push(finding(
-                Severity::Error,
-                FindingCode::NakError,
-                format!("NAKs that move the QP to the error state: {}", parts.join(", ")),
-                one(),
-            ));
-        }
+        sequence(&mut out, p, naks, rnrs, &one);
+        nak_kinds(&mut out, p, &one);
         {
             let (t, _) = run.analyses.rtt.outcome(&run.analyses.flows, k, run.engine.last_ns.unwrap_or(0));
             if t > 0 {
@@ -294,4 +208,100 @@ fn transport(run: &Pipeline) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// The one finding a flow's PSN sequence gives, if any: go-back-N (duplicates after
+/// sequence NAKs), reordering, a gap, RNR retries, retransmissions; `naks` and `rnrs` are the
+/// receiver's NAKs of each kind.
+fn sequence(out: &mut Vec<Finding>, p: &PsnState, naks: u64, rnrs: u64, one: &dyn Fn() -> Vec<FlowRef>) {
+    if p.count[count::DUPLICATES] > 0 && naks > 0 {
+        out.push(finding(
+            Severity::Warning,
+            FindingCode::GoBackN,
+            format!(
+                "{} duplicate PSNs after {naks} PSN-sequence-error NAKs from the receiver: go-back-N retransmission after loss ({} out-of-sequence arrivals skipping {} PSNs)",
+                p.count[count::DUPLICATES], p.count[count::OUT_OF_SEQUENCE], p.count[count::PSN_SKIPPED]
+            ),
+            one(),
+        ));
+    } else if p.count[count::OUT_OF_SEQUENCE] > 0 && p.count[count::DUPLICATES] > 0 {
+        out.push(finding(
+            Severity::Warning,
+            FindingCode::Reordering,
+            format!(
+                "{} out-of-sequence and {} duplicate PSNs with no PSN-sequence NAK: packets are reordered in the fabric (adaptive routing or packet spraying)",
+                p.count[count::OUT_OF_SEQUENCE], p.count[count::DUPLICATES]
+            ),
+            one(),
+        ));
+    } else if p.count[count::OUT_OF_SEQUENCE] > 0 {
+        out.push(finding(
+            Severity::Warning,
+            FindingCode::PsnGap,
+            format!(
+                "{} out-of-sequence arrivals skipping {} PSNs, no retransmission seen: loss before this vantage point, or the capture dropped packets",
+                p.count[count::OUT_OF_SEQUENCE], p.count[count::PSN_SKIPPED]
+            ),
+            one(),
+        ));
+    } else if p.count[count::DUPLICATES] > 0 && rnrs > 0 {
+        out.push(finding(
+            Severity::Warning,
+            FindingCode::RnrRetry,
+            format!("{} duplicate PSNs: retries after {rnrs} RNR NAKs from the receiver", p.count[count::DUPLICATES]),
+            one(),
+        ));
+    } else if p.count[count::DUPLICATES] > 0 {
+        out.push(finding(
+            Severity::Warning,
+            FindingCode::Retransmission,
+            format!(
+                "{} duplicate PSNs with no gap seen here: retransmissions after a loss past this vantage point or an ACK timeout",
+                p.count[count::DUPLICATES]
+            ),
+            one(),
+        ));
+    }
+}
+
+/// READ RESPONSE gaps, RNR NAKs and the NAKs that end a QP.
+fn nak_kinds(out: &mut Vec<Finding>, p: &PsnState, one: &dyn Fn() -> Vec<FlowRef>) {
+    if p.count[count::RESPONSE_OUT_OF_SEQUENCE] > 0 {
+        out.push(finding(
+            Severity::Warning,
+            FindingCode::ReadResponseGap,
+            format!(
+                "{} READ RESPONSE packets out of sequence within a response",
+                p.count[count::RESPONSE_OUT_OF_SEQUENCE]
+            ),
+            one(),
+        ));
+    }
+    if p.aeth[aeth::RNR] > 0 {
+        out.push(finding(
+            Severity::Warning,
+            FindingCode::RnrNak,
+            format!(
+                "{} RNR NAKs: the receiver had no receive WQE posted (receiver not ready); the sender backs off by the RNR timer",
+                p.aeth[aeth::RNR]
+            ),
+            one(),
+        ));
+    }
+    let fatal = [
+        (aeth::INVALID_REQUEST, "invalid request"),
+        (aeth::REMOTE_ACCESS, "remote access error"),
+        (aeth::REMOTE_OPERATIONAL, "remote operational error"),
+        (aeth::INVALID_RD_REQUEST, "invalid RD request"),
+    ];
+    let parts: Vec<String> =
+        fatal.iter().filter(|(i, _)| p.aeth[*i] > 0).map(|(i, name)| format!("{} {name}", p.aeth[*i])).collect();
+    if !parts.is_empty() {
+        out.push(finding(
+            Severity::Error,
+            FindingCode::NakError,
+            format!("NAKs that move the QP to the error state: {}", parts.join(", ")),
+            one(),
+        ));
+    }
 }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use analyzer_common::flow::FlowKey;
 
 use crate::analyses::dcqcn::FlowSummary;
+use crate::model::*;
 use crate::pipeline::Pipeline;
-use crate::report::model::*;
 
 /// A flow kept its rate after at least this many CNPs judged, none reacted to: `cnp_ignored`.
 pub const IGNORED_MIN_CNPS: u64 = 3;

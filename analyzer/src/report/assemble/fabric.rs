@@ -9,11 +9,11 @@ use crate::analyses::pause::{ALL_PRIORITIES, Pause};
 use crate::analyses::topology::Topology;
 use crate::analyses::tree::FlowSpan;
 use crate::analyses::{ecmp, tree};
-use crate::pipeline::Pipeline;
-use crate::report::model::{
+use crate::model::{
     CongestionTrees, Ecmp, Episode, Incast, LabelShare, PauseSender, PauseTime, Pfc, PfcSender, StormJson, addr_string,
     mac_string,
 };
+use crate::pipeline::Pipeline;
 
 pub fn pfc(run: &Pipeline) -> Pfc {
     let t = &run.engine.pfc;
@@ -100,7 +100,7 @@ fn seen_at(run: &Pipeline, k: &FlowKey, sources: u64) -> Vec<(String, Option<Str
         .sources
         .iter()
         .enumerate()
-        .filter(|(i, _)| sources & crate::engine::flows::source_bit(*i as u16) != 0)
+        .filter(|(i, _)| sources & crate::frames::source_bit(*i as u16) != 0)
         .map(|(_, s)| (s.label.clone(), None))
         .collect();
     at.extend(run.analyses.vantage.points_of(k).map(|p| (p.label.clone(), p.origin.clone())));
@@ -163,7 +163,7 @@ pub fn ecmp(run: &Pipeline, list_host_pairs: bool) -> Ecmp {
 }
 
 /// The ECMP section's host pairs, in order, for a report whose lists are streamed.
-pub fn host_pair_items(run: &Pipeline) -> impl Iterator<Item = crate::report::model::HostPair> {
+pub fn host_pair_items(run: &Pipeline) -> impl Iterator<Item = crate::model::HostPair> {
     let sorted = ecmp::spread::sorted(run.engine.flows.iter().map(|(k, _)| k));
     let mut at = 0;
     std::iter::from_fn(move || {

@@ -1,5 +1,5 @@
 //! Assembling the report from a run's state: the engine's counters and the analyses' results
-//! become the v1 document of [`super::model`], with the audit, the visibility notes and the
+//! become the v1 document of [`crate::model`], with the audit, the visibility notes and the
 //! fabric sections, which need the whole picture, computed here.
 
 pub(crate) mod audit;
@@ -12,8 +12,8 @@ use analyzer_common::FrameClass;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::PsnState;
 
-use super::model::*;
 use crate::engine::{DropReason, FlowStats};
+use crate::model::*;
 use crate::pipeline::Pipeline;
 
 /// Offline (capture files) or live (an interface).

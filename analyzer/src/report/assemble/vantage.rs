@@ -1,6 +1,6 @@
 //! The `vantage` section: points, hops, and a `loss_between` finding per hop that lost frames.
 
-use super::super::model::*;
+use crate::model::*;
 use crate::pipeline::Pipeline;
 
 /// The section when the run had several vantage points (else none); findings go to `audit`.

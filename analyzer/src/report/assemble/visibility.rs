@@ -4,13 +4,15 @@
 
 use std::collections::BTreeSet;
 
+use crate::model::{Note, NoteCode, Report};
 use crate::pipeline::Pipeline;
-use crate::report::model::{Note, NoteCode, Report};
 
 fn note(code: NoteCode, message: String) -> Note {
     Note::new(code, message)
 }
 
+/// The notes of a run, in the order the report lists them: the hardware bypass, those the
+/// report's totals give ([`report_notes`]), then one per [`RULES`] entry that applies.
 pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
     let mut out = Vec::new();
     let c = &report.capture.classes;
@@ -37,155 +39,221 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
     out.extend(
         report_notes(report, one_way).into_iter().filter(|n| !((bypass || bth_cut > 0) && n.code == NoteCode::NoRoce)),
     );
-    if bth_cut > 0 {
-        let needs = match run.engine.visibility.bth_needs {
-            0 => "the headers up to the end of the BTH (about 60 to 100 bytes)".to_string(),
-            n => format!("{n} bytes"),
-        };
-        out.push(note(
-            NoteCode::BthCut,
-            format!(
-                "RoCE was seen, but {bth_cut} RoCE frames were cut before the end of their BTH (a snap length or \
-                 truncating mirror session too short) and counted as truncated_header: a capture must keep at \
-                 least {needs} (128 keeps every RoCE header)."
-            ),
-        ));
+    out.extend(RULES.iter().filter_map(|rule| rule(run, report)));
+    out
+}
+
+/// A note that one fact of the run decides: None when it does not apply.
+type Rule = fn(&Pipeline, &Report) -> Option<Note>;
+
+/// The notes one fact decides each, in the order the report lists them.
+const RULES: [Rule; 13] = [
+    bth_cut,
+    snap_cut,
+    several_cpus,
+    skipped_interfaces,
+    flows_folded,
+    lists_capped,
+    implausible_timestamps,
+    cut_copies,
+    timeline_off,
+    pfc_unplaced,
+    mirrored,
+    matched_copies,
+    sightings_evicted,
+];
+
+fn bth_cut(run: &Pipeline, _: &Report) -> Option<Note> {
+    let bth_cut = run.engine.visibility.bth_cut;
+    if bth_cut == 0 {
+        return None;
     }
-    if run.engine.visibility.ext_cut > 0 {
-        out.push(note(
+    let needs = match run.engine.visibility.bth_needs {
+        0 => "the headers up to the end of the BTH (about 60 to 100 bytes)".to_string(),
+        n => format!("{n} bytes"),
+    };
+    Some(note(
+        NoteCode::BthCut,
+        format!(
+            "RoCE was seen, but {bth_cut} RoCE frames were cut before the end of their BTH (a snap length or \
+             truncating mirror session too short) and counted as truncated_header: a capture must keep at \
+             least {needs} (128 keeps every RoCE header)."
+        ),
+    ))
+}
+
+fn snap_cut(run: &Pipeline, _: &Report) -> Option<Note> {
+    let n = run.engine.visibility.ext_cut;
+    (n > 0).then(|| {
+        note(
             NoteCode::SnapCut,
             format!(
-                "{} RoCE frames were cut by the snap length before their extended headers \
-                 (RETH/AETH/… fields unavailable for them); bytes use original lengths.",
-                run.engine.visibility.ext_cut
+                "{n} RoCE frames were cut by the snap length before their extended headers \
+                 (RETH/AETH/… fields unavailable for them); bytes use original lengths."
             ),
-        ));
-    }
-    if run.engine.visibility.several_cpus > 0 {
-        out.push(note(
+        )
+    })
+}
+
+fn several_cpus(run: &Pipeline, _: &Report) -> Option<Note> {
+    let n = run.engine.visibility.several_cpus;
+    (n > 0).then(|| {
+        note(
             NoteCode::SeveralCpus,
             format!(
-                "{} flows were handled on more than one CPU. The kernel keeps one entry per flow (its \
+                "{n} flows were handled on more than one CPU. The kernel keeps one entry per flow (its \
                  counters and PSN state), which the CPUs update without a lock: where two CPUs handled \
                  frames of one flow at the same moment, its counts (packets, bytes, opcodes, ECN, gaps, \
                  duplicates) can be off by those frames; the frame totals of the capture are exact. A \
                  NIC's RSS keeps a flow on one queue; a software device (veth, soft-RoCE), a sender \
-                 moving between CPUs or a change of the NIC's RSS table spreads it.",
-                run.engine.visibility.several_cpus
+                 moving between CPUs or a change of the NIC's RSS table spreads it."
             ),
-        ));
+        )
+    })
+}
+
+fn skipped_interfaces(run: &Pipeline, _: &Report) -> Option<Note> {
+    let skipped = &run.engine.visibility.skipped_linktypes;
+    if skipped.is_empty() {
+        return None;
     }
-    if !run.engine.visibility.skipped_linktypes.is_empty() {
-        let types: Vec<String> = run.engine.visibility.skipped_linktypes.iter().map(|t| t.to_string()).collect();
-        out.push(note(
-            NoteCode::SkippedInterfaces,
-            format!(
-                "{} packets of pcapng interfaces with link type {} (not read by this tool) were skipped; \
-                 the other interfaces were analysed.",
-                run.engine.dropped.get(&crate::engine::DropReason::UnreadLinkType).copied().unwrap_or(0),
-                types.join(", ")
-            ),
-        ));
-    }
-    if let Some(f) = &report.capture.flows_folded {
-        out.push(note(
-            NoteCode::FlowsFolded,
-            format!(
-                "{} idle flows ({} packets, {} bytes) were folded into capture.flows_folded to bound memory: \
-                 the kernel had let them go, and more idle flows than --max-flows were kept (the oldest went \
-                 first); they are in the totals, not in flows, and their per-flow analysis state is gone.",
-                f.flows, f.packets, f.bytes
-            ),
-        ));
-    }
+    let types: Vec<String> = skipped.iter().map(|t| t.to_string()).collect();
+    Some(note(
+        NoteCode::SkippedInterfaces,
+        format!(
+            "{} packets of pcapng interfaces with link type {} (not read by this tool) were skipped; \
+             the other interfaces were analysed.",
+            run.engine.dropped.get(&crate::engine::DropReason::UnreadLinkType).copied().unwrap_or(0),
+            types.join(", ")
+        ),
+    ))
+}
+
+fn flows_folded(_: &Pipeline, report: &Report) -> Option<Note> {
+    let f = report.capture.flows_folded.as_ref()?;
+    Some(note(
+        NoteCode::FlowsFolded,
+        format!(
+            "{} idle flows ({} packets, {} bytes) were folded into capture.flows_folded to bound memory: \
+             the kernel had let them go, and more idle flows than --max-flows were kept (the oldest went \
+             first); they are in the totals, not in flows, and their per-flow analysis state is gone.",
+            f.flows, f.packets, f.bytes
+        ),
+    ))
+}
+
+fn lists_capped(run: &Pipeline, report: &Report) -> Option<Note> {
+    use crate::analyses::incast::{MAX_EPISODE_SENDERS, MAX_EPISODES_PER_DEST, MAX_LISTED_SENDERS};
+    use crate::model::MAX_LISTED_FLOWS;
     let (dropped, capped) =
         (run.analyses.incast.episodes_dropped(), run.analyses.incast.episodes_with_senders_capped());
     let findings = report.audit.iter().chain(&report.ecmp.findings).filter(|f| f.flows_omitted > 0).count();
     let trees = report.congestion_tree.trees.iter().filter(|t| t.flows_omitted > 0).count();
-    if dropped + capped > 0 || findings + trees > 0 {
-        use crate::analyses::incast::{MAX_EPISODE_SENDERS, MAX_EPISODES_PER_DEST, MAX_LISTED_SENDERS};
-        use crate::report::model::MAX_LISTED_FLOWS;
-        out.push(note(
-            NoteCode::ListsCapped,
-            format!(
-                "lists were capped to bound memory: {dropped} incast episodes past {MAX_EPISODES_PER_DEST} at one \
-                 destination were counted, not listed; {capped} episodes list only part of their senders (at \
-                 most {MAX_EPISODE_SENDERS} each, {MAX_LISTED_SENDERS} over all episodes; their bytes, CE and CNP \
-                 counts cover all); {findings} findings and \
-                 {trees} congestion trees list their first {MAX_LISTED_FLOWS} flows (flows_omitted counts the rest)."
-            ),
-        ));
+    if dropped + capped == 0 && findings + trees == 0 {
+        return None;
     }
-    if run.engine.implausible_timestamps > 0 {
-        out.push(note(
+    Some(note(
+        NoteCode::ListsCapped,
+        format!(
+            "lists were capped to bound memory: {dropped} incast episodes past {MAX_EPISODES_PER_DEST} at one \
+             destination were counted, not listed; {capped} episodes list only part of their senders (at \
+             most {MAX_EPISODE_SENDERS} each, {MAX_LISTED_SENDERS} over all episodes; their bytes, CE and CNP \
+             counts cover all); {findings} findings and \
+             {trees} congestion trees list their first {MAX_LISTED_FLOWS} flows (flows_omitted counts the rest)."
+        ),
+    ))
+}
+
+fn implausible_timestamps(run: &Pipeline, _: &Report) -> Option<Note> {
+    let n = run.engine.implausible_timestamps;
+    (n > 0).then(|| {
+        note(
             NoteCode::ImplausibleTimestamps,
             format!(
-                "{} frames carry timestamps more than a year away from the rest of the capture: they are left \
-                 out of its span (a capture clock gone wrong?); their flows' first/last times show them as read.",
-                run.engine.implausible_timestamps
+                "{n} frames carry timestamps more than a year away from the rest of the capture: they are left \
+                 out of its span (a capture clock gone wrong?); their flows' first/last times show them as read."
             ),
-        ));
-    }
-    if run.engine.visibility.cut_copies > 0 {
-        out.push(note(
+        )
+    })
+}
+
+fn cut_copies(run: &Pipeline, _: &Report) -> Option<Note> {
+    let n = run.engine.visibility.cut_copies;
+    (n > 0).then(|| {
+        note(
             NoteCode::CutCopies,
             format!(
-                "{} frames were copies cut short (a truncating mirror session, or a capture that kept \
+                "{n} frames were copies cut short (a truncating mirror session, or a capture that kept \
                  no original length): they are classified and counted at the length their IP header \
-                 states; fields past the cut are unavailable for them.",
-                run.engine.visibility.cut_copies
+                 states; fields past the cut are unavailable for them."
             ),
-        ));
-    }
-    if !run.engine.timeline {
-        out.push(note(
+        )
+    })
+}
+
+fn timeline_off(run: &Pipeline, _: &Report) -> Option<Note> {
+    (!run.engine.timeline).then(|| {
+        note(
             NoteCode::TimelineOff,
             "timeline records were off (--no-timeline): RTT, CE → CNP timing, CNP pacing and incast \
              episodes had no input and are empty; PSN/NAK counters and PFC come from the kernel maps."
                 .into(),
-        ));
-    }
+        )
+    })
+}
+
+fn pfc_unplaced(run: &Pipeline, report: &Report) -> Option<Note> {
     let unplaced = &report.congestion_tree.unresolved;
-    if !unplaced.is_empty() {
-        out.push(note(
-            NoteCode::PfcUnplaced,
-            format!(
-                "{} PFC/PAUSE senders ({}) {}: whom they pause, and so the congestion tree above them, \
-                 cannot be resolved; they are named by MAC.",
-                unplaced.len(),
-                unplaced.join(", "),
-                if run.analyses.config.topology.is_some() {
-                    "are not in the topology or not linked"
-                } else {
-                    "are not placed: give --topology"
-                }
-            ),
-        ));
+    if unplaced.is_empty() {
+        return None;
     }
-    if run.engine.visibility.encapsulated > 0 {
-        out.push(note(
+    Some(note(
+        NoteCode::PfcUnplaced,
+        format!(
+            "{} PFC/PAUSE senders ({}) {}: whom they pause, and so the congestion tree above them, \
+             cannot be resolved; they are named by MAC.",
+            unplaced.len(),
+            unplaced.join(", "),
+            if run.analyses.config.topology.is_some() {
+                "are not in the topology or not linked"
+            } else {
+                "are not placed: give --topology"
+            }
+        ),
+    ))
+}
+
+fn mirrored(run: &Pipeline, _: &Report) -> Option<Note> {
+    let n = run.engine.visibility.encapsulated;
+    (n > 0).then(|| {
+        note(
             NoteCode::Mirrored,
             format!(
-                "{} frames were mirrored copies (GRE/ERSPAN), analysed as the inner frame; their \
-                 lengths come from the inner IP header.",
-                run.engine.visibility.encapsulated
+                "{n} frames were mirrored copies (GRE/ERSPAN), analysed as the inner frame; their \
+                 lengths come from the inner IP header."
             ),
-        ));
-    }
+        )
+    })
+}
+
+fn matched_copies(run: &Pipeline, _: &Report) -> Option<Note> {
     let copies = run.engine.visibility.matched_copies;
-    if copies > 0 {
-        out.push(note(
+    (copies > 0).then(|| {
+        note(
             NoteCode::MatchedCopies,
             format!(
                 "{copies} frames were copies of frames seen at another vantage point (another input, or \
                  another mirror origin of the same input, within --match-window) and were counted once: \
                  at their first copy, with the ECN of their last."
             ),
-        ));
-    }
+        )
+    })
+}
+
+fn sightings_evicted(run: &Pipeline, _: &Report) -> Option<Note> {
     let evicted = run.engine.visibility.sightings_evicted;
-    if evicted > 0 {
-        out.push(note(
+    (evicted > 0).then(|| {
+        note(
             NoteCode::SightingsEvicted,
             format!(
                 "{evicted} sightings of mirrored copies were given up within --match-window to make room in the \
@@ -193,9 +261,8 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
                  (shorten --match-window, or mirror fewer origins to this port).",
                 analyzer_common::maps::DEFAULT_MAX_SIGHTINGS
             ),
-        ));
-    }
-    out
+        )
+    })
 }
 
 /// Of a set of (src, dst) host pairs, those seen one way only, and all of them.

@@ -9,16 +9,17 @@ use analyzer_common::maps;
 use analyzer_common::maps::EvidenceFrame;
 use rustc_hash::FxHashSet;
 
+use super::seen::Seen;
 use super::select::Select;
-use super::{Cutter, Item, Items, Options, Seen, items, request, vantage_of};
+use super::{Cutter, Item, Items, Options, items, request, vantage_of};
 use crate::capture::LinkType;
 use crate::capture::kernel::KernelError;
 use crate::capture::kernel::evidence::EvidenceSource;
 use crate::engine::live::Clock;
+use crate::model::flow_ref_key;
+use crate::model::{Evidence, Report};
 use crate::pipeline::Pipeline;
 use crate::report::assemble;
-use crate::report::model::flow_ref_key;
-use crate::report::model::{Evidence, Report};
 
 /// Files a live run writes at most: an agent that runs for months keeps each file's selection
 /// (its flows) to route copies by, so their number is bounded; items past it are counted.
@@ -195,7 +196,7 @@ fn kernel_keys(index: &mut Option<FlowIndex>, run: &Pipeline, s: &Select) -> Vec
         }
     }
     let mut v: Vec<FlowKey> = keys.into_iter().collect();
-    v.sort_unstable_by_key(crate::report::model::flow_order);
+    v.sort_unstable_by_key(crate::model::flow_order);
     v
 }
 
@@ -204,7 +205,7 @@ mod tests {
     use analyzer_common::record::Record;
 
     use super::*;
-    use crate::report::model::FindingCode;
+    use crate::model::FindingCode;
 
     /// A kernel without a kernel: what was asked, and copies waiting in the ring.
     #[derive(Default)]

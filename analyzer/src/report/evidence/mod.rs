@@ -6,21 +6,21 @@
 
 pub mod file;
 pub mod live;
+pub mod seen;
 pub mod select;
 pub mod spool;
 
 use std::path::{Path, PathBuf};
 
 use analyzer_common::flow::FlowKey;
-use analyzer_common::maps::EvidenceFrame;
 use rustc_hash::FxHashMap;
 
 use self::file::{EvidenceError, Vantage};
-use self::select::{PAUSE_BIT, Router, Select, Tag};
-use super::model::{Deadlock, Episode, Evidence, EvidenceFile, Finding, Report, StormJson, addr_bytes, flow_ref_key};
+use self::select::{PAUSE_BIT, Router, Select};
 use crate::analyses::tree;
-use crate::capture::LinkType;
+use crate::model::{Deadlock, Episode, Evidence, EvidenceFile, Finding, Report, StormJson, addr_bytes, flow_ref_key};
 use crate::pipeline::Pipeline;
+pub use seen::Seen;
 
 /// `--evidence` and its bounds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,27 +33,6 @@ pub struct Options {
 
 /// The snap length live copies are cut to at most (the kernel's copy buffer).
 pub const MAX_SNAPLEN: u32 = analyzer_common::maps::EVIDENCE_MAX_SNAPLEN as u32;
-
-/// One frame evidence may take: where and when it was seen, its [`Tag`] and its bytes (cut
-/// to the snap length).
-#[derive(Debug, Clone, Copy)]
-pub struct Seen<'a> {
-    pub ts_ns: u64,
-    pub orig_len: u32,
-    pub source: u16,
-    pub link: LinkType,
-    pub tag: Tag,
-    pub data: &'a [u8],
-}
-
-impl<'a> Seen<'a> {
-    /// An evidence copy (the kernel's, or one read back from the offline spool) seen at
-    /// `source` at `ts_ns`.
-    pub fn of(e: &'a EvidenceFrame, ts_ns: u64, source: u16, link: LinkType) -> Self {
-        let len = (e.caplen as usize).min(e.data.len());
-        Seen { ts_ns, orig_len: e.orig_len, source, link, tag: Tag::of_frame(e), data: &e.data[..len] }
-    }
-}
 
 /// Which item of the report a file is the evidence of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -336,13 +315,7 @@ pub(crate) fn request(report: &Items<'_>, run: &Pipeline, margin_ns: u64, item: 
     };
     let finding = |f: &Finding| {
         let select = finding_select(run, f);
-        let mut span: Option<(u64, u64)> = None;
-        for k in &select.flows {
-            if let Some(s) = run.engine.flows.get(k) {
-                let start = if s.first_event_ns != 0 { s.first_event_ns } else { s.first_ns };
-                span = Some(span.map_or((start, s.last_ns), |(a, b)| (a.min(start), b.max(s.last_ns))));
-            }
-        }
+        let span = flows_span(run, &select.flows);
         new(
             f.code.name(),
             format!("finding {} ({})", f.code.name(), f.severity.name()),
@@ -390,14 +363,7 @@ pub(crate) fn request(report: &Items<'_>, run: &Pipeline, margin_ns: u64, item: 
         Item::Deadlock(i) => {
             let d = &report.deadlocks[i];
             let prios = if d.priority >= 8 { PAUSE_BIT } else { 1 << d.priority };
-            // The PFC frames of the devices in the cycle (the topology names their MACs).
-            let topo = run.analyses.config.topology.as_ref();
-            let mut macs: Vec<[u8; 6]> = (run.engine.pfc.pfc.keys().map(|(m, _)| *m))
-                .chain(run.engine.pfc.pause.keys().copied())
-                .filter(|m| tree::owner_names(topo, m).0.is_some_and(|n| d.cycle.contains(&n)))
-                .collect();
-            macs.sort_unstable();
-            macs.dedup();
+            let macs = deadlock_macs(run, &d.cycle);
             new(
                 "deadlock",
                 format!("PFC deadlock on priority {}", d.priority),
@@ -412,6 +378,31 @@ pub(crate) fn request(report: &Items<'_>, run: &Pipeline, margin_ns: u64, item: 
             )
         }
     })
+}
+
+/// From the first frame (or event) to the last of the flows the engine holds among `flows`.
+fn flows_span<'a>(run: &Pipeline, flows: impl IntoIterator<Item = &'a FlowKey>) -> Option<(u64, u64)> {
+    let mut span: Option<(u64, u64)> = None;
+    for k in flows {
+        if let Some(s) = run.engine.flows.get(k) {
+            let start = if s.first_event_ns != 0 { s.first_event_ns } else { s.first_ns };
+            span = Some(span.map_or((start, s.last_ns), |(a, b)| (a.min(start), b.max(s.last_ns))));
+        }
+    }
+    span
+}
+
+/// The MACs of the PFC/PAUSE senders that are devices of a deadlock's cycle (the topology
+/// names their MACs).
+fn deadlock_macs(run: &Pipeline, cycle: &[String]) -> Vec<[u8; 6]> {
+    let topo = run.analyses.config.topology.as_ref();
+    let mut macs: Vec<[u8; 6]> = (run.engine.pfc.pfc.keys().map(|(m, _)| *m))
+        .chain(run.engine.pfc.pause.keys().copied())
+        .filter(|m| tree::owner_names(topo, m).0.is_some_and(|n| cycle.contains(&n)))
+        .collect();
+    macs.sort_unstable();
+    macs.dedup();
+    macs
 }
 
 fn parse_mac(s: &str) -> Option<[u8; 6]> {

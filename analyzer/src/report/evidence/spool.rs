@@ -12,8 +12,8 @@ use analyzer_common::PacketSummary;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::EvidenceFrame;
 
-use super::Seen;
 use super::file::EvidenceError;
+use super::seen::Seen;
 use crate::capture::LinkType;
 
 /// Bytes of a spooled frame before its own: the input (u16), its pcap link type (u16), four
@@ -49,13 +49,13 @@ fn bytes_of_mut(e: &mut EvidenceFrame) -> &mut [u8] {
 
 impl Spool {
     /// A spool in `dir` (which must exist and be writable). `snaplen` is at most
-    /// [`super::MAX_SNAPLEN`], the bytes an [`EvidenceFrame`] holds.
+    /// [`analyzer_common::maps::EVIDENCE_MAX_SNAPLEN`], the bytes an [`EvidenceFrame`] holds.
     pub fn create(dir: &Path, snaplen: u32) -> Result<Spool, EvidenceError> {
         let f = tempfile::tempfile_in(dir).map_err(|source| EvidenceError::Io { path: dir.into(), source })?;
         Ok(Spool {
             dir: dir.into(),
             out: Some(BufWriter::with_capacity(1 << 20, f)),
-            snaplen: snaplen.min(super::MAX_SNAPLEN),
+            snaplen: snaplen.min(analyzer_common::maps::EVIDENCE_MAX_SNAPLEN as u32),
             frames: 0,
             bytes: 0,
             failed: None,

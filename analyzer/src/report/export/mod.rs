@@ -23,7 +23,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
 use super::assemble::{self, RunKind, audit, fabric};
-use super::model::*;
+use crate::model::*;
 use crate::pipeline::Pipeline;
 pub use sink::{Rotation, Sink, SinkError};
 

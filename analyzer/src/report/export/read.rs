@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{Body, EXPORT_SCHEMA, EXPORT_SCHEMA_JSON, IntervalLine, Line, sink};
-use crate::report::model::*;
+use crate::model::*;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportReadError {
@@ -141,61 +141,12 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
     })?;
     let intervals = lines.iter().filter(|l| matches!(l.body, Body::Interval(_))).count();
     let total = lines.len();
-    let mut flows: BTreeMap<(u8, String, String, u16, u32), Flow> = BTreeMap::new();
-    let mut senders: BTreeMap<(String, u8), PfcSender> = BTreeMap::new();
-    let mut storms = Vec::new();
-    let mut episodes = Vec::new();
-    let mut deadlocks = Vec::new();
-    let mut findings: BTreeMap<String, Finding> = BTreeMap::new();
+    let mut parts = Parts::default();
     for l in lines {
-        match l.body {
-            Body::Interval(_) | Body::LossBetween(_) => {}
-            Body::Flow(f) => {
-                let t = f.total;
-                flows.insert((t.ip_version, t.src.clone(), t.dst.clone(), t.udp_sport, t.dst_qp), t);
-            }
-            Body::Pfc(p) => {
-                let s = senders.entry((p.mac.clone(), p.priority)).or_insert_with(|| PfcSender {
-                    mac: p.mac.clone(),
-                    device: None,
-                    port: None,
-                    priority: p.priority,
-                    counts: PauseCounts::ZERO,
-                    pause: PauseTime::default(),
-                });
-                (s.device, s.port, s.counts) = (p.device, p.port, p.counts);
-                s.pause.paused_ns = p.paused_ns;
-                s.pause.intervals.extend(p.intervals);
-            }
-            Body::Storm { storm } => storms.push(storm),
-            Body::IncastEpisode { episode } => episodes.push(episode),
-            Body::Deadlock { deadlock } => deadlocks.push(deadlock),
-            Body::Finding { id, state, finding } => {
-                match state.as_str() {
-                    "cleared" => findings.remove(&id),
-                    _ => findings.insert(id, finding),
-                };
-            }
-        }
+        parts.absorb(l.body);
     }
-    let (mut pfc_senders, mut pause_senders) = (Vec::new(), Vec::new());
-    for (_, mut s) in senders {
-        let all: Vec<(u64, u64)> =
-            joined(std::mem::take(&mut s.pause.intervals)).iter().map(|[a, b]| (*a, *b)).collect();
-        let paused_ns = s.pause.paused_ns;
-        s.pause = PauseTime { paused_ns, ..PauseTime::of(&all) };
-        if s.priority == crate::analyses::pause::ALL_PRIORITIES {
-            pause_senders.push(PauseSender {
-                mac: s.mac,
-                device: s.device,
-                port: s.port,
-                counts: s.counts,
-                pause: s.pause,
-            });
-        } else {
-            pfc_senders.push(s);
-        }
-    }
+    let Parts { flows, senders, storms, episodes, deadlocks, findings } = parts;
+    let (pfc_senders, pause_senders) = split_senders(senders);
     let capture = interval.capture;
     let class = |name: &str| capture.classes.get(name).copied().unwrap_or(0);
     let mut note = format!(
@@ -250,6 +201,75 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
         marking: None,
         evidence: None,
     })
+}
+
+/// What one host's lines hold, as they come: each flow's and PFC sender's latest totals, the
+/// events (storms, incast episodes, deadlocks), the findings not cleared.
+#[derive(Default)]
+struct Parts {
+    flows: BTreeMap<(u8, String, String, u16, u32), Flow>,
+    senders: BTreeMap<(String, u8), PfcSender>,
+    storms: Vec<StormJson>,
+    episodes: Vec<Episode>,
+    deadlocks: Vec<Deadlock>,
+    findings: BTreeMap<String, Finding>,
+}
+
+impl Parts {
+    fn absorb(&mut self, body: Body) {
+        match body {
+            Body::Interval(_) | Body::LossBetween(_) => {}
+            Body::Flow(f) => {
+                let t = f.total;
+                self.flows.insert((t.ip_version, t.src.clone(), t.dst.clone(), t.udp_sport, t.dst_qp), t);
+            }
+            Body::Pfc(p) => {
+                let s = self.senders.entry((p.mac.clone(), p.priority)).or_insert_with(|| PfcSender {
+                    mac: p.mac.clone(),
+                    device: None,
+                    port: None,
+                    priority: p.priority,
+                    counts: PauseCounts::ZERO,
+                    pause: PauseTime::default(),
+                });
+                (s.device, s.port, s.counts) = (p.device, p.port, p.counts);
+                s.pause.paused_ns = p.paused_ns;
+                s.pause.intervals.extend(p.intervals);
+            }
+            Body::Storm { storm } => self.storms.push(storm),
+            Body::IncastEpisode { episode } => self.episodes.push(episode),
+            Body::Deadlock { deadlock } => self.deadlocks.push(deadlock),
+            Body::Finding { id, state, finding } => {
+                match state.as_str() {
+                    "cleared" => self.findings.remove(&id),
+                    _ => self.findings.insert(id, finding),
+                };
+            }
+        }
+    }
+}
+
+/// PFC senders with their pause intervals joined, and the 802.3x PAUSE senders apart.
+fn split_senders(senders: BTreeMap<(String, u8), PfcSender>) -> (Vec<PfcSender>, Vec<PauseSender>) {
+    let (mut pfc_senders, mut pause_senders) = (Vec::new(), Vec::new());
+    for (_, mut s) in senders {
+        let all: Vec<(u64, u64)> =
+            joined(std::mem::take(&mut s.pause.intervals)).iter().map(|[a, b]| (*a, *b)).collect();
+        let paused_ns = s.pause.paused_ns;
+        s.pause = PauseTime { paused_ns, ..PauseTime::of(&all) };
+        if s.priority == crate::analyses::pause::ALL_PRIORITIES {
+            pause_senders.push(PauseSender {
+                mac: s.mac,
+                device: s.device,
+                port: s.port,
+                counts: s.counts,
+                pause: s.pause,
+            });
+        } else {
+            pfc_senders.push(s);
+        }
+    }
+    (pfc_senders, pause_senders)
 }
 
 /// Intervals in time order with overlapping and touching ones joined.

@@ -1,6 +1,6 @@
 //! The congestion trees as Graphviz (`--dot`).
 
-use crate::report::model::CongestionTrees;
+use crate::model::CongestionTrees;
 
 use crate::analyses::pause::ALL_PRIORITIES;
 

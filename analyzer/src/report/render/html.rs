@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::report::model::{MarkingSeries, Report, Tree};
+use crate::model::{MarkingSeries, Report, Tree};
 
 /// Escapes text for HTML and SVG (names come from topology files and captures).
 fn esc(s: &str) -> String {
@@ -33,6 +33,22 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>roce-analyzer report</title><style>{STYLE}</style></head><body>\n"
     );
+    for section in SECTIONS {
+        section(&mut o, r, rtt_ns);
+    }
+    let _ = writeln!(o, "</body></html>");
+    o
+}
+
+/// A section of the page: it writes its heading and content from the report (and the RTT
+/// samples behind it).
+type Section = fn(&mut String, &Report, &[u64]);
+
+/// The page's sections, top to bottom.
+const SECTIONS: [Section; 10] = [summary, trees, ecmp, vantage, incast, dcqcn, marking, rtt, findings, visibility];
+
+/// The title and the key numbers.
+fn summary(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
     let c = &r.capture;
     let _ = writeln!(o, "<h1>roce-analyzer {} · {} report</h1>", esc(&r.tool.version), esc(&r.kind));
     let _ = writeln!(o, "<table id=\"summary\">");
@@ -50,13 +66,16 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
         let _ = writeln!(o, "<tr><th>{k}</th><td class=\"n\">{v}</td></tr>");
     }
     let _ = writeln!(o, "</table>");
+}
 
+/// Congestion trees and deadlocks.
+fn trees(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
     let _ = writeln!(o, "<h2>Congestion trees</h2>");
     if r.congestion_tree.trees.is_empty() {
         let _ = writeln!(o, "<p>No PFC pause relations.</p>");
     }
     for t in &r.congestion_tree.trees {
-        tree_svg(&mut o, t);
+        tree_svg(o, t);
     }
     for d in &r.congestion_tree.deadlocks {
         let _ = writeln!(
@@ -68,7 +87,10 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
             ms(d.duration_ns)
         );
     }
+}
 
+/// ECMP: source-port entropy, observed shares per label, predicted paths per tier.
+fn ecmp(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
     let _ = writeln!(o, "<h2>ECMP</h2>");
     let _ = writeln!(
         o,
@@ -82,7 +104,7 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
             .map(|(l, s)| (l.clone(), s.bytes, format!("{} B, {} flows", s.bytes, s.flows)))
             .collect();
         let _ = writeln!(o, "<h3>Observed per label (imbalance {:.2})</h3>", obs.imbalance);
-        bars_svg(&mut o, "ecmp-observed", &bars);
+        bars_svg(o, "ecmp-observed", &bars);
     }
     if let Some(p) = &r.ecmp.predicted {
         for (i, t) in p.tiers.iter().enumerate() {
@@ -102,7 +124,7 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
                 .enumerate()
                 .map(|(n, s)| (format!("path {n}"), s.flows, format!("{} flows, {} B", s.flows, s.bytes)))
                 .collect();
-            bars_svg(&mut o, &format!("ecmp-tier{}", i + 1), &bars);
+            bars_svg(o, &format!("ecmp-tier{}", i + 1), &bars);
         }
         let _ = writeln!(
             o,
@@ -112,7 +134,10 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
             if p.polarized { " — <b class=\"warning\">polarized</b>" } else { "" }
         );
     }
+}
 
+/// Vantage points: per hop the frames matched, missing, CE-marked between, latency.
+fn vantage(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
     if let Some(v) = &r.vantage {
         let _ = writeln!(
             o,
@@ -143,35 +168,51 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
             v.hops.iter().filter_map(|h| h.marking.as_ref().map(|m| (format!("{} → {}", h.from, h.to), m))).collect();
         if !hops.is_empty() {
             let _ = writeln!(o, "<p>CE marks added between points, over time:</p>");
-            marking_svg(&mut o, "marking-hops", &hops);
+            marking_svg(o, "marking-hops", &hops);
         }
     }
+}
 
+/// The incast timeline.
+fn incast(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
     let _ = writeln!(o, "<h2>Incast timeline</h2>");
-    incast_svg(&mut o, r);
+    incast_svg(o, r);
+}
 
+/// DCQCN reactions.
+fn dcqcn(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
     if let Some(d) = &r.dcqcn {
         let _ = writeln!(o, "<h2>DCQCN reaction</h2>");
-        dcqcn_html(&mut o, d);
+        dcqcn_html(o, d);
     }
+}
+
+/// CE marking over time per class and priority.
+fn marking(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
     if let Some(m) = &r.marking {
         let _ = writeln!(o, "<h2>CE marking over time</h2>");
         let classes: Vec<(String, &MarkingSeries)> =
             m.classes.iter().map(|c| (format!("DSCP {}", c.dscp), &c.series)).collect();
-        marking_svg(&mut o, "marking", &classes);
+        marking_svg(o, "marking", &classes);
         if m.priorities.iter().any(|p| p.pcp.is_some()) {
             let prios: Vec<(String, &MarkingSeries)> = m
                 .priorities
                 .iter()
                 .map(|p| (p.pcp.map_or("untagged".into(), |n| format!("PCP {n}")), &p.series))
                 .collect();
-            marking_svg(&mut o, "marking-pcp", &prios);
+            marking_svg(o, "marking-pcp", &prios);
         }
     }
+}
 
+/// The RTT distribution.
+fn rtt(o: &mut String, r: &Report, rtt_ns: &[u64]) {
     let _ = writeln!(o, "<h2>RTT distribution</h2>");
-    rtt_svg(&mut o, r, rtt_ns);
+    rtt_svg(o, r, rtt_ns);
+}
 
+/// The findings with their evidence files.
+fn findings(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
     let _ = writeln!(o, "<h2>Findings</h2><table id=\"findings\">");
     for f in r.audit.iter().chain(&r.ecmp.findings) {
         // The evidence file, relative to the evidence directory the report names.
@@ -191,16 +232,23 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
             esc(&f.message)
         );
     }
-    let _ = writeln!(o, "</table><h2>Visibility</h2><ul>");
+    o.push_str("</table>");
+}
+
+/// What this vantage point could not see.
+fn visibility(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
+    let _ = writeln!(o, "<h2>Visibility</h2><ul>");
     for n in &r.visibility {
         let _ = writeln!(o, "<li><b>{}</b>: {}</li>", n.code, esc(&n.message));
     }
-    let _ = writeln!(o, "</ul></body></html>");
-    o
+    o.push_str("</ul>");
 }
 
 /// A tree laid out by depth from its roots: pause edges as arrows with their paused time.
-fn tree_svg(o: &mut String, t: &Tree) {
+/// Where each device of a tree goes: columns by depth from the roots (a cycle's devices, with
+/// no root, from depth 0), rows in name order; and how many columns there are and the most
+/// rows one holds.
+fn tree_layout(t: &Tree) -> (BTreeMap<&str, (usize, usize)>, usize, usize) {
     let mut depth: BTreeMap<&str, usize> = BTreeMap::new();
     let mut queue: std::collections::VecDeque<&str> = t.roots.iter().map(|r| r.device.as_str()).collect();
     for r in &queue {
@@ -231,8 +279,13 @@ fn tree_svg(o: &mut String, t: &Tree) {
         pos.insert(n, (100 + d * 220, 40 + *row * 70));
         *row += 1;
     }
-    let width = 100 + column.len().max(1) * 220;
-    let height = 60 + column.values().max().copied().unwrap_or(1) * 70;
+    (pos, column.len().max(1), column.values().max().copied().unwrap_or(1))
+}
+
+fn tree_svg(o: &mut String, t: &Tree) {
+    let (pos, columns, rows) = tree_layout(t);
+    let width = 100 + columns * 220;
+    let height = 60 + rows * 70;
     let prio = if t.priority == 8 { "802.3x (all priorities)".to_string() } else { format!("priority {}", t.priority) };
     let _ = writeln!(
         o,
@@ -381,7 +434,7 @@ fn incast_svg(o: &mut String, r: &Report) {
 
 /// The flows' reaction to CNPs (a table) and the plotted flows' rate with their CNPs (red
 /// lines) and CE marks (orange dots).
-fn dcqcn_html(o: &mut String, d: &crate::report::model::Dcqcn) {
+fn dcqcn_html(o: &mut String, d: &crate::model::Dcqcn) {
     let _ = writeln!(
         o,
         "<table id=\"dcqcn\"><tr><th>flow</th><th>CNPs</th><th>reacted</th><th>unreacted</th><th>cut (median)</th><th>reaction (µs)</th><th>recovery (µs)</th></tr>"

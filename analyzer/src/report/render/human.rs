@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use analyzer_common::psn::{aeth, count};
 
-use crate::report::model::Report;
+use crate::model::Report;
 
 /// Renders the summary; `top` flows are listed. Every string of the report is printed with its
 /// control characters escaped ([`super::text`]).
@@ -31,7 +31,7 @@ pub fn render(r: &Report, top: usize) -> String {
 }
 
 /// Vantage points and the hops between them.
-fn vantage(o: &mut String, v: &crate::report::model::Vantage) {
+fn vantage(o: &mut String, v: &crate::model::Vantage) {
     let points: Vec<String> = v.points.iter().map(|p| format!("{} {} frames", p.name, p.frames)).collect();
     let _ = writeln!(o, "\nVantage points: {} · {} copies counted once", points.join(" · "), v.copies);
     for h in &v.hops {
@@ -129,7 +129,7 @@ fn top_flows(o: &mut String, r: &Report, top: usize) {
 }
 
 /// PFC and PAUSE senders with their pause time, and storms.
-fn pfc(o: &mut String, p: &crate::report::model::Pfc) {
+fn pfc(o: &mut String, p: &crate::model::Pfc) {
     let _ = writeln!(o, "\nPFC: {} frames · 802.3x PAUSE: {} frames", p.frames, p.pause_8023x_frames);
     if !p.senders.is_empty() || !p.pause_senders.is_empty() {
         let _ = writeln!(
@@ -142,7 +142,7 @@ fn pfc(o: &mut String, p: &crate::report::model::Pfc) {
             (Some(d), None) => d.clone(),
             _ => "-".into(),
         };
-        let mut row = |mac: &str, place: String, prio: String, c: &crate::report::model::PauseCounts, paused: u64| {
+        let mut row = |mac: &str, place: String, prio: String, c: &crate::model::PauseCounts, paused: u64| {
             let _ = writeln!(
                 o,
                 "  {:<17} {:<14} {:>4} {:>8} {:>8} {:>8} {:>12} {:>12.3}",
@@ -177,7 +177,7 @@ fn pfc(o: &mut String, p: &crate::report::model::Pfc) {
 }
 
 /// The NIC's own counters over the run.
-fn nic(o: &mut String, nic: &crate::report::model::Nic) {
+fn nic(o: &mut String, nic: &crate::model::Nic) {
     /// The counters that tell a RoCE story, as mlx5 names them.
     const KEY: [&str; 8] = [
         "np_cnp_sent",
@@ -233,11 +233,20 @@ fn us(ns: u64) -> String {
 
 /// The "health" table: flows with PSN anomalies or NAKs first, then RTT, CE/CNP and findings.
 fn health(o: &mut String, r: &Report, top: usize) {
-    let naks = |f: &crate::report::model::Flow| f.naks.total();
-    let trouble = |f: &crate::report::model::Flow| {
+    health_flows(o, r, top);
+    rtt(o, r);
+    ecn(o, r);
+    audit(o, r);
+    evidence(o, r);
+}
+
+/// The flows with requests or ACKs, most anomalies first.
+fn health_flows(o: &mut String, r: &Report, top: usize) {
+    let naks = |f: &crate::model::Flow| f.naks.total();
+    let trouble = |f: &crate::model::Flow| {
         f.psn[count::OUT_OF_SEQUENCE] + f.psn[count::DUPLICATES] + f.psn[count::RESPONSE_OUT_OF_SEQUENCE] + naks(f)
     };
-    let mut flows: Vec<&crate::report::model::Flow> = r
+    let mut flows: Vec<&crate::model::Flow> = r
         .flows
         .iter()
         .filter(|f| f.psn[count::REQUESTS] + f.naks[aeth::ACK] + naks(f) > 0 || f.rtt_ns.is_some())
@@ -293,6 +302,10 @@ fn health(o: &mut String, r: &Report, top: usize) {
             );
         }
     }
+}
+
+/// RTT over all flows.
+fn rtt(o: &mut String, r: &Report) {
     let t = &r.rtt_ns;
     if t.percentiles.samples > 0 || t.timeouts > 0 {
         let p = &t.percentiles;
@@ -306,6 +319,10 @@ fn health(o: &mut String, r: &Report, top: usize) {
             t.pending
         );
     }
+}
+
+/// CE marks and CNPs per pair.
+fn ecn(o: &mut String, r: &Report) {
     for p in r.pairs.iter().filter(|p| p.ce > 0 || p.cnp_back > 0) {
         let _ = writeln!(
             o,
@@ -313,6 +330,10 @@ fn health(o: &mut String, r: &Report, top: usize) {
             p.a, p.b, p.data_packets, p.ce, p.cnp_back, p.ce_unanswered
         );
     }
+}
+
+/// The findings.
+fn audit(o: &mut String, r: &Report) {
     if !r.audit.is_empty() {
         let _ = writeln!(o, "audit:");
         for f in &r.audit {
@@ -320,6 +341,10 @@ fn health(o: &mut String, r: &Report, top: usize) {
             let _ = writeln!(o, "  {:<7} [{}] {} ({} flows){evidence}", f.severity, f.code, f.message, f.flows.len());
         }
     }
+}
+
+/// The evidence files written.
+fn evidence(o: &mut String, r: &Report) {
     if let Some(e) = &r.evidence {
         let frames: u64 = e.files.iter().map(|f| f.frames).sum();
         let left: u64 = e.files.iter().map(|f| f.left_out).sum();
@@ -340,7 +365,7 @@ fn health(o: &mut String, r: &Report, top: usize) {
 }
 
 /// Senders' reaction to CNPs: the flows with the most CNPs.
-fn dcqcn(o: &mut String, d: &crate::report::model::Dcqcn, top: usize) {
+fn dcqcn(o: &mut String, d: &crate::model::Dcqcn, top: usize) {
     let _ = writeln!(
         o,
         "\nDCQCN: reaction to CNPs ({} µs windows, {} µs horizon){}",
@@ -378,6 +403,13 @@ fn dcqcn(o: &mut String, d: &crate::report::model::Dcqcn, top: usize) {
 
 /// Congestion trees as text, deadlocks, incast episodes, ECMP.
 fn fabric(o: &mut String, r: &Report) {
+    trees(o, r);
+    incast(o, r);
+    ecmp(o, r);
+}
+
+/// The congestion trees, their victims, and the deadlocks.
+fn trees(o: &mut String, r: &Report) {
     let c = &r.congestion_tree;
     for t in &c.trees {
         let _ = writeln!(
@@ -425,6 +457,10 @@ fn fabric(o: &mut String, r: &Report) {
             d.start_ns
         );
     }
+}
+
+/// The incast episodes.
+fn incast(o: &mut String, r: &Report) {
     let i = &r.incast;
     if !i.episodes.is_empty() {
         let _ = writeln!(
@@ -450,6 +486,10 @@ fn fabric(o: &mut String, r: &Report) {
             );
         }
     }
+}
+
+/// ECMP: source-port entropy, observed shares, predicted paths, findings.
+fn ecmp(o: &mut String, r: &Report) {
     let e = &r.ecmp;
     let _ = writeln!(o, "\nECMP: {} distinct UDP source ports ({:.2} bits)", e.distinct_sports, e.sport_entropy_bits);
     if let Some(obs) = &e.observed {
@@ -485,7 +525,7 @@ fn fabric(o: &mut String, r: &Report) {
 }
 
 /// The devices `name` pauses, recursively (each once).
-fn tree_children(o: &mut String, t: &crate::report::model::Tree, name: &str, depth: usize, seen: &mut Vec<String>) {
+fn tree_children(o: &mut String, t: &crate::model::Tree, name: &str, depth: usize, seen: &mut Vec<String>) {
     for e in t.edges.iter().filter(|e| e.from == name) {
         let _ = writeln!(o, "{}└ pauses {} ({:.3} ms)", "  ".repeat(depth), e.to, e.paused_ns as f64 / 1e6);
         if !seen.contains(&e.to) {

@@ -9,8 +9,8 @@ use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::count;
 use rustc_hash::FxHashMap;
 
+use crate::model::addr_string;
 use crate::pipeline::Pipeline;
-use crate::report::model::addr_string;
 
 /// Previous totals, to turn them into rates.
 #[derive(Debug, Default)]
@@ -24,8 +24,19 @@ impl LiveView {
     pub fn render(&mut self, run: &Pipeline, iface: &str, mode: &str, elapsed: Duration, top: usize) -> String {
         let iface = super::text::escape(iface);
         let dt = (elapsed - self.prev_at).as_secs_f64().max(1e-9);
-        let rate = |now: u64, before: u64| (now.saturating_sub(before)) as f64 / dt;
         let mut o = String::new();
+        self.header(&mut o, run, &iface, mode, elapsed, dt);
+        let next = self.flows(&mut o, run, dt, top);
+        totals(&mut o, run);
+        self.prev_at = elapsed;
+        self.prev_classes = run.engine.classes;
+        self.prev_flows = next;
+        o
+    }
+
+    /// The interface, frames by class with their rates, losses.
+    fn header(&self, o: &mut String, run: &Pipeline, iface: &str, mode: &str, elapsed: Duration, dt: f64) {
+        let rate = |now: u64, before: u64| (now.saturating_sub(before)) as f64 / dt;
         let _ = writeln!(
             o,
             "roce-analyzer live · {iface} ({mode} XDP) · {:.0} s · {} frames ({:.0}/s)",
@@ -49,7 +60,11 @@ impl LiveView {
         let losses: Vec<String> =
             run.engine.dropped.iter().filter(|(_, n)| **n > 0).map(|(r, n)| format!("{} {n}", r.name())).collect();
         let _ = writeln!(o, "losses: {}", if losses.is_empty() { "none".into() } else { losses.join(" · ") });
+    }
 
+    /// The top flows by rate since the last view; returns the flows' totals for the next.
+    fn flows(&self, o: &mut String, run: &Pipeline, dt: f64, top: usize) -> FxHashMap<FlowKey, (u64, u64, u64)> {
+        let rate = |now: u64, before: u64| (now.saturating_sub(before)) as f64 / dt;
         let mut rows: Vec<(f64, f64, f64, &FlowKey, u64)> = Vec::new();
         let mut next = FxHashMap::default();
         for (k, s) in run.engine.flows.iter() {
@@ -84,35 +99,36 @@ impl LiveView {
                 cnp
             );
         }
-        let pfc: u64 = run.engine.pfc.pfc_frames + run.engine.pfc.pause_frames;
-        let paused: u64 = run.analyses.pause.timers.values().map(|t| t.paused_ns()).sum();
-        let _ = writeln!(
-            o,
-            "\nPFC/PAUSE frames: {pfc} · senders: {} · paused {:.3} ms in all · storms {}",
-            run.engine.pfc.pfc.len() + run.engine.pfc.pause.len(),
-            paused as f64 / 1e6,
-            run.analyses.pause.storms().len()
-        );
-        // Transport health so far: PSN anomalies and NAKs over all flows, RTT, incast.
-        let (mut oos, mut dup, mut naks) = (0, 0, 0);
-        for (_, s) in run.engine.flows.iter() {
-            oos += s.psn.count[count::OUT_OF_SEQUENCE];
-            dup += s.psn.count[count::DUPLICATES];
-            naks += s.psn.naks();
-        }
-        let rtt = run.analyses.rtt.overall();
-        let p99 = rtt.percentiles().map_or("-".to_string(), |p| format!("{:.1} µs", p.p99 as f64 / 1e3));
-        let _ = writeln!(
-            o,
-            "health: out-of-sequence {oos} · duplicates {dup} · NAKs {naks} · RTT samples {} (p99 {p99}) · incast episodes {}",
-            rtt.len(),
-            run.analyses.incast.episodes().len()
-        );
-        self.prev_at = elapsed;
-        self.prev_classes = run.engine.classes;
-        self.prev_flows = next;
-        o
+        next
     }
+}
+
+/// PFC/PAUSE so far, and the transport's health over all flows.
+fn totals(o: &mut String, run: &Pipeline) {
+    let pfc: u64 = run.engine.pfc.pfc_frames + run.engine.pfc.pause_frames;
+    let paused: u64 = run.analyses.pause.timers.values().map(|t| t.paused_ns()).sum();
+    let _ = writeln!(
+        o,
+        "\nPFC/PAUSE frames: {pfc} · senders: {} · paused {:.3} ms in all · storms {}",
+        run.engine.pfc.pfc.len() + run.engine.pfc.pause.len(),
+        paused as f64 / 1e6,
+        run.analyses.pause.storms().len()
+    );
+    // Transport health so far: PSN anomalies and NAKs over all flows, RTT, incast.
+    let (mut oos, mut dup, mut naks) = (0, 0, 0);
+    for (_, s) in run.engine.flows.iter() {
+        oos += s.psn.count[count::OUT_OF_SEQUENCE];
+        dup += s.psn.count[count::DUPLICATES];
+        naks += s.psn.naks();
+    }
+    let rtt = run.analyses.rtt.overall();
+    let p99 = rtt.percentiles().map_or("-".to_string(), |p| format!("{:.1} µs", p.p99 as f64 / 1e3));
+    let _ = writeln!(
+        o,
+        "health: out-of-sequence {oos} · duplicates {dup} · NAKs {naks} · RTT samples {} (p99 {p99}) · incast episodes {}",
+        rtt.len(),
+        run.analyses.incast.episodes().len()
+    );
 }
 
 #[cfg(test)]

@@ -15,9 +15,9 @@ use prometheus_client::registry::Registry;
 use analyzer_common::psn::count;
 
 use crate::analyses::stats::PromBuckets;
+use crate::model::{Capture, FlowRef, Naks, Nic, Pfc, PsnJson, Report, Responder, Severity, Vantage, flow_ref};
 use crate::pipeline::Pipeline;
 use crate::report::assemble::{self, fabric};
-use crate::report::model::{Capture, FlowRef, Naks, Nic, Pfc, PsnJson, Report, Responder, Severity, Vantage, flow_ref};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabel {
@@ -113,7 +113,7 @@ pub fn finding_counts(run: &Pipeline) -> FindingCounts {
     by_severity(&findings)
 }
 
-fn by_severity(findings: &[crate::report::model::Finding]) -> FindingCounts {
+fn by_severity(findings: &[crate::model::Finding]) -> FindingCounts {
     let mut n = [0; 3];
     for (i, sev) in Severity::ALL.iter().enumerate() {
         n[i] = findings.iter().filter(|f| f.severity == *sev).count() as u64;
@@ -141,7 +141,7 @@ pub struct Input {
     pub findings: FindingCounts,
     pub vantage: Option<Vantage>,
     /// Per sender host: CNPs and the reaction to them.
-    pub dcqcn_hosts: Vec<crate::report::model::DcqcnHost>,
+    pub dcqcn_hosts: Vec<crate::model::DcqcnHost>,
     pub nic: Option<Nic>,
     pub version: String,
 }
@@ -151,9 +151,7 @@ impl Input {
     pub fn of_report(r: &Report, top: usize, rtt_ns: &[u64]) -> Input {
         let mut flows: Vec<_> = r.flows.iter().collect();
         flows.sort_by(|a, b| {
-            b.bytes
-                .cmp(&a.bytes)
-                .then_with(|| crate::report::model::flow_sort_key(a).cmp(&crate::report::model::flow_sort_key(b)))
+            b.bytes.cmp(&a.bytes).then_with(|| crate::model::flow_sort_key(a).cmp(&crate::model::flow_sort_key(b)))
         });
         let (mut psn, mut responder, mut aeth) = (PsnJson::default(), Responder::default(), Naks::default());
         for f in &r.flows {
@@ -215,7 +213,7 @@ impl Input {
             for (a, b) in resp.iter_mut().zip(s.psn.responder) {
                 *a += b;
             }
-            order.push((s.bytes, crate::report::model::flow_order(k), i as u32));
+            order.push((s.bytes, crate::model::flow_order(k), i as u32));
         }
         let by_bytes = |a: &Rank, b: &Rank| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1));
         let n = top.min(order.len());
@@ -498,7 +496,7 @@ struct SrcLabel {
 }
 
 /// Per sender host: CNPs received, those without a rate cut, the median cut and recovery.
-fn dcqcn(reg: &mut Registry, hosts: &[crate::report::model::DcqcnHost]) {
+fn dcqcn(reg: &mut Registry, hosts: &[crate::model::DcqcnHost]) {
     let cnps = counter_family::<SrcLabel>(reg, "dcqcn_cnps", "CNPs sent to the flows of a sender host");
     let unreacted = counter_family::<SrcLabel>(
         reg,

@@ -20,76 +20,25 @@
 //! waiting PSNs are a queue with a set beside it), and a flow keeps at most [`MAX_WAITING`]
 //! requests: beyond that the oldest is dropped undecided and counted (`pending_evicted`).
 
-use std::collections::VecDeque;
+pub(crate) mod kept;
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::opcode::{self, Transport};
 use analyzer_common::psn::{PSN_HALF, psn_diff};
 use analyzer_common::record::Record;
 use analyzer_common::wire::ext::{AckType, syndrome_type};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 use super::flows::{Flows, Slot};
 use super::stats::Samples;
+pub use kept::MAX_WAITING;
+use kept::RequestFlow;
 
 /// PSNs an ACK may run ahead of the latest request PSN (a READ of up to 1024 PMTUs).
 pub const READ_SLACK: u32 = 1024;
 
-/// AckReq requests one flow keeps waiting for their ACK, at most. An RNIC has far fewer
-/// outstanding (its send queue depth); more means the ACKs are not seen here.
-pub const MAX_WAITING: usize = 1 << 16;
-
-/// A request flow: its PSN span, and (boxed: most flows of a large capture have none) the
-/// requests with AckReq that wait for their ACK.
-#[derive(Debug, Default)]
-pub(crate) struct RequestFlow {
-    first_psn: u32,
-    last_psn: u32,
-    waiting: Option<Box<Waiting>>,
-}
-
 /// The request flows between two hosts (most have one: it lives in the map's entry).
 type HostFlows = smallvec::SmallVec<[FlowKey; 1]>;
-
-#[derive(Debug, Default)]
-struct Waiting {
-    /// (PSN, time) of AckReq requests not yet acknowledged, oldest first.
-    queue: VecDeque<(u32, u64)>,
-    /// The PSNs in `queue` (each once), for O(1) retransmission checks.
-    psns: FxHashSet<u32>,
-}
-
-impl RequestFlow {
-    fn front(&self) -> Option<(u32, u64)> {
-        self.waiting.as_ref()?.queue.front().copied()
-    }
-
-    fn pop(&mut self) -> Option<(u32, u64)> {
-        let w = self.waiting.as_mut()?;
-        let front = w.queue.pop_front()?;
-        w.psns.remove(&front.0);
-        Some(front)
-    }
-
-    /// Waits for the ACK of request `psn` sent at `ts` (once per PSN: a retransmission keeps
-    /// the first); true when the queue was full and its oldest was let go.
-    fn wait(&mut self, psn: u32, ts: u64) -> bool {
-        let w = self.waiting.get_or_insert_with(Default::default);
-        if !w.psns.insert(psn) {
-            return false;
-        }
-        let evicted = w.queue.len() == MAX_WAITING;
-        if evicted && let Some((old, _)) = w.queue.pop_front() {
-            w.psns.remove(&old);
-        }
-        w.queue.push_back((psn, ts));
-        evicted
-    }
-
-    fn queue(&self) -> impl Iterator<Item = &(u32, u64)> {
-        self.waiting.iter().flat_map(|w| w.queue.iter())
-    }
-}
 
 /// RTT results of one request flow.
 #[derive(Debug, Clone, Default)]

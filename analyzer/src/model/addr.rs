@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use analyzer_common::flow::FlowKey;
 
-use super::{Flow, FlowRef};
+use super::flow::{Flow, FlowRef};
 
 /// Flows sort by (IP version, source, destination, UDP source port, destination QP).
 pub fn flow_order(k: &FlowKey) -> (u8, [u8; 16], [u8; 16], u16, u32) {

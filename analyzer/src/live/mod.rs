@@ -1,61 +1,34 @@
 //! The live path: the XDP program on an interface → its maps, polled every interval → the
 //! same engine the offline path fills → the same report.
+//!
+//! [`run`] loads and attaches the program ([`crate::capture::kernel`]), then [`drive`]s the
+//! [`LiveLoop`] (drains of the kernel's rings, polls of its maps: `run_loop`) and after each
+//! poll one tick of its [`Outputs`] (metrics, evidence, export, checkpoint, live view, in that
+//! order: `outputs`). [`LiveOptions`] (`options`) are built from the command line in
+//! [`crate::cli`].
+
+mod options;
+mod outputs;
+mod run_loop;
 
 use std::ops::ControlFlow;
-use std::time::{Duration, Instant};
-
-use analyzer_common::FrameClass;
-use analyzer_common::flow::FlowKey;
+use std::time::Instant;
 
 use crate::capture::kernel::KernelError;
 use crate::capture::kernel::clock_ns;
 use crate::capture::kernel::evidence::EvidenceMaps;
-use crate::capture::kernel::load::{AttachMode, FragsMode, LoadOptions, attach, load};
-use crate::capture::kernel::snapshot::{AyaMaps, KernelEvent, MapSource};
-use crate::engine::live::{Clock, LiveAccount};
-use crate::engine::{DropReason, Engine, FrameMeta};
-use crate::pipeline::{Lookahead, Pipeline};
+use crate::capture::kernel::load::{attach, load};
+use crate::capture::kernel::snapshot::AyaMaps;
+use crate::capture::nic::NicBaseline;
+use crate::engine::live::Clock;
+use crate::pipeline::Pipeline;
 use crate::report::evidence::live::LiveEvidence;
-use crate::report::render::metrics;
+use crate::report::export::Exporter;
 
-#[derive(Debug, Clone)]
-pub struct LiveOptions {
-    pub iface: String,
-    pub mode: AttachMode,
-    /// The multi-buffer program, the single-buffer one, or the first the driver takes.
-    pub frags: FragsMode,
-    pub interval: Duration,
-    pub duration: Option<Duration>,
-    pub idle_timeout: Duration,
-    pub load: LoadOptions,
-    /// After this long without a RoCE frame on an interface backed by an RDMA device, say
-    /// that hardware RoCE bypasses the kernel.
-    pub rdma_grace: Duration,
-    /// Serve Prometheus metrics on this address, with this many flow series.
-    pub metrics: Option<(String, usize)>,
-    /// Read the NIC's own counters (RDMA hw_counters, ethtool statistics).
-    pub nic_counters: bool,
-    /// Run as this user once attached (`--user`).
-    pub user: Option<String>,
-    /// Parameters of the analyses.
-    pub config: crate::analyses::Config,
-    /// `--evidence` and how long the kernel copies a finding's frames (ns).
-    pub evidence: Option<(crate::report::evidence::Options, u64)>,
-}
-
-/// What the live run tells its caller while it runs.
-pub enum Notice<'a> {
-    Attached {
-        mode: &'static str,
-        /// The multi-buffer program (else the single-buffer one).
-        frags: bool,
-        fallback: Option<&'a str>,
-    },
-    /// A poll: the run now holds the totals up to this moment.
-    Tick { run: &'a Pipeline, elapsed: Duration },
-    /// No RoCE seen on an interface whose NIC has an RDMA device.
-    HardwareBypass { devices: &'a [String] },
-}
+pub use options::LiveOptions;
+pub use outputs::view_wanted;
+use outputs::{Bypass, Checkpoint, EVIDENCE_DRAIN, Outputs, roce_frames};
+pub use run_loop::{DRAIN_BATCH, DRAIN_TIME, EVENT_DRAIN, FINAL_DRAIN, LiveLoop, Pace, drive};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
@@ -81,10 +54,6 @@ pub fn rdma_devices(sysfs: &std::path::Path, iface: &str) -> Vec<String> {
     v
 }
 
-fn roce_frames(e: &Engine) -> u64 {
-    e.class_count(FrameClass::Roce) + e.class_count(FrameClass::Cnp)
-}
-
 /// The index of interface `name`, or 0 when there is none.
 fn interface_index(name: &str) -> u32 {
     let Ok(c) = std::ffi::CString::new(name) else { return 0 };
@@ -104,69 +73,32 @@ pub struct Outcome {
     pub counters: Vec<u64>,
 }
 
-/// Runs until `--duration`, SIGINT or SIGTERM (or the interface goes away); returns the run
-/// with the final totals.
-pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Outcome, LiveError> {
+/// Runs until `--duration`, SIGINT or SIGTERM (or the interface goes away), feeding
+/// `exporter` and the other outputs of `opts` on every tick; returns the run with the final
+/// totals.
+pub fn run(opts: &LiveOptions, exporter: Option<&mut Exporter>) -> Result<Outcome, LiveError> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async move {
         // Before anything is attached: a SIGINT/SIGTERM from now on ends the run with a report.
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut ebpf = load(opts.load, &[analyzer_common::maps::PROGRAM])?;
-        // The program's log lines (aya-log) go through the `log` crate; they are read on the
-        // event-drain tick and once more at the end.
-        let mut logger = match opts.load.kernel_log {
-            true => Some(aya_log::EbpfLogger::init(&mut ebpf).map_err(KernelError::Log)?),
-            false => None,
-        };
-        let mut evidence = match &opts.evidence {
-            Some((o, time_ns)) => Some(LiveEvidence::new(EvidenceMaps::new(&mut ebpf)?, o.clone(), *time_ns)),
-            None => None,
-        };
-        // Before the program is attached (and privilege dropped): the maps, with the CPUs' logs
-        // mapped.
-        let maps = AyaMaps::new(&mut ebpf)?;
-        let attached = attach(&mut ebpf, &opts.iface, opts.mode, opts.frags)?;
-        let (mode, fallback) = (attached.mode, attached.fallback.clone());
-        // Least privilege before a frame is read or a request served.
-        crate::privilege::drop_to(opts.user.as_deref())?;
-        let metrics = match &opts.metrics {
-            Some((addr, top)) => Some((crate::metrics_server::MetricsServer::start(addr).await?, *top)),
-            None => None,
-        };
-        notify(Notice::Attached { mode, frags: attached.frags, fallback: fallback.as_deref() });
-        let mut run = Pipeline::new(opts.config.clone());
-        run.engine.timeline = opts.load.timeline;
-        let source = run.engine.add_source("live", &opts.iface, &opts.iface);
-        run.engine.sources[source as usize].xdp = Some(crate::report::model::XdpJson {
-            mode: attached.mode.into(),
-            frags: attached.frags,
-            fallback: attached.fallback,
-        });
-        let mut live = LiveLoop::new(maps, run, source, Clock::now(), opts.idle_timeout);
-        let nic = opts
-            .nic_counters
-            .then(|| crate::capture::nic::NicBaseline::read(std::path::Path::new("/sys"), &opts.iface));
-        let start_wall = live.clock.wall(clock_ns(libc::CLOCK_MONOTONIC));
-        let started = Instant::now();
-        let devices = rdma_devices(std::path::Path::new("/sys"), &opts.iface);
-        let mut bypass_said = false;
         let stop = async {
             tokio::select! {
                 _ = sigint.recv() => {}
                 _ = sigterm.recv() => {}
             }
         };
+        let mut started = start(opts, exporter).await?;
+        let (live, outputs) = (&mut started.live, &mut started.outputs);
         let pace = Pace { interval: opts.interval, drain: EVENT_DRAIN, duration: opts.duration };
         let ifindex = interface_index(&opts.iface);
-        let (mut ticks, mut findings) = (0u64, metrics::FindingCounts::default());
-        let broken = drive(&mut live, pace, stop, |live, flush_only| {
-            if let Some(l) = &mut logger {
+        let source = live.source();
+        let logger = &mut started.logger;
+        let broken = drive(live, pace, stop, |live, flush_only| {
+            if let Some(l) = logger.as_mut() {
                 l.flush();
             }
-            if let Some(ev) = &mut evidence {
-                ev.drain(EVIDENCE_DRAIN, &live.run, &live.clock, source);
-            }
+            outputs.drained(&live.run, &live.clock, source);
             if flush_only {
                 return ControlFlow::Continue(());
             }
@@ -177,260 +109,106 @@ pub fn run(opts: &LiveOptions, mut notify: impl FnMut(Notice<'_>)) -> Result<Out
                     crate::report::render::text::escape(&opts.iface)
                 ));
             }
-            if let Some(n) = &nic {
-                live.run.engine.nic = Some(n.since());
-            }
-            // Findings walk every flow: re-evaluated every FINDINGS_EVERY polls.
-            let findings_due = ticks % FINDINGS_EVERY == 0;
-            ticks += 1;
-            if let Some((server, top)) = &metrics {
-                if findings_due {
-                    findings = metrics::finding_counts(&live.run);
-                }
-                server.publish(metrics::render_run(&live.run, *top, findings));
-            }
-            if let Some(ev) = evidence.as_mut().filter(|_| findings_due)
-                && let Err(e) = ev.open(&live.run, &live.clock, clock_ns(libc::CLOCK_MONOTONIC))
-            {
-                return ControlFlow::Break(format!("asking the kernel for evidence: {e:#}"));
-            }
-            notify(Notice::Tick { run: &live.run, elapsed: started.elapsed() });
-            if !bypass_said
-                && !devices.is_empty()
-                && started.elapsed() >= opts.rdma_grace
-                && roce_frames(&live.run.engine) == 0
-            {
-                bypass_said = true;
-                notify(Notice::HardwareBypass { devices: &devices });
-            }
-            ControlFlow::Continue(())
+            outputs.tick(&mut live.run, &live.clock)
         })
         .await?;
-        if let Some(n) = &nic {
+        Ok(started.finish(broken))
+    })
+}
+
+/// A run attached and ready: its loop, its outputs, the kernel's log and the loaded program
+/// (dropped at the end, which detaches it).
+struct Started<'x> {
+    ebpf: aya::Ebpf,
+    logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
+    live: LiveLoop<AyaMaps>,
+    outputs: Outputs<'x>,
+    start_wall: u64,
+}
+
+/// Loads and attaches the program, drops privileges, starts the metrics server and says how
+/// the program is attached.
+async fn start<'x>(opts: &LiveOptions, exporter: Option<&'x mut Exporter>) -> Result<Started<'x>, LiveError> {
+    let mut ebpf = load(opts.load, &[analyzer_common::maps::PROGRAM])?;
+    // The program's log lines (aya-log) go through the `log` crate; they are read on the
+    // event-drain tick and once more at the end.
+    let logger = match opts.load.kernel_log {
+        true => Some(aya_log::EbpfLogger::init(&mut ebpf).map_err(KernelError::Log)?),
+        false => None,
+    };
+    let devices = rdma_devices(std::path::Path::new("/sys"), &opts.iface);
+    let mut outputs = Outputs::new(&opts.iface, exporter, Bypass { devices, grace: opts.rdma_grace, said: false });
+    if let Some((o, time_ns)) = &opts.evidence {
+        outputs.evidence = Some(LiveEvidence::new(EvidenceMaps::new(&mut ebpf)?, o.clone(), *time_ns));
+    }
+    // Before the program is attached (and privilege dropped): the maps, with the CPUs' logs
+    // mapped.
+    let maps = AyaMaps::new(&mut ebpf)?;
+    let attached = attach(&mut ebpf, &opts.iface, opts.mode, opts.frags)?;
+    // Least privilege before a frame is read or a request served.
+    crate::privilege::drop_to(opts.user.as_deref())?;
+    if let Some((addr, top)) = &opts.metrics {
+        outputs.metrics = Some((crate::metrics_server::MetricsServer::start(addr).await?, *top));
+    }
+    say_attached(&opts.iface, attached.mode, attached.frags, attached.fallback.as_deref());
+    outputs.mode = attached.mode;
+    outputs.view = opts.view_top.map(|top| (Default::default(), top));
+    outputs.checkpoint =
+        opts.checkpoint.clone().map(|(path, every)| Checkpoint { path, every, last: Instant::now(), failed: false });
+    let mut run = Pipeline::new(opts.config.clone());
+    run.engine.timeline = opts.load.timeline;
+    let source = run.engine.add_source("live", &opts.iface, &opts.iface);
+    run.engine.sources[source as usize].xdp =
+        Some(crate::model::XdpJson { mode: attached.mode.into(), frags: attached.frags, fallback: attached.fallback });
+    let live = LiveLoop::new(maps, run, source, Clock::now(), opts.idle_timeout);
+    outputs.nic = opts.nic_counters.then(|| NicBaseline::read(std::path::Path::new("/sys"), &opts.iface));
+    let start_wall = live.clock.wall(clock_ns(libc::CLOCK_MONOTONIC));
+    outputs.started = Instant::now();
+    Ok(Started { ebpf, logger, live, outputs, start_wall })
+}
+
+/// How the program was attached, and why not as asked when it fell back.
+fn say_attached(iface: &str, mode: &str, frags: bool, fallback: Option<&str>) {
+    let shown = crate::report::render::text::escape(iface);
+    let program = if frags { "multi-buffer" } else { "single-buffer" };
+    if let Some(why) = fallback {
+        let cost = if mode == "skb" { ", which sees frames later and costs more CPU" } else { "" };
+        eprintln!(
+            "roce-analyzer: warning: on {shown}: {}; using {mode} XDP with the {program} program{cost}",
+            crate::report::render::text::escape(why)
+        );
+    }
+    eprintln!("roce-analyzer: attached to {shown} ({mode} XDP, {program} program); stop with Ctrl-C");
+}
+
+impl Started<'_> {
+    /// The end of the run: last NIC counters, log lines and evidence copies, the run's span.
+    fn finish(mut self, broken: Option<String>) -> Outcome {
+        let (live, outputs) = (&mut self.live, &mut self.outputs);
+        if let Some(n) = &outputs.nic {
             live.run.engine.nic = Some(n.since());
         }
-        if let Some(l) = &mut logger {
+        if let Some(l) = &mut self.logger {
             l.flush();
         }
         let end_wall = live.clock.wall(clock_ns(libc::CLOCK_MONOTONIC));
-        if let Some(ev) = &mut evidence {
+        let source = live.source();
+        if let Some(ev) = &mut outputs.evidence {
             let until = Instant::now() + FINAL_DRAIN;
             while ev.drain(EVIDENCE_DRAIN, &live.run, &live.clock, source) > 0 && Instant::now() < until {}
         }
         let counters = live.counters.clone();
-        let mut run = live.into_pipeline();
+        let devices = std::mem::take(&mut outputs.bypass.devices);
+        let evidence = outputs.evidence.take().map(LiveEvidence::close);
+        let mut run = self.live.into_pipeline();
         if roce_frames(&run.engine) == 0 && !devices.is_empty() {
             run.engine.visibility.rdma_devices = devices;
         }
-        run.engine.first_ns.get_or_insert(start_wall);
+        run.engine.first_ns.get_or_insert(self.start_wall);
         run.engine.last_ns.get_or_insert(end_wall);
         // Dropping `ebpf` closes the bpf_link: the program leaves the interface.
-        drop(ebpf);
-        Ok(Outcome { run, failed: broken, evidence: evidence.map(LiveEvidence::close), counters })
-    })
-}
-
-/// The live loop's clocks: how often the maps are read and the rings drained, and when to
-/// stop.
-#[derive(Debug, Clone, Copy)]
-pub struct Pace {
-    pub interval: Duration,
-    pub drain: Duration,
-    pub duration: Option<Duration>,
-}
-
-/// Runs the loop until `pace.duration`, `stop`, or `on_tick` breaks (with the reason, which
-/// `drive` returns): a drain every `pace.drain` (and right away while the rings hold more, each
-/// for at most [`DRAIN_TIME`]), a poll every `pace.interval` followed by `on_tick(live, false)`
-/// (`on_tick(live, true)` after each drain, for the kernel's log lines), and at the end a last
-/// poll and [`LiveLoop::finish`]. The signals, the deadline and the tick are polled before the
-/// drains (`biased`), so none waits on the input rate.
-pub async fn drive<M: MapSource>(
-    live: &mut LiveLoop<M>,
-    pace: Pace,
-    stop: impl std::future::Future<Output = ()>,
-    mut on_tick: impl FnMut(&mut LiveLoop<M>, bool) -> ControlFlow<String>,
-) -> Result<Option<String>, KernelError> {
-    let deadline = pace.duration.map(|d| tokio::time::Instant::now() + d);
-    let mut tick = tokio::time::interval(pace.interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    // The ring buffer is drained far more often than the maps are read: the program does not
-    // wake the agent per event (that would cost every event a wakeup), so the ring must be
-    // emptied before it fills. Reading an empty ring costs no syscall.
-    let mut drain = tokio::time::interval(pace.drain);
-    drain.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let until_end = async {
-        match deadline {
-            Some(d) => tokio::time::sleep_until(d).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(stop, until_end);
-    let mut backlog = false;
-    let mut broken: Option<String> = None;
-    loop {
-        let end = broken.is_some()
-            || tokio::select! {
-                biased;
-                _ = &mut stop => true,
-                _ = &mut until_end => true,
-                _ = tick.tick() => false,
-                _ = drain.tick() => {
-                    backlog = live.drain_for(DRAIN_TIME);
-                    if let ControlFlow::Break(why) = on_tick(live, true) {
-                        broken = Some(why);
-                    }
-                    continue;
-                }
-                _ = std::future::ready(()), if backlog => {
-                    backlog = live.drain_for(DRAIN_TIME);
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-            };
-        backlog = live.poll(clock_ns(libc::CLOCK_MONOTONIC), !end)?;
-        if end {
-            live.finish(FINAL_DRAIN);
-            return Ok(broken);
-        }
-        if let ControlFlow::Break(why) = on_tick(live, false) {
-            broken = Some(why);
-        }
-    }
-}
-
-/// The metrics' finding counts are re-evaluated every this many polls (they walk every flow).
-const FINDINGS_EVERY: u64 = 10;
-
-/// Evidence copies cut per drain, at most.
-const EVIDENCE_DRAIN: u64 = 4096;
-
-/// How often the event ring buffer is emptied.
-const EVENT_DRAIN: Duration = Duration::from_millis(10);
-/// How long one drain may run before the loop's other work gets its turn.
-pub const DRAIN_TIME: Duration = Duration::from_millis(5);
-/// Records and events read per ring per step of a drain (the time is checked between steps).
-pub const DRAIN_BATCH: u64 = 1024;
-/// How long the last drain may take when the run ends; what is left is counted `undrained`.
-pub const FINAL_DRAIN: Duration = Duration::from_secs(1);
-/// Entries the final count of what is left reads at most (more than both rings hold).
-const UNDRAINED_MAX: u64 = 1 << 20;
-
-/// The live loop's work, generic over where the kernel state comes from: the XDP program's
-/// maps ([`AyaMaps`]) in production, a fake in tests, so the accounting, the drains and the
-/// eviction are tested without a kernel.
-pub struct LiveLoop<M: MapSource> {
-    maps: M,
-    pub run: Pipeline,
-    acc: LiveAccount,
-    pub clock: Clock,
-    idle: Duration,
-    /// Idle flows (evicted from the kernel) kept with their own totals, at most.
-    pub keep_idle: usize,
-    /// The kernel's global counters at the last poll.
-    pub counters: Vec<u64>,
-}
-
-impl<M: MapSource> LiveLoop<M> {
-    pub fn new(maps: M, run: Pipeline, source: u16, clock: Clock, idle: Duration) -> Self {
-        let keep_idle = run.engine.max_flows.min(usize::MAX / 2);
-        LiveLoop { maps, run, acc: LiveAccount::new(source), clock, idle, keep_idle, counters: Vec::new() }
-    }
-
-    /// Hands at most `max` ring-buffer events and `max` timeline records to the analyses;
-    /// returns how many were read and whether either ring may hold more.
-    pub fn drain(&mut self, max: u64) -> (u64, bool) {
-        let (run, clock, source) = (&mut self.run, &self.clock, self.acc.source);
-        let events = self.maps.drain_events(max, &mut |e| match e {
-            KernelEvent::Frame(e) => run.observe_event(FrameMeta { ts_ns: clock.wall(e.ts_ns), source }, e),
-            KernelEvent::Cm(c) => run.observe_cm(&c.src_ip, &c.dst_ip, &c.mad),
-        });
-        let mut ahead = Lookahead::default();
-        let records = self.maps.drain_records(max, &mut |r, index| {
-            let mut r = *r;
-            r.ts_ns = clock.wall(r.ts_ns);
-            ahead.push(run, r, index);
-        });
-        ahead.finish(run);
-        self.count_lost_records();
-        (events + records, events == max || records == max)
-    }
-
-    /// `timeline_full` and `ringbuf_full`: the records and events the shared rings had no room
-    /// for (the kernel's counts at the last poll) and those the CPUs' logs overwrote (found by
-    /// the drains, the last ones too).
-    fn count_lost_records(&mut self) {
-        use analyzer_common::maps::counter;
-        let ring = |i: u32| self.counters.get(i as usize).copied().unwrap_or(0);
-        let records = ring(counter::TIMELINE_FULL) + self.maps.records_lost();
-        let events = ring(counter::RINGBUF_FULL) + self.maps.events_lost();
-        self.run.engine.dropped.insert(DropReason::TimelineFull, records);
-        self.run.engine.dropped.insert(DropReason::RingbufFull, events);
-    }
-
-    /// Drains in steps of [`DRAIN_BATCH`] for at most `budget`; true when the rings may hold
-    /// more (the caller comes back after its other work).
-    pub fn drain_for(&mut self, budget: Duration) -> bool {
-        let until = Instant::now() + budget;
-        loop {
-            let (_, more) = self.drain(DRAIN_BATCH);
-            if !more {
-                return false;
-            }
-            if Instant::now() >= until {
-                return true;
-            }
-        }
-    }
-
-    /// One poll at `now_mono_ns`: snapshot, account, drain (for at most [`DRAIN_TIME`]), and
-    /// (unless this is the last one) evict flows idle for longer than the idle timeout. True
-    /// when the rings may hold more.
-    pub fn poll(&mut self, now_mono_ns: u64, evict: bool) -> Result<bool, KernelError> {
-        let snap = self.maps.snapshot()?;
-        self.acc.apply(&mut self.run.engine, &snap, &self.clock);
-        self.counters.clone_from(&snap.counters);
-        self.count_lost_records();
-        let more = self.drain_for(DRAIN_TIME);
-        if evict {
-            let gone = LiveAccount::idle(&snap, now_mono_ns.saturating_sub(self.idle.as_nanos() as u64));
-            if !gone.is_empty() {
-                self.maps.remove_flows(&gone)?;
-                self.acc.forget(&gone);
-            }
-            // Flows the kernel let go keep their totals here, up to as many idle ones as the
-            // kernel holds flows; past that the oldest fold into one aggregate (churn over
-            // months must not grow the agent). The sets are built only when that is due (the
-            // evicted flows are among the snapshot's).
-            let active_count = snap.flows.len() - gone.len();
-            if self.run.engine.flows.len().saturating_sub(active_count) > self.keep_idle {
-                let gone: rustc_hash::FxHashSet<FlowKey> = gone.into_iter().collect();
-                let active: rustc_hash::FxHashSet<FlowKey> =
-                    snap.flows.iter().map(|(k, _)| *k).filter(|k| !gone.contains(k)).collect();
-                let folded = self.run.engine.fold_idle(self.keep_idle, &active);
-                if !folded.is_empty() {
-                    self.run.analyses.forget(&folded);
-                }
-            }
-        }
-        Ok(more)
-    }
-
-    /// The end of a run: drains for at most `budget`, then counts what is left in the rings
-    /// as `undrained` (read and dropped, not analysed).
-    pub fn finish(&mut self, budget: Duration) {
-        self.maps.release_records();
-        if self.drain_for(budget) {
-            let left = self.maps.drain_events(UNDRAINED_MAX, &mut |_| {})
-                + self.maps.drain_records(UNDRAINED_MAX, &mut |_, _| {});
-            self.run.engine.count_drop(DropReason::Undrained, left);
-        }
-        self.run.settle_sightings();
-    }
-
-    pub fn into_pipeline(self) -> Pipeline {
-        self.run
+        drop(self.ebpf);
+        Outcome { run, failed: broken, evidence, counters }
     }
 }
 
@@ -484,7 +262,8 @@ mod tests {
     }
 
     use crate::engine::live::tests::key;
-    use crate::report::{Report, RunKind};
+    use crate::model::Report;
+    use crate::report::RunKind;
 
     fn slot(packets: u64, last_ns: u64) -> FlowEntry {
         let mut e = FlowEntry::zeroed();
@@ -642,7 +421,7 @@ mod tests {
         assert!(l.run.engine.flows.get(&key(999)).is_some() && l.run.engine.flows.get(&key(0)).is_none());
         let r = Report::assemble(&l.run, RunKind::Live);
         let f = r.capture.flows_folded.expect("flows_folded");
-        assert!(r.visibility.iter().any(|n| n.code == crate::report::NoteCode::FlowsFolded));
+        assert!(r.visibility.iter().any(|n| n.code == crate::model::NoteCode::FlowsFolded));
         assert_eq!(f.flows + r.flows.len() as u64, 1000);
         assert_eq!(f.packets + r.flows.iter().map(|x| x.packets).sum::<u64>(), sent);
     }
@@ -733,11 +512,11 @@ mod tests {
         run.engine.add_source("live", "eth0", "eth0");
         run.engine.visibility.rdma_devices = vec!["mlx5_0".into()];
         let r = Report::assemble(&run, RunKind::Live);
-        let note = r.visibility.iter().find(|n| n.code == crate::report::NoteCode::HardwareRoceBypass).expect("note");
+        let note = r.visibility.iter().find(|n| n.code == crate::model::NoteCode::HardwareRoceBypass).expect("note");
         assert!(
             note.message.contains("mlx5_0") && note.message.contains("bypass")
                 || note.message.contains("without the kernel")
         );
-        assert!(!r.visibility.iter().any(|n| n.code == crate::report::NoteCode::NoRoce), "one note, not two");
+        assert!(!r.visibility.iter().any(|n| n.code == crate::model::NoteCode::NoRoce), "one note, not two");
     }
 }

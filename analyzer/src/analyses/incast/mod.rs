@@ -8,14 +8,17 @@
 //! window (its time + window); both are processed in time order, so episode boundaries are
 //! exact to the nanosecond of the timestamps.
 
+pub(crate) mod kept;
+
 use std::collections::VecDeque;
 
 use analyzer_common::opcode;
 use analyzer_common::record::Record;
 use rustc_hash::FxHashMap;
 
-pub use super::Addr;
-use super::{Interned, Place};
+pub use super::keys::Addr;
+use super::keys::{Interned, Place};
+use kept::Kept;
 
 /// Senders an episode lists, at most (its counts still cover every sender's data).
 pub const MAX_EPISODE_SENDERS: usize = 4096;
@@ -192,17 +195,6 @@ struct Open {
     below_since: Option<u64>,
     /// What arrived since then: part of the episode only if it comes back.
     pending: Tally,
-}
-
-/// What a flow keeps of the incast analysis (in the analyses' flows table): its destination's
-/// place, its sender's place there, and the generation of the sender list it was last added
-/// to, so that a frame of a flow already listed in the current tally costs no set lookup.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Kept {
-    dest: Place,
-    sender: Place,
-    /// The generation plus one (0: never listed).
-    listed: u64,
 }
 
 /// A source of packets to a destination ([`Dest::slots`]).

@@ -9,6 +9,8 @@
 //! CNP gaps seen (the smallest gap of any QP with at least [`PACED_MIN_CNPS`] CNPs), or given
 //! (`--cnp-interval`); a mark's distance to the CNP before it is kept until then.
 
+pub(crate) mod kept;
+
 use std::collections::VecDeque;
 
 use analyzer_common::opcode;
@@ -16,7 +18,8 @@ use analyzer_common::record::Record;
 use rustc_hash::FxHashMap;
 
 use super::flows::Slot;
-use super::{Addr, Interned, Place, bounded};
+use super::keys::{Addr, Interned, bounded};
+pub use kept::FlowMarking;
 
 /// One direction of an IP pair: data from `a` to `b`, CNPs from `b` to `a`. What only pairs
 /// with CE marks or CNPs need is boxed apart ([`Marks`]): most pairs of a large fabric have
@@ -67,24 +70,6 @@ impl Interval {
             Interval::Unknown => None,
         }
     }
-}
-
-/// Marking of one flow's data packets and CNPs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FlowMarking {
-    pub data: u64,
-    pub data_not_ect: u64,
-    /// Data packets whose DSCP is not the expected RoCE DSCP.
-    pub data_other_dscp: u64,
-    pub cnps: u64,
-    pub cnp_other_dscp: u64,
-    /// A DSCP seen on data other than the expected one (the first such).
-    pub seen_data_dscp: Option<u8>,
-    pub seen_cnp_dscp: Option<u8>,
-    /// The index of this flow's pair in [`Ecn::pairs`] (for its data: source → destination;
-    /// for its CNPs: destination → source), once known: one hash lookup per record, not two.
-    data_pair: Place,
-    cnp_pair: Place,
 }
 
 /// CNPs toward one QP: their count and gaps.

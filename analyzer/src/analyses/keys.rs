@@ -1,0 +1,105 @@
+//! How the analyses keep state per key (address, flow, destination): bounded maps, places kept
+//! in a flow's entry, items interned in the order first seen.
+
+use rustc_hash::FxHashMap;
+
+/// An address as the analyses key it: the 16-byte form and its IP version.
+pub type Addr = ([u8; 16], u8);
+
+/// The state an analysis keeps per key (flow, address pair, destination) is bounded: past
+/// `cap` keys, a new key gets none and its frame is counted in `full` (the report's
+/// `dropped.analysis_state_full`), as the kernel counts a full map.
+pub(crate) fn bounded<'m, K: std::hash::Hash + Eq, V: Default>(
+    map: &'m mut FxHashMap<K, V>,
+    key: K,
+    cap: usize,
+    full: &mut u64,
+) -> Option<&'m mut V> {
+    if map.len() >= cap && !map.contains_key(&key) {
+        *full += 1;
+        return None;
+    }
+    Some(map.entry(key).or_default())
+}
+
+/// A place kept in a flow's entry (of an [`Interned`] item, of a destination's sender) or for
+/// a flow index (its slot in [`flows::Flows`]), in four bytes where an `Option<u32>` takes
+/// eight: the part of a flow's entry that a data record uses stays on two cache lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Place(u32);
+
+impl Default for Place {
+    fn default() -> Self {
+        Place(u32::MAX)
+    }
+}
+
+impl Place {
+    #[inline]
+    pub(crate) fn get(self) -> Option<u32> {
+        (self.0 != u32::MAX).then_some(self.0)
+    }
+
+    /// Keeps `p`, an index of a vector (never `u32::MAX`: no vector here holds 4 G items).
+    #[inline]
+    pub(crate) fn set(&mut self, p: u32) {
+        debug_assert_ne!(p, u32::MAX);
+        self.0 = p;
+    }
+}
+
+/// Items in the order first seen, with an index by key, at most `cap` of them, never removed:
+/// a flow keeps the place of its item (ECN pair, incast destination) in its entry of
+/// [`flows::Flows`], so that its later records reach the item without a lookup.
+#[derive(Debug)]
+pub(crate) struct Interned<K, V> {
+    items: Vec<(K, V)>,
+    index: FxHashMap<K, u32>,
+}
+
+impl<K, V> Default for Interned<K, V> {
+    fn default() -> Self {
+        Interned { items: Vec::new(), index: FxHashMap::default() }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Copy, V: Default> Interned<K, V> {
+    /// The item of `key` through the place `kept` (found, or added within `cap`, and kept
+    /// there the first time); None at the cap, counted in `full`.
+    pub(crate) fn place_mut(&mut self, key: K, kept: &mut Place, cap: usize, full: &mut u64) -> Option<&mut V> {
+        let i = match kept.get() {
+            Some(i) => i,
+            None => {
+                let i = match self.index.get(&key) {
+                    Some(&i) => i,
+                    None if self.items.len() >= cap => {
+                        *full += 1;
+                        return None;
+                    }
+                    None => {
+                        self.items.push((key, V::default()));
+                        let i = (self.items.len() - 1) as u32;
+                        self.index.insert(key, i);
+                        i
+                    }
+                };
+                kept.set(i);
+                i
+            }
+        };
+        Some(&mut self.items[i as usize].1)
+    }
+
+    pub(crate) fn get(&self, key: &K) -> Option<&V> {
+        self.index.get(key).map(|&i| &self.items[i as usize].1)
+    }
+
+    pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        self.index.get(key).map(|&i| &mut self.items[i as usize].1)
+    }
+
+    /// In the order first seen.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.items.iter().map(|(k, v)| (k, v))
+    }
+}

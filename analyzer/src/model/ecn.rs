@@ -1,0 +1,147 @@
+//! ECN and its congestion control: CE marks and CNPs per pair, CNP pacing, the marking over time, DCQCN reactions.
+
+use serde::{Deserialize, Serialize};
+/// Data frames and CE marks over time per traffic class (DSCP), from the first CE mark: the
+/// CE fraction of each point is `ce / frames`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Marking {
+    pub classes: Vec<MarkingClass>,
+    /// The same per outer VLAN PCP (the PFC priority; `pcp` null: untagged frames).
+    #[serde(default)]
+    pub priorities: Vec<MarkingPriority>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MarkingPriority {
+    pub pcp: Option<u8>,
+    #[serde(flatten)]
+    pub series: MarkingSeries,
+}
+
+/// Frames and CE marks per point of `point_ns` from `start_ns`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MarkingSeries {
+    pub start_ns: u64,
+    pub point_ns: u64,
+    pub frames: Vec<u64>,
+    pub ce: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MarkingClass {
+    pub dscp: u8,
+    #[serde(flatten)]
+    pub series: MarkingSeries,
+}
+
+/// How senders reacted to the CNPs they were sent, per flow and per sender host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dcqcn {
+    pub rate_window_ns: u64,
+    pub horizon_ns: u64,
+    /// CNPs no single watched data flow could take (several flows between the two hosts and
+    /// no ACK pairing, or none watched).
+    pub unattributed_cnps: u64,
+    pub flows: Vec<DcqcnFlow>,
+    pub hosts: Vec<DcqcnHost>,
+    /// Rate series of a few flows for the HTML plot: those the DCQCN findings name first,
+    /// then those with the most CNPs.
+    #[serde(default)]
+    pub plots: Vec<DcqcnPlot>,
+}
+
+/// A flow's rate over its watched time: bytes and CE marks per point of `point_ns`, from
+/// `start_ns`, and its CNPs' times.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcqcnPlot {
+    pub src: String,
+    pub dst: String,
+    pub udp_sport: u16,
+    pub dst_qp: u32,
+    pub start_ns: u64,
+    pub point_ns: u64,
+    pub bytes: Vec<u64>,
+    /// Data frames per point, and those CE-marked (the flow's CE fraction over time).
+    pub frames: Vec<u64>,
+    pub ce: Vec<u64>,
+    pub cnps_ns: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcqcnFlow {
+    pub src: String,
+    pub dst: String,
+    pub udp_sport: u16,
+    pub dst_qp: u32,
+    #[serde(flatten)]
+    pub stats: DcqcnStats,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcqcnHost {
+    pub src: String,
+    pub flows: u64,
+    #[serde(flatten)]
+    pub stats: DcqcnStats,
+}
+
+/// CNPs and the reaction to them: counts, and medians and worst over the CNPs judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcqcnStats {
+    pub cnps: u64,
+    /// Followed by a window below 90 % of the rate before, within the horizon.
+    pub reacted: u64,
+    pub unreacted_cnps: u64,
+    /// CNPs with no steady rate before them (not judged: not watched yet, or a window without
+    /// data among the 5 before).
+    pub no_rate_before: u64,
+    /// Reacted, and not back at 90 % of the rate before within the horizon.
+    pub not_recovered: u64,
+    /// Lowest rate after / rate before (0.5 is a halving); null when none was judged.
+    pub cut_ratio_p50: Option<f64>,
+    pub worst_cut_ratio: Option<f64>,
+    pub reaction_ns_p50: Option<u64>,
+    pub recovery_ns_p50: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pair {
+    /// Sender of the data, receiver of the CNPs.
+    pub a: String,
+    pub b: String,
+    pub data_packets: u64,
+    /// CE-marked data packets a → b.
+    pub ce: u64,
+    /// CNPs b → a.
+    pub cnp_back: u64,
+    /// CE marks with no CNP back within `--cnp-timeout`, and not covered by a CNP's pacing.
+    pub ce_unanswered: u64,
+    /// CE marks with no CNP of their own that came within the CNP pacing interval after one
+    /// (the notification point sends at most one per interval).
+    #[serde(default)]
+    pub ce_covered: u64,
+}
+
+/// The CNP pacing interval the audit used: `source` is `inferred` (the smallest CNP gap of a
+/// QP with at least 3 CNPs), `given` (`--cnp-interval`) or `none` (`ns` 0: too few CNPs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CnpInterval {
+    pub ns: u64,
+    pub source: String,
+}
+
+impl Default for CnpInterval {
+    fn default() -> Self {
+        CnpInterval { ns: 0, source: "none".into() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CnpPacing {
+    /// The notified (data-sending) address and QP.
+    pub dst: String,
+    pub dst_qp: u32,
+    pub cnps: u64,
+    pub min_gap_ns: u64,
+    pub median_gap_ns: u64,
+}

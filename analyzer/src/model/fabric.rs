@@ -1,0 +1,112 @@
+//! Fabric-wide sections that are not PFC: incast episodes and ECMP balance.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::findings::Finding;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Incast {
+    pub window_ns: u64,
+    pub min_senders: u32,
+    pub episodes: Vec<Episode>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    pub dst: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub peak_senders: u32,
+    pub senders: Vec<String>,
+    /// Data bytes (frame lengths) to `dst` from the episode's start to its end.
+    pub bytes: u64,
+    /// Highest data rate into `dst` over one window during the episode.
+    pub peak_gbps: f64,
+    /// `peak_gbps` over `--link-speed`.
+    pub peak_link_ratio: f64,
+    pub ce_packets: u64,
+    /// CNPs sent back by `dst` during the episode.
+    pub cnp_packets: u64,
+    pub pfc_frames: u64,
+    /// `--evidence`: the pcapng file of the frames behind it, relative to the evidence directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ecmp {
+    /// Several labelled captures (one per uplink): their shares.
+    pub observed: Option<EcmpObserved>,
+    /// `--ecmp-tier`: where the hash sends each flow.
+    pub predicted: Option<EcmpPredicted>,
+    pub distinct_sports: u64,
+    pub sport_entropy_bits: f64,
+    pub host_pairs: Vec<HostPair>,
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EcmpObserved {
+    pub by_label: BTreeMap<String, LabelShare>,
+    /// max / mean of bytes over the labels.
+    pub imbalance: f64,
+    pub idle: Vec<String>,
+    pub multi_label_flows: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelShare {
+    pub bytes: u64,
+    pub flows: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EcmpPredicted {
+    pub tiers: Vec<TierJson>,
+    pub combinations_used: u64,
+    pub combinations_total: u64,
+    /// Combinations independent uniform hashing would use for as many flows, on average.
+    #[serde(default)]
+    pub combinations_expected: f64,
+    /// Fewer combinations used than independent hashing would (by more than four standard
+    /// deviations).
+    pub polarized: bool,
+    /// Per pair of tiers: how the flows of each earlier branch spread over the later tier.
+    #[serde(default)]
+    pub pairs: Vec<TierPairJson>,
+}
+
+/// One pair of tiers (0-based, in path order).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierPairJson {
+    pub earlier: u32,
+    pub later: u32,
+    /// Fewest later-tier members the flows of one earlier branch use.
+    pub members_min: u32,
+    /// Later-tier members used per earlier branch, on average.
+    pub members_mean: f64,
+    /// The later tier's capacity the branches leave idle (1 - mean / fan-out).
+    pub idle_ratio: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierJson {
+    pub hash: String,
+    pub fanout: u32,
+    pub seed: u32,
+    pub shift: u32,
+    pub per_path: Vec<LabelShare>,
+    pub imbalance: f64,
+    /// Paths no flow takes.
+    pub idle: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostPair {
+    pub a: String,
+    pub b: String,
+    pub flows: u64,
+    pub distinct_sports: u64,
+}

@@ -1,0 +1,40 @@
+//! The report's data model: the v1 document (serde), its codes, counter sets, names and address
+//! formatting. The ground floor of the host: it names nothing of the capture, the engine, the
+//! analyses or the report's code, so every layer may use it. Field names are the v1 contract.
+//!
+//! One file a section of the document: [`report`] holds the document and its capture header,
+//! [`flow`] the flows, [`pfc`] the pause senders and congestion trees, [`ecn`] CE/CNP and
+//! DCQCN, [`fabric`] incast and ECMP, [`vantage`] the hops between points, [`findings`] the
+//! audit and visibility notes, [`evidence`] and [`nic`] the rest.
+
+pub mod addr;
+pub mod codes;
+pub mod count_map;
+pub mod counters;
+pub mod ecn;
+pub mod evidence;
+pub mod fabric;
+pub mod findings;
+pub mod flow;
+pub mod names;
+pub mod nic;
+pub mod percentiles;
+pub mod pfc;
+pub mod report;
+mod skip;
+pub mod vantage;
+
+pub use addr::*;
+pub use codes::*;
+pub use count_map::CountMap;
+pub use counters::*;
+pub use ecn::*;
+pub use evidence::*;
+pub use fabric::*;
+pub use findings::*;
+pub use flow::*;
+pub use nic::*;
+pub use percentiles::*;
+pub use pfc::*;
+pub use report::*;
+pub use vantage::*;

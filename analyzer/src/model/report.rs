@@ -1,0 +1,131 @@
+//! The document: its schema name, the tool, the capture and its sources, and the sections.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::ecn::{CnpInterval, CnpPacing, Dcqcn, Marking, Pair};
+use super::evidence::Evidence;
+use super::fabric::{Ecmp, Incast};
+use super::findings::{Finding, Note};
+use super::flow::{Flow, RttSummary};
+use super::nic::Nic;
+use super::pfc::{CongestionTrees, Pfc};
+use super::vantage::Vantage;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    pub tool: Tool,
+    /// "offline", "live", or "merged" (several reports combined by `roce-analyzer merge`).
+    pub kind: String,
+    pub capture: Capture,
+    pub flows: Vec<Flow>,
+    pub pfc: Pfc,
+    /// What this vantage point could not see, and why.
+    pub visibility: Vec<Note>,
+    /// Live with `--nic-counters`: the NIC's own counters over the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<Nic>,
+    /// RTT over all flows.
+    #[serde(default)]
+    pub rtt_ns: RttSummary,
+    /// Per direction of an IP pair: data and CE marks one way, CNPs the other.
+    #[serde(default)]
+    pub pairs: Vec<Pair>,
+    /// CNPs per notified QP and their spacing.
+    #[serde(default)]
+    pub cnp_pacing: Vec<CnpPacing>,
+    /// The CNP pacing interval behind `pairs[].ce_covered`.
+    #[serde(default)]
+    pub cnp_interval: CnpInterval,
+    /// Findings of the transport audit (ECN, DSCP, CNP, PSN/NAK patterns).
+    #[serde(default)]
+    pub audit: Vec<Finding>,
+    #[serde(default)]
+    pub congestion_tree: CongestionTrees,
+    #[serde(default)]
+    pub incast: Incast,
+    #[serde(default)]
+    pub ecmp: Ecmp,
+    /// Several vantage points: each point's frames, and per hop (ordered pair of points) the
+    /// frames matched, missing, CE-marked between, and their latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vantage: Option<Vantage>,
+    /// Senders' reaction to CNPs (DCQCN), when any CNP was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dcqcn: Option<Dcqcn>,
+    /// CE marking over time per traffic class, when any data frame was CE-marked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marking: Option<Marking>,
+    /// `--evidence`: the pcapng files written, one per finding, episode, storm and deadlock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+}
+
+/// The schema every report names; v1 is a contract: later versions add sections, never rename fields.
+pub const SCHEMA: &str = "roce-analyzer/report/v1";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capture {
+    pub sources: Vec<SourceJson>,
+    /// `--filter`, when given: the frames analysed; `frames` and `classes` count those only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<CaptureFilter>,
+    /// Live: idle flows folded into one aggregate to bound memory (they are not in `flows`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows_folded: Option<FoldedFlows>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// True when an input ended early (truncated file): the report covers what came before.
+    pub partial: bool,
+    pub frames: u64,
+    /// Frames by class: roce, cnp, pfc, pause, non_roce and the malformed kinds.
+    pub classes: BTreeMap<String, u64>,
+    /// Frames or records lost before analysis, by reason.
+    pub dropped: BTreeMap<String, u64>,
+}
+
+/// Flows folded into one aggregate: how many, and their packets and bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoldedFlows {
+    pub flows: u64,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// The `--filter` of a run and the frames it left out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureFilter {
+    pub expr: String,
+    /// Frames left out (counted here, in no other count).
+    pub frames_out: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceJson {
+    pub kind: String,
+    pub name: String,
+    pub label: String,
+    /// Live: how the XDP program is attached to the interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<XdpJson>,
+}
+
+/// How the XDP program runs on a live interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XdpJson {
+    /// "native" (in the driver) or "skb" (generic XDP).
+    pub mode: String,
+    /// The multi-buffer (`xdp.frags`) program, or (false) the single-buffer one.
+    pub frags: bool,
+    /// Why an `auto` choice fell back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}

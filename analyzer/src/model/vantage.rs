@@ -1,0 +1,49 @@
+//! `vantage`: several vantage points, and per hop the frames matched, missing and their latency.
+
+use serde::{Deserialize, Serialize};
+
+use super::ecn::MarkingSeries;
+use super::percentiles::Percentiles;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Vantage {
+    /// Copies of one frame are matched within this.
+    pub match_window_ns: u64,
+    pub points: Vec<VantagePoint>,
+    pub hops: Vec<VantageHop>,
+    /// Copies folded into their frame's first sighting (counted once in flows).
+    pub copies: u64,
+    /// Most frames held at once for matching: the memory the window took.
+    pub peak_held: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VantagePoint {
+    /// The label, with `@origin` for mirrored copies.
+    pub name: String,
+    pub label: String,
+    /// Outer source address of mirrored copies (with `/session N` for ERSPAN).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    pub frames: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VantageHop {
+    /// The point that sees the hop's frames first.
+    pub from: String,
+    pub to: String,
+    /// Flows with frames matched at both points.
+    pub flows: u64,
+    pub frames_matched: u64,
+    /// Frames of flows seen at both points that `from` saw and `to` never did.
+    pub frames_missing: u64,
+    /// Matched frames not CE-marked at `from` and CE-marked at `to`.
+    pub ce_marked: u64,
+    /// When frames were first CE-marked between the points, and from then on the frames
+    /// matched (`frames`) and marked between (`ce`) over time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marking: Option<MarkingSeries>,
+    /// `to`'s time minus `from`'s, over the matched frames (needs synchronised capture clocks).
+    pub latency_ns: Percentiles,
+}

@@ -107,7 +107,7 @@ impl<'x> Outputs<'x> {
             run.engine.nic = Some(n.since());
         }
         // Findings walk every flow: re-evaluated every FINDINGS_EVERY polls.
-        let findings_due = self.ticks % FINDINGS_EVERY == 0;
+        let findings_due = self.ticks.is_multiple_of(FINDINGS_EVERY);
         self.ticks += 1;
         if let Some((server, top)) = &self.metrics {
             if findings_due {

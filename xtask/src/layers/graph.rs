@@ -149,11 +149,12 @@ pub fn paths_named(code: &str, module: &[String], children: &[String]) -> Vec<Ve
         heads.push((format!("{c}::"), m));
     }
     for (prefix, base) in &heads {
-        let mut rest = code;
-        while let Some(i) = rest.find(prefix.as_str()) {
+        let mut at = 0;
+        while let Some(i) = code[at..].find(prefix.as_str()) {
             // Not part of a longer path or identifier (`my_crate::`, `a::super::`).
-            let before = rest[..i].chars().last();
-            rest = &rest[i + prefix.len()..];
+            let before = code[..at + i].chars().last();
+            let rest = &code[at + i + prefix.len()..];
+            at += i + prefix.len();
             if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
                 continue;
             }

@@ -158,7 +158,7 @@ mod tests {
         let v = layer_violations(&crate_graph(dir.path()).unwrap());
         assert_eq!(v.len(), 3, "{v:#?}");
         assert!(
-            v[0].starts_with("analyses/vantage.rs:1: analyses::vantage names engine::flows: the analyses"),
+            v[0].starts_with("analyses/vantage.rs:1: analyses::vantage names engine::flows::hash: the analyses"),
             "{}",
             v[0]
         );

@@ -151,7 +151,14 @@ fn pause_cycle_is_a_deadlock_and_a_chain_is_not() {
     let c = &r["congestion_tree"];
     assert_eq!(
         c["deadlocks"],
-        json!([{"priority": 3, "cycle": ["sw1", "sw2", "sw3"], "start_ns": T0 + 1_200 * US, "duration_ns": 28_800 * US}])
+        json!([{
+            "priority": 3,
+            "cycle": ["sw1", "sw2", "sw3"],
+            "start_ns": T0 + 1_200 * US,
+            "duration_ns": 28_800 * US,
+            "devices": ["sw1", "sw2", "sw3"],
+            "links": [["sw1", "sw2"], ["sw2", "sw3"], ["sw3", "sw1"]]
+        }])
     );
     let tree = |p: u64| c["trees"].as_array().unwrap().iter().find(|t| t["priority"] == p).unwrap().clone();
     assert_eq!(tree(3)["roots"], json!([]), "in a cycle everybody is paused");

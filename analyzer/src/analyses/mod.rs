@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod dcqcn;
+pub mod deadlock;
 pub mod ecmp;
 pub(crate) mod ecn;
 pub mod flows;

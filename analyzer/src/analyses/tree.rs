@@ -8,17 +8,18 @@
 //! tree lived. Flows whose path (a shortest path of the topology; ties broken by name, since a
 //! capture does not say which ECMP member a flow took) has a hop u → v while v pauses u are
 //! paused: contributors when they go to a congested host, victims otherwise (head-of-line
-//! blocking). A deadlock is a cycle of pause edges on one priority all active together for at
-//! least `--deadlock-min`.
+//! blocking). A deadlock is a strongly connected part of a priority's active pause graph that
+//! lasts at least `--deadlock-min` ([`super::deadlock`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use analyzer_common::flow::FlowKey;
 
+use super::deadlock::{self, Edge, MAX_LISTED_DEADLOCKS};
 use super::pause::{ALL_PRIORITIES, Pause};
 use super::topology::{End, Node, Topology};
-use crate::model::{CongestionTrees, Deadlock, FlowRef, PauseEdge, Root, Tree, cap_flows, flow_ref, mac_string};
+use crate::model::{CongestionTrees, FlowRef, PauseEdge, Root, Tree, cap_flows, flow_ref, mac_string};
 
 /// A flow as the congestion trees see it: where it went, how much, when, on which priorities.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,7 +136,12 @@ pub fn build(pause: &Pause, topo: Option<&Topology>, flows: &[FlowSpan], deadloc
             end_ns: end,
             flows_omitted,
         });
-        out.deadlocks.extend(deadlocks(p, &es, deadlock_min_ns, &|n| fabric.name(n)));
+        let room = MAX_LISTED_DEADLOCKS.saturating_sub(out.deadlocks.len());
+        let pause_graph: Vec<Edge> =
+            es.iter().map(|((_, f, t), iv)| Edge { from: *f, to: *t, intervals: iv }).collect();
+        let (found, omitted) = deadlock::find(p, &pause_graph, deadlock_min_ns, &|n| fabric.name(n), room);
+        out.deadlocks.extend(found);
+        out.deadlocks_omitted += omitted;
     }
     out
 }
@@ -277,54 +283,6 @@ impl Fabric<'_> {
         victims.sort();
         (contributors, victims)
     }
-}
-
-/// Cycles of pause edges on one priority whose edges are all active together for at least
-/// `min_ns`. Each cycle is found once, starting at its smallest node.
-fn deadlocks(p: u8, es: &[EdgeRef], min_ns: u64, name: &dyn Fn(Node) -> String) -> Vec<Deadlock> {
-    let mut adj: BTreeMap<Node, Vec<Node>> = BTreeMap::new();
-    for ((_, f, t), _) in es {
-        adj.entry(*f).or_default().push(*t);
-    }
-    let iv = |f: Node, t: Node| es.iter().find(|((_, a, b), _)| *a == f && *b == t).map(|(_, v)| (*v).clone());
-    let mut cycles: Vec<Vec<Node>> = Vec::new();
-    fn walk(start: Node, at: Node, path: &mut Vec<Node>, adj: &BTreeMap<Node, Vec<Node>>, out: &mut Vec<Vec<Node>>) {
-        for &n in adj.get(&at).into_iter().flatten() {
-            if n == start {
-                out.push(path.clone());
-            } else if n > start && !path.contains(&n) && path.len() < 64 {
-                path.push(n);
-                walk(start, n, path, adj, out);
-                path.pop();
-            }
-        }
-    }
-    for &s in adj.keys() {
-        walk(s, s, &mut vec![s], &adj, &mut cycles);
-    }
-    let mut out = Vec::new();
-    for c in cycles.into_iter().filter(|c| c.len() >= 2) {
-        let mut common: Option<Vec<(u64, u64)>> = None;
-        for i in 0..c.len() {
-            let e = iv(c[i], c[(i + 1) % c.len()]).unwrap_or_default();
-            common = Some(match common {
-                None => e,
-                Some(x) => intersect(&x, &e),
-            });
-        }
-        for (s, e) in common.unwrap_or_default() {
-            if e - s >= min_ns {
-                out.push(Deadlock {
-                    priority: p,
-                    cycle: c.iter().map(|n| name(*n)).collect(),
-                    start_ns: s,
-                    duration_ns: e - s,
-                    evidence: None,
-                });
-            }
-        }
-    }
-    out
 }
 
 /// The name a topology gives a MAC: (device or host, port).

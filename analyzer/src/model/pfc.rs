@@ -113,6 +113,9 @@ pub struct CongestionTrees {
     /// One per priority with pause relations (8 = 802.3x PAUSE, all priorities).
     pub trees: Vec<Tree>,
     pub deadlocks: Vec<Deadlock>,
+    /// Deadlocks past the listed ones (`MAX_LISTED_DEADLOCKS`), counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deadlocks_omitted: u64,
     /// PFC senders whose device or link peer the topology does not name (or no topology).
     pub unresolved: Vec<String>,
 }
@@ -155,9 +158,18 @@ pub struct PauseEdge {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deadlock {
     pub priority: u8,
+    /// One cycle through it, as the example: from its first device (in the topology's order)
+    /// the shortest way back.
     pub cycle: Vec<String>,
     pub start_ns: u64,
     pub duration_ns: u64,
+    /// Every device that paused and was paused in a circle with the others while it lasted
+    /// (reports before this field: the cycle's).
+    #[serde(default)]
+    pub devices: Vec<String>,
+    /// Its pause links, [pauser, paused].
+    #[serde(default)]
+    pub links: Vec<[String; 2]>,
     /// `--evidence`: the pcapng file of the frames behind it, relative to the evidence directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<String>,

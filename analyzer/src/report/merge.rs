@@ -154,6 +154,7 @@ pub struct Merger {
     storms: BTreeSet<StormJson>,
     trees: Vec<Tree>,
     deadlocks: Vec<Deadlock>,
+    deadlocks_omitted: u64,
     unresolved: BTreeSet<String>,
     incast: Option<Incast>,
     /// The DCQCN sections of the reports (kept when there is one report).
@@ -217,6 +218,7 @@ impl Merger {
         self.absorb_ecmp(path, r)?;
         self.trees.extend(r.congestion_tree.trees.iter().cloned());
         self.deadlocks.extend(r.congestion_tree.deadlocks.iter().cloned());
+        self.deadlocks_omitted = self.deadlocks_omitted.saturating_add(r.congestion_tree.deadlocks_omitted);
         self.unresolved.extend(r.congestion_tree.unresolved.iter().cloned());
         match &mut self.incast {
             None => self.incast = Some(r.incast.clone()),
@@ -471,6 +473,7 @@ impl Merger {
             congestion_tree: CongestionTrees {
                 trees: self.trees,
                 deadlocks: self.deadlocks,
+                deadlocks_omitted: self.deadlocks_omitted,
                 unresolved: self.unresolved.into_iter().collect(),
             },
             incast: self.incast.unwrap_or_default(),

@@ -149,9 +149,17 @@ fn lists_capped(run: &Pipeline, report: &Report) -> Option<Note> {
         (run.analyses.incast.episodes_dropped(), run.analyses.incast.episodes_with_senders_capped());
     let findings = report.audit.iter().chain(&report.ecmp.findings).filter(|f| f.flows_omitted > 0).count();
     let trees = report.congestion_tree.trees.iter().filter(|t| t.flows_omitted > 0).count();
-    if dropped + capped == 0 && findings + trees == 0 {
+    let deadlocks = report.congestion_tree.deadlocks_omitted;
+    if dropped + capped == 0 && findings + trees == 0 && deadlocks == 0 {
         return None;
     }
+    let deadlocks = match deadlocks {
+        0 => String::new(),
+        n => format!(
+            "; {n} deadlocks past the first {} were counted, not listed",
+            crate::analyses::deadlock::MAX_LISTED_DEADLOCKS
+        ),
+    };
     Some(note(
         NoteCode::ListsCapped,
         format!(
@@ -159,7 +167,8 @@ fn lists_capped(run: &Pipeline, report: &Report) -> Option<Note> {
              destination were counted, not listed; {capped} episodes list only part of their senders (at \
              most {MAX_EPISODE_SENDERS} each, {MAX_LISTED_SENDERS} over all episodes; their bytes, CE and CNP \
              counts cover all); {findings} findings and \
-             {trees} congestion trees list their first {MAX_LISTED_FLOWS} flows (flows_omitted counts the rest)."
+             {trees} congestion trees list their first {MAX_LISTED_FLOWS} flows (flows_omitted counts the rest)\
+             {deadlocks}."
         ),
     ))
 }

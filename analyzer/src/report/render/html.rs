@@ -78,13 +78,29 @@ fn trees(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
         tree_svg(o, t);
     }
     for d in &r.congestion_tree.deadlocks {
+        let part = match d.devices.len() > d.cycle.len() {
+            true => format!(
+                " ({} devices, {} links in the circle: {})",
+                d.devices.len(),
+                d.links.len(),
+                esc(&d.devices.join(", "))
+            ),
+            false => String::new(),
+        };
         let _ = writeln!(
             o,
-            "<p class=\"error\">Deadlock on priority {}: {} → {} for {}</p>",
+            "<p class=\"error\">Deadlock on priority {}: {} → {}{part} for {}</p>",
             d.priority,
             esc(&d.cycle.join(" → ")),
             esc(d.cycle.first().map_or("", String::as_str)),
             ms(d.duration_ns)
+        );
+    }
+    if r.congestion_tree.deadlocks_omitted > 0 {
+        let _ = writeln!(
+            o,
+            "<p class=\"error\">{} more deadlocks counted, not listed.</p>",
+            r.congestion_tree.deadlocks_omitted
         );
     }
 }

@@ -447,15 +447,23 @@ fn trees(o: &mut String, r: &Report) {
         let _ = writeln!(o, "  PFC senders the topology does not place: {}", c.unresolved.join(", "));
     }
     for d in &c.deadlocks {
+        // A part larger than its example cycle: how many devices and links wait in it.
+        let part = match d.devices.len() > d.cycle.len() {
+            true => format!(" ({} devices, {} links in the circle)", d.devices.len(), d.links.len()),
+            false => String::new(),
+        };
         let _ = writeln!(
             o,
-            "DEADLOCK priority {}: {} → {} for {:.1} ms from {}",
+            "DEADLOCK priority {}: {} → {}{part} for {:.1} ms from {}",
             d.priority,
             d.cycle.join(" → "),
             d.cycle.first().map_or("", String::as_str),
             d.duration_ns as f64 / 1e6,
             d.start_ns
         );
+    }
+    if c.deadlocks_omitted > 0 {
+        let _ = writeln!(o, "  {} more deadlocks counted, not listed", c.deadlocks_omitted);
     }
 }
 

@@ -456,3 +456,75 @@ fn a_vantage_point_places_a_flow_on_its_link() {
     assert_eq!(tree("two_spines.toml"), (json!("spine2"), vec![], vec![]));
     assert_eq!(tree("two_spines_vantage.toml"), (json!("spine2"), vec![0xB00], vec![]));
 }
+
+/// A topology of `n` switches with `links` (switch a's port p{b} to switch b's port p{a}) and a
+/// capture in which each (a, b) of `senders` pauses b: a's port toward b sends XOFF on priority
+/// 3 every millisecond for 30 ms (at 25 Gbit/s a pause of 65 535 quanta lasts 1.34 ms: the link
+/// stays paused); in a directory of its own.
+fn pause_graph(n: usize, links: &[(usize, usize)], senders: &[(usize, usize)]) -> (tempfile::TempDir, String, String) {
+    let mac = |d: usize, p: usize| [2, 0, (d >> 8) as u8, d as u8, p as u8, 1];
+    let mut topo = String::new();
+    for d in 0..n {
+        let ports: Vec<String> = links
+            .iter()
+            .flat_map(|&(a, b)| [(a, b), (b, a)])
+            .filter(|&(a, _)| a == d)
+            .map(|(_, p)| {
+                let m = mac(d, p);
+                format!("p{p} = \"{}\"", m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":"))
+            })
+            .collect();
+        topo.push_str(&format!("[[device]]\nname = \"sw{d}\"\nports = {{ {} }}\n", ports.join(", ")));
+    }
+    for &(a, b) in links {
+        topo.push_str(&format!("[[link]]\na = \"sw{a}:p{b}\"\nb = \"sw{b}:p{a}\"\n"));
+    }
+    let mut quanta = [0u16; 8];
+    quanta[3] = 0xffff;
+    let mut records = Vec::new();
+    for ms in 0..30u64 {
+        for (i, &(a, b)) in senders.iter().enumerate().map(|(i, l)| (i as u64, l)) {
+            let f = tests::synth::pfc(mac(a, b), 1 << 3, quanta);
+            records.push(tests::synth::pcap::Record::new(T0 + ms * MS + i * 100, f));
+        }
+    }
+    records.sort_by_key(|r| r.ts_ns);
+    let dir = tempfile::tempdir().unwrap();
+    let (pcap, toml) = (dir.path().join("g.pcap"), dir.path().join("g.toml"));
+    std::fs::write(&toml, topo).unwrap();
+    let f = std::fs::File::create(&pcap).unwrap();
+    let opts = tests::synth::pcap::PcapOptions { nanosecond: true, ..Default::default() };
+    tests::synth::pcap::write_pcap(f, opts, &records).unwrap();
+    let s = |p: std::path::PathBuf| p.display().to_string();
+    (dir, s(pcap), s(toml))
+}
+
+/// A full mesh of ten switches all pausing each other is one deadlock of ten devices and 90
+/// pause links (the cycle enumeration of 68efab4 listed 1 112 073 and took seconds and a GB);
+/// a ring of 65 switches is a deadlock too (the enumeration stopped at 64).
+#[test]
+fn a_paused_full_mesh_is_one_deadlock_and_a_ring_of_65_is_one() {
+    let mesh: Vec<(usize, usize)> = (0..10).flat_map(|a| (a + 1..10).map(move |b| (a, b))).collect();
+    let both_ways: Vec<(usize, usize)> = mesh.iter().flat_map(|&(a, b)| [(a, b), (b, a)]).collect();
+    let (_dir, pcap, toml) = pause_graph(10, &mesh, &both_ways);
+    let r = report(&["-r", &pcap, "--topology", &toml, "--link-speed", "25G"]);
+    let d = r["congestion_tree"]["deadlocks"].as_array().unwrap();
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0]["devices"].as_array().unwrap().len(), 10);
+    assert_eq!(d[0]["links"].as_array().unwrap().len(), 90);
+    assert_eq!(d[0]["cycle"], json!(["sw0", "sw1"]), "the shortest cycle from the first device");
+    assert!(r["congestion_tree"].get("deadlocks_omitted").is_none(), "nothing omitted");
+    // 30 refreshes 1 ms apart, each pausing 1.34 ms: paused from the first frame pair to the
+    // last refresh's end, 29 ms + 1.34 ms less the 100 ns steps between the links' frames.
+    let duration = d[0]["duration_ns"].as_u64().unwrap();
+    assert!((29 * MS..31 * MS).contains(&duration), "{duration}");
+
+    // A ring pauses one way round: each switch pauses the next.
+    let ring: Vec<(usize, usize)> = (0..65).map(|i| (i, (i + 1) % 65)).collect();
+    let (_dir, pcap, toml) = pause_graph(65, &ring, &ring);
+    let r = report(&["-r", &pcap, "--topology", &toml, "--link-speed", "25G"]);
+    let d = r["congestion_tree"]["deadlocks"].as_array().unwrap();
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0]["cycle"].as_array().unwrap().len(), 65);
+    assert_eq!(d[0]["links"].as_array().unwrap().len(), 65);
+}

@@ -612,3 +612,73 @@ pub struct ReplayArgs {
     #[arg(long = "loop", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub loops: u32,
 }
+
+/// The first output that is one of the inputs (the same file, through any path or link), as
+/// "`--json out.pcap` is the input `out.pcap`": writing it would destroy the evidence it was
+/// made from. An output that does not exist yet is no input.
+pub fn output_is_input(outputs: &[(&str, &std::path::Path)], inputs: &[&std::path::Path]) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let inputs: Vec<((u64, u64), &std::path::Path)> = inputs.iter().filter_map(|p| Some((id(p)?, *p))).collect();
+    for (flag, out) in outputs {
+        let Some(o) = id(out) else { continue };
+        if let Some((_, input)) = inputs.iter().find(|(i, _)| *i == o) {
+            return Some(format!(
+                "{flag} {} is the input {}: an output may not overwrite what it was made from",
+                crate::report::render::text::escape(&out.display().to_string()),
+                crate::report::render::text::escape(&input.display().to_string())
+            ));
+        }
+    }
+    None
+}
+
+impl OutputArgs {
+    /// The report's outputs that are files, with their flags.
+    pub fn files(&self) -> Vec<(&'static str, &std::path::Path)> {
+        let mut v: Vec<(&'static str, &std::path::Path)> = Vec::new();
+        for (flag, p) in [("--json", &self.json), ("--html", &self.html), ("--dot", &self.dot)] {
+            if let Some(p) = p.as_deref().filter(|p| *p != std::path::Path::new("-")) {
+                v.push((flag, p));
+            }
+        }
+        v
+    }
+}
+
+impl AnalyzeArgs {
+    /// A usage error found before any work: an output that is one of the inputs, or a
+    /// `--clock-offset` whose label no input has.
+    pub fn usage_error(&self) -> Option<String> {
+        let mut outputs = self.output.files();
+        if let Some(e) = self.export.as_deref().filter(|p| *p != std::path::Path::new("-")) {
+            outputs.push(("--export", e));
+        }
+        let mut inputs: Vec<&std::path::Path> = self.pcap.iter().map(|i| i.path.as_path()).collect();
+        inputs.extend(self.analysis.fabric.topology.as_deref());
+        if let Some(why) = output_is_input(&outputs, &inputs) {
+            return Some(why);
+        }
+        if self.iface.is_none() {
+            for (label, _) in &self.clock_offset {
+                if !self.pcap.iter().any(|i| &i.label == label) {
+                    return Some(format!(
+                        "--clock-offset {}=…: no --pcap input is labelled {:?}",
+                        crate::report::render::text::escape(label),
+                        label
+                    ));
+                }
+            }
+        }
+        None
+    }
+}
+
+impl MergeArgs {
+    /// An output that is one of the reports or exports merged, or the topology.
+    pub fn usage_error(&self) -> Option<String> {
+        let mut inputs: Vec<&std::path::Path> = self.reports.iter().map(PathBuf::as_path).collect();
+        inputs.extend(self.fabric.topology.as_deref());
+        output_is_input(&self.output.files(), &inputs)
+    }
+}

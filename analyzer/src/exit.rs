@@ -19,7 +19,10 @@ pub const TABLE: [(u8, &str); 5] = [
         ERROR,
         "error: unreadable or malformed input, I/O, privileges — the message names the file, the byte offset and the cause",
     ),
-    (USAGE, "usage error"),
+    (
+        USAGE,
+        "usage error, said before any work: a bad flag or value, an output that is one of the inputs (the same file), a `--clock-offset` label no input has",
+    ),
     (
         PARTIAL,
         "the report was written but is partial: an input ended inside a record (everything before it is analysed)",

@@ -70,6 +70,10 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
         eprintln!("roce-analyzer: error: nothing to analyse: give --pcap FILE or --iface IFACE (see --help)");
         return Ok(exit::USAGE);
     }
+    if let Some(why) = args.usage_error() {
+        eprintln!("roce-analyzer: error: {why}");
+        return Ok(exit::USAGE);
+    }
     // Export lines on standard output: nothing else goes there.
     args.output.quiet |= args.export.as_deref() == stdout;
     prepare_outputs(&args.output)?;
@@ -140,6 +144,10 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
 }
 
 fn merge(m: MergeArgs) -> anyhow::Result<u8> {
+    if let Some(why) = m.usage_error() {
+        eprintln!("roce-analyzer: error: {why}");
+        return Ok(exit::USAGE);
+    }
     prepare_outputs(&m.output)?;
     let mut reports = Vec::new();
     for p in &m.reports {
@@ -207,13 +215,11 @@ fn offline(
     run.engine.first_events = spool.is_some();
     let bar = progress_bar(args);
     let mut inputs = args.pcap.clone();
+    // Every label names an input (AnalyzeArgs::usage_error, before any work).
     for (label, ns) in &args.clock_offset {
-        let mut hit = false;
         for i in inputs.iter_mut().filter(|i| &i.label == label) {
             i.clock_offset_ns = *ns;
-            hit = true;
         }
-        anyhow::ensure!(hit, "--clock-offset {label}=…: no --pcap input is labelled {label:?}");
     }
     // A reader thread only adds its hand-over where the run may use one CPU (affinity, quota).
     let one_cpu = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);

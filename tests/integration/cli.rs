@@ -800,3 +800,50 @@ fn one_thread_and_the_reader_thread_give_the_same_reports() {
         whole_report.as_object().unwrap().keys().filter(|k| split[*k] != whole_report[*k]).collect();
     assert!(top.is_empty(), "the split capture's report differs in {top:?}");
 }
+
+/// An output that is one of the inputs is refused with exit 2 before any work, and the input is
+/// left as it was: `--json`, `--html`, `--dot` or `--export` naming the capture (or a link to
+/// it), the topology, or for `merge` one of the reports.
+#[test]
+fn an_output_that_is_an_input_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("same.pcap");
+    std::fs::copy(data_dir().join("gobackn.pcap"), &cap).unwrap();
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&cap, &link).unwrap();
+    let topo = dir.path().join("ring.toml");
+    std::fs::copy(data_dir().join("ring.toml"), &topo).unwrap();
+    let before = std::fs::read(&cap).unwrap();
+    let c = cap.display().to_string();
+    let cases: Vec<Vec<String>> = vec![
+        vec!["--json".into(), c.clone()],
+        vec!["--html".into(), c.clone()],
+        vec!["--dot".into(), c.clone()],
+        vec!["--export".into(), c.clone()],
+        vec!["--json".into(), link.display().to_string()],
+        vec!["--topology".into(), topo.display().to_string(), "--html".into(), topo.display().to_string()],
+    ];
+    for extra in cases {
+        let mut args = vec!["-r".to_string(), c.clone(), "-q".into()];
+        args.extend(extra.iter().cloned());
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&a);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(
+            err.contains(&format!("{} ", extra[extra.len() - 2])) && err.contains("is the input"),
+            "{extra:?}: {err}"
+        );
+        assert_eq!(std::fs::read(&cap).unwrap(), before, "{extra:?}: the capture is untouched");
+    }
+    // merge: a report given as input and as output.
+    let report = dir.path().join("r.json");
+    assert_eq!(run(&["-r", &c, "-q", "--json", report.to_str().unwrap()]).status.code(), Some(0));
+    let kept = std::fs::read(&report).unwrap();
+    let out = run(&["merge", report.to_str().unwrap(), "--json", report.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(&report).unwrap(), kept);
+    // A new file, or a different one, is no input.
+    let fresh = dir.path().join("fresh.json");
+    assert_eq!(run(&["-r", &c, "-q", "--json", fresh.to_str().unwrap()]).status.code(), Some(0));
+}

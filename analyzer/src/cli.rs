@@ -381,7 +381,8 @@ pub struct AnalysisArgs {
     /// PMTU (bytes) of every QP that has not shown its own in a FIRST/MIDDLE payload. Without
     /// it each QP's PMTU is learned: from those payloads, its peer's READ RESPONSEs, or the PSN
     /// after a READ (which must be where the READ ends at a legal MTU, 256 to 4096).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(256..=65536))]
+    /// One of the InfiniBand MTUs: 256, 512, 1024, 2048 or 4096.
+    #[arg(long, value_parser = pmtu)]
     pub pmtu: Option<u32>,
 
     /// A request with AckReq not acknowledged within this is counted as an RTT timeout.
@@ -557,6 +558,15 @@ impl AnalysisArgs {
 }
 
 /// A byte count: `4096`, `64K`, `64M`, `1G` (powers of 1024).
+/// A path MTU as RoCE has them (the InfiniBand MTUs): 1500 or 9000 are Ethernet MTUs, not a
+/// QP's.
+fn pmtu(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n @ (256 | 512 | 1024 | 2048 | 4096)) => Ok(n),
+        _ => Err(format!("{s:?}: a RoCE path MTU is 256, 512, 1024, 2048 or 4096 bytes (the Ethernet MTU is not)")),
+    }
+}
+
 fn byte_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let (digits, shift) = match t.as_bytes().last().map(u8::to_ascii_uppercase) {

@@ -847,3 +847,29 @@ fn an_output_that_is_an_input_is_refused_before_any_work() {
     let fresh = dir.path().join("fresh.json");
     assert_eq!(run(&["-r", &c, "-q", "--json", fresh.to_str().unwrap()]).status.code(), Some(0));
 }
+
+/// Errors a person meets say their cause once and say what was wrong: an evidence directory
+/// that cannot be made names the OS error once; a file given as that directory is called a
+/// file; an Ethernet MTU given as --pmtu is refused with the MTUs RoCE has.
+#[test]
+fn errors_say_their_cause_once_and_what_to_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = path("gobackn.pcap");
+    let out = run(&["-r", &cap, "-q", "--evidence", "/proc/roce-analyzer-no-such-dir"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    let file = dir.path().join("afile");
+    std::fs::write(&file, b"keep").unwrap();
+    let out = run(&["-r", &cap, "-q", "--evidence", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is a file, not a directory"), "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep");
+    for bad in ["1500", "9000", "300"] {
+        let out = run(&["-r", &cap, "-q", "--pmtu", bad]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--pmtu {bad}: {err}");
+        assert!(err.contains("256, 512, 1024, 2048 or 4096"), "{err}");
+    }
+    assert_eq!(run(&["-r", &cap, "-q", "--pmtu", "1024"]).status.code(), Some(0));
+}

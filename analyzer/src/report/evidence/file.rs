@@ -24,8 +24,11 @@ const FLUSH_AT: usize = 16 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvidenceError {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    /// The OS error is said in the message, not chained as a source: `{:#}` would say it twice.
+    #[error("{path}: {cause}")]
+    Io { path: PathBuf, cause: std::io::Error },
+    #[error("{path} is a file, not a directory: --evidence names a directory for the pcapng files")]
+    NotADirectory { path: PathBuf },
     #[error("{path}: encoding a pcapng block: {detail}")]
     Encode { path: PathBuf, detail: String },
 }
@@ -127,7 +130,7 @@ impl File {
         if buf.is_empty() {
             return Ok(());
         }
-        let io = |source| EvidenceError::Io { path: self.path.clone(), source };
+        let io = |cause| EvidenceError::Io { path: self.path.clone(), cause };
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .write(true)

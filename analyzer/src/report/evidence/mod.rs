@@ -445,14 +445,17 @@ pub fn cut_offline(
 /// pass for its evidence); returns the directory as an absolute path (the report and the HTML
 /// page link files by it) and how many files it removed.
 pub fn prepare(dir: &Path) -> Result<(PathBuf, usize), EvidenceError> {
-    let io = |source| EvidenceError::Io { path: dir.into(), source };
+    let io = |cause| EvidenceError::Io { path: dir.into(), cause };
+    if dir.exists() && !dir.is_dir() {
+        return Err(EvidenceError::NotADirectory { path: dir.into() });
+    }
     std::fs::create_dir_all(dir).map_err(io)?;
     tempfile::tempfile_in(dir).map_err(io)?;
     let mut removed = 0;
     for e in std::fs::read_dir(dir).map_err(io)? {
         let path = e.map_err(io)?.path();
         if path.file_name().and_then(|n| n.to_str()).is_some_and(is_evidence_name) {
-            std::fs::remove_file(&path).map_err(|source| EvidenceError::Io { path: path.clone(), source })?;
+            std::fs::remove_file(&path).map_err(|cause| EvidenceError::Io { path: path.clone(), cause })?;
             removed += 1;
         }
     }

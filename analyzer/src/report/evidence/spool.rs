@@ -51,7 +51,7 @@ impl Spool {
     /// A spool in `dir` (which must exist and be writable). `snaplen` is at most
     /// [`analyzer_common::maps::EVIDENCE_MAX_SNAPLEN`], the bytes an [`EvidenceFrame`] holds.
     pub fn create(dir: &Path, snaplen: u32) -> Result<Spool, EvidenceError> {
-        let f = tempfile::tempfile_in(dir).map_err(|source| EvidenceError::Io { path: dir.into(), source })?;
+        let f = tempfile::tempfile_in(dir).map_err(|cause| EvidenceError::Io { path: dir.into(), cause })?;
         Ok(Spool {
             dir: dir.into(),
             out: Some(BufWriter::with_capacity(1 << 20, f)),
@@ -90,7 +90,7 @@ impl Spool {
     /// Reads every spooled frame back, in the order pushed.
     pub fn replay(self, mut each: impl FnMut(&Seen<'_>)) -> Result<(), EvidenceError> {
         let Some(out) = self.out else { return Ok(()) };
-        let io = |source| EvidenceError::Io { path: self.dir.clone(), source };
+        let io = |cause| EvidenceError::Io { path: self.dir.clone(), cause };
         let mut f = out.into_inner().map_err(|e| io(e.into_error()))?;
         f.rewind().map_err(io)?;
         let mut r = BufReader::with_capacity(1 << 20, f);

@@ -873,3 +873,20 @@ fn errors_say_their_cause_once_and_what_to_give() {
     }
     assert_eq!(run(&["-r", &cap, "-q", "--pmtu", "1024"]).status.code(), Some(0));
 }
+
+/// A finding names its flows where a person reads it, not only in the JSON: the summary's line
+/// under each finding and the page's findings table, the first three and how many more.
+#[test]
+fn findings_name_their_flows_in_the_summary_and_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    let out = run(&["-r", &path("gobackn.pcap"), "--html", html.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The fixture's one flow: 10.0.1.1 → 10.0.1.2, QP 0x200, UDP source port 49153.
+    let flow = "10.0.1.1 → 10.0.1.2 QP 0x200 (sport 49153)";
+    let line = text.lines().skip_while(|l| !l.contains("[go_back_n]")).nth(1).unwrap_or_default();
+    assert_eq!(line.trim(), format!("flows: {flow}"), "{text}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(&format!("<br><small>flows: {flow}</small>")), "the page names it");
+}

@@ -582,7 +582,8 @@ fn within_or(live: u64, offline: u64, rel: f64, abs_ns: u64, what: &str) {
 /// within 2 % or this much, whichever is more.
 const NAPI_SLACK_NS: u64 = 100_000;
 
-/// Replays of the storm fixture at most, for one whose 150 ms pause the wire kept whole.
+/// Replays of a timing fixture at most (the storm's 150 ms pause, the DCQCN reactions), for one
+/// the wire kept as sent: with the other tests busy on both CPUs, three in a row were lost.
 const REPLAYS: u32 = 5;
 
 /// PFC and incast answers, live through XDP and offline on the same frames as they reached the
@@ -1129,7 +1130,7 @@ fn live_dcqcn_reaction_equals_offline() {
         "the fixture's findings: {:?}",
         codes(&fixture)
     );
-    for attempt in 1..=3 {
+    for attempt in 1..=REPLAYS {
         let wire = dir.path().join(format!("dcqcn_wire{attempt}.pcap"));
         let live = paced_live_and_wire(&ns, &sent, f.frames.len(), &args, &wire);
         let offline = offline_with(&wire, &args);
@@ -1154,7 +1155,7 @@ fn live_dcqcn_reaction_equals_offline() {
             return;
         }
         eprintln!(
-            "live_dcqcn_reaction_equals_offline: replay {attempt} of 3 lost the fixture's verdicts on the wire \
+            "live_dcqcn_reaction_equals_offline: replay {attempt} of {REPLAYS} lost the fixture's verdicts on the wire \
              (live equalled the wire): wire {:?} {:?}, fixture {:?} {:?}",
             rows(&offline),
             codes(&offline),
@@ -1162,5 +1163,5 @@ fn live_dcqcn_reaction_equals_offline() {
             codes(&fixture)
         );
     }
-    panic!("three replays in a row lost the DCQCN fixture's verdicts on the wire (see above)");
+    panic!("{REPLAYS} replays in a row lost the DCQCN fixture's verdicts on the wire (see above)");
 }

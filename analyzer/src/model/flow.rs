@@ -16,6 +16,33 @@ pub struct FlowRef {
     pub dst_qp: u32,
 }
 
+/// How many flows of a finding the summary and the page name (the JSON lists them all, up to
+/// `MAX_LISTED_FLOWS`).
+pub const FLOWS_NAMED: usize = 3;
+
+impl FlowRef {
+    /// `src → dst QP 0x…` (and the UDP source port: two flows between the same QPs differ by
+    /// it), as a person reads a flow.
+    pub fn label(&self) -> String {
+        format!("{} → {} QP {:#x} (sport {})", self.src, self.dst, self.dst_qp, self.udp_sport)
+    }
+
+    /// The first [`FLOWS_NAMED`] of `flows`, and how many more there are (with `omitted`, the
+    /// ones a list left out): "a, b, c and 4 more".
+    pub fn named(flows: &[FlowRef], omitted: u64) -> String {
+        let mut s: Vec<String> = flows.iter().take(FLOWS_NAMED).map(FlowRef::label).collect();
+        let more = (flows.len().saturating_sub(FLOWS_NAMED)) as u64 + omitted;
+        if more > 0 {
+            s.push(format!("{more} more"));
+        }
+        match s.len() {
+            0 => String::new(),
+            1 => s.remove(0),
+            n => format!("{} and {}", s[..n - 1].join(", "), s[n - 1]),
+        }
+    }
+}
+
 /// PSN sequence of a flow's request stream and its READ RESPONSEs: `requests`,
 /// `out_of_sequence`, `psn_skipped`, `duplicates`, `response_out_of_sequence` (READ RESPONSE
 /// packets out of sequence within one response), named by `analyzer_common::psn::count`.
@@ -163,4 +190,27 @@ pub struct Ecn {
     pub ect0: u64,
     pub ect1: u64,
     pub ce: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow(i: u32) -> FlowRef {
+        FlowRef { src: format!("10.0.0.{i}"), dst: "10.0.9.9".into(), udp_sport: 49152, dst_qp: 0x100 + i }
+    }
+
+    #[test]
+    fn a_finding_names_three_flows_and_counts_the_rest() {
+        assert_eq!(FlowRef::named(&[], 0), "");
+        assert_eq!(FlowRef::named(&[flow(1)], 0), "10.0.0.1 → 10.0.9.9 QP 0x101 (sport 49152)");
+        assert_eq!(
+            FlowRef::named(&[flow(1), flow(2)], 0),
+            "10.0.0.1 → 10.0.9.9 QP 0x101 (sport 49152) and 10.0.0.2 → 10.0.9.9 QP 0x102 (sport 49152)"
+        );
+        let five: Vec<FlowRef> = (1..=5).map(flow).collect();
+        let s = FlowRef::named(&five, 10);
+        assert!(s.starts_with("10.0.0.1 → 10.0.9.9 QP 0x101 (sport 49152), 10.0.0.2"), "{s}");
+        assert!(s.ends_with("10.0.0.3 → 10.0.9.9 QP 0x103 (sport 49152) and 12 more"), "{s}");
+    }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::model::{MarkingSeries, Report, Tree};
+use crate::model::{FlowRef, MarkingSeries, Report, Tree};
 
 /// Escapes text for HTML and SVG (names come from topology files and captures).
 fn esc(s: &str) -> String {
@@ -241,11 +241,15 @@ fn findings(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
         };
         let _ = writeln!(
             o,
-            "<tr><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{evidence}</td></tr>",
+            "<tr><td class=\"{}\">{}</td><td>{}</td><td>{}{}</td><td>{evidence}</td></tr>",
             f.severity,
             f.severity,
             f.code,
-            esc(&f.message)
+            esc(&f.message),
+            match f.flows.is_empty() {
+                true => String::new(),
+                false => format!("<br><small>flows: {}</small>", esc(&FlowRef::named(&f.flows, f.flows_omitted))),
+            }
         );
     }
     o.push_str("</table>");

@@ -339,6 +339,9 @@ fn audit(o: &mut String, r: &Report) {
         for f in &r.audit {
             let evidence = f.evidence.as_ref().map(|e| format!(" → {e}")).unwrap_or_default();
             let _ = writeln!(o, "  {:<7} [{}] {} ({} flows){evidence}", f.severity, f.code, f.message, f.flows.len());
+            if !f.flows.is_empty() {
+                let _ = writeln!(o, "          flows: {}", crate::model::FlowRef::named(&f.flows, f.flows_omitted));
+            }
         }
     }
 }
@@ -529,6 +532,9 @@ fn ecmp(o: &mut String, r: &Report) {
     }
     for f in &e.findings {
         let _ = writeln!(o, "  {:<7} [{}] {}", f.severity, f.code, f.message);
+        if !f.flows.is_empty() {
+            let _ = writeln!(o, "          flows: {}", crate::model::FlowRef::named(&f.flows, f.flows_omitted));
+        }
     }
 }
 

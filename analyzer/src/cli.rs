@@ -657,9 +657,16 @@ impl OutputArgs {
 }
 
 impl AnalyzeArgs {
-    /// A usage error found before any work: an output that is one of the inputs, or a
-    /// `--clock-offset` whose label no input has.
+    /// A usage error found before any work: nothing to analyse, two outputs on standard output,
+    /// an output that is one of the inputs, or a `--clock-offset` whose label no input has.
     pub fn usage_error(&self) -> Option<String> {
+        let stdout = Some(std::path::Path::new("-"));
+        if self.export.as_deref() == stdout && self.output.json.as_deref() == stdout {
+            return Some("--export - and --json - both want standard output; give one a file".into());
+        }
+        if self.iface.is_none() && self.pcap.is_empty() {
+            return Some("nothing to analyse: give --pcap FILE or --iface IFACE (see --help)".into());
+        }
         let mut outputs = self.output.files();
         if let Some(e) = self.export.as_deref().filter(|p| *p != std::path::Path::new("-")) {
             outputs.push(("--export", e));

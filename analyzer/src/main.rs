@@ -62,14 +62,6 @@ fn broken_pipe(e: &anyhow::Error) -> bool {
 
 fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
     let stdout = Some(Path::new("-"));
-    if args.export.as_deref() == stdout && args.output.json.as_deref() == stdout {
-        eprintln!("roce-analyzer: error: --export - and --json - both want standard output; give one a file");
-        return Ok(exit::USAGE);
-    }
-    if args.iface.is_none() && args.pcap.is_empty() {
-        eprintln!("roce-analyzer: error: nothing to analyse: give --pcap FILE or --iface IFACE (see --help)");
-        return Ok(exit::USAGE);
-    }
     if let Some(why) = args.usage_error() {
         eprintln!("roce-analyzer: error: {why}");
         return Ok(exit::USAGE);

@@ -172,8 +172,7 @@ fn carry(
     next
 }
 
-/// The strongly connected parts of two nodes or more of the graph of the active edges
-/// (Tarjan's algorithm, without recursion: any ring length).
+/// The strongly connected parts of two nodes or more of the graph of the active edges.
 fn strong_parts(n: usize, ends: &[(usize, usize)], active: &[u32]) -> Vec<Vec<usize>> {
     let mut adj: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (e, &(a, b)) in ends.iter().enumerate() {
@@ -181,6 +180,14 @@ fn strong_parts(n: usize, ends: &[(usize, usize)], active: &[u32]) -> Vec<Vec<us
             adj[a].push(b);
         }
     }
+    strongly_connected(&adj)
+}
+
+/// The strongly connected parts of two nodes or more of a graph given by each node's
+/// successors, each sorted (Tarjan's algorithm, without recursion: any ring length, in time
+/// linear in the graph). `cargo xtask layers` finds file circles with it too.
+pub fn strongly_connected(adj: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let n = adj.len();
     let (mut index, mut low, mut on) = (vec![usize::MAX; n], vec![0; n], vec![false; n]);
     let (mut stack, mut parts, mut next) = (Vec::new(), Vec::new(), 0);
     for root in 0..n {

@@ -2,7 +2,7 @@
 //! (tests excepted). A long function is a sequence that wants to be a table or several named
 //! steps; the limit keeps each readable on one screen.
 
-use super::source::SourceFile;
+use super::source::{ItemEnd, SourceFile, item_end};
 
 /// The most lines a function may take, from its `fn` line to its closing brace.
 pub const MAX_LINES: usize = 80;
@@ -39,39 +39,13 @@ pub fn spans(file: &SourceFile) -> Vec<Span> {
             if name.is_empty() {
                 continue;
             }
-            if let Some(last) = body_end(code, n, i) {
+            // A declaration without a body (`;` first) is no function to measure.
+            if let Some(ItemEnd::Brace(last)) = item_end(code, n, i) {
                 out.push(Span { name, first: n, last });
             }
         }
     }
     out
-}
-
-/// From a `fn` at (line, col): the line of the brace that closes its body, or None for a
-/// declaration without one (`;` before any `{`).
-fn body_end(code: &[String], line: usize, col: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut opened = false;
-    for (n, l) in code.iter().enumerate().skip(line) {
-        let start = if n == line { col } else { 0 };
-        for c in l[start..].chars() {
-            match c {
-                ';' if !opened && depth == 0 => return None,
-                '{' => {
-                    opened = true;
-                    depth += 1;
-                }
-                '}' if opened => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return Some(n);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    None
 }
 
 /// "file:line: fn NAME is N lines (at most 80)" for every function over the limit.

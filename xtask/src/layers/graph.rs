@@ -55,10 +55,8 @@ impl Graph {
     /// than one file), each as "a.rs → b.rs (line) → … → a.rs".
     pub fn cycles(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for part in strongly_connected(&self.edges) {
-            if part.len() < 2 {
-                continue;
-            }
+        let adj: Vec<Vec<usize>> = self.edges.iter().map(|es| es.iter().map(|e| e.to).collect()).collect();
+        for part in analyzer::analyses::deadlock::strongly_connected(&adj) {
             out.push(self.describe_cycle(&part));
         }
         out
@@ -237,54 +235,4 @@ fn tree_at(s: &[u8], mut i: usize) -> (Vec<Vec<String>>, usize) {
 /// The file that defines the longest known prefix of `path`.
 fn resolve(by_module: &BTreeMap<Vec<String>, usize>, path: &[String]) -> Option<usize> {
     (0..=path.len()).rev().find_map(|n| by_module.get(&path[..n]).copied())
-}
-
-/// Tarjan's strongly connected components, iteratively (a crate's files, so no deep
-/// recursion either way).
-pub fn strongly_connected(edges: &[Vec<Edge>]) -> Vec<Vec<usize>> {
-    let n = edges.len();
-    let (mut index, mut low, mut on) = (vec![usize::MAX; n], vec![0; n], vec![false; n]);
-    let (mut stack, mut parts, mut next) = (Vec::new(), Vec::new(), 0);
-    for root in 0..n {
-        if index[root] != usize::MAX {
-            continue;
-        }
-        let mut work = vec![(root, 0usize)];
-        while let Some(&mut (v, ref mut k)) = work.last_mut() {
-            if *k == 0 {
-                index[v] = next;
-                low[v] = next;
-                next += 1;
-                stack.push(v);
-                on[v] = true;
-            }
-            if let Some(e) = edges[v].get(*k) {
-                *k += 1;
-                let w = e.to;
-                if index[w] == usize::MAX {
-                    work.push((w, 0));
-                } else if on[w] {
-                    low[v] = low[v].min(index[w]);
-                }
-                continue;
-            }
-            work.pop();
-            if let Some(&(u, _)) = work.last() {
-                low[u] = low[u].min(low[v]);
-            }
-            if low[v] == index[v] {
-                let mut part = Vec::new();
-                while let Some(w) = stack.pop() {
-                    on[w] = false;
-                    part.push(w);
-                    if w == v {
-                        break;
-                    }
-                }
-                part.sort();
-                parts.push(part);
-            }
-        }
-    }
-    parts
 }

@@ -53,33 +53,46 @@ fn test_lines(code: &[String]) -> Vec<bool> {
             n += 1;
             continue;
         }
-        let (mut depth, mut opened, mut end) = (0usize, false, code.len() - 1);
-        'item: for (m, line) in code.iter().enumerate().skip(n + 1) {
-            for c in line.chars() {
-                match c {
-                    ';' if !opened => {
-                        end = m;
-                        break 'item;
-                    }
-                    '{' => {
-                        opened = true;
-                        depth += 1;
-                    }
-                    '}' if opened => {
-                        depth -= 1;
-                        if depth == 0 {
-                            end = m;
-                            break 'item;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
+        let end = match item_end(code, n + 1, 0) {
+            Some(ItemEnd::Semicolon(m) | ItemEnd::Brace(m)) => m,
+            None => code.len() - 1,
+        };
         test[n..=end].iter_mut().for_each(|t| *t = true);
         n = end + 1;
     }
     test
+}
+
+/// Where an item that starts at (line, col) ends: the line of its `;` (no body), or of the
+/// brace that closes its body.
+pub enum ItemEnd {
+    Semicolon(usize),
+    Brace(usize),
+}
+
+/// The end of the item at (`line`, `col`) of `code` (blanked: no braces in strings or comments).
+pub fn item_end(code: &[String], line: usize, col: usize) -> Option<ItemEnd> {
+    let (mut depth, mut opened) = (0usize, false);
+    for (n, l) in code.iter().enumerate().skip(line) {
+        let start = if n == line { col } else { 0 };
+        for c in l[start..].chars() {
+            match c {
+                ';' if !opened => return Some(ItemEnd::Semicolon(n)),
+                '{' => {
+                    opened = true;
+                    depth += 1;
+                }
+                '}' if opened => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(ItemEnd::Brace(n));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    None
 }
 
 /// The module path of a source file relative to its crate's `src/`.

@@ -644,15 +644,17 @@ pub fn output_is_input(outputs: &[(&str, &std::path::Path)], inputs: &[&std::pat
 }
 
 impl OutputArgs {
-    /// The report's outputs that are files, with their flags.
-    pub fn files(&self) -> Vec<(&'static str, &std::path::Path)> {
-        let mut v: Vec<(&'static str, &std::path::Path)> = Vec::new();
-        for (flag, p) in [("--json", &self.json), ("--html", &self.html), ("--dot", &self.dot)] {
-            if let Some(p) = p.as_deref().filter(|p| *p != std::path::Path::new("-")) {
-                v.push((flag, p));
-            }
-        }
-        v
+    /// The report's outputs that are files (not standard output): flag, what it holds, path.
+    pub fn files(&self) -> Vec<(&'static str, &'static str, &std::path::Path)> {
+        let outputs = [
+            ("--json", "JSON report", &self.json),
+            ("--html", "HTML page", &self.html),
+            ("--dot", "Graphviz file", &self.dot),
+        ];
+        outputs
+            .into_iter()
+            .filter_map(|(flag, what, p)| Some((flag, what, p.as_deref().filter(|p| *p != std::path::Path::new("-"))?)))
+            .collect()
     }
 }
 
@@ -667,7 +669,8 @@ impl AnalyzeArgs {
         if self.iface.is_none() && self.pcap.is_empty() {
             return Some("nothing to analyse: give --pcap FILE or --iface IFACE (see --help)".into());
         }
-        let mut outputs = self.output.files();
+        let mut outputs: Vec<(&str, &std::path::Path)> =
+            self.output.files().into_iter().map(|(f, _, p)| (f, p)).collect();
         if let Some(e) = self.export.as_deref().filter(|p| *p != std::path::Path::new("-")) {
             outputs.push(("--export", e));
         }
@@ -696,6 +699,7 @@ impl MergeArgs {
     pub fn usage_error(&self) -> Option<String> {
         let mut inputs: Vec<&std::path::Path> = self.reports.iter().map(PathBuf::as_path).collect();
         inputs.extend(self.fabric.topology.as_deref());
-        output_is_input(&self.output.files(), &inputs)
+        let outputs: Vec<(&str, &std::path::Path)> = self.output.files().into_iter().map(|(f, _, p)| (f, p)).collect();
+        output_is_input(&outputs, &inputs)
     }
 }

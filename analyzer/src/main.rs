@@ -41,15 +41,14 @@ fn main() -> ExitCode {
 
 /// Checks before any work that every output can be written (and clears what killed runs left).
 fn prepare_outputs(out: &OutputArgs) -> anyhow::Result<()> {
-    for (what, path) in [("JSON report", &out.json), ("HTML page", &out.html), ("Graphviz file", &out.dot)] {
-        if let Some(p) = path {
-            let removed = write::prepare(p).with_context(|| format!("the {what} cannot be written"))?;
-            if removed > 0 {
-                eprintln!(
-                    "roce-analyzer: removed {removed} temporary file(s) beside {} that killed runs left",
-                    escape(&p.display().to_string())
-                );
-            }
+    // Standard output (`-`) has nothing to prepare.
+    for (_, what, p) in out.files() {
+        let removed = write::prepare(p).with_context(|| format!("the {what} cannot be written"))?;
+        if removed > 0 {
+            eprintln!(
+                "roce-analyzer: removed {removed} temporary file(s) beside {} that killed runs left",
+                escape(&p.display().to_string())
+            );
         }
     }
     Ok(())

@@ -75,7 +75,7 @@ pub struct KeyedRecord {
     pub record: crate::record::Record,
 }
 
-const _: () = assert!(core::mem::size_of::<KeyedRecord>() == 72);
+const _: () = assert!(core::mem::size_of::<KeyedRecord>() == 80);
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), integers only, no implicit padding (sizes asserted above).

@@ -39,12 +39,31 @@ pub struct Record {
     pub ip_version: u8,
     /// The outer VLAN tag's PCP 0..7, or [`crate::maps::UNTAGGED`].
     pub pcp: u8,
-    pub _pad: [u8; 3],
+    pub _pad: u8,
+    /// The BTH payload's bytes (headers, pad and ICRC left out; at most 65535): what a SEND
+    /// message or a READ response carries.
+    pub payload_len: u16,
+    /// The RETH's DMA length (a WRITE's or READ's message size), 0 without a RETH.
+    pub reth_len: u32,
+    pub _pad2: [u8; 4],
 }
 
-const _: () = assert!(core::mem::size_of::<Record>() == 64);
+const _: () = assert!(core::mem::size_of::<Record>() == 72);
 // No implicit padding: the fields end where the record does.
-const _: () = assert!(core::mem::offset_of!(Record, _pad) + 3 == core::mem::size_of::<Record>());
+const _: () = assert!(core::mem::offset_of!(Record, _pad2) + 4 == core::mem::size_of::<Record>());
+const _: () = assert!(core::mem::offset_of!(Record, payload_len) == 62);
+
+/// The payload length a record carries (clamped to its 16 bits).
+#[inline(always)]
+pub fn payload_of(s: &PacketSummary) -> u16 {
+    if s.payload_len > 0xffff { 0xffff } else { s.payload_len as u16 }
+}
+
+/// The RETH DMA length a record carries: 0 when the frame has no RETH.
+#[inline(always)]
+pub fn reth_of(s: &PacketSummary) -> u32 {
+    if s.ext & crate::opcode::ext::RETH != 0 { s.reth_dma_len } else { 0 }
+}
 
 /// Writes the summary's source and destination addresses as four 8-byte words at `dst`
 /// (ring-buffer memory in the XDP program, where a 16-byte array copy would become a byte-loop
@@ -88,7 +107,10 @@ impl Record {
             (*dst).aeth_syndrome = s.aeth_syndrome;
             (*dst).ip_version = s.ip_version;
             (*dst).pcp = crate::summary::pcp_of(s);
-            (*dst)._pad = [0; 3];
+            (*dst)._pad = 0;
+            (*dst).payload_len = payload_of(s);
+            (*dst).reth_len = reth_of(s);
+            (*dst)._pad2 = [0; 4];
         }
     }
 
@@ -158,12 +180,14 @@ pub struct CompactRecord {
     pub flags: u8,
     pub aeth_syndrome: u8,
     pub pcp: u8,
-    pub _pad: [u8; 6],
+    /// As [`Record::payload_len`] and [`Record::reth_len`].
+    pub payload_len: u16,
+    pub reth_len: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<CompactRecord>() == 32);
 // No implicit padding: the fields end where the record does.
-const _: () = assert!(core::mem::offset_of!(CompactRecord, _pad) + 6 == core::mem::size_of::<CompactRecord>());
+const _: () = assert!(core::mem::offset_of!(CompactRecord, reth_len) + 4 == core::mem::size_of::<CompactRecord>());
 // The words `CompactRecord::fill` builds: the fields' offsets, on a little-endian target.
 const _: () = {
     use core::mem::offset_of;
@@ -172,7 +196,8 @@ const _: () = {
     assert!(offset_of!(CompactRecord, psn) == 16 && offset_of!(CompactRecord, opcode) == 20);
     assert!(offset_of!(CompactRecord, ecn) == 21 && offset_of!(CompactRecord, dscp) == 22);
     assert!(offset_of!(CompactRecord, flags) == 23 && offset_of!(CompactRecord, aeth_syndrome) == 24);
-    assert!(offset_of!(CompactRecord, pcp) == 25);
+    assert!(offset_of!(CompactRecord, pcp) == 25 && offset_of!(CompactRecord, payload_len) == 26);
+    assert!(offset_of!(CompactRecord, reth_len) == 28);
 };
 
 impl CompactRecord {
@@ -192,7 +217,10 @@ impl CompactRecord {
             | (s.ecn as u64) << 40
             | (s.dscp as u64) << 48
             | (flag::of(s) as u64) << 56;
-        let tail = s.aeth_syndrome as u64 | (crate::summary::pcp_of(s) as u64) << 8;
+        let tail = s.aeth_syndrome as u64
+            | (crate::summary::pcp_of(s) as u64) << 8
+            | (payload_of(s) as u64) << 16
+            | (reth_of(s) as u64) << 32;
         // SAFETY: the caller guarantees `dst`: four words, the record's 32 bytes.
         unsafe {
             core::ptr::write_volatile(w, ts_ns);
@@ -226,7 +254,8 @@ impl CompactRecord {
             flags: r.flags,
             aeth_syndrome: r.aeth_syndrome,
             pcp: r.pcp,
-            _pad: [0; 6],
+            payload_len: r.payload_len,
+            reth_len: r.reth_len,
         }
     }
 
@@ -248,7 +277,10 @@ impl CompactRecord {
             aeth_syndrome: self.aeth_syndrome,
             ip_version: key.ip_version,
             pcp: self.pcp,
-            _pad: [0; 3],
+            _pad: 0,
+            payload_len: self.payload_len,
+            reth_len: self.reth_len,
+            _pad2: [0; 4],
         }
     }
 }

@@ -433,6 +433,24 @@ pub struct AnalysisArgs {
     #[arg(long, default_value_t = defaults::RATE_WINDOW.into(), value_parser = positive_duration)]
     pub rate_window: humantime::Duration,
 
+    /// Messages: the upper bounds of the size classes, ascending (default 4K,64K,1M: ≤ 4 KiB,
+    /// ≤ 64 KiB, ≤ 1 MiB and larger).
+    #[arg(long, value_name = "BYTES,…", value_parser = message_classes)]
+    pub message_classes: Option<MessageClasses>,
+
+    /// Messages: explain every message slower than this (default: each size class's p99).
+    #[arg(long, value_parser = positive_duration)]
+    pub tail_threshold: Option<humantime::Duration>,
+
+    /// Rings: an edge whose goodput runs this many times below the ring's median edge holds
+    /// the ring back (`ring_straggler`).
+    #[arg(long, default_value_t = defaults::STRAGGLER_RATIO, value_parser = straggler_ratio)]
+    pub straggler_ratio: f64,
+
+    /// The priority of untagged frames by DSCP, for the tail's pauses: `26=3,48=6`.
+    #[arg(long, value_name = "DSCP=PRIORITY,…", value_parser = dscp_priority)]
+    pub dscp_priority: Option<DscpPriority>,
+
     /// DCQCN: a CNP's effect is looked for within this after it (the lowest rate, the
     /// recovery).
     #[arg(long, default_value_t = defaults::DCQCN_HORIZON.into(), value_parser = positive_duration)]
@@ -553,8 +571,62 @@ impl AnalysisArgs {
             rate_window_ns: nanos(*self.rate_window),
             dcqcn_horizon_ns: nanos(*self.dcqcn_horizon),
             dcqcn_slow_recovery_ns: nanos(*self.dcqcn_slow_recovery),
+            message_classes: self
+                .message_classes
+                .as_ref()
+                .map_or_else(|| crate::analyses::messages::dist::DEFAULT_CLASSES.to_vec(), |c| c.0.clone()),
+            tail_threshold_ns: self.tail_threshold.map(|d| nanos(*d)),
+            straggler_ratio: self.straggler_ratio,
+            dscp_priority: self.dscp_priority.as_ref().map(|d| d.0.clone()).unwrap_or_default(),
         })
     }
+}
+
+/// `--message-classes`: byte counts, ascending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageClasses(pub Vec<u64>);
+
+fn message_classes(s: &str) -> Result<MessageClasses, String> {
+    let v = s.split(',').map(|p| class_bound(p.trim())).collect::<Result<Vec<u64>, String>>()?;
+    if v.is_empty() || v.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(format!("{s:?}: byte counts in ascending order, e.g. 4K,64K,1M"));
+    }
+    Ok(MessageClasses(v))
+}
+
+/// A class bound: a byte count (`4096`, `64K`, `1M`; any size, unlike `byte_size`'s buffers).
+fn class_bound(s: &str) -> Result<u64, String> {
+    let (digits, shift) = match s.as_bytes().last().map(u8::to_ascii_uppercase) {
+        Some(b'K') => (&s[..s.len() - 1], 10),
+        Some(b'M') => (&s[..s.len() - 1], 20),
+        Some(b'G') => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?}: a byte count, e.g. 4096, 64K, 1M"))?;
+    n.checked_shl(shift).filter(|b| b >> shift == n && *b > 0).ok_or_else(|| format!("{s:?}: not a size"))
+}
+
+fn straggler_ratio(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 1.0 => Ok(r),
+        _ => Err(format!("{s:?}: a ratio above 1, e.g. 1.5")),
+    }
+}
+
+/// `--dscp-priority`: DSCP → priority pairs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DscpPriority(pub std::collections::BTreeMap<u8, u8>);
+
+fn dscp_priority(s: &str) -> Result<DscpPriority, String> {
+    let mut m = std::collections::BTreeMap::new();
+    for part in s.split(',') {
+        let bad = || format!("{part:?}: DSCP=PRIORITY with DSCP 0-63 and priority 0-7, e.g. 26=3");
+        let (d, p) = part.trim().split_once('=').ok_or_else(bad)?;
+        let d: u8 = d.trim().parse().ok().filter(|d| *d < 64).ok_or_else(bad)?;
+        let p: u8 = p.trim().parse().ok().filter(|p| *p < 8).ok_or_else(bad)?;
+        m.insert(d, p);
+    }
+    Ok(DscpPriority(m))
 }
 
 /// A byte count: `4096`, `64K`, `64M`, `1G` (powers of 1024).

@@ -50,8 +50,20 @@ fn example_summary_and_report() {
             Value::Object(o) => o
                 .iter()
                 .filter(|(k, _)| {
-                    !["imbalance", "peak_gbps", "peak_link_ratio", "sport_entropy_bits", "growth", "relative_error"]
-                        .contains(&k.as_str())
+                    ![
+                        "imbalance",
+                        "peak_gbps",
+                        "peak_link_ratio",
+                        "sport_entropy_bits",
+                        "growth",
+                        "relative_error",
+                        "share",
+                        "slowdown_p50",
+                        "slowdown_p99",
+                        "fluctuation",
+                        "straggler_ratio",
+                    ]
+                    .contains(&k.as_str())
                 })
                 .for_each(|(_, v)| no_floats(v)),
             _ => {}

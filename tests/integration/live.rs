@@ -65,7 +65,30 @@ fn comparable(v: &Value) -> Value {
             a.iter().map(|s| serde_json::json!([s[key], sum(s, "frames"), sum(s, "ce")])).collect()
         })
     };
+    // Messages: which were completed, their kinds, sizes and flows do not depend on the
+    // replay's timing; their completion times do.
+    let m = &v["messages"];
+    let per = |list: &str, keys: &[&str]| -> Vec<Value> {
+        m[list].as_array().map_or(Vec::new(), |a| {
+            a.iter().map(|x| Value::Array(keys.iter().map(|k| x[*k].clone()).collect())).collect()
+        })
+    };
+    let t = &m["transfers"];
+    let counts: Vec<Value> = ["completed", "by_kind", "pending", "partial", "abandoned", "in_flight_evicted"]
+        .iter()
+        .map(|k| m[*k].clone())
+        .chain([t["uc_messages"].clone(), t["uc_bytes"].clone(), t["ud_messages"].clone(), t["ud_bytes"].clone()])
+        .collect();
+    let rings: Option<Vec<Value>> =
+        m["rings"]["rings"].as_array().map(|a| a.iter().map(|r| r["hosts"].clone()).collect());
+    let messages = serde_json::json!({
+        "counts": counts,
+        "classes": per("classes", &["name", "messages", "bytes"]),
+        "flows": per("flows", &["src", "dst", "udp_sport", "dst_qp", "pending", "messages", "bytes"]),
+        "rings": rings,
+    });
     serde_json::json!({
+        "messages": messages,
         "marking": [totals("classes", "dscp"), totals("priorities", "pcp")],
         "frames": v["capture"]["frames"],
         "classes": v["capture"]["classes"],

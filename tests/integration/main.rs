@@ -9,6 +9,7 @@ mod fixtures;
 mod hostile;
 mod kernel;
 mod live;
+mod messages;
 mod prometheus;
 mod transport;
 mod tshark;

@@ -517,6 +517,7 @@ pub fn all() -> Vec<Fixture> {
     .chain(crate::transport::all())
     .chain(crate::fabric::all())
     .chain(crate::vantage::all())
+    .chain(crate::messages::all())
     .collect()
 }
 

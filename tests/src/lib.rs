@@ -4,6 +4,7 @@
 
 pub mod fabric;
 pub mod fixtures;
+pub mod messages;
 pub mod netns;
 pub mod synth;
 pub mod tools;

@@ -37,6 +37,13 @@ pub struct Config {
     pub dcqcn_slow_recovery_ns: u64,
     /// `--filter`: the frames analysed (the rest are counted).
     pub filter: Option<crate::frames::filter::FilterSpec>,
+    /// Messages: the size classes' upper bounds (`--message-classes`), the tail threshold
+    /// (`--tail-threshold`; none: each class's p99), the ring straggler ratio
+    /// (`--straggler-ratio`), and the priority of untagged frames by DSCP (`--dscp-priority`).
+    pub message_classes: Vec<u64>,
+    pub tail_threshold_ns: Option<u64>,
+    pub straggler_ratio: f64,
+    pub dscp_priority: std::collections::BTreeMap<u8, u8>,
 }
 
 /// The analyses' defaults: one list for [`Config::default`] and the command line's flags.
@@ -59,6 +66,7 @@ pub mod defaults {
     pub const RATE_WINDOW: Duration = Duration::from_micros(10);
     pub const DCQCN_HORIZON: Duration = Duration::from_millis(1);
     pub const DCQCN_SLOW_RECOVERY: Duration = Duration::from_micros(500);
+    pub const STRAGGLER_RATIO: f64 = 1.5;
     pub const MATCH_WINDOW: Duration = Duration::from_nanos(analyzer_common::vantage::DEFAULT_WINDOW_NS);
 }
 
@@ -89,6 +97,10 @@ impl Default for Config {
             rate_window_ns: nanos(defaults::RATE_WINDOW),
             dcqcn_horizon_ns: nanos(defaults::DCQCN_HORIZON),
             dcqcn_slow_recovery_ns: nanos(defaults::DCQCN_SLOW_RECOVERY),
+            message_classes: super::messages::dist::DEFAULT_CLASSES.to_vec(),
+            tail_threshold_ns: None,
+            straggler_ratio: defaults::STRAGGLER_RATIO,
+            dscp_priority: Default::default(),
         }
     }
 }

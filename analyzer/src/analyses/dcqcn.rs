@@ -157,6 +157,32 @@ struct RateFlow {
     since: u64,
     done: FlowSummary,
     series: Option<Box<Series>>,
+    /// Its rate cuts, [CNP + reaction, CNP + recovery (or the horizon)), the latest
+    /// [`MAX_CUTS`] (for the messages' tail).
+    cuts: VecDeque<(u64, u64)>,
+}
+
+/// Rate cuts one flow keeps for the tail, at most (the latest).
+const MAX_CUTS: usize = 1024;
+
+/// The interval a CNP at `t` cut the rate in, if it did.
+fn cut_of(t: u64, o: Option<Outcome>, horizon_ns: u64) -> Option<(u64, u64)> {
+    let o = o?;
+    let r = o.reaction_ns?;
+    Some((t + r, t + o.recovery_ns.unwrap_or(horizon_ns).max(r)))
+}
+
+impl RateFlow {
+    /// A CNP at `t` judged: its outcome counted, its cut kept.
+    fn judged(&mut self, t: u64, o: Option<Outcome>, horizon_ns: u64) {
+        if let Some(c) = cut_of(t, o, horizon_ns) {
+            if self.cuts.len() == MAX_CUTS {
+                self.cuts.pop_front();
+            }
+            self.cuts.push_back(c);
+        }
+        self.done.add(o);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -246,7 +272,7 @@ impl Dcqcn {
 
     /// [`Dcqcn::observe`]; the flow the record was about, if any.
     fn observe_inner(&mut self, r: &Record, paired: Option<FlowKey>, watched: Option<bool>) -> Option<FlowKey> {
-        let (wn, h) = (self.window_ns, self.horizon_windows());
+        let (wn, h, horizon_ns) = (self.window_ns, self.horizon_windows(), self.horizon_ns);
         let w = r.ts_ns / wn;
         if r.is_cnp() {
             let candidates = self.by_hosts.get(&((r.dst_ip, r.ip_version), (r.src_ip, r.ip_version)));
@@ -271,7 +297,7 @@ impl Dcqcn {
                 && let Some(t) = f.pending.pop_front()
             {
                 let o = judge(f, t, wn, h);
-                f.done.add(o);
+                f.judged(t, o, horizon_ns);
             }
             f.pending.push_back(r.ts_ns);
             return Some(key);
@@ -307,7 +333,7 @@ impl Dcqcn {
             }
             f.pending.pop_front();
             let o = judge(f, t, wn, h);
-            f.done.add(o);
+            f.judged(t, o, horizon_ns);
         }
         // Keep what the oldest pending CNP (or the next one) needs: its windows before.
         let from = f.pending.front().map_or(w, |t| t / wn).saturating_sub(BEFORE_WINDOWS);
@@ -330,6 +356,15 @@ impl Dcqcn {
     /// A watched flow's rate series, when it keeps one.
     pub fn series(&self, key: &FlowKey) -> Option<&Series> {
         self.flows.get(key)?.series.as_deref()
+    }
+
+    /// A flow's rate cuts: those judged and (read-only) those of CNPs still within their
+    /// horizon, judged on the windows seen until now.
+    pub fn cuts(&self, key: &FlowKey) -> Vec<(u64, u64)> {
+        let Some(f) = self.flows.get(key) else { return Vec::new() };
+        let h = self.horizon_windows();
+        let pending = f.pending.iter().filter_map(|t| cut_of(*t, judge(f, *t, self.window_ns, h), self.horizon_ns));
+        f.cuts.iter().copied().chain(pending).collect()
     }
 
     /// Every flow with CNPs, with its CNPs judged so far and (read-only) those still within

@@ -19,6 +19,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::ecn::kept::FlowMarking;
 use super::incast::kept::Kept;
 use super::keys::Place;
+use super::messages::kept::MsgFlow;
 use super::rtt::kept::RequestFlow;
 
 /// One flow's state in the ECN and RTT analyses. The fields a data record uses come first (its
@@ -36,6 +37,8 @@ pub struct PerFlow {
     pub(crate) rate_watched: bool,
     /// Its requests' PSN span and those waiting for an ACK (RTT analysis).
     pub(crate) request: Option<RequestFlow>,
+    /// Its messages (messages analysis), boxed: only request flows have them.
+    pub(crate) messages: Option<Box<MsgFlow>>,
 }
 
 /// A shortcut to a flow's entry in [`Flows::slot`], checked against the key before it is taken.
@@ -260,6 +263,11 @@ impl Flows {
     /// Every flow with a marking.
     pub fn markings(&self) -> impl Iterator<Item = (&FlowKey, &FlowMarking)> {
         self.live().filter_map(|e| Some((&e.key, e.flow.marking.as_ref()?)))
+    }
+
+    /// Every request flow's messages.
+    pub(crate) fn messages(&self) -> impl Iterator<Item = (&FlowKey, &MsgFlow)> {
+        self.live().filter_map(|e| Some((&e.key, e.flow.messages.as_deref()?)))
     }
 
     pub(crate) fn requests(&self) -> impl Iterator<Item = (&FlowKey, &RequestFlow)> {

@@ -12,6 +12,7 @@ pub(crate) mod ecn;
 pub mod flows;
 pub(crate) mod incast;
 pub mod keys;
+pub mod messages;
 pub mod pause;
 pub mod rtt;
 pub mod stats;
@@ -38,6 +39,8 @@ pub struct Analyses {
     pub vantage: vantage::Vantage,
     /// Each sender's reaction to CNPs.
     pub dcqcn: dcqcn::Dcqcn,
+    /// Messages and their completion times.
+    pub messages: messages::Messages,
 }
 
 impl Analyses {
@@ -54,6 +57,14 @@ impl Analyses {
                 config.rate_window_ns,
                 config.dcqcn_horizon_ns,
                 config.cnp_interval_ns,
+                config.max_keys,
+            ),
+            messages: messages::Messages::new(
+                messages::Settings {
+                    classes: config.message_classes.clone(),
+                    link_bps: config.link_speed_bps,
+                    window_ns: config.rate_window_ns,
+                },
                 config.max_keys,
             ),
             config,
@@ -100,6 +111,9 @@ impl Analyses {
             }
             if wants.request {
                 self.rtt.request(r, slot.as_mut());
+                if let Some(s) = slot.as_mut().filter(|s| s.flow.request.is_some()) {
+                    self.messages.request(r, &mut s.flow.messages);
+                }
             }
             self.ecn.observe(r, slot.as_mut());
             // The records incast counts (data, CNPs) are ones the ECN analysis wants: their
@@ -108,8 +122,17 @@ impl Analyses {
         } else {
             self.incast.observe(r);
         }
+        if messages::Messages::is_transfer(r) {
+            self.messages.transfer(r);
+        }
         if rtt::Rtt::is_ack(r) {
-            self.rtt.ack(r, &mut self.flows);
+            if let Some(req) = self.rtt.ack(r, &mut self.flows)
+                && let Some(state) = self.flows.get_mut(&req).and_then(|f| f.messages.as_deref_mut())
+            {
+                self.messages.acked(r, &req, state, self.rtt.min_sample(&req));
+            }
+        } else if let Some(syn) = r.aeth() {
+            self.nak(r, syn);
         }
         // A CNP is about the request flow whose ACKs go to its QP, when the RTT analysis has
         // paired them.
@@ -121,17 +144,38 @@ impl Analyses {
         }
     }
 
+    /// A NAK or RNR NAK: the message of its request flow it names (when the flows are paired).
+    #[cold]
+    fn nak(&mut self, r: &Record, syndrome: u8) {
+        use analyzer_common::wire::ext::{AckType, syndrome_type};
+        let rnr = match syndrome_type(syndrome) {
+            AckType::RnrNak => true,
+            AckType::Nak => false,
+            _ => return,
+        };
+        if let Some(req) = self.rtt.pair(r, &self.flows, false)
+            && let Some(state) = self.flows.get_mut(&req).and_then(|f| f.messages.as_deref_mut())
+        {
+            self.messages.nak(r, state, rnr);
+        }
+    }
+
     /// Live, flows folded away ([`crate::engine::Engine::fold_idle`]): their per-flow state
     /// goes, so that churn does not fill the analyses' bounded maps.
     pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<analyzer_common::flow::FlowKey>) {
         self.rtt.forget(gone);
         self.flows.forget(gone);
         self.dcqcn.forget(gone);
+        self.messages.forget(gone);
     }
 
     /// Frames whose key found an analysis' state at its bound (`--max-flows` keys).
     pub fn state_full(&self) -> u64 {
-        self.rtt.state_full + self.ecn.state_full + self.incast.state_full + self.dcqcn.state_full
+        self.rtt.state_full
+            + self.ecn.state_full
+            + self.incast.state_full
+            + self.dcqcn.state_full
+            + self.messages.state_full
     }
 
     /// A PFC or 802.3x PAUSE frame at `ts`.

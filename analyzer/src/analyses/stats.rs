@@ -83,6 +83,53 @@ impl Samples {
         self.n
     }
 
+    /// Samples kept in the 1 % histogram from the first (for series of many values per key,
+    /// such as a flow's goodput per rate window, whose exact list would grow with the run).
+    pub fn bucketed() -> Samples {
+        Samples { hist: Some(Default::default()), ..Default::default() }
+    }
+
+    /// The smallest sample, if any.
+    pub fn min(&self) -> Option<u64> {
+        (self.n > 0).then_some(self.min)
+    }
+
+    /// Samples at or above `v` (exact while the samples are; by buckets after, a bucket
+    /// counted when its middle is at or above `v`).
+    pub fn count_at_least(&self, v: u64) -> u64 {
+        match &self.hist {
+            None => self.exact.iter().filter(|x| **x >= v).count() as u64,
+            Some(h) => h.iter().filter(|(b, _)| bucket_value(**b).clamp(self.min, self.max) >= v).map(|(_, c)| c).sum(),
+        }
+    }
+
+    /// The nearest-rank quantile `q` (0 < q ≤ 1), if any sample.
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        if self.n == 0 {
+            return None;
+        }
+        let rank = ((q * self.n as f64).ceil() as u64).clamp(1, self.n);
+        Some(match &self.hist {
+            None => {
+                let mut v = self.exact.clone();
+                v.sort_unstable();
+                v[rank as usize - 1]
+            }
+            Some(h) => {
+                let mut seen = 0;
+                let mut out = self.max;
+                for (b, c) in h {
+                    seen += c;
+                    if seen >= rank {
+                        out = bucket_value(*b).clamp(self.min, self.max);
+                        break;
+                    }
+                }
+                out
+            }
+        })
+    }
+
     pub fn is_empty(&self) -> bool {
         self.n == 0
     }

@@ -89,6 +89,10 @@ codes! {
         SlowRecovery = "slow_recovery",
         /// CNPs to a flow faster than its receiver's pacing allows.
         CnpStorm = "cnp_storm",
+        /// The slowest messages overlapped one cause more than any other.
+        TailDominatedBy = "tail_dominated_by",
+        /// One edge of a ring runs well below the ring's median edge.
+        RingStraggler = "ring_straggler",
     }
 }
 
@@ -124,6 +128,9 @@ codes! {
         DcqcnNotMerged = "dcqcn_not_merged",
         /// Live: flows whose frames the kernel handled on more than one CPU.
         SeveralCpus = "several_cpus",
+        /// Messages were sent but no completion of theirs was seen (one direction captured).
+        NoCompletions = "no_completions",
+        MessagesNotMerged = "messages_not_merged",
     }
 }
 

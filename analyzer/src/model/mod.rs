@@ -5,7 +5,8 @@
 //! One file a section of the document: [`report`] holds the document and its capture header,
 //! [`flow`] the flows, [`pfc`] the pause senders and congestion trees, [`ecn`] CE/CNP and
 //! DCQCN, [`fabric`] incast and ECMP, [`vantage`] the hops between points, [`findings`] the
-//! audit and visibility notes, [`evidence`] and [`nic`] the rest.
+//! audit and visibility notes, [`messages`] the messages and the tail, [`evidence`] and [`nic`]
+//! the rest.
 
 pub mod addr;
 pub mod codes;
@@ -16,6 +17,7 @@ pub mod evidence;
 pub mod fabric;
 pub mod findings;
 pub mod flow;
+pub mod messages;
 pub mod names;
 pub mod nic;
 pub mod percentiles;
@@ -33,6 +35,7 @@ pub use evidence::*;
 pub use fabric::*;
 pub use findings::*;
 pub use flow::*;
+pub use messages::*;
 pub use nic::*;
 pub use percentiles::*;
 pub use pfc::*;

@@ -58,6 +58,10 @@ pub struct Report {
     /// CE marking over time per traffic class, when any data frame was CE-marked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marking: Option<Marking>,
+    /// Messages and their completion times, the tail explained, steadiness and rings, when any
+    /// message was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<super::messages::Messages>,
     /// `--evidence`: the pcapng files written, one per finding, episode, storm and deadlock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,

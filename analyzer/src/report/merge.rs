@@ -159,6 +159,8 @@ pub struct Merger {
     incast: Option<Incast>,
     /// The DCQCN sections of the reports (kept when there is one report).
     dcqcn: Vec<Dcqcn>,
+    /// Each report's messages section.
+    messages: Vec<Messages>,
     by_label: BTreeMap<String, LabelShare>,
     /// The tiers of the first report with an ECMP prediction, and whether another differed.
     tiers: Option<Vec<Tier>>,
@@ -206,6 +208,7 @@ impl Merger {
         }
         self.absorb_capture(&r.capture)?;
         self.dcqcn.extend(r.dcqcn.iter().cloned());
+        self.messages.extend(r.messages.iter().cloned());
         if let Some(v) = &r.vantage {
             self.vantage_reports += 1;
             self.vantage.get_or_insert_with(|| v.clone());
@@ -481,7 +484,16 @@ impl Merger {
             vantage: None,
             dcqcn: None,
             marking: None,
+            messages: None,
             evidence: None,
+        };
+        let all: Vec<&Messages> = self.messages.iter().collect();
+        let messages_partly = match super::messages_merge::merge(&all) {
+            Some((m, partly)) => {
+                report.messages = Some(m);
+                partly
+            }
+            None => false,
         };
         let complete = report.pfc.senders.iter().all(|s| s.pause.intervals_complete)
             && report.pfc.pause_senders.iter().all(|s| s.pause.intervals_complete);
@@ -498,6 +510,9 @@ impl Merger {
         report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
         report.visibility.extend(self.carried);
         unmerged.note(&mut report, pfc_seen && !complete, rtt_not_merged);
+        if messages_partly {
+            report.visibility.push(super::messages_merge::note());
+        }
         Ok(report)
     }
 }

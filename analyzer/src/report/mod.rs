@@ -6,7 +6,8 @@
 //!
 //! v1 is a contract: later versions add sections, never rename fields. Numbers are integers
 //! (but for ratios and rates: `imbalance`, `combinations_expected`, `members_mean`, `idle_ratio`,
-//! `peak_gbps`, `peak_link_ratio`, `sport_entropy_bits`),
+//! `peak_gbps`, `peak_link_ratio`, `sport_entropy_bits`, the messages' `share`, `slowdown_*`, `fluctuation`,
+//! `straggler_ratio`),
 //! timestamps Unix ns, flows sorted by key so that two runs give byte-identical JSON.
 
 pub mod assemble;
@@ -14,6 +15,7 @@ pub mod evidence;
 pub mod export;
 pub mod gates;
 pub mod merge;
+pub mod messages_merge;
 pub mod render;
 pub mod validate;
 pub mod write;

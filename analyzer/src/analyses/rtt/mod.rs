@@ -170,10 +170,11 @@ impl Rtt {
         psn_diff(f.first_psn, psn) <= psn_diff(f.first_psn, f.last_psn).saturating_add(READ_SLACK)
     }
 
-    /// An ACK ([`Rtt::is_ack`]): the requests of its paired flow in `flows` that it covers.
-    pub fn ack(&mut self, r: &Record, flows: &mut Flows) {
+    /// The request flow a response (an ACK, or a NAK: `count` false leaves the ACK counters
+    /// alone) belongs to: paired already, or paired now by the CM exchange or PSN continuity.
+    pub fn pair(&mut self, r: &Record, flows: &Flows, count: bool) -> Option<FlowKey> {
         let ack_key = r.flow();
-        let req_key = match self.paired.get(&ack_key) {
+        Some(match self.paired.get(&ack_key) {
             Some(k) => *k,
             None => {
                 // The request flows from the ACK's destination to its source that could be
@@ -206,16 +207,22 @@ impl Rtt {
                         *one
                     }
                     [] => {
-                        self.unpaired_acks += 1;
-                        return;
+                        self.unpaired_acks += count as u64;
+                        return None;
                     }
                     _ => {
-                        self.ambiguous_acks += 1;
-                        return;
+                        self.ambiguous_acks += count as u64;
+                        return None;
                     }
                 }
             }
-        };
+        })
+    }
+
+    /// An ACK ([`Rtt::is_ack`]): the requests of its paired flow in `flows` that it covers.
+    /// Returns that flow, when paired.
+    pub fn ack(&mut self, r: &Record, flows: &mut Flows) -> Option<FlowKey> {
+        let req_key = self.pair(r, flows, true)?;
         let f = flows.request_mut(&req_key).expect("paired flows are request flows");
         let stats = self.flows.entry(req_key).or_default();
         while let Some((psn, t)) = f.front() {
@@ -231,6 +238,12 @@ impl Rtt {
                 stats.timeouts += 1;
             }
         }
+        Some(req_key)
+    }
+
+    /// A request flow's smallest RTT sample.
+    pub fn min_sample(&self, key: &FlowKey) -> Option<u64> {
+        self.flows.get(key)?.samples.min()
     }
 
     /// Every RTT sample of every flow (ns).

@@ -5,6 +5,7 @@
 pub(crate) mod audit;
 pub(crate) mod dcqcn;
 pub(crate) mod fabric;
+pub(crate) mod messages;
 pub(crate) mod vantage;
 pub(crate) mod visibility;
 
@@ -73,9 +74,13 @@ impl Report {
             vantage: None,
             dcqcn: dcqcn::section(run),
             marking: dcqcn::marking(run),
+            messages: messages::section(run),
             evidence: None,
         };
         report.vantage = vantage::section(run, &mut report.audit);
+        if let Some(m) = &report.messages {
+            report.audit.extend(messages::findings(m, run.analyses.config.straggler_ratio));
+        }
         report.visibility = visibility::notes(run, &report);
         report
     }

@@ -47,7 +47,7 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
 type Rule = fn(&Pipeline, &Report) -> Option<Note>;
 
 /// The notes one fact decides each, in the order the report lists them.
-const RULES: [Rule; 13] = [
+const RULES: [Rule; 14] = [
     bth_cut,
     snap_cut,
     several_cpus,
@@ -61,7 +61,22 @@ const RULES: [Rule; 13] = [
     mirrored,
     matched_copies,
     sightings_evicted,
+    no_completions,
 ];
+
+/// Messages sent and none completed: the responses are not seen here.
+fn no_completions(_: &Pipeline, r: &Report) -> Option<Note> {
+    let m = r.messages.as_ref()?;
+    (m.completed == 0 && m.pending > 0).then(|| {
+        note(
+            NoteCode::NoCompletions,
+            format!(
+                "{} messages were sent and none completed: this vantage point does not see the responses                  (ACKs, READ responses) of their flows, so there are no completion times. Capture both                  directions (a mirror of both ports, or the receiver's side too).",
+                m.pending
+            ),
+        )
+    })
+}
 
 fn bth_cut(run: &Pipeline, _: &Report) -> Option<Note> {
     let bth_cut = run.engine.visibility.bth_cut;

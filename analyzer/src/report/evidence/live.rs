@@ -66,8 +66,14 @@ impl<S: EvidenceSource> LiveEvidence<S> {
         let until = now_mono.saturating_add(self.time_ns);
         let mut opened = 0;
         let mut index = None;
-        let ids =
-            items(&Items { audit: &audit, ecmp: &[], episodes: &episodes, storms: &storms, deadlocks: &deadlocks });
+        let ids = items(&Items {
+            audit: &audit,
+            ecmp: &[],
+            episodes: &episodes,
+            storms: &storms,
+            deadlocks: &deadlocks,
+            tail: &[],
+        });
         for (item, mut id) in ids {
             if !self.opened.insert(id.clone()) {
                 continue;
@@ -92,8 +98,14 @@ impl<S: EvidenceSource> LiveEvidence<S> {
                 }
                 covered.extend(f.flows.iter().filter_map(flow_ref_key));
             }
-            let report =
-                Items { audit: &audit, ecmp: &[], episodes: &episodes, storms: &storms, deadlocks: &deadlocks };
+            let report = Items {
+                audit: &audit,
+                ecmp: &[],
+                episodes: &episodes,
+                storms: &storms,
+                deadlocks: &deadlocks,
+                tail: &[],
+            };
             let Some(mut r) = request(&report, run, 0, item, id) else { continue };
             if partial {
                 r.about.push_str(", flows that joined it later");

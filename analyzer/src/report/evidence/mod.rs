@@ -18,7 +18,10 @@ use rustc_hash::FxHashMap;
 use self::file::{EvidenceError, Vantage};
 use self::select::{PAUSE_BIT, Router, Select};
 use crate::analyses::tree;
-use crate::model::{Deadlock, Episode, Evidence, EvidenceFile, Finding, Report, StormJson, addr_bytes, flow_ref_key};
+use crate::model::{
+    Deadlock, Episode, Evidence, EvidenceFile, Finding, FlowRef, Report, StormJson, TailMessage, addr_bytes,
+    flow_ref_key,
+};
 use crate::pipeline::Pipeline;
 pub use seen::Seen;
 
@@ -43,6 +46,8 @@ pub enum Item {
     Episode(usize),
     Storm(usize),
     Deadlock(usize),
+    /// One of the tail's slowest messages (`messages.tail.worst`).
+    TailMessage(usize),
 }
 
 /// One evidence file to cut: its frames, its span, and what it is about.
@@ -205,6 +210,7 @@ fn link(report: &mut Report, item: Item, file: &str) {
         Item::Episode(i) => report.incast.episodes.get_mut(i).map(|e| &mut e.evidence),
         Item::Storm(i) => report.pfc.storms.get_mut(i).map(|s| &mut s.evidence),
         Item::Deadlock(i) => report.congestion_tree.deadlocks.get_mut(i).map(|d| &mut d.evidence),
+        Item::TailMessage(i) => report.messages.as_mut().and_then(|m| m.tail.worst.get_mut(i)).map(|w| &mut w.evidence),
     };
     if let Some(s) = slot {
         *s = Some(file.to_string());
@@ -218,6 +224,7 @@ pub fn unlink(report: &mut Report) {
     report.incast.episodes.iter_mut().for_each(|e| e.evidence = None);
     report.pfc.storms.iter_mut().for_each(|s| s.evidence = None);
     report.congestion_tree.deadlocks.iter_mut().for_each(|d| d.evidence = None);
+    report.messages.iter_mut().flat_map(|m| m.tail.worst.iter_mut()).for_each(|w| w.evidence = None);
 }
 
 /// A finding's frames: its flows, their ACK flows, and the replies to their senders (to the
@@ -225,15 +232,20 @@ pub fn unlink(report: &mut Report) {
 pub fn finding_select(run: &Pipeline, f: &Finding) -> Select {
     let mut s = Select::default();
     for r in &f.flows {
-        let Some(k) = flow_ref_key(r) else { continue };
-        s.flows.insert(k);
-        let peer = run.analyses.rtt.peer(&k);
-        if let Some(p) = peer {
-            s.flows.insert(p);
-        }
-        s.replies.insert((k.dst, k.src, peer.map(|p| p.dst_qp)));
+        flow_select(run, r, &mut s);
     }
     s
+}
+
+/// A flow's frames, its ACK flow's and the replies to its sender.
+fn flow_select(run: &Pipeline, r: &FlowRef, s: &mut Select) {
+    let Some(k) = flow_ref_key(r) else { return };
+    s.flows.insert(k);
+    let peer = run.analyses.rtt.peer(&k);
+    if let Some(p) = peer {
+        s.flows.insert(p);
+    }
+    s.replies.insert((k.dst, k.src, peer.map(|p| p.dst_qp)));
 }
 
 /// What evidence can be about, borrowed from a report or computed from a run on its own (live,
@@ -246,6 +258,9 @@ pub struct Items<'a> {
     pub episodes: &'a [Episode],
     pub storms: &'a [StormJson],
     pub deadlocks: &'a [Deadlock],
+    /// The tail's slowest messages (offline; live leaves them out: their completion is not
+    /// known when the agent would ask the kernel for their frames).
+    pub tail: &'a [TailMessage],
 }
 
 impl<'a> Items<'a> {
@@ -256,6 +271,7 @@ impl<'a> Items<'a> {
             episodes: &report.incast.episodes,
             storms: &report.pfc.storms,
             deadlocks: &report.congestion_tree.deadlocks,
+            tail: report.messages.as_ref().map_or(&[], |m| &m.tail.worst),
         }
     }
 }
@@ -283,6 +299,13 @@ pub fn items(report: &Items<'_>) -> Vec<(Item, String)> {
     }
     for (i, d) in report.deadlocks.iter().enumerate() {
         out.push((Item::Deadlock(i), format!("deadlock {} {} {}", d.priority, d.cycle.join(","), d.start_ns)));
+    }
+    for (i, w) in report.tail.iter().enumerate() {
+        let f = &w.flow;
+        out.push((
+            Item::TailMessage(i),
+            format!("tail {}>{}:{}/{:#x} {} {}", f.src, f.dst, f.udp_sport, f.dst_qp, w.psn_first, w.start_ns),
+        ));
     }
     out
 }
@@ -377,7 +400,36 @@ pub(crate) fn request(report: &Items<'_>, run: &Pipeline, margin_ns: u64, item: 
                 Select { pause: Some((macs, prios)), ..Default::default() },
             )
         }
+        Item::TailMessage(i) => tail_request(run, &report.tail[i], new),
     })
+}
+
+/// A tail message's evidence: its flow, its ACKs and the replies to its sender, and every pause
+/// in its time; what it is about, its comment, its span.
+fn tail_request(
+    run: &Pipeline,
+    w: &TailMessage,
+    new: impl Fn(&str, String, String, (u64, u64), Select) -> Request,
+) -> Request {
+    let mut select = Select { pause: Some((Vec::new(), 0x1FF)), ..Default::default() };
+    flow_select(run, &w.flow, &mut select);
+    let causes: Vec<String> = w.causes.iter().map(|c| format!("{} {} ns", c.cause, c.overlap_ns)).collect();
+    new(
+        "tail",
+        format!("tail message {} PSN {}", w.flow.label(), w.psn_first),
+        format!(
+            "roce-analyzer tail message: {} {} PSN {}-{}, {} bytes, completed in {} ns; overlapped: {}",
+            w.flow.label(),
+            w.kind,
+            w.psn_first,
+            w.psn_last,
+            w.bytes,
+            w.mct_ns,
+            causes.join(", ")
+        ),
+        (w.start_ns, w.start_ns.saturating_add(w.mct_ns)),
+        select,
+    )
 }
 
 /// From the first frame (or event) to the last of the flows the engine holds among `flows`.

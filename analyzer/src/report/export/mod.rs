@@ -3,7 +3,8 @@
 //! whose counters moved (deltas and the flow's totals as the report shows it), one per PFC
 //! sender and priority that paused (deltas, totals and the paused intervals that closed), one
 //! per event that closed (a PFC storm, an incast episode, a deadlock, frames lost between two
-//! vantage points) or finding that was raised (or cleared), and last an `interval` line with the capture's
+//! vantage points) or finding that was raised (or cleared), the messages' distributions and tail
+//! (`messages`, cumulative), and last an `interval` line with the capture's
 //! totals that closes the interval. A line after the last `interval` line of a file belongs to
 //! an interval the agent did not finish (it was killed).
 //!
@@ -63,6 +64,11 @@ pub enum Body {
         deadlock: Deadlock,
     },
     LossBetween(LossLine),
+    /// The messages section as it stands at the interval's end (cumulative), without its
+    /// per-flow and per-pair lists (those grow with the flows; the report has them).
+    Messages {
+        messages: Box<Messages>,
+    },
     /// A finding: `state` is `raised` when first seen, `final` at the end of the run when it
     /// changed since, `cleared` when a later interval no longer finds it (a PSN gap that
     /// turned out to be go-back-N).
@@ -279,6 +285,14 @@ impl Exporter {
         self.loss_lines(vantage.as_ref())?;
         self.event_lines(run, &pfc, last)?;
         findings.extend(fabric::ecmp(run, false).findings);
+        if let Some(mut m) = assemble::messages::section(run) {
+            findings.extend(assemble::messages::findings(&m, run.analyses.config.straggler_ratio));
+            m.flows.clear();
+            m.pairs.clear();
+            m.steadiness.flows.clear();
+            m.steadiness.pairs.clear();
+            self.write(Body::Messages { messages: Box::new(m) })?;
+        }
         self.finding_lines(findings, last)?;
         let capture = assemble::capture(run);
         let delta = CaptureDelta {

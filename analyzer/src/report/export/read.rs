@@ -145,13 +145,14 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
     for l in lines {
         parts.absorb(l.body);
     }
-    let Parts { flows, senders, storms, episodes, deadlocks, findings } = parts;
+    let Parts { flows, senders, storms, episodes, deadlocks, findings, messages } = parts;
     let (pfc_senders, pause_senders) = split_senders(senders);
     let capture = interval.capture;
     let class = |name: &str| capture.classes.get(name).copied().unwrap_or(0);
     let mut note = format!(
         "rebuilt from the export of host {host:?}: {total} lines in {intervals} intervals up to {} ns; flows, PFC senders, \
-         storms, incast episodes, deadlocks and findings as exported; the RTT distribution, CE/CNP pairs, CNP pacing \
+         storms, incast episodes, deadlocks, findings and the messages' distributions and tail as exported \
+         (not their per-flow lists); the RTT distribution, CE/CNP pairs, CNP pacing \
          and the ECMP prediction are not in exports",
         interval.end_ns
     );
@@ -199,6 +200,7 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
         vantage: None,
         dcqcn: None,
         marking: None,
+        messages: messages.map(|m| *m),
         evidence: None,
     })
 }
@@ -213,6 +215,8 @@ struct Parts {
     episodes: Vec<Episode>,
     deadlocks: Vec<Deadlock>,
     findings: BTreeMap<String, Finding>,
+    /// The latest messages line (cumulative).
+    messages: Option<Box<Messages>>,
 }
 
 impl Parts {
@@ -239,6 +243,7 @@ impl Parts {
             Body::Storm { storm } => self.storms.push(storm),
             Body::IncastEpisode { episode } => self.episodes.push(episode),
             Body::Deadlock { deadlock } => self.deadlocks.push(deadlock),
+            Body::Messages { messages } => self.messages = Some(messages),
             Body::Finding { id, state, finding } => {
                 match state.as_str() {
                     "cleared" => self.findings.remove(&id),

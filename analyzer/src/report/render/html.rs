@@ -7,10 +7,7 @@ use std::fmt::Write as _;
 
 use crate::model::{FlowRef, MarkingSeries, Report, Tree};
 
-/// Escapes text for HTML and SVG (names come from topology files and captures).
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
+use super::text::html as esc;
 
 fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
@@ -45,7 +42,15 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
 type Section = fn(&mut String, &Report, &[u64]);
 
 /// The page's sections, top to bottom.
-const SECTIONS: [Section; 10] = [summary, trees, ecmp, vantage, incast, dcqcn, marking, rtt, findings, visibility];
+const SECTIONS: [Section; 11] =
+    [summary, messages, trees, ecmp, vantage, incast, dcqcn, marking, rtt, findings, visibility];
+
+/// Messages: the tail's diagnosis, completion times per size class (a CDF), the tail's causes.
+fn messages(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
+    if let Some(m) = &r.messages {
+        super::messages::html(o, r, m);
+    }
+}
 
 /// The title and the key numbers.
 fn summary(o: &mut String, r: &Report, _rtt_ns: &[u64]) {

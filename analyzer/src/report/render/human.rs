@@ -13,8 +13,12 @@ pub fn render(r: &Report, top: usize) -> String {
     let r = &*super::text::escaped(r);
     let mut o = String::new();
     totals(&mut o, r);
+    super::messages::lead(&mut o, r);
     top_flows(&mut o, r, top);
     health(&mut o, r, top);
+    if let Some(m) = &r.messages {
+        super::messages::section(&mut o, m, top);
+    }
     if let Some(d) = &r.dcqcn {
         dcqcn(&mut o, d, top);
     }

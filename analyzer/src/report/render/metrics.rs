@@ -106,10 +106,13 @@ pub struct TopFlow {
 pub type FindingCounts = [u64; 3];
 
 /// The findings of a run per severity, as its report would list them (the audit and the
-/// vantage points' `loss_between`).
+/// vantage points' `loss_between`, the messages' tail and rings).
 pub fn finding_counts(run: &Pipeline) -> FindingCounts {
     let mut findings = assemble::audit::findings(run);
     assemble::vantage::section(run, &mut findings);
+    if let Some(m) = assemble::messages::section(run) {
+        findings.extend(assemble::messages::findings(&m, run.analyses.config.straggler_ratio));
+    }
     by_severity(&findings)
 }
 
@@ -143,7 +146,35 @@ pub struct Input {
     /// Per sender host: CNPs and the reaction to them.
     pub dcqcn_hosts: Vec<crate::model::DcqcnHost>,
     pub nic: Option<Nic>,
+    /// Per size class (its label), the completion times in Prometheus' buckets.
+    pub message_classes: Vec<(String, PromBuckets)>,
+    /// Tail messages per cause.
+    pub tail_causes: Vec<(String, u64)>,
     pub version: String,
+}
+
+/// A size class's completion times (the 1 % histogram's buckets, each at its middle) in
+/// Prometheus' buckets: within 0.5 % of the samples', the same live and offline.
+fn class_buckets(histogram: &[[u64; 2]]) -> PromBuckets {
+    let mut p = PromBuckets::default();
+    for [b, n] in histogram {
+        let v = crate::analyses::stats::GROWTH.powf(*b as f64 + 0.5).round() as u64;
+        for _ in 0..*n {
+            p.observe(v);
+        }
+    }
+    p
+}
+
+/// Per size class its buckets, and the tail's messages per cause.
+type MessageInputs = (Vec<(String, PromBuckets)>, Vec<(String, u64)>);
+
+fn message_inputs(m: Option<&crate::model::Messages>) -> MessageInputs {
+    let Some(m) = m else { return Default::default() };
+    (
+        m.classes.iter().map(|c| (c.name.clone(), class_buckets(&c.histogram))).collect(),
+        m.tail.causes.iter().map(|c| (c.cause.clone(), c.messages)).collect(),
+    )
 }
 
 impl Input {
@@ -190,6 +221,8 @@ impl Input {
             vantage: r.vantage.clone(),
             dcqcn_hosts: r.dcqcn.as_ref().map(|d| d.hosts.clone()).unwrap_or_default(),
             nic: r.nic.clone(),
+            message_classes: message_inputs(r.messages.as_ref()).0,
+            tail_causes: message_inputs(r.messages.as_ref()).1,
             version: r.tool.version.clone(),
         }
     }
@@ -230,6 +263,8 @@ impl Input {
             })
             .collect();
         let other_packets = rest.iter().map(|(_, _, i)| e.flows.at(*i as usize).1.packets).sum();
+        // As the report has them (none without a messages section).
+        let messages = message_inputs(assemble::messages::section(run).as_ref());
         Input {
             capture: assemble::capture(run),
             flows: e.flows.len() as u64,
@@ -248,13 +283,16 @@ impl Input {
             vantage: assemble::vantage::section(run, &mut Vec::new()),
             dcqcn_hosts: assemble::dcqcn::hosts(&run.analyses.dcqcn.flows()),
             nic: e.nic.clone(),
+            message_classes: messages.0,
+            tail_causes: messages.1,
             version: env!("CARGO_PKG_VERSION").into(),
         }
     }
 }
 
-/// The RTT histogram as Prometheus' classic histogram (bounds 1 µs doubling to about 1 s).
-#[derive(Debug)]
+/// A latency histogram as Prometheus' classic histogram (bounds 1 µs doubling to about 1 s):
+/// the RTT, a size class's completion times.
+#[derive(Debug, Clone)]
 struct RttHistogram(PromBuckets);
 
 impl prometheus_client::encoding::EncodeMetric for RttHistogram {
@@ -303,6 +341,9 @@ pub fn encode(m: &Input) -> String {
     }
     if let Some(n) = &m.nic {
         nic(&mut reg, n);
+    }
+    if !m.message_classes.is_empty() {
+        messages(&mut reg, m);
     }
     let info = Family::<VersionLabel, Gauge>::default();
     reg.register("build_info", "The agent's version (always 1)", info.clone());
@@ -487,6 +528,59 @@ fn transport(reg: &mut Registry, m: &Input) {
     let audit = counter_family::<SeverityLabel>(reg, "audit_findings", "Audit findings by severity");
     for (i, sev) in Severity::ALL.iter().enumerate() {
         audit.get_or_create(&SeverityLabel { severity: sev.name().into() }).inc_by(m.findings[i]);
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SizeClassLabel {
+    size_class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabel {
+    cause: String,
+}
+
+/// One latency histogram per size class.
+#[derive(Debug)]
+struct ClassHistograms(Vec<(String, PromBuckets)>);
+
+impl prometheus_client::encoding::EncodeMetric for ClassHistograms {
+    fn encode(&self, mut encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
+        for (class, h) in &self.0 {
+            let label = SizeClassLabel { size_class: class.clone() };
+            let buckets: Vec<(f64, u64)> = prometheus_client::metrics::histogram::exponential_buckets(1e-6, 2.0, 21)
+                .chain([f64::INFINITY])
+                .zip(h.counts)
+                .collect();
+            encoder.encode_family(&label)?.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                h.sum_ns as f64 / 1e9,
+                h.count,
+                &buckets,
+                None,
+            )?;
+        }
+        Ok(())
+    }
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Histogram
+    }
+}
+
+/// Message completion times per size class, and the tail's messages per cause.
+fn messages(reg: &mut Registry, m: &Input) {
+    reg.register(
+        "message_completion_seconds",
+        "Message completion time (first packet to the response covering its last PSN), by size class",
+        ClassHistograms(m.message_classes.clone()),
+    );
+    let tail = counter_family::<CauseLabel>(
+        reg,
+        "tail_messages",
+        "Tail messages (slower than their class's threshold) by cause they overlapped",
+    );
+    for (cause, n) in &m.tail_causes {
+        tail.get_or_create(&CauseLabel { cause: cause.clone() }).inc_by(*n);
     }
 }
 

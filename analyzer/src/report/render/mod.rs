@@ -5,5 +5,6 @@ pub mod dot;
 pub mod html;
 pub mod human;
 pub mod live_view;
+pub mod messages;
 pub mod metrics;
 pub mod text;

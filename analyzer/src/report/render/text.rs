@@ -8,6 +8,11 @@ use std::fmt::Write as _;
 
 /// `s` with every control character (C0, DEL, C1; newlines and tabs too) written as `\xHH`
 /// or `\u{HHHH}`, and backslashes doubled so that the escapes cannot be forged.
+/// Escapes text for HTML and SVG (names come from topology files and captures).
+pub fn html(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
 pub fn escape(s: &str) -> Cow<'_, str> {
     if !s.chars().any(|c| c.is_control() || c == '\\') {
         return Cow::Borrowed(s);

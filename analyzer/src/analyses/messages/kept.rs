@@ -1,0 +1,354 @@
+//! What the messages analysis keeps in each request flow's entry of the analyses' flows table:
+//! the message being sent (FIRST … LAST), the messages sent and not yet completed, in PSN
+//! order, and the flow's current rate window. The wire's rules, in one place:
+//!
+//! - SEND and WRITE: FIRST … MIDDLE … LAST, or ONLY; bytes are the payload for SEND, the RETH
+//!   length for WRITE. READ: one READ REQUEST (bytes from its RETH); the requester's next PSN
+//!   runs ahead by the READ's response count, so a READ's last PSN is learned from the next
+//!   request (until then its span is its first PSN). Atomics: one PSN, 8 bytes.
+//! - A request PSN behind the flow's next one is a retransmission: it marks the message whose
+//!   span holds it (its start stays the first transmission's, as Karn's rule for RTT). A PSN
+//!   ahead of it is a gap: frames this capture did not hold (or lost before this point).
+//! - A response with an ACK-type AETH at PSN p (ACK, ATOMIC ACK, READ RESPONSE FIRST/LAST/ONLY)
+//!   completes, in order, every message whose last PSN is at or before p (coalesced ACKs
+//!   complete all they cover; a READ RESPONSE FIRST does not complete its own READ). A NAK or
+//!   an RNR NAK completes none: it marks the message it names.
+
+use std::collections::VecDeque;
+
+use analyzer_common::opcode::op;
+use analyzer_common::psn::{PSN_HALF, PSN_MASK, psn_diff};
+use analyzer_common::record::Record;
+
+/// Messages sent and not completed that one flow keeps, at most: the oldest is let go (and
+/// counted, `in_flight_evicted`) beyond it. An RNIC's send queue is shorter; more means the
+/// completions are not seen here.
+pub const MAX_IN_FLIGHT: usize = 1024;
+
+/// What kind of verb a message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Send,
+    Write,
+    Read,
+    Atomic,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::Send, Kind::Write, Kind::Read, Kind::Atomic];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Send => "send",
+            Kind::Write => "write",
+            Kind::Read => "read",
+            Kind::Atomic => "atomic",
+        }
+    }
+}
+
+/// A message's marks (a bit each).
+pub mod mark {
+    /// Some of its PSNs were sent again.
+    pub const RETRANSMITTED: u8 = 1 << 0;
+    /// A NAK (PSN sequence error) named one of its PSNs.
+    pub const NAK: u8 = 1 << 1;
+    /// An RNR NAK named it.
+    pub const RNR: u8 = 1 << 2;
+    /// PSNs of its span were never seen here (a gap in the capture or before it).
+    pub const GAP: u8 = 1 << 3;
+    /// Its first packets were not seen (it began before the capture, or they were missed):
+    /// no start, no completion time.
+    pub const PARTIAL: u8 = 1 << 4;
+    /// A READ whose last PSN is known (from the next request).
+    pub const END_KNOWN: u8 = 1 << 5;
+}
+
+/// One message as the wire showed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Msg {
+    pub psn_first: u32,
+    pub psn_last: u32,
+    pub bytes: u64,
+    /// Its first packet's time here, and its last packet's.
+    pub start_ns: u64,
+    pub last_ns: u64,
+    /// The first retransmission of one of its PSNs or NAK naming it, and the first RNR NAK (0: none).
+    pub retx_ns: u64,
+    pub rnr_ns: u64,
+    /// PSNs of its span this capture did not hold.
+    pub gap_psns: u32,
+    pub kind: Kind,
+    pub marks: u8,
+    /// Its frames' outer PCP (or untagged) and DSCP.
+    pub pcp: u8,
+    pub dscp: u8,
+}
+
+impl Msg {
+    fn new(kind: Kind, r: &Record, bytes: u64) -> Msg {
+        Msg {
+            psn_first: r.psn,
+            psn_last: r.psn,
+            bytes,
+            start_ns: r.ts_ns,
+            last_ns: r.ts_ns,
+            retx_ns: 0,
+            rnr_ns: 0,
+            gap_psns: 0,
+            kind,
+            marks: 0,
+            pcp: r.pcp,
+            dscp: r.dscp,
+        }
+    }
+
+    /// Whether its span holds `psn`.
+    pub fn holds(&self, psn: u32) -> bool {
+        psn_diff(self.psn_first, psn) <= psn_diff(self.psn_first, self.psn_last)
+    }
+
+    fn note_retx(&mut self, ts: u64, mark: u8) {
+        self.marks |= mark;
+        if self.retx_ns == 0 {
+            self.retx_ns = ts;
+        }
+    }
+
+    /// Whether a response with an ACK-type AETH at `psn`, of operation `o`, completes it.
+    fn completed_by(&self, psn: u32, o: u8) -> bool {
+        let d = psn_diff(self.psn_last, psn);
+        d < PSN_HALF && !(d == 0 && self.kind == Kind::Read && o == op::RDMA_READ_RESPONSE_FIRST)
+    }
+}
+
+/// What a request record did to its flow's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Step {
+    /// In-flight messages let go at [`MAX_IN_FLIGHT`].
+    pub evicted: u32,
+    /// A message whose LAST this capture did not hold, given up when the next began.
+    pub abandoned: u32,
+    /// A retransmission of a PSN no message kept here holds (completed already, or never seen).
+    pub stray_retransmission: bool,
+    /// PSNs skipped ahead of the flow's next one.
+    pub gap: u32,
+}
+
+/// A request flow's messages.
+#[derive(Debug, Default)]
+pub(crate) struct MsgFlow {
+    /// The SEND or WRITE whose LAST has not come yet.
+    open: Option<Msg>,
+    /// Sent, not completed, in PSN order.
+    in_flight: VecDeque<Msg>,
+    /// The PSN the next new request should carry, once a request was seen.
+    next_psn: Option<u32>,
+    /// The last request was a READ REQUEST: the next request tells its span.
+    after_read: bool,
+    /// Its place in the analysis' host pairs (u32::MAX: not placed yet).
+    pub(super) pair: u32,
+    /// Its request payload per rate window.
+    pub(crate) windows: super::steady::Windows,
+}
+
+impl MsgFlow {
+    pub(super) fn new() -> MsgFlow {
+        MsgFlow { pair: u32::MAX, windows: super::steady::Windows::new(), ..Default::default() }
+    }
+
+    /// A request of a reliable transport.
+    pub(super) fn request(&mut self, r: &Record) -> Step {
+        let mut step = Step::default();
+        let psn = r.psn & PSN_MASK;
+        if let Some(next) = self.next_psn {
+            let d = psn_diff(next, psn);
+            if d >= PSN_HALF {
+                step.stray_retransmission = !self.retransmitted(psn, r.ts_ns);
+                return step;
+            }
+            if self.after_read {
+                // The READ's responses took the PSNs up to this one.
+                if let Some(m) = self.in_flight.back_mut().filter(|m| m.kind == Kind::Read) {
+                    m.psn_last = psn.wrapping_sub(1) & PSN_MASK;
+                    m.marks |= mark::END_KNOWN;
+                }
+            } else if d > 0 {
+                step.gap = d;
+                if let Some(m) = self.open.as_mut() {
+                    m.gap_psns += d;
+                    m.marks |= mark::GAP;
+                }
+            }
+        }
+        self.after_read = false;
+        self.next_psn = Some(psn.wrapping_add(1) & PSN_MASK);
+        let o = r.opcode & 0x1F;
+        let payload = r.payload_len as u64;
+        match o {
+            op::SEND_FIRST | op::RDMA_WRITE_FIRST => {
+                step.abandoned += self.open.take().is_some() as u32;
+                let (kind, bytes) =
+                    if o == op::SEND_FIRST { (Kind::Send, payload) } else { (Kind::Write, r.reth_len as u64) };
+                self.open = Some(Msg::new(kind, r, bytes));
+            }
+            op::SEND_MIDDLE | op::RDMA_WRITE_MIDDLE => {
+                let m = self.open_or_partial(o == op::SEND_MIDDLE, r, step.gap);
+                m.last_ns = r.ts_ns;
+                m.psn_last = psn;
+                if m.kind == Kind::Send {
+                    m.bytes += payload;
+                }
+            }
+            op::SEND_LAST
+            | op::SEND_LAST_WITH_IMMEDIATE
+            | op::SEND_LAST_WITH_INVALIDATE
+            | op::RDMA_WRITE_LAST
+            | op::RDMA_WRITE_LAST_WITH_IMMEDIATE => {
+                let is_send = matches!(o, op::SEND_LAST | op::SEND_LAST_WITH_IMMEDIATE | op::SEND_LAST_WITH_INVALIDATE);
+                let m = self.open_or_partial(is_send, r, step.gap);
+                m.last_ns = r.ts_ns;
+                m.psn_last = psn;
+                if m.kind == Kind::Send {
+                    m.bytes += payload;
+                }
+                let m = self.open.take().expect("opened above");
+                step.evicted += self.sent(m);
+            }
+            op::SEND_ONLY | op::SEND_ONLY_WITH_IMMEDIATE | op::SEND_ONLY_WITH_INVALIDATE => {
+                step.evicted += self.sent(Msg::new(Kind::Send, r, payload));
+            }
+            op::RDMA_WRITE_ONLY | op::RDMA_WRITE_ONLY_WITH_IMMEDIATE => {
+                step.evicted += self.sent(Msg::new(Kind::Write, r, r.reth_len as u64));
+            }
+            op::RDMA_READ_REQUEST => {
+                step.evicted += self.sent(Msg::new(Kind::Read, r, r.reth_len as u64));
+                self.after_read = true;
+            }
+            op::COMPARE_SWAP | op::FETCH_ADD | op::ATOMIC_WRITE => {
+                step.evicted += self.sent(Msg::new(Kind::Atomic, r, 8));
+            }
+            _ => {}
+        }
+        step
+    }
+
+    /// The open message a MIDDLE or LAST continues; a partial one when its FIRST was not seen
+    /// (or belonged to another kind).
+    fn open_or_partial(&mut self, is_send: bool, r: &Record, gap: u32) -> &mut Msg {
+        let kind = if is_send { Kind::Send } else { Kind::Write };
+        if self.open.as_ref().is_none_or(|m| m.kind != kind) {
+            let mut m = Msg::new(kind, r, 0);
+            m.marks |= mark::PARTIAL;
+            m.gap_psns = gap;
+            self.open = Some(m);
+        }
+        self.open.as_mut().expect("set above")
+    }
+
+    /// A message fully sent: it waits for its completion. 1 when the oldest had to go.
+    fn sent(&mut self, m: Msg) -> u32 {
+        let evicted = self.in_flight.len() == MAX_IN_FLIGHT;
+        if evicted {
+            self.in_flight.pop_front();
+        }
+        self.in_flight.push_back(m);
+        evicted as u32
+    }
+
+    /// A retransmitted PSN: marks the message holding it; false when none here does.
+    fn retransmitted(&mut self, psn: u32, ts: u64) -> bool {
+        match self.holder(psn) {
+            Some(m) => {
+                m.note_retx(ts, mark::RETRANSMITTED);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn holder(&mut self, psn: u32) -> Option<&mut Msg> {
+        let open = self.open.as_mut().filter(|m| m.holds(psn));
+        match open {
+            Some(m) => Some(m),
+            None => self.in_flight.iter_mut().find(|m| m.holds(psn)),
+        }
+    }
+
+    /// A response with an ACK-type AETH: the messages it completes, oldest first.
+    pub(super) fn acked(&mut self, r: &Record, done: &mut impl FnMut(Msg)) {
+        let (psn, o) = (r.psn & PSN_MASK, r.opcode & 0x1F);
+        while self.in_flight.front().is_some_and(|m| m.completed_by(psn, o)) {
+            done(self.in_flight.pop_front().expect("front checked"));
+        }
+    }
+
+    /// A NAK (`rnr` false: a PSN sequence error or another NAK) or an RNR NAK naming `psn`:
+    /// the message it names, or else the oldest in flight, is marked.
+    pub(super) fn nak(&mut self, psn: u32, ts: u64, rnr: bool) {
+        let holder = self.holder(psn & PSN_MASK).is_some();
+        let m = if holder { self.holder(psn & PSN_MASK) } else { self.in_flight.front_mut() };
+        if let Some(m) = m {
+            if rnr {
+                m.marks |= mark::RNR;
+                if m.rnr_ns == 0 {
+                    m.rnr_ns = ts;
+                }
+            } else {
+                m.note_retx(ts, mark::NAK);
+            }
+        }
+    }
+
+    /// Messages sent and not completed (the open one included when its start was seen).
+    pub(super) fn pending(&self) -> impl Iterator<Item = &Msg> {
+        self.in_flight.iter().chain(self.open.iter()).filter(|m| m.marks & mark::PARTIAL == 0)
+    }
+
+    /// Partial messages still held (their start was not seen).
+    pub(super) fn partial(&self) -> usize {
+        self.in_flight.iter().chain(self.open.iter()).filter(|m| m.marks & mark::PARTIAL != 0).count()
+    }
+}
+
+/// The unreliable transports' messages (UC: FIRST … LAST, or ONLY; UD: always ONLY): no
+/// completion, their transfer time from first to last packet.
+#[derive(Debug, Default)]
+pub(crate) struct Transfer {
+    open: Option<Msg>,
+}
+
+impl Transfer {
+    /// A UC or UD request; returns a message fully sent.
+    pub(super) fn request(&mut self, r: &Record) -> Option<Msg> {
+        let o = r.opcode & 0x1F;
+        let payload = r.payload_len as u64;
+        let kind = if matches!(o, op::SEND_FIRST..=op::SEND_ONLY_WITH_IMMEDIATE) { Kind::Send } else { Kind::Write };
+        let bytes = if kind == Kind::Send { payload } else { r.reth_len as u64 };
+        match o {
+            op::SEND_FIRST | op::RDMA_WRITE_FIRST => {
+                self.open = Some(Msg::new(kind, r, bytes));
+                None
+            }
+            op::SEND_MIDDLE
+            | op::RDMA_WRITE_MIDDLE
+            | op::SEND_LAST
+            | op::SEND_LAST_WITH_IMMEDIATE
+            | op::RDMA_WRITE_LAST
+            | op::RDMA_WRITE_LAST_WITH_IMMEDIATE => {
+                let m = self.open.as_mut().filter(|m| m.kind == kind)?;
+                m.last_ns = r.ts_ns;
+                m.psn_last = r.psn;
+                if kind == Kind::Send {
+                    m.bytes += payload;
+                }
+                let last = !matches!(o, op::SEND_MIDDLE | op::RDMA_WRITE_MIDDLE);
+                if last { self.open.take() } else { None }
+            }
+            op::SEND_ONLY | op::SEND_ONLY_WITH_IMMEDIATE | op::RDMA_WRITE_ONLY | op::RDMA_WRITE_ONLY_WITH_IMMEDIATE => {
+                Some(Msg::new(kind, r, bytes))
+            }
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! Messages and their completion times (MCT), from the wire: per request flow (QP) each SEND,
+//! WRITE, READ and atomic, from its first packet here to the response that completes it (the
+//! rules are in `kept`); UC and UD transfers apart (no completion). Per completed message its
+//! goodput (bytes / MCT) and slowdown (MCT over the ideal: bytes at `--link-speed` plus the host
+//! pair's smallest RTT sample so far), into distributions per size class, flow and host pair
+//! ([`dist`]); per size class its slowest for the tail ([`tail`]); per flow, pair and overall
+//! the goodput per rate window ([`steady`]); at report time the rings the pairs form
+//! ([`rings`]).
+//!
+//! Memory: a request flow keeps its messages in flight (at most `kept::MAX_IN_FLIGHT`,
+//! counted when the bound is hit); distributions are samples, folded into the 1 % histogram
+//! past the RTT's bound; the tail keeps [`tail::KEEP`] messages per class.
+
+pub mod dist;
+pub(crate) mod kept;
+pub mod rings;
+pub mod steady;
+pub mod tail;
+
+use analyzer_common::flow::FlowKey;
+use analyzer_common::opcode::Transport;
+use analyzer_common::record::Record;
+use rustc_hash::FxHashMap;
+
+use super::keys::Addr;
+use super::stats::Samples;
+use dist::{Dist, Done};
+use kept::{Kind, Msg, MsgFlow, Transfer, mark};
+use steady::Windows;
+use tail::{Kept, Slowest};
+
+/// A host pair's messages: its distribution, its smallest RTT sample, its goodput per window.
+#[derive(Debug, Clone)]
+pub struct Pair {
+    pub src: Addr,
+    pub dst: Addr,
+    pub dist: Dist,
+    pub min_rtt_ns: Option<u64>,
+    pub windows: Windows,
+}
+
+/// The analysis' parameters (from the analyses' [`super::Config`]).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Upper bounds of the size classes, ascending (bytes).
+    pub classes: Vec<u64>,
+    pub link_bps: u64,
+    pub window_ns: u64,
+}
+
+#[derive(Debug)]
+pub struct Messages {
+    pub settings: Settings,
+    /// Per size class (one more than the bounds).
+    pub classes: Vec<Dist>,
+    pub slowest: Vec<Slowest>,
+    /// Every completed message's MCT.
+    pub all: Samples,
+    pub by_kind: [u64; 4],
+    /// Per request flow with a completed message.
+    pub flows: FxHashMap<FlowKey, Dist>,
+    pub pairs: Vec<Pair>,
+    pair_index: FxHashMap<(Addr, Addr), u32>,
+    /// Request payload per window over all flows.
+    pub overall: Windows,
+    pub partial: u64,
+    pub abandoned: u64,
+    pub in_flight_evicted: u64,
+    /// PSNs skipped in request flows (frames not seen here).
+    pub gap_psns: u64,
+    /// UC flows' open messages, and the transfers.
+    uc_open: FxHashMap<FlowKey, Transfer>,
+    pub uc: Dist,
+    pub ud_messages: u64,
+    pub ud_bytes: u64,
+    /// Request flows new past the flows' cap (not followed), from the pairs' cap.
+    cap: usize,
+    pub state_full: u64,
+}
+
+impl Messages {
+    pub fn new(settings: Settings, cap: usize) -> Messages {
+        let n = settings.classes.len() + 1;
+        Messages {
+            classes: vec![Dist::default(); n],
+            slowest: vec![Slowest::default(); n],
+            all: Samples::default(),
+            by_kind: [0; 4],
+            flows: FxHashMap::default(),
+            pairs: Vec::new(),
+            pair_index: FxHashMap::default(),
+            overall: Windows::new(),
+            partial: 0,
+            abandoned: 0,
+            in_flight_evicted: 0,
+            gap_psns: 0,
+            uc_open: FxHashMap::default(),
+            uc: Dist::default(),
+            ud_messages: 0,
+            ud_bytes: 0,
+            cap,
+            state_full: 0,
+            settings,
+        }
+    }
+
+    /// Whether a record is a request of an unreliable transport ([`Messages::transfer`]).
+    #[inline]
+    pub fn is_transfer(r: &Record) -> bool {
+        matches!(Transport::of(r.opcode), Some(Transport::Uc | Transport::Ud))
+            && analyzer_common::opcode::is_request(r.opcode)
+    }
+
+    /// A request of a reliable transport, in its flow's state (created here on its first).
+    #[inline]
+    pub(crate) fn request(&mut self, r: &Record, state: &mut Option<Box<MsgFlow>>) {
+        let f = state.get_or_insert_with(|| Box::new(MsgFlow::new()));
+        if f.pair == u32::MAX {
+            f.pair = self.place(r);
+        }
+        let step = f.request(r);
+        self.abandoned += step.abandoned as u64;
+        self.in_flight_evicted += step.evicted as u64;
+        self.gap_psns += step.gap as u64;
+        if r.payload_len > 0 && !step.stray_retransmission {
+            let (w, b) = (r.ts_ns / self.settings.window_ns.max(1), r.payload_len as u64);
+            f.windows.add(w, b, self.settings.window_ns);
+            self.overall.add(w, b, self.settings.window_ns);
+            if let Some(p) = self.pairs.get_mut(f.pair as usize) {
+                p.windows.add(w, b, self.settings.window_ns);
+            }
+        }
+    }
+
+    /// The pair of a request flow's first record (u32::MAX - 1 past the cap: not followed).
+    fn place(&mut self, r: &Record) -> u32 {
+        let k = ((r.src_ip, r.ip_version), (r.dst_ip, r.ip_version));
+        if let Some(i) = self.pair_index.get(&k) {
+            return *i;
+        }
+        if self.pairs.len() >= self.cap {
+            self.state_full += 1;
+            return u32::MAX - 1;
+        }
+        let i = self.pairs.len() as u32;
+        self.pairs.push(Pair { src: k.0, dst: k.1, dist: Dist::default(), min_rtt_ns: None, windows: Windows::new() });
+        self.pair_index.insert(k, i);
+        i
+    }
+
+    /// A response with an ACK-type AETH on the flow paired with request flow `req` (its
+    /// state); `rtt_min` is that flow's smallest RTT sample.
+    pub(crate) fn acked(&mut self, r: &Record, req: &FlowKey, state: &mut MsgFlow, rtt_min: Option<u64>) {
+        let pair = state.pair;
+        let mut done = Vec::new();
+        state.acked(r, &mut |m| done.push(m));
+        for m in done {
+            self.complete(req, pair, m, r.ts_ns, rtt_min);
+        }
+    }
+
+    /// A NAK or RNR NAK on the flow paired with a request flow.
+    pub(crate) fn nak(&mut self, r: &Record, state: &mut MsgFlow, rnr: bool) {
+        state.nak(r.psn, r.ts_ns, rnr);
+    }
+
+    fn complete(&mut self, key: &FlowKey, pair: u32, m: Msg, end_ns: u64, rtt_min: Option<u64>) {
+        if m.marks & mark::PARTIAL != 0 {
+            self.partial += 1;
+            return;
+        }
+        let pair = self.pairs.get_mut(pair as usize);
+        let min_rtt = match (pair.as_ref().and_then(|p| p.min_rtt_ns), rtt_min) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let d = Done::new(end_ns.saturating_sub(m.start_ns), m.bytes, self.settings.link_bps, min_rtt);
+        if let Some(p) = pair {
+            p.min_rtt_ns = min_rtt;
+            p.dist.add(&d);
+        }
+        let class = dist::class_of(&self.settings.classes, m.bytes);
+        self.classes[class].add(&d);
+        self.all.push(d.mct_ns);
+        self.by_kind[m.kind as usize] += 1;
+        self.flows.entry(*key).or_default().add(&d);
+        self.slowest[class].offer(Kept { key: *key, msg: m, end_ns });
+    }
+
+    /// A UC or UD request ([`Messages::is_transfer`]).
+    pub fn transfer(&mut self, r: &Record) {
+        if Transport::of(r.opcode) == Some(Transport::Ud) {
+            self.ud_messages += 1;
+            self.ud_bytes += r.payload_len as u64;
+            return;
+        }
+        let key = r.flow();
+        let Some(t) = super::keys::bounded(&mut self.uc_open, key, self.cap, &mut self.state_full) else { return };
+        if let Some(m) = t.request(r) {
+            let d = Done::new(m.last_ns - m.start_ns, m.bytes, self.settings.link_bps, None);
+            self.uc.add(&d);
+        }
+    }
+
+    /// Flows folded away live: their own distributions go (the classes and pairs keep their
+    /// messages).
+    pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<FlowKey>) {
+        self.flows.retain(|k, _| !gone.contains(k));
+        self.uc_open.retain(|k, _| !gone.contains(k));
+    }
+
+    /// Completed messages of each kind.
+    pub fn kinds(&self) -> impl Iterator<Item = (Kind, u64)> + '_ {
+        Kind::ALL.iter().map(|k| (*k, self.by_kind[*k as usize]))
+    }
+
+    pub fn completed(&self) -> u64 {
+        self.all.len()
+    }
+}
+
+/// Per request flow: messages pending at the end, partial ones held, its goodput windows.
+pub(crate) fn flow_pending(state: &MsgFlow) -> (u64, u64) {
+    (state.pending().count() as u64, state.partial() as u64)
+}

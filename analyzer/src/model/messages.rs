@@ -1,0 +1,240 @@
+//! The `messages` section: messages reconstructed from the wire, their completion times per
+//! size class, flow and host pair, the tail explained, how steady the goodput is, and the
+//! rings the host pairs form.
+
+use serde::{Deserialize, Serialize};
+
+use super::flow::FlowRef;
+use super::percentiles::Percentiles;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Messages {
+    /// Where the completion times were measured, and what that means for them.
+    pub vantage: MessageVantage,
+    /// `--link-speed` (the slowdown's ideal: serialisation at it plus the pair's smallest RTT).
+    pub link_speed_bps: u64,
+    /// Messages completed (an ACK, READ response or atomic ACK covering their last PSN).
+    pub completed: u64,
+    /// Completed, by verb: send, write, read, atomic.
+    pub by_kind: std::collections::BTreeMap<String, u64>,
+    /// Sent and not completed at the end of the run (their completion not seen yet).
+    pub pending: u64,
+    /// Messages whose start this capture did not hold (it began mid-message, or missed their
+    /// first packets): not timed.
+    pub partial: u64,
+    /// Messages whose LAST this capture did not hold, given up when the next one began.
+    pub abandoned: u64,
+    /// In-flight messages let go at the per-flow bound (their completion was not seen).
+    pub in_flight_evicted: u64,
+    /// Completion times of every completed message (ns): `messages.mct_ns.p999` for gates.
+    pub mct_ns: Percentiles,
+    pub classes: Vec<MessageClass>,
+    pub flows: Vec<MessageFlow>,
+    pub pairs: Vec<MessagePair>,
+    /// UC and UD: no completion; their transfer time (first to last packet).
+    pub transfers: Transfers,
+    pub tail: Tail,
+    pub steadiness: Steadiness,
+    pub rings: Rings,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageVantage {
+    /// `host` (live on a host), `mirror` (copies from a switch), `capture` (a file: where it was
+    /// taken is not known).
+    pub position: String,
+    pub meaning: String,
+}
+
+/// Completion times of one size class.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageClass {
+    /// `le_4KiB`, `le_64KiB`, `le_1MiB`, `gt_1MiB` (with `--message-classes`, its bounds).
+    pub name: String,
+    /// Upper bound (bytes), none for the last class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    pub messages: u64,
+    pub bytes: u64,
+    pub mct_ns: Percentiles,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_bps_p50: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowdown_p50: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowdown_p99: Option<f64>,
+    /// The completion times as the RTT's 1 % histogram ([bucket, count]): `merge` adds them.
+    pub histogram: Vec<[u64; 2]>,
+}
+
+/// A flow's or a host pair's completion times.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageStats {
+    pub messages: u64,
+    pub bytes: u64,
+    pub mct_ns: Percentiles,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_bps_p50: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowdown_p50: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowdown_p99: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageFlow {
+    #[serde(flatten)]
+    pub flow: FlowRef,
+    pub pending: u64,
+    #[serde(flatten)]
+    pub stats: MessageStats,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessagePair {
+    pub src: String,
+    pub dst: String,
+    /// The smallest RTT sample between them (the slowdown's ideal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_rtt_ns: Option<u64>,
+    #[serde(flatten)]
+    pub stats: MessageStats,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Transfers {
+    pub uc_messages: u64,
+    pub uc_bytes: u64,
+    pub uc_transfer_ns: Percentiles,
+    pub ud_messages: u64,
+    pub ud_bytes: u64,
+}
+
+/// The messages above their class's tail threshold, and what they overlapped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tail {
+    pub thresholds: Vec<TailThreshold>,
+    /// Messages at or above their class's threshold.
+    pub messages: u64,
+    /// Those explained here: all, unless more than the slowest kept per class (then the
+    /// slowest of them).
+    pub examined: u64,
+    pub causes: Vec<TailCause>,
+    /// The slowest, at most [`MAX_WORST`].
+    pub worst: Vec<TailMessage>,
+}
+
+/// Slowest tail messages listed, at most.
+pub const MAX_WORST: usize = 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TailThreshold {
+    pub class: String,
+    pub threshold_ns: u64,
+    /// `p99` (the class's), or `flag` (`--tail-threshold`).
+    pub from: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TailCause {
+    /// `pause`, `rate_cut`, `retransmission`, `rnr`, `incast`, `capture_gap`, `unexplained`.
+    pub cause: String,
+    pub messages: u64,
+    /// Of the examined tail messages.
+    pub share: f64,
+    /// Their time overlapped by it, summed.
+    pub overlap_ns: u64,
+    /// Where it came from, when one place dominates (a pause's sender and priority).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TailMessage {
+    pub flow: FlowRef,
+    pub kind: String,
+    pub psn_first: u32,
+    pub psn_last: u32,
+    pub bytes: u64,
+    pub start_ns: u64,
+    pub mct_ns: u64,
+    pub causes: Vec<TailOverlap>,
+    /// `--evidence`: the pcapng of its frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TailOverlap {
+    pub cause: String,
+    pub overlap_ns: u64,
+}
+
+/// Goodput per rate window over active windows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Steadiness {
+    pub window_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overall: Option<Steady>,
+    pub flows: Vec<SteadyFlow>,
+    pub pairs: Vec<SteadyPair>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Steady {
+    pub windows: u64,
+    pub p5_bps: u64,
+    pub p50_bps: u64,
+    pub p95_bps: u64,
+    /// 1 − p5/p50.
+    pub fluctuation: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SteadyFlow {
+    #[serde(flatten)]
+    pub flow: FlowRef,
+    #[serde(flatten)]
+    pub steady: Steady,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SteadyPair {
+    pub src: String,
+    pub dst: String,
+    #[serde(flatten)]
+    pub steady: Steady,
+}
+
+/// Rings found among the host pairs that carry data.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rings {
+    /// What is recognised, in words.
+    pub recognised: String,
+    pub rings: Vec<Ring>,
+    /// Groups of hosts that send to each other in a pattern other than a ring (all-to-all,
+    /// trees, several rings over the same hosts).
+    pub other_groups: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ring {
+    /// In ring order, each sending to the next (the last to the first).
+    pub hosts: Vec<String>,
+    pub edges: Vec<RingEdge>,
+    /// The slowest edge (lowest goodput p50), as `src → dst`.
+    pub straggler: String,
+    /// The ring's median edge goodput over the straggler's.
+    pub straggler_ratio: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RingEdge {
+    pub src: String,
+    pub dst: String,
+    pub messages: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_bps_p50: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mct_ns_p99: Option<u64>,
+}

@@ -1,0 +1,353 @@
+//! The `messages` section and its findings (`tail_dominated_by`, `ring_straggler`): the
+//! messages analysis' distributions, the tail laid over the pauses, DCQCN cuts and incast
+//! episodes of the same run, steadiness and rings.
+
+use std::collections::BTreeMap;
+
+use analyzer_common::flow::FlowKey;
+
+use crate::analyses::keys::Addr;
+use crate::analyses::messages::dist::{self, Dist, SLOWDOWN_SCALE};
+use crate::analyses::messages::steady::{self, Windows};
+use crate::analyses::messages::tail::{self, CAUSES, Context, Kept, Paused};
+use crate::analyses::messages::{flow_pending, rings};
+use crate::analyses::stats::Samples;
+use crate::analyses::topology::Node;
+use crate::analyses::tree;
+use crate::model::*;
+use crate::pipeline::Pipeline;
+
+fn pct(s: &Samples) -> Percentiles {
+    s.percentiles().unwrap_or(Percentiles { exact: true, ..Default::default() })
+}
+
+fn slowdown(s: &Samples, q: f64) -> Option<f64> {
+    s.quantile(q).map(|v| v as f64 / SLOWDOWN_SCALE)
+}
+
+fn stats(d: &Dist) -> MessageStats {
+    MessageStats {
+        messages: d.mct.len(),
+        bytes: d.bytes,
+        mct_ns: pct(&d.mct),
+        goodput_bps_p50: d.goodput.quantile(0.5),
+        slowdown_p50: slowdown(&d.slowdown, 0.5),
+        slowdown_p99: slowdown(&d.slowdown, 0.99),
+    }
+}
+
+fn addr(a: &Addr) -> String {
+    addr_string(a.1, &a.0)
+}
+
+fn steady_json(w: &Windows) -> Option<Steady> {
+    steady::steadiness(&w.rates).map(|s| Steady {
+        windows: s.windows,
+        p5_bps: s.p5,
+        p50_bps: s.p50,
+        p95_bps: s.p95,
+        fluctuation: s.fluctuation,
+    })
+}
+
+/// The section, when any message was seen.
+pub fn section(run: &Pipeline) -> Option<Messages> {
+    let m = &run.analyses.messages;
+    let (mut pending_by_flow, mut partial) = (BTreeMap::new(), m.partial);
+    for (k, state) in run.analyses.flows.messages() {
+        let (pending, held) = flow_pending(state);
+        partial += held;
+        if pending > 0 {
+            pending_by_flow.insert(*k, pending);
+        }
+    }
+    let pending: u64 = pending_by_flow.values().sum();
+    let transfers = m.uc.mct.len() + m.ud_messages;
+    if m.completed() == 0 && pending == 0 && partial == 0 && transfers == 0 {
+        return None;
+    }
+    Some(Messages {
+        vantage: vantage(run),
+        link_speed_bps: m.settings.link_bps,
+        completed: m.completed(),
+        by_kind: m.kinds().map(|(k, n)| (k.name().to_string(), n)).collect(),
+        pending,
+        partial,
+        abandoned: m.abandoned,
+        in_flight_evicted: m.in_flight_evicted,
+        mct_ns: pct(&m.all),
+        classes: classes(run),
+        flows: flows(run, &pending_by_flow),
+        pairs: pairs(run),
+        transfers: Transfers {
+            uc_messages: m.uc.mct.len(),
+            uc_bytes: m.uc.bytes,
+            uc_transfer_ns: pct(&m.uc.mct),
+            ud_messages: m.ud_messages,
+            ud_bytes: m.ud_bytes,
+        },
+        tail: tail_of(run),
+        steadiness: steadiness(run),
+        rings: rings_of(run),
+    })
+}
+
+/// The size classes' completion times.
+fn classes(run: &Pipeline) -> Vec<MessageClass> {
+    let m = &run.analyses.messages;
+    let bounds = &m.settings.classes;
+    m.classes
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let s = stats(d);
+            MessageClass {
+                name: dist::class_label(bounds, i),
+                max_bytes: bounds.get(i).copied(),
+                messages: s.messages,
+                bytes: s.bytes,
+                mct_ns: s.mct_ns,
+                goodput_bps_p50: s.goodput_bps_p50,
+                slowdown_p50: s.slowdown_p50,
+                slowdown_p99: s.slowdown_p99,
+                histogram: d.mct.buckets().into_iter().map(|(b, c)| [b as u64, c]).collect(),
+            }
+        })
+        .collect()
+}
+
+fn vantage(run: &Pipeline) -> MessageVantage {
+    let (position, meaning) = if run.engine.sources.iter().any(|s| s.kind == "live") {
+        ("host", "measured on this host's interface: close to the sender's verb completion for its own requests")
+    } else if run.engine.visibility.encapsulated > 0 || run.analyses.vantage.points.len() > 1 {
+        (
+            "mirror",
+            "measured at a switch's mirror: the time from a message's first packet there to its ACK there; \
+          the NICs' and hosts' time on either side is not in it",
+        )
+    } else {
+        (
+            "capture",
+            "measured where this capture was taken: at the sender's host it approximates the verb's \
+          completion; in the middle of the fabric it leaves out the NICs and the paths on either side",
+        )
+    };
+    MessageVantage { position: position.into(), meaning: meaning.into() }
+}
+
+fn flows(run: &Pipeline, pending: &BTreeMap<FlowKey, u64>) -> Vec<MessageFlow> {
+    let m = &run.analyses.messages;
+    let mut keys: Vec<FlowKey> = m.flows.keys().chain(pending.keys()).copied().collect();
+    keys.sort_unstable_by_key(flow_order);
+    keys.dedup();
+    let empty = Dist::default();
+    keys.iter()
+        .map(|k| MessageFlow {
+            flow: flow_ref(k),
+            pending: pending.get(k).copied().unwrap_or(0),
+            stats: stats(m.flows.get(k).unwrap_or(&empty)),
+        })
+        .collect()
+}
+
+fn pairs(run: &Pipeline) -> Vec<MessagePair> {
+    let mut v: Vec<_> = run.analyses.messages.pairs.iter().filter(|p| !p.dist.mct.is_empty()).collect();
+    v.sort_unstable_by_key(|p| (p.src, p.dst));
+    v.iter()
+        .map(|p| MessagePair { src: addr(&p.src), dst: addr(&p.dst), min_rtt_ns: p.min_rtt_ns, stats: stats(&p.dist) })
+        .collect()
+}
+
+fn steadiness(run: &Pipeline) -> Steadiness {
+    let m = &run.analyses.messages;
+    let mut flows: Vec<(FlowKey, Steady)> =
+        run.analyses.flows.messages().filter_map(|(k, s)| Some((*k, steady_json(&s.windows)?))).collect();
+    flows.sort_unstable_by_key(|(k, _)| flow_order(k));
+    let mut pairs: Vec<_> = m.pairs.iter().filter_map(|p| Some((p.src, p.dst, steady_json(&p.windows)?))).collect();
+    pairs.sort_unstable_by_key(|(s, d, _)| (*s, *d));
+    Steadiness {
+        window_ns: m.settings.window_ns,
+        overall: steady_json(&m.overall),
+        flows: flows.into_iter().map(|(k, steady)| SteadyFlow { flow: flow_ref(&k), steady }).collect(),
+        pairs: pairs.into_iter().map(|(s, d, steady)| SteadyPair { src: addr(&s), dst: addr(&d), steady }).collect(),
+    }
+}
+
+fn rings_of(run: &Pipeline) -> Rings {
+    let edges: Vec<rings::Edge> = run
+        .analyses
+        .messages
+        .pairs
+        .iter()
+        .filter(|p| !p.dist.mct.is_empty())
+        .map(|p| rings::Edge {
+            src: p.src,
+            dst: p.dst,
+            messages: p.dist.mct.len(),
+            goodput_p50: p.dist.goodput.quantile(0.5),
+            mct_p99: p.dist.mct.quantile(0.99),
+        })
+        .collect();
+    rings::find(&edges, &addr)
+}
+
+/// The pause timers as the tail reads them: named, and placed on a link with a topology.
+fn paused(run: &Pipeline) -> Vec<Paused> {
+    let topo = run.analyses.config.topology.as_ref();
+    run.analyses
+        .pause
+        .timers
+        .iter()
+        .map(|((mac, priority), t)| {
+            let name = match tree::owner_names(topo, mac) {
+                (Some(d), Some(p)) => format!("{d}:{p}"),
+                (Some(d), None) => d,
+                _ => mac_string(mac),
+            };
+            let link = topo.and_then(|t| {
+                let from = t.owner(mac)?;
+                Some((from.node(), t.peer(from)?.node()))
+            });
+            Paused { name, priority: *priority, intervals: tree::union(t.all_intervals()), link }
+        })
+        .collect()
+}
+
+/// The tail explained.
+fn tail_of(run: &Pipeline) -> Tail {
+    let a = &run.analyses;
+    let m = &a.messages;
+    let topo = a.config.topology.as_ref();
+    let path = |k: &FlowKey| -> Option<Vec<Node>> {
+        let t = topo?;
+        let ip = |b: &[u8; 16]| -> std::net::IpAddr {
+            if k.ip_version == 4 { [b[0], b[1], b[2], b[3]].into() } else { (*b).into() }
+        };
+        t.path(Node::Host(t.host_of_ip(ip(&k.src))?), Node::Host(t.host_of_ip(ip(&k.dst))?))
+    };
+    let cuts = |k: &FlowKey| a.dcqcn.cuts(k);
+    let mut incast: BTreeMap<Addr, Vec<(u64, u64)>> = BTreeMap::new();
+    for (dst, e) in a.incast.episodes() {
+        incast.entry(dst).or_default().push((e.start_ns, e.end_ns.max(e.start_ns + 1)));
+    }
+    let cx = Context { pauses: paused(run), path: &path, cuts: &cuts, incast, dscp_priority: &a.config.dscp_priority };
+    let mut out = Tail::default();
+    let mut examined: Vec<&Kept> = Vec::new();
+    for (i, class) in m.classes.iter().enumerate().filter(|(_, c)| !c.mct.is_empty()) {
+        let (threshold, from) = match (a.config.tail_threshold_ns, class.mct.quantile(0.99)) {
+            (Some(t), _) => (t, "flag"),
+            (None, Some(p99)) => (p99, "p99"),
+            (None, None) => continue,
+        };
+        out.thresholds.push(TailThreshold {
+            class: dist::class_label(&m.settings.classes, i),
+            threshold_ns: threshold,
+            from: from.into(),
+        });
+        // Slower than the threshold (a class of fewer than 100 messages has none above its p99).
+        out.messages += class.mct.count_at_least(threshold + 1);
+        examined.extend(m.slowest[i].at_least(threshold + 1));
+    }
+    out.examined = examined.len() as u64;
+    examined.sort_by_key(|k| std::cmp::Reverse(k.mct_ns()));
+    let mut tally = [(0u64, 0u64); CAUSES.len()];
+    let mut sources: BTreeMap<String, u64> = BTreeMap::new();
+    for (n, k) in examined.iter().enumerate() {
+        let (causes, source) = tail::explain(k, &cx);
+        for (c, o) in &causes {
+            tally[*c].0 += 1;
+            tally[*c].1 += o;
+        }
+        if let Some(s) = source {
+            *sources.entry(s).or_default() += 1;
+        }
+        if n < MAX_WORST {
+            out.worst.push(TailMessage {
+                flow: flow_ref(&k.key),
+                kind: k.msg.kind.name().into(),
+                psn_first: k.msg.psn_first,
+                psn_last: k.msg.psn_last,
+                bytes: k.msg.bytes,
+                start_ns: k.msg.start_ns,
+                mct_ns: k.mct_ns(),
+                causes: causes.iter().map(|(c, o)| TailOverlap { cause: CAUSES[*c].into(), overlap_ns: *o }).collect(),
+                evidence: None,
+            });
+        }
+    }
+    let top_source = sources.into_iter().max_by_key(|(s, n)| (*n, std::cmp::Reverse(s.clone()))).map(|(s, _)| s);
+    out.causes = CAUSES
+        .iter()
+        .zip(tally)
+        .filter(|(_, (n, _))| *n > 0)
+        .map(|(c, (n, o))| TailCause {
+            cause: (*c).into(),
+            messages: n,
+            share: n as f64 / out.examined.max(1) as f64,
+            overlap_ns: o,
+            source: (*c == "pause").then(|| top_source.clone()).flatten(),
+        })
+        .collect();
+    out.causes.sort_by(|a, b| b.messages.cmp(&a.messages).then(a.cause.cmp(&b.cause)));
+    out
+}
+
+fn us(ns: u64) -> String {
+    if ns >= 10_000_000 { format!("{:.1} ms", ns as f64 / 1e6) } else { format!("{:.1} µs", ns as f64 / 1e3) }
+}
+
+/// What a cause means, in a finding's words.
+fn cause_words(c: &TailCause) -> String {
+    match c.cause.as_str() {
+        "pause" => format!("overlapped PFC pause{}", c.source.as_ref().map(|s| format!(" on {s}")).unwrap_or_default()),
+        "rate_cut" => "overlapped a DCQCN rate cut of their flow".into(),
+        "retransmission" => "were retransmitted (NAK, go-back-N or timeout)".into(),
+        "rnr" => "met an RNR NAK (the receiver had no receive posted)".into(),
+        "incast" => "went to a destination in an incast episode".into(),
+        "capture_gap" => "lack frames this capture did not hold".into(),
+        _ => "overlapped nothing seen here (look at the hosts: CPU, PCIe, the application)".into(),
+    }
+}
+
+/// The findings of the section.
+pub fn findings(m: &Messages, straggler_ratio: f64) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if let Some(lead) = m.tail.causes.first() {
+        let flows: Vec<FlowRef> = m.tail.worst.iter().map(|w| w.flow.clone()).collect();
+        out.push(Finding::new(
+            Severity::Info,
+            FindingCode::TailDominatedBy,
+            format!(
+                "p99.9 {}: {:.0} % of {} tail messages {} ({})",
+                us(m.mct_ns.p999),
+                lead.share * 100.0,
+                m.tail.examined,
+                cause_words(lead),
+                lead.cause
+            ),
+            flows,
+        ));
+    }
+    for r in &m.rings.rings {
+        let slowest = r.edges.iter().filter(|e| e.goodput_bps_p50.is_some()).min_by_key(|e| e.goodput_bps_p50);
+        let flows: Vec<FlowRef> = slowest
+            .map(|e| {
+                m.flows.iter().filter(|f| f.flow.src == e.src && f.flow.dst == e.dst).map(|f| f.flow.clone()).collect()
+            })
+            .unwrap_or_default();
+        if r.straggler_ratio > straggler_ratio {
+            out.push(Finding::new(
+                Severity::Warning,
+                FindingCode::RingStraggler,
+                format!(
+                    "ring {}: edge {} runs {:.1}× below the ring's median edge goodput: the whole ring waits for it",
+                    r.hosts.join(" → "),
+                    r.straggler,
+                    r.straggler_ratio
+                ),
+                flows,
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,151 @@
+//! `merge` of the messages sections of several reports: the completion-time histograms per
+//! size class added (percentiles within the histogram's 0.5 %), counts and tail causes summed,
+//! the slowest messages and the flows' and pairs' lists joined, rings kept per report. What
+//! needs the messages themselves (goodput and slowdown percentiles of a class several reports
+//! fill, the tail thresholds, the overall steadiness) is each report's: the merged report says
+//! so (`messages_not_merged`).
+
+use std::collections::BTreeMap;
+
+use crate::analyses::stats::Samples;
+use crate::model::*;
+
+fn percentiles(buckets: &BTreeMap<u64, u64>, min: u64, max: u64) -> Percentiles {
+    let b: Vec<(u32, u64)> = buckets.iter().map(|(k, v)| (*k as u32, *v)).collect();
+    Samples::from_buckets(&b, min, max).percentiles().unwrap_or(Percentiles { exact: true, ..Default::default() })
+}
+
+#[derive(Default)]
+struct Class {
+    first: Option<MessageClass>,
+    reports: usize,
+    messages: u64,
+    bytes: u64,
+    min: u64,
+    max: u64,
+    buckets: BTreeMap<u64, u64>,
+}
+
+impl Class {
+    fn add(&mut self, c: &MessageClass) {
+        if c.messages == 0 {
+            self.first.get_or_insert_with(|| c.clone());
+            return;
+        }
+        self.min = if self.messages == 0 { c.mct_ns.min } else { self.min.min(c.mct_ns.min) };
+        self.max = self.max.max(c.mct_ns.max);
+        self.messages += c.messages;
+        self.bytes += c.bytes;
+        self.reports += 1;
+        for [b, n] in &c.histogram {
+            *self.buckets.entry(*b).or_default() += n;
+        }
+        if self.first.as_ref().is_none_or(|f| f.messages == 0) {
+            self.first = Some(c.clone());
+        }
+    }
+
+    fn merged(self) -> Option<MessageClass> {
+        let mut c = self.first?;
+        if self.reports > 1 {
+            c.messages = self.messages;
+            c.bytes = self.bytes;
+            c.mct_ns = percentiles(&self.buckets, self.min, self.max);
+            c.histogram = self.buckets.iter().map(|(b, n)| [*b, *n]).collect();
+            (c.goodput_bps_p50, c.slowdown_p50, c.slowdown_p99) = (None, None, None);
+        }
+        Some(c)
+    }
+}
+
+/// The merged section (none when no report has one), and whether parts stayed each report's.
+pub fn merge(all: &[&Messages]) -> Option<(Messages, bool)> {
+    let first = *all.first()?;
+    if all.len() == 1 {
+        return Some((first.clone(), false));
+    }
+    let mut classes: BTreeMap<String, Class> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let mut m = first.clone();
+    for r in &all[1..] {
+        m.completed += r.completed;
+        for (k, n) in &r.by_kind {
+            *m.by_kind.entry(k.clone()).or_default() += n;
+        }
+        m.pending += r.pending;
+        m.partial += r.partial;
+        m.abandoned += r.abandoned;
+        m.in_flight_evicted += r.in_flight_evicted;
+        m.flows.extend(r.flows.iter().cloned());
+        m.pairs.extend(r.pairs.iter().cloned());
+        m.transfers.uc_messages += r.transfers.uc_messages;
+        m.transfers.uc_bytes += r.transfers.uc_bytes;
+        m.transfers.ud_messages += r.transfers.ud_messages;
+        m.transfers.ud_bytes += r.transfers.ud_bytes;
+        m.steadiness.flows.extend(r.steadiness.flows.iter().cloned());
+        m.steadiness.pairs.extend(r.steadiness.pairs.iter().cloned());
+        m.rings.rings.extend(r.rings.rings.iter().cloned());
+        m.rings.other_groups += r.rings.other_groups;
+    }
+    for r in all {
+        for c in &r.classes {
+            if !classes.contains_key(&c.name) {
+                order.push(c.name.clone());
+            }
+            classes.entry(c.name.clone()).or_default().add(c);
+        }
+    }
+    let mut total = Class::default();
+    for c in all.iter().flat_map(|r| r.classes.iter()) {
+        total.add(c);
+    }
+    m.mct_ns = percentiles(&total.buckets, total.min, total.max);
+    m.classes = order.iter().filter_map(|n| classes.remove(n).and_then(Class::merged)).collect();
+    m.steadiness.overall = None;
+    if all.iter().filter(|r| r.transfers.uc_messages > 0).count() > 1 {
+        m.transfers.uc_transfer_ns = Percentiles { exact: true, ..Default::default() };
+    }
+    m.tail = tail(all);
+    m.flows.sort_by(|a, b| a.flow.cmp(&b.flow));
+    m.pairs.sort_by(|a, b| (&a.src, &a.dst).cmp(&(&b.src, &b.dst)));
+    Some((m, true))
+}
+
+fn tail(all: &[&Messages]) -> Tail {
+    let mut t = Tail::default();
+    let mut causes: BTreeMap<String, TailCause> = BTreeMap::new();
+    for r in all {
+        t.thresholds.extend(r.tail.thresholds.iter().cloned());
+        t.messages += r.tail.messages;
+        t.examined += r.tail.examined;
+        t.worst.extend(r.tail.worst.iter().cloned());
+        for c in &r.tail.causes {
+            let e =
+                causes.entry(c.cause.clone()).or_insert_with(|| TailCause { messages: 0, overlap_ns: 0, ..c.clone() });
+            e.messages += c.messages;
+            e.overlap_ns += c.overlap_ns;
+        }
+    }
+    t.worst.sort_by_key(|w| std::cmp::Reverse(w.mct_ns));
+    t.worst.truncate(MAX_WORST);
+    t.causes = causes
+        .into_values()
+        .map(|mut c| {
+            c.share = c.messages as f64 / t.examined.max(1) as f64;
+            c
+        })
+        .collect();
+    t.causes.sort_by(|a, b| b.messages.cmp(&a.messages).then(a.cause.cmp(&b.cause)));
+    t
+}
+
+/// The note of a merge that kept parts per report.
+pub fn note() -> Note {
+    Note::new(
+        NoteCode::MessagesNotMerged,
+        "messages: completion-time percentiles are combined from the reports' histograms (within 0.5 %) and \
+         counts and tail causes summed; the goodput and slowdown percentiles of a size class several reports \
+         fill, the tail thresholds, the overall steadiness and the rings are each report's (they need the \
+         messages themselves)",
+    )
+}

@@ -447,7 +447,18 @@ pub struct AnalysisArgs {
     #[arg(long, default_value_t = defaults::STRAGGLER_RATIO, value_parser = straggler_ratio)]
     pub straggler_ratio: f64,
 
-    /// The priority of untagged frames by DSCP, for the tail's pauses: `26=3,48=6`.
+    /// ECN before PFC: CE marks on a priority's data within this before a pause onset count as
+    /// ECN acting first.
+    #[arg(long, default_value_t = defaults::ECN_LEAD.into(), value_parser = positive_duration)]
+    pub ecn_lead: humantime::Duration,
+
+    /// Pause frames per million data frames of a priority above which PFC triggers too often
+    /// (`pfc_rate_high`; 10 is 0.001 %).
+    #[arg(long, default_value_t = defaults::PFC_RATE_MAX, value_parser = pfc_rate_max)]
+    pub pfc_rate_max: f64,
+
+    /// The priority of untagged frames by DSCP, for the tail's pauses and ECN before PFC:
+    /// `26=3,48=6`.
     #[arg(long, value_name = "DSCP=PRIORITY,…", value_parser = dscp_priority)]
     pub dscp_priority: Option<DscpPriority>,
 
@@ -578,6 +589,8 @@ impl AnalysisArgs {
             tail_threshold_ns: self.tail_threshold.map(|d| nanos(*d)),
             straggler_ratio: self.straggler_ratio,
             dscp_priority: self.dscp_priority.as_ref().map(|d| d.0.clone()).unwrap_or_default(),
+            ecn_lead_ns: nanos(*self.ecn_lead),
+            pfc_rate_max: self.pfc_rate_max,
         })
     }
 }
@@ -604,6 +617,13 @@ fn class_bound(s: &str) -> Result<u64, String> {
     };
     let n: u64 = digits.parse().map_err(|_| format!("{s:?}: a byte count, e.g. 4096, 64K, 1M"))?;
     n.checked_shl(shift).filter(|b| b >> shift == n && *b > 0).ok_or_else(|| format!("{s:?}: not a size"))
+}
+
+fn pfc_rate_max(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r >= 0.0 => Ok(r),
+        _ => Err(format!("{s:?}: pause frames per million data frames, e.g. 10")),
+    }
 }
 
 fn straggler_ratio(s: &str) -> Result<f64, String> {

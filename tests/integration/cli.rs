@@ -62,6 +62,9 @@ fn example_summary_and_report() {
                         "slowdown_p99",
                         "fluctuation",
                         "straggler_ratio",
+                        "frames_per_million",
+                        "paused_ns_per_million",
+                        "ratio",
                     ]
                     .contains(&k.as_str())
                 })
@@ -362,7 +365,7 @@ fn the_schema_lists_every_psn_and_aeth_counter() {
             .collect();
         let mut want: Vec<&str> = names.to_vec();
         if section == "psn" {
-            want.push("responder");
+            want.extend(["responder", "capture_missed"]);
         }
         want.sort_unstable();
         let mut got: Vec<&str> = props.iter().map(|s| s.as_str()).collect();

@@ -436,7 +436,15 @@ fn merge_recomputes_ecmp_observed_and_says_what_it_cannot() {
         all.extend(["-r", i.as_str()]);
     }
     let together: Value = serde_json::from_slice(&run(&all).stdout).unwrap();
-    assert_eq!(merged["pfc"], together["pfc"], "senders with their joined intervals and pause time, storms");
+    // (A sender several captures saw has no ECN lead in the merge: its onsets need all frames.)
+    let no_lead = |v: &Value| {
+        let mut p = v["pfc"].clone();
+        for s in p["senders"].as_array_mut().unwrap() {
+            s.as_object_mut().unwrap().remove("ecn_lead");
+        }
+        p
+    };
+    assert_eq!(no_lead(&merged), no_lead(&together), "senders with their joined intervals and pause time, storms");
     assert_eq!(merged["pfc"]["storms"].as_array().unwrap().len(), 1, "one storm across the split");
     assert_eq!(merged["congestion_tree"], together["congestion_tree"]);
     assert!(!merged["visibility"].as_array().unwrap().iter().any(|n| n["code"] == "congestion_tree_not_merged"));

@@ -13,5 +13,6 @@ mod messages;
 mod prometheus;
 mod transport;
 mod tshark;
+mod tuning;
 mod units;
 mod vantage;

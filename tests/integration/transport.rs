@@ -235,9 +235,10 @@ fn every_audit_finding_and_its_absence() {
         codes.contains(&"cnp_dscp".to_string()) && codes.contains(&"roce_dscp".to_string()),
         "{codes:?}: the other flows now differ"
     );
-    // A capture with ECN-capable data, CE marks answered and the right classes: no finding.
+    // A capture with ECN-capable data, CE marks answered and the right classes: no finding but
+    // the pause rate (3 PFC frames for 210 data frames of priority 3, above 10 per million).
     let r = report("example.pcap", &[]);
-    assert_eq!(findings(&r), vec![]);
+    assert_eq!(findings(&r), vec![("warning".to_string(), "pfc_rate_high".to_string(), vec![])]);
     for f in r["flows"].as_array().unwrap() {
         assert_eq!(f["psn"]["out_of_sequence"], 0, "{f}");
         assert_eq!(f["psn"]["duplicates"], 0, "{f}");

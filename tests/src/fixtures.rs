@@ -518,6 +518,7 @@ pub fn all() -> Vec<Fixture> {
     .chain(crate::fabric::all())
     .chain(crate::vantage::all())
     .chain(crate::messages::all())
+    .chain(crate::tuning::all())
     .collect()
 }
 

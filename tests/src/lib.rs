@@ -9,4 +9,5 @@ pub mod netns;
 pub mod synth;
 pub mod tools;
 pub mod transport;
+pub mod tuning;
 pub mod vantage;

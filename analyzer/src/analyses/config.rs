@@ -44,6 +44,10 @@ pub struct Config {
     pub tail_threshold_ns: Option<u64>,
     pub straggler_ratio: f64,
     pub dscp_priority: std::collections::BTreeMap<u8, u8>,
+    /// ECN before PFC: marks count for a pause onset within this before it (`--ecn-lead`); a
+    /// priority's pause frames per million data frames above `--pfc-rate-max` are too many.
+    pub ecn_lead_ns: u64,
+    pub pfc_rate_max: f64,
 }
 
 /// The analyses' defaults: one list for [`Config::default`] and the command line's flags.
@@ -67,6 +71,9 @@ pub mod defaults {
     pub const DCQCN_HORIZON: Duration = Duration::from_millis(1);
     pub const DCQCN_SLOW_RECOVERY: Duration = Duration::from_micros(500);
     pub const STRAGGLER_RATIO: f64 = 1.5;
+    pub const ECN_LEAD: Duration = Duration::from_micros(100);
+    /// Pause frames per million data frames of a priority (0.001 %).
+    pub const PFC_RATE_MAX: f64 = 10.0;
     pub const MATCH_WINDOW: Duration = Duration::from_nanos(analyzer_common::vantage::DEFAULT_WINDOW_NS);
 }
 
@@ -101,6 +108,8 @@ impl Default for Config {
             tail_threshold_ns: None,
             straggler_ratio: defaults::STRAGGLER_RATIO,
             dscp_priority: Default::default(),
+            ecn_lead_ns: nanos(defaults::ECN_LEAD),
+            pfc_rate_max: defaults::PFC_RATE_MAX,
         }
     }
 }

@@ -4,7 +4,9 @@
 //! how long it took to come back.
 //!
 //! A data flow is watched from its first CE mark (CNPs answer CE marks) or the first CNP to
-//! its sender; before that it has no rate history, and a CNP without one — or with a window
+//! its sender, its history seeded then with the latest windows the messages analysis keeps for
+//! every request flow ([`Dcqcn::observe_with`]: the first CNP, often the only one, is judged
+//! too); a flow without such history (not a request flow), and a CNP without one — or with a window
 //! without data among the ones before it (a sparse flow has no rate at this resolution) — is
 //! counted (`no_rate_before`), not judged. A CNP goes from the receiver R to the sender S's QP: it is
 //! the flow whose ACKs go to that QP (the RTT analysis pairs them), else the one data flow
@@ -206,6 +208,9 @@ pub struct Dcqcn {
     pub state_full: u64,
 }
 
+/// A flow's latest rate windows with data (window, bytes), oldest first, when kept elsewhere.
+pub type History<'a> = &'a dyn Fn(&FlowKey) -> Vec<(u64, u64)>;
+
 /// The DCQCN paper's CNP interval, used when `--cnp-interval` is not given.
 pub const DEFAULT_PACING_NS: u64 = 50_000;
 
@@ -241,7 +246,11 @@ impl Dcqcn {
         self.horizon_ns.div_ceil(self.window_ns)
     }
 
-    fn watch(&mut self, key: FlowKey, ts: u64) -> Option<&mut RateFlow> {
+    /// Starts to watch a flow (from `ts`), its rate history seeded with `history`'s windows
+    /// (window, bytes) when the caller kept them: a CNP is then judged on the windows before
+    /// it even when it is the flow's first sign of congestion. `minus` is a record's own
+    /// (window, bytes), already in the history and added again by the caller.
+    fn watch(&mut self, key: FlowKey, ts: u64, history: History, minus: Option<(u64, u64)>) -> Option<&mut RateFlow> {
         if !self.flows.contains_key(&key) {
             if self.flows.len() >= self.cap {
                 self.state_full += 1;
@@ -249,9 +258,16 @@ impl Dcqcn {
             }
             let hosts = ((key.src, key.ip_version), (key.dst, key.ip_version));
             self.by_hosts.entry(hosts).or_default().push(key);
-            let since = ts / self.window_ns;
-            let series = (self.flows.len() < SERIES_FLOWS).then(|| Box::new(Series::new(since)));
-            self.flows.insert(key, RateFlow { since, series, ..Default::default() });
+            let mut windows: VecDeque<(u64, u64)> = history(&key).into_iter().collect();
+            if let Some((w, b)) = minus
+                && let Some(e) = windows.iter_mut().find(|e| e.0 == w)
+            {
+                e.1 = e.1.saturating_sub(b);
+            }
+            windows.retain(|e| e.1 > 0);
+            let since = windows.front().map_or(ts / self.window_ns, |e| e.0);
+            let series = (self.flows.len() < SERIES_FLOWS).then(|| Box::new(Series::new(ts / self.window_ns)));
+            self.flows.insert(key, RateFlow { since, series, windows, ..Default::default() });
         }
         self.flows.get_mut(&key)
     }
@@ -265,42 +281,35 @@ impl Dcqcn {
     /// the RTT analysis), when known; `watched` is [`Dcqcn::watches`] of the record's flow, when
     /// the caller knows it (saving a lookup). Returns the flow it started to watch, if any.
     pub fn observe(&mut self, r: &Record, paired: Option<FlowKey>, watched: Option<bool>) -> Option<FlowKey> {
+        self.observe_with(r, paired, watched, &|_| Vec::new())
+    }
+
+    /// [`Dcqcn::observe`], with the rate history of flows not watched yet (their latest
+    /// windows with data, as the messages analysis keeps them, this record included).
+    pub fn observe_with(
+        &mut self,
+        r: &Record,
+        paired: Option<FlowKey>,
+        watched: Option<bool>,
+        history: History,
+    ) -> Option<FlowKey> {
         let before = self.flows.len();
-        let key = self.observe_inner(r, paired, watched)?;
+        let key = self.observe_inner(r, paired, watched, history)?;
         (self.flows.len() > before).then_some(key)
     }
 
     /// [`Dcqcn::observe`]; the flow the record was about, if any.
-    fn observe_inner(&mut self, r: &Record, paired: Option<FlowKey>, watched: Option<bool>) -> Option<FlowKey> {
+    fn observe_inner(
+        &mut self,
+        r: &Record,
+        paired: Option<FlowKey>,
+        watched: Option<bool>,
+        history: History,
+    ) -> Option<FlowKey> {
         let (wn, h, horizon_ns) = (self.window_ns, self.horizon_windows(), self.horizon_ns);
         let w = r.ts_ns / wn;
         if r.is_cnp() {
-            let candidates = self.by_hosts.get(&((r.dst_ip, r.ip_version), (r.src_ip, r.ip_version)));
-            let key = match (paired, candidates.map(|c| c.as_slice())) {
-                (Some(k), _) => k,
-                (None, Some([k])) => *k,
-                _ => {
-                    self.unattributed += 1;
-                    return None;
-                }
-            };
-            let pacing = self.pacing_ns;
-            let f = self.watch(key, r.ts_ns)?;
-            if f.last_cnp.is_some_and(|l| r.ts_ns.saturating_sub(l) < pacing / 2) {
-                f.done.close_cnps += 1;
-            }
-            f.last_cnp = Some(r.ts_ns);
-            if let Some(s) = f.series.as_mut().filter(|s| s.cnps.len() < SERIES_POINTS) {
-                s.cnps.push(r.ts_ns);
-            }
-            if f.pending.len() == MAX_PENDING
-                && let Some(t) = f.pending.pop_front()
-            {
-                let o = judge(f, t, wn, h);
-                f.judged(t, o, horizon_ns);
-            }
-            f.pending.push_back(r.ts_ns);
-            return Some(key);
+            return self.cnp(r, paired, history);
         }
         if !opcode::is_data(r.opcode) {
             return None;
@@ -316,7 +325,11 @@ impl Dcqcn {
             return None;
         }
         let key = r.flow();
-        let f = if r.ce() { self.watch(key, r.ts_ns)? } else { self.flows.get_mut(&key)? };
+        let f = if r.ce() {
+            self.watch(key, r.ts_ns, history, Some((w, r.frame_len as u64)))?
+        } else {
+            self.flows.get_mut(&key)?
+        };
         // Kept in window order (a record a little out of order — live, from another CPU — adds
         // to its own window), so that judging finds a window by binary search.
         match f.windows.binary_search_by_key(&w, |(i, _)| *i) {
@@ -340,6 +353,38 @@ impl Dcqcn {
         while f.windows.front().is_some_and(|(i, _)| *i < from) {
             f.windows.pop_front();
         }
+        Some(key)
+    }
+
+    /// A CNP: to the flow whose ACKs go to its QP (`paired`), else the one watched flow between
+    /// the two hosts; it waits for its horizon to be judged.
+    fn cnp(&mut self, r: &Record, paired: Option<FlowKey>, history: History) -> Option<FlowKey> {
+        let (wn, h, horizon_ns) = (self.window_ns, self.horizon_windows(), self.horizon_ns);
+        let candidates = self.by_hosts.get(&((r.dst_ip, r.ip_version), (r.src_ip, r.ip_version)));
+        let key = match (paired, candidates.map(|c| c.as_slice())) {
+            (Some(k), _) => k,
+            (None, Some([k])) => *k,
+            _ => {
+                self.unattributed += 1;
+                return None;
+            }
+        };
+        let pacing = self.pacing_ns;
+        let f = self.watch(key, r.ts_ns, history, None)?;
+        if f.last_cnp.is_some_and(|l| r.ts_ns.saturating_sub(l) < pacing / 2) {
+            f.done.close_cnps += 1;
+        }
+        f.last_cnp = Some(r.ts_ns);
+        if let Some(s) = f.series.as_mut().filter(|s| s.cnps.len() < SERIES_POINTS) {
+            s.cnps.push(r.ts_ns);
+        }
+        if f.pending.len() == MAX_PENDING
+            && let Some(t) = f.pending.pop_front()
+        {
+            let o = judge(f, t, wn, h);
+            f.judged(t, o, horizon_ns);
+        }
+        f.pending.push_back(r.ts_ns);
         Some(key)
     }
 
@@ -477,6 +522,26 @@ mod tests {
         assert_eq!((series.bytes[0], series.bytes[6], series.bytes[10], series.bytes[30]), (10_000, 5000, 5000, 7500));
         assert_eq!(series.ce.iter().sum::<u64>(), 1);
         assert_eq!(series.cnps, vec![100 * US]);
+    }
+
+    /// A flow first seen by its CNP, 300 µs into steady traffic: judged on the history the
+    /// caller kept (as the messages analysis keeps each request flow's latest windows).
+    #[test]
+    fn a_first_cnp_is_judged_on_the_history_kept_elsewhere() {
+        let mut d = Dcqcn::new(10 * US, 1_000 * US, None, usize::MAX);
+        let key = data(5, 0, false).flow();
+        // 20 frames of 500 B a window up to 300 µs, kept by the caller, not seen here.
+        let history = |k: &FlowKey| if *k == key { (24..30).map(|w| (w, 10_000)).collect() } else { Vec::new() };
+        d.observe_with(&cnp(5, 300 * US), Some(key), None, &history);
+        send(&mut d, 5, 300, 1500, 10, None);
+        let (_, s) = &d.flows()[0];
+        assert_eq!((s.cnps, s.reacted, s.no_rate_before), (1, 1, 0));
+        assert_eq!(s.cuts.values(), vec![500_000], "halved");
+        // Without it, the same CNP has no rate before.
+        let mut e = Dcqcn::new(10 * US, 1_000 * US, None, usize::MAX);
+        e.observe(&cnp(5, 300 * US), Some(key), None);
+        send(&mut e, 5, 300, 1500, 10, None);
+        assert_eq!(e.flows()[0].1.no_rate_before, 1);
     }
 
     #[test]

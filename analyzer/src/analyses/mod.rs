@@ -9,6 +9,7 @@ pub mod dcqcn;
 pub mod deadlock;
 pub mod ecmp;
 pub(crate) mod ecn;
+pub mod ecn_lead;
 pub mod flows;
 pub(crate) mod incast;
 pub mod keys;
@@ -20,6 +21,7 @@ pub mod topology;
 pub mod tree;
 pub mod vantage;
 
+use analyzer_common::flow::FlowKey;
 use analyzer_common::record::Record;
 
 pub use config::Config;
@@ -41,6 +43,8 @@ pub struct Analyses {
     pub dcqcn: dcqcn::Dcqcn,
     /// Messages and their completion times.
     pub messages: messages::Messages,
+    /// CE marks per priority in time, and data frames per priority (ECN before PFC).
+    pub marks: ecn_lead::Marks,
 }
 
 impl Analyses {
@@ -67,6 +71,7 @@ impl Analyses {
                 },
                 config.max_keys,
             ),
+            marks: ecn_lead::Marks::new(config.dscp_priority.clone()),
             config,
         }
     }
@@ -96,6 +101,7 @@ impl Analyses {
     /// [`Analyses::prefetch`] fetched live.
     #[inline]
     pub fn observe_hinted(&mut self, r: &Record, hint: flows::Hint) {
+        self.marks.observe(r);
         let wants = flows::Wants { marking: ecn::Ecn::wants(r), request: rtt::Rtt::wants(r) };
         // Whether DCQCN watches the record's flow, when the flows table knows (it keeps that
         // equal to the DCQCN analysis: set when an entry is added and when a flow is watched).
@@ -137,7 +143,11 @@ impl Analyses {
         // A CNP is about the request flow whose ACKs go to its QP, when the RTT analysis has
         // paired them.
         let paired = r.is_cnp().then(|| self.rtt.request_acked_at(&r.dst_ip, &r.src_ip, r.dst_qp)).flatten();
-        if let Some(k) = self.dcqcn.observe(r, paired, watched)
+        let flows = &self.flows;
+        let history = |k: &FlowKey| -> Vec<(u64, u64)> {
+            flows.get(k).and_then(|f| f.messages.as_deref()).map(|m| m.recent().collect()).unwrap_or_default()
+        };
+        if let Some(k) = self.dcqcn.observe_with(r, paired, watched, &history)
             && let Some(f) = self.flows.get_mut(&k)
         {
             f.rate_watched = true;

@@ -93,6 +93,10 @@ codes! {
         TailDominatedBy = "tail_dominated_by",
         /// One edge of a ring runs well below the ring's median edge.
         RingStraggler = "ring_straggler",
+        /// Most pause onsets of a sender and priority came without CE marks before them.
+        PfcBeforeEcn = "pfc_before_ecn",
+        /// A priority's pause frames per million data frames above `--pfc-rate-max`.
+        PfcRateHigh = "pfc_rate_high",
     }
 }
 
@@ -130,6 +134,8 @@ codes! {
         SeveralCpus = "several_cpus",
         /// Messages were sent but no completion of theirs was seen (one direction captured).
         NoCompletions = "no_completions",
+        /// PSNs skipped here that the ACKs show delivered: the capture dropped frames.
+        CaptureLoss = "capture_loss",
         MessagesNotMerged = "messages_not_merged",
     }
 }

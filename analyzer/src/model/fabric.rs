@@ -54,6 +54,20 @@ pub struct EcmpObserved {
     pub imbalance: f64,
     pub idle: Vec<String>,
     pub multi_label_flows: u64,
+    /// Labelled inputs left out of the uplinks: their frames are copies of another input's
+    /// (vantage points in series, a leaf and a spine), not a parallel path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_series: Vec<InSeries>,
+}
+
+/// An input in series with an uplink.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InSeries {
+    pub label: String,
+    /// The uplink whose frames it also saw.
+    pub with: String,
+    /// Frames both saw.
+    pub copies: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -59,6 +59,10 @@ pub struct FlowPsn {
     #[serde(flatten)]
     pub sequence: PsnJson,
     pub responder: Responder,
+    /// Skipped PSNs that a later ACK covered with no NAK and no retransmission: delivered,
+    /// missed by this capture (they are not loss).
+    #[serde(default, skip_serializing_if = "super::skip::is_zero")]
+    pub capture_missed: u64,
 }
 
 impl FlowPsn {
@@ -67,6 +71,7 @@ impl FlowPsn {
         let mut sum = *self;
         sum.sequence.checked_add(&o.sequence).map_err(str::to_string)?;
         sum.responder.checked_add(&o.responder).map_err(|n| format!("responder.{n}"))?;
+        sum.capture_missed = sum.capture_missed.checked_add(o.capture_missed).ok_or("capture_missed")?;
         *self = sum;
         Ok(())
     }

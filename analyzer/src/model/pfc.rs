@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::flow::FlowRef;
 use super::skip::{is_zero, yes};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pfc {
     pub frames: u64,
     pub pause_8023x_frames: u64,
@@ -18,6 +18,9 @@ pub struct Pfc {
     /// The link speed pause quanta were converted at (bit/s).
     #[serde(default)]
     pub link_speed_bps: u64,
+    /// Per priority PFC paused: pause frames and paused time per million data frames.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rates: Vec<PfcRate>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +36,38 @@ pub struct PfcSender {
     pub counts: PauseCounts,
     #[serde(flatten)]
     pub pause: PauseTime,
+    /// ECN before PFC: of its pause onsets, those with CE marks on its priority's data in the
+    /// `--ecn-lead` window before them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn_lead: Option<EcnLead>,
+}
+
+/// A sender's pause onsets and the CE marks before them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EcnLead {
+    /// Pause onsets: XOFFs that start a paused interval.
+    pub onsets: u64,
+    /// Those with a CE mark on data of the priority within `window_ns` before.
+    pub preceded: u64,
+    pub window_ns: u64,
+    /// Median time from the first such mark to the onset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lead_ns_p50: Option<u64>,
+}
+
+/// How often PFC triggers on a priority, against its data frames seen here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PfcRate {
+    pub priority: u8,
+    pub data_frames: u64,
+    pub pause_frames: u64,
+    pub paused_ns: u64,
+    /// Pause frames per million data frames (none without data frames).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames_per_million: Option<f64>,
+    /// Paused nanoseconds per million data frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_ns_per_million: Option<f64>,
 }
 
 /// Paused intervals a report lists per sender and priority, at most.

@@ -76,7 +76,7 @@ pub struct Tool {
     pub version: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Capture {
     pub sources: Vec<SourceJson>,
     /// `--filter`, when given: the frames analysed; `frames` and `classes` count those only.
@@ -94,6 +94,18 @@ pub struct Capture {
     pub classes: BTreeMap<String, u64>,
     /// Frames or records lost before analysis, by reason.
     pub dropped: BTreeMap<String, u64>,
+    /// Frames this capture did not hold though the network delivered them (RC PSNs skipped here
+    /// that a later ACK covered, with no NAK and no retransmission), when there were any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<CaptureLoss>,
+}
+
+/// The capture's own loss: frames delivered but not held.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CaptureLoss {
+    pub frames_missed: u64,
+    /// Of the RoCE frames there were (held and missed).
+    pub ratio: f64,
 }
 
 /// Flows folded into one aggregate: how many, and their packets and bytes.

@@ -161,6 +161,8 @@ pub struct Merger {
     dcqcn: Vec<Dcqcn>,
     /// Each report's messages section.
     messages: Vec<Messages>,
+    /// Per priority: data frames and pause frames (the reports' `pfc.rates`).
+    rates: BTreeMap<u8, (u64, u64)>,
     by_label: BTreeMap<String, LabelShare>,
     /// The tiers of the first report with an ECMP prediction, and whether another differed.
     tiers: Option<Vec<Tier>>,
@@ -275,6 +277,7 @@ impl Merger {
             frames: 0,
             classes: BTreeMap::new(),
             dropped: BTreeMap::new(),
+            loss: None,
         });
         if c.frames > 0 {
             span(&mut m.start_ns, &mut m.end_ns, c.start_ns, c.end_ns);
@@ -298,6 +301,10 @@ impl Merger {
             sum!(into.bytes, f.bytes, "capture.flows_folded.bytes");
         }
         sum!(m.frames, c.frames, "capture.frames");
+        if let Some(l) = c.loss {
+            let into = m.loss.get_or_insert(CaptureLoss { frames_missed: 0, ratio: 0.0 });
+            sum!(into.frames_missed, l.frames_missed, "capture.loss.frames_missed");
+        }
         add_counts(&mut m.classes, &c.classes, "capture.classes")?;
         add_counts(&mut m.dropped, &c.dropped, "capture.dropped")
     }
@@ -340,6 +347,7 @@ impl Merger {
         sum!(self.pause_frames, p.pause_8023x_frames, "pfc.pause_8023x_frames");
         self.link_speed_bps.get_or_insert(p.link_speed_bps);
         for s in &p.senders {
+            let new = !self.senders.contains_key(&(s.mac.clone(), s.priority));
             let e = self.senders.entry((s.mac.clone(), s.priority)).or_insert_with(|| PfcSender {
                 counts: PauseCounts::ZERO,
                 pause: PauseTime::default(),
@@ -347,6 +355,15 @@ impl Merger {
             });
             e.counts.checked_add(&s.counts).map_err(|f| Overflow(format!("pfc.senders.{f}")))?;
             e.pause.join(&s.pause);
+            // A sender several reports saw: its onsets and the marks before them need the frames
+            // of all (an interval split between two captures is one onset).
+            if !new {
+                e.ecn_lead = None;
+            }
+        }
+        for r in &p.rates {
+            let e = self.rates.entry(r.priority).or_insert((0, 0));
+            (e.0, e.1) = (e.0 + r.data_frames, e.1 + r.pause_frames);
         }
         for s in &p.pause_senders {
             let e = self.pause.entry(s.mac.clone()).or_insert_with(|| PauseSender {
@@ -450,6 +467,9 @@ impl Merger {
             capture.start_ns = 0;
         }
         capture.sources = self.sources;
+        loss_ratio(&mut capture);
+        let merged = super::messages_merge::merge(&self.messages.iter().collect::<Vec<_>>());
+        let messages_partly = merged.as_ref().is_some_and(|(_, partly)| *partly);
         let (single_rtt, rtt_totals_merged) = Self::merged_rtt(&self.rtt_reports);
         let rtt_not_merged = !rtt_totals_merged || self.rtt_lost;
         let mut report = Report {
@@ -465,6 +485,7 @@ impl Merger {
                 pause_senders: self.pause.into_values().collect(),
                 storms: self.storms.into_iter().collect(),
                 link_speed_bps: self.link_speed_bps.unwrap_or(0),
+                rates: Vec::new(),
             },
             visibility: Vec::new(),
             nic: None,
@@ -484,16 +505,8 @@ impl Merger {
             vantage: None,
             dcqcn: None,
             marking: None,
-            messages: None,
+            messages: merged.map(|(m, _)| m),
             evidence: None,
-        };
-        let all: Vec<&Messages> = self.messages.iter().collect();
-        let messages_partly = match super::messages_merge::merge(&all) {
-            Some((m, partly)) => {
-                report.messages = Some(m);
-                partly
-            }
-            None => false,
         };
         let complete = report.pfc.senders.iter().all(|s| s.pause.intervals_complete)
             && report.pfc.pause_senders.iter().all(|s| s.pause.intervals_complete);
@@ -501,12 +514,14 @@ impl Merger {
         if complete && pfc_seen {
             fabric_from_intervals(&mut report, opts);
         }
+        report.pfc.rates = rates_of(&self.rates, &report.pfc.senders);
         // Each report's evidence links point into its own directory, which this one has not.
         crate::report::evidence::unlink(&mut report);
         report.flows.sort_by_key(flow_sort_key);
         let keyed: Vec<(FlowKey, u64)> = report.flows.iter().filter_map(|f| Some((flow_key(f)?, f.bytes))).collect();
         let multi = report.flows.iter().filter(|f| f.labels.len() > 1).count() as u64;
-        report.ecmp = ecmp::section(&self.by_label, multi, self.tiers.as_deref().unwrap_or_default(), &keyed, true);
+        report.ecmp =
+            ecmp::section((&self.by_label, Vec::new()), multi, self.tiers.as_deref().unwrap_or_default(), &keyed, true);
         report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
         report.visibility.extend(self.carried);
         unmerged.note(&mut report, pfc_seen && !complete, rtt_not_merged);
@@ -515,6 +530,32 @@ impl Merger {
         }
         Ok(report)
     }
+}
+
+/// The capture's loss ratio over the merged RoCE frames.
+fn loss_ratio(capture: &mut Capture) {
+    if let Some(l) = capture.loss.as_mut() {
+        let roce = capture.classes.get("roce").copied().unwrap_or(0);
+        l.ratio = l.frames_missed as f64 / (roce + l.frames_missed).max(1) as f64;
+    }
+}
+
+/// Per priority the reports' data frames and pause frames added, as rates.
+/// (The paused time from the merged senders: intervals joined across reports.)
+fn rates_of(rates: &BTreeMap<u8, (u64, u64)>, senders: &[PfcSender]) -> Vec<PfcRate> {
+    let rate = |(p, (data, frames)): (&u8, &(u64, u64))| {
+        let paused: u64 = senders.iter().filter(|s| s.priority == *p).map(|s| s.pause.paused_ns).sum();
+        let per = |v: u64| (*data > 0).then(|| v as f64 * 1e6 / *data as f64);
+        PfcRate {
+            priority: *p,
+            data_frames: *data,
+            pause_frames: *frames,
+            paused_ns: paused,
+            frames_per_million: per(*frames),
+            paused_ns_per_million: per(paused),
+        }
+    };
+    rates.iter().map(rate).collect()
 }
 
 /// What `merge` could not combine, taken from the merger before it builds the report.

@@ -7,7 +7,7 @@
 //! v1 is a contract: later versions add sections, never rename fields. Numbers are integers
 //! (but for ratios and rates: `imbalance`, `combinations_expected`, `members_mean`, `idle_ratio`,
 //! `peak_gbps`, `peak_link_ratio`, `sport_entropy_bits`, the messages' `share`, `slowdown_*`, `fluctuation`,
-//! `straggler_ratio`),
+//! `straggler_ratio`, `capture.loss.ratio`, `pfc.rates`' per-million rates),
 //! timestamps Unix ns, flows sorted by key so that two runs give byte-identical JSON.
 
 pub mod assemble;

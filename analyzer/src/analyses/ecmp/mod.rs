@@ -28,14 +28,14 @@ pub use measure::*;
 /// `multi_label_flows` give the observed shares, `tiers` the prediction, `flows` (key, bytes)
 /// the spread; findings come in the order observed, predicted, spread.
 pub fn section(
-    by_label: &BTreeMap<String, LabelShare>,
+    (by_label, in_series): (&BTreeMap<String, LabelShare>, Vec<crate::model::InSeries>),
     multi_label_flows: u64,
     tiers: &[Tier],
     flows: &[(FlowKey, u64)],
     list_host_pairs: bool,
 ) -> Ecmp {
     let mut findings = Vec::new();
-    let observed = observed::observed(by_label, multi_label_flows, &mut findings);
+    let observed = observed::observed(by_label, multi_label_flows, in_series, &mut findings);
     let predicted = predicted::predicted(tiers, flows, &mut findings);
     let spread = spread::spread(flows, list_host_pairs, &mut findings);
     Ecmp {

@@ -133,7 +133,42 @@ pub struct Step {
     pub stray_retransmission: bool,
     /// PSNs skipped ahead of the flow's next one.
     pub gap: u32,
+    /// A PSN of a gap arriving late (first seen now, not a retransmission): how many PSNs
+    /// after it had come before it (its displacement, as RFC 5236 counts it).
+    pub late: Option<u32>,
 }
+
+/// PSN gaps one flow keeps until a response tells them apart, at most (the oldest beyond it
+/// stays undecided: a `psn_gap`).
+pub const MAX_GAPS: usize = 64;
+
+/// PSNs a flow skipped, not yet told apart: delivered and missed by this capture (a later ACK
+/// covers them, no NAK, no retransmission), or lost before this point (a NAK or a
+/// retransmission touched them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Gap {
+    first: u32,
+    n: u32,
+    lost: bool,
+}
+
+impl Gap {
+    fn holds(&self, psn: u32) -> bool {
+        psn_diff(self.first, psn) < self.n
+    }
+}
+
+/// What a response told of a flow's gaps: PSNs this capture missed (delivered), PSNs lost
+/// before this point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Told {
+    pub capture_missed: u32,
+    pub lost: u32,
+}
+
+/// Windows of frame bytes a request flow keeps for DCQCN ([`MsgFlow::recent`]): those a CNP's
+/// rate before needs, and the one it falls in.
+pub const RECENT: usize = super::super::dcqcn::BEFORE_WINDOWS as usize + 1;
 
 /// A request flow's messages.
 #[derive(Debug, Default)]
@@ -150,6 +185,11 @@ pub(crate) struct MsgFlow {
     pub(super) pair: u32,
     /// Its request payload per rate window.
     pub(crate) windows: super::steady::Windows,
+    /// Its latest rate windows with data frames' bytes (window, bytes), oldest first: DCQCN
+    /// judges a CNP on them when it starts to watch the flow only at that CNP.
+    recent: [(u64, u64); RECENT],
+    /// PSNs skipped and not told apart yet.
+    gaps: Vec<Gap>,
 }
 
 impl MsgFlow {
@@ -157,29 +197,29 @@ impl MsgFlow {
         MsgFlow { pair: u32::MAX, windows: super::steady::Windows::new(), ..Default::default() }
     }
 
+    /// A data frame of `bytes` in rate window `w` (a record a little out of order adds to its
+    /// window when it is still kept).
+    pub(super) fn note_rate(&mut self, w: u64, bytes: u64) {
+        let last = &mut self.recent[RECENT - 1];
+        if last.1 == 0 || w > last.0 {
+            self.recent.rotate_left(1);
+            self.recent[RECENT - 1] = (w, bytes);
+        } else if let Some(e) = self.recent.iter_mut().find(|e| e.0 == w && e.1 > 0) {
+            e.1 += bytes;
+        }
+    }
+
+    /// The latest windows with data (window, bytes), oldest first.
+    pub(crate) fn recent(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.recent.iter().copied().filter(|e| e.1 > 0)
+    }
+
     /// A request of a reliable transport.
     pub(super) fn request(&mut self, r: &Record) -> Step {
         let mut step = Step::default();
         let psn = r.psn & PSN_MASK;
-        if let Some(next) = self.next_psn {
-            let d = psn_diff(next, psn);
-            if d >= PSN_HALF {
-                step.stray_retransmission = !self.retransmitted(psn, r.ts_ns);
-                return step;
-            }
-            if self.after_read {
-                // The READ's responses took the PSNs up to this one.
-                if let Some(m) = self.in_flight.back_mut().filter(|m| m.kind == Kind::Read) {
-                    m.psn_last = psn.wrapping_sub(1) & PSN_MASK;
-                    m.marks |= mark::END_KNOWN;
-                }
-            } else if d > 0 {
-                step.gap = d;
-                if let Some(m) = self.open.as_mut() {
-                    m.gap_psns += d;
-                    m.marks |= mark::GAP;
-                }
-            }
+        if !self.in_sequence(psn, r.ts_ns, &mut step) {
+            return step;
         }
         self.after_read = false;
         self.next_psn = Some(psn.wrapping_add(1) & PSN_MASK);
@@ -233,6 +273,39 @@ impl MsgFlow {
         step
     }
 
+    /// Where a request's PSN stands against the flow's next one: false for one behind it (a
+    /// retransmission, or a gap's PSN arriving late: `step` says which); a PSN ahead opens a gap;
+    /// the first request after a READ gives the READ its span.
+    fn in_sequence(&mut self, psn: u32, ts: u64, step: &mut Step) -> bool {
+        let Some(next) = self.next_psn else { return true };
+        let d = psn_diff(next, psn);
+        if d >= PSN_HALF {
+            match self.arrived_late(psn) {
+                true => step.late = Some(psn_diff(psn, next).saturating_sub(1)),
+                false => step.stray_retransmission = !self.retransmitted(psn, ts),
+            }
+            return false;
+        }
+        if self.after_read {
+            // The READ's responses took the PSNs up to this one.
+            if let Some(m) = self.in_flight.back_mut().filter(|m| m.kind == Kind::Read) {
+                m.psn_last = psn.wrapping_sub(1) & PSN_MASK;
+                m.marks |= mark::END_KNOWN;
+            }
+        } else if d > 0 {
+            step.gap = d;
+            if self.gaps.len() == MAX_GAPS {
+                self.gaps.remove(0);
+            }
+            self.gaps.push(Gap { first: next, n: d, lost: false });
+            if let Some(m) = self.open.as_mut() {
+                m.gap_psns += d;
+                m.marks |= mark::GAP;
+            }
+        }
+        true
+    }
+
     /// The open message a MIDDLE or LAST continues; a partial one when its FIRST was not seen
     /// (or belonged to another kind).
     fn open_or_partial(&mut self, is_send: bool, r: &Record, gap: u32) -> &mut Msg {
@@ -256,8 +329,25 @@ impl MsgFlow {
         evicted as u32
     }
 
-    /// A retransmitted PSN: marks the message holding it; false when none here does.
+    /// Whether `psn`, behind the flow's next one, is one of a gap's never seen (reordered, not
+    /// sent again): it leaves the gap.
+    fn arrived_late(&mut self, psn: u32) -> bool {
+        let Some(i) = self.gaps.iter().position(|g| g.holds(psn) && !g.lost) else { return false };
+        let g = self.gaps.remove(i);
+        let k = psn_diff(g.first, psn);
+        let right = Gap { first: psn.wrapping_add(1) & PSN_MASK, n: g.n - k - 1, lost: false };
+        for part in [Gap { n: k, ..g }, right] {
+            if part.n > 0 {
+                self.gaps.push(part);
+            }
+        }
+        true
+    }
+
+    /// A retransmitted PSN: marks the message holding it; false when none here does. A gap
+    /// holding it was loss, not the capture.
     fn retransmitted(&mut self, psn: u32, ts: u64) -> bool {
+        self.gaps.iter_mut().filter(|g| g.holds(psn)).for_each(|g| g.lost = true);
         match self.holder(psn) {
             Some(m) => {
                 m.note_retx(ts, mark::RETRANSMITTED);
@@ -275,17 +365,38 @@ impl MsgFlow {
         }
     }
 
-    /// A response with an ACK-type AETH: the messages it completes, oldest first.
-    pub(super) fn acked(&mut self, r: &Record, done: &mut impl FnMut(Msg)) {
+    /// A response with an ACK-type AETH: the messages it completes, oldest first; what it
+    /// tells of the gaps it covers (the responder acknowledges PSN p only after every PSN up to p
+    /// arrived: a gap it covers with no NAK and no retransmission was delivered, and this
+    /// capture missed it).
+    pub(super) fn acked(&mut self, r: &Record, done: &mut impl FnMut(Msg)) -> Told {
         let (psn, o) = (r.psn & PSN_MASK, r.opcode & 0x1F);
         while self.in_flight.front().is_some_and(|m| m.completed_by(psn, o)) {
             done(self.in_flight.pop_front().expect("front checked"));
         }
+        let mut told = Told::default();
+        self.gaps.retain(|g| {
+            let last = g.first.wrapping_add(g.n - 1) & PSN_MASK;
+            if psn_diff(last, psn) >= PSN_HALF {
+                return true;
+            }
+            if g.lost {
+                told.lost += g.n
+            } else {
+                told.capture_missed += g.n
+            }
+            false
+        });
+        told
     }
 
     /// A NAK (`rnr` false: a PSN sequence error or another NAK) or an RNR NAK naming `psn`:
     /// the message it names, or else the oldest in flight, is marked.
     pub(super) fn nak(&mut self, psn: u32, ts: u64, rnr: bool) {
+        if !rnr {
+            // A sequence NAK names the first PSN the responder misses: the gap that starts there.
+            self.gaps.iter_mut().filter(|g| g.holds(psn & PSN_MASK)).for_each(|g| g.lost = true);
+        }
         let holder = self.holder(psn & PSN_MASK).is_some();
         let m = if holder { self.holder(psn & PSN_MASK) } else { self.in_flight.front_mut() };
         if let Some(m) = m {
@@ -350,5 +461,54 @@ impl Transfer {
             }
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(opcode: u8, psn: u32, ts: u64) -> Record {
+        Record { ts_ns: ts, opcode, psn, payload_len: 100, reth_len: 100, ip_version: 4, ..Default::default() }
+    }
+
+    #[test]
+    fn gaps_are_told_apart_by_the_responses() {
+        let mut f = MsgFlow::new();
+        let mut done = Vec::new();
+        // 0 1 _ 3: the ACK of 3 covers 2 with no NAK and no retransmission: missed here.
+        for p in [0, 1, 3] {
+            f.request(&rec(op::RDMA_WRITE_ONLY, p, p as u64));
+        }
+        let told = f.acked(&rec(op::ACKNOWLEDGE, 3, 10), &mut |m| done.push(m));
+        assert_eq!(told, Told { capture_missed: 1, lost: 0 });
+        assert_eq!(done.len(), 3);
+        // 4 _ 6, a NAK of 5, 5 and 6 again: lost before this point.
+        for p in [4, 6] {
+            f.request(&rec(op::RDMA_WRITE_ONLY, p, 20 + p as u64));
+        }
+        f.nak(5, 30, false);
+        for p in [5, 6] {
+            f.request(&rec(op::RDMA_WRITE_ONLY, p, 40 + p as u64));
+        }
+        assert_eq!(f.acked(&rec(op::ACKNOWLEDGE, 6, 50), &mut |m| done.push(m)), Told { capture_missed: 0, lost: 1 });
+        // 7 _ 9 then 8 late (reordered, never seen): not a retransmission, no gap left.
+        let steps: Vec<Step> =
+            [7, 9, 8].iter().map(|p| f.request(&rec(op::RDMA_WRITE_ONLY, *p, 60 + *p as u64))).collect();
+        assert_eq!((steps[1].gap, steps[2].late, steps[2].stray_retransmission), (1, Some(1), false));
+        assert_eq!(f.acked(&rec(op::ACKNOWLEDGE, 9, 70), &mut |m| done.push(m)), Told::default());
+        assert!(done.iter().all(|m| m.marks & mark::RETRANSMITTED == 0 || m.psn_first == 5 || m.psn_first == 6));
+    }
+
+    #[test]
+    fn the_latest_windows_are_kept_for_dcqcn() {
+        let mut f = MsgFlow::new();
+        for w in 0..10u64 {
+            f.note_rate(w, 100);
+            f.note_rate(w, 50);
+        }
+        f.note_rate(8, 1); // a little late: its window is still kept
+        let recent: Vec<(u64, u64)> = f.recent().collect();
+        assert_eq!(recent, [(4, 150), (5, 150), (6, 150), (7, 150), (8, 151), (9, 150)]);
     }
 }

@@ -68,6 +68,11 @@ pub struct Messages {
     pub in_flight_evicted: u64,
     /// PSNs skipped in request flows (frames not seen here).
     pub gap_psns: u64,
+    /// Per request flow, skipped PSNs a later ACK covered with no NAK and no retransmission:
+    /// delivered, missed by this capture.
+    pub capture_missed: FxHashMap<FlowKey, u64>,
+    /// Skipped PSNs a NAK or a retransmission showed lost before this point.
+    pub gap_lost: u64,
     /// UC flows' open messages, and the transfers.
     uc_open: FxHashMap<FlowKey, Transfer>,
     pub uc: Dist,
@@ -94,6 +99,8 @@ impl Messages {
             abandoned: 0,
             in_flight_evicted: 0,
             gap_psns: 0,
+            capture_missed: FxHashMap::default(),
+            gap_lost: 0,
             uc_open: FxHashMap::default(),
             uc: Dist::default(),
             ud_messages: 0,
@@ -117,6 +124,9 @@ impl Messages {
         let f = state.get_or_insert_with(|| Box::new(MsgFlow::new()));
         if f.pair == u32::MAX {
             f.pair = self.place(r);
+        }
+        if analyzer_common::opcode::is_data(r.opcode) {
+            f.note_rate(r.ts_ns / self.settings.window_ns.max(1), r.frame_len as u64);
         }
         let step = f.request(r);
         self.abandoned += step.abandoned as u64;
@@ -153,7 +163,11 @@ impl Messages {
     pub(crate) fn acked(&mut self, r: &Record, req: &FlowKey, state: &mut MsgFlow, rtt_min: Option<u64>) {
         let pair = state.pair;
         let mut done = Vec::new();
-        state.acked(r, &mut |m| done.push(m));
+        let told = state.acked(r, &mut |m| done.push(m));
+        if told.capture_missed > 0 {
+            *self.capture_missed.entry(*req).or_default() += told.capture_missed as u64;
+        }
+        self.gap_lost += told.lost as u64;
         for m in done {
             self.complete(req, pair, m, r.ts_ns, rtt_min);
         }
@@ -207,6 +221,7 @@ impl Messages {
     pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<FlowKey>) {
         self.flows.retain(|k, _| !gone.contains(k));
         self.uc_open.retain(|k, _| !gone.contains(k));
+        self.capture_missed.retain(|k, _| !gone.contains(k));
     }
 
     /// Completed messages of each kind.
@@ -216,6 +231,11 @@ impl Messages {
 
     pub fn completed(&self) -> u64 {
         self.all.len()
+    }
+
+    /// Skipped PSNs of all flows this capture missed (delivered: covered by ACKs).
+    pub fn frames_missed(&self) -> u64 {
+        self.capture_missed.values().sum()
     }
 }
 

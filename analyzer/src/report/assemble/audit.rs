@@ -190,7 +190,8 @@ fn transport(run: &Pipeline) -> Vec<Finding> {
         let one = || vec![flow_ref(k)];
         let naks = reverse_aeth(run, &hosts, k, aeth::PSN_SEQUENCE_ERROR);
         let rnrs = reverse_aeth(run, &hosts, k, aeth::RNR);
-        sequence(&mut out, p, naks, rnrs, &one);
+        let missed = run.analyses.messages.capture_missed.get(k).copied().unwrap_or(0);
+        sequence(&mut out, p, (naks, rnrs, missed), &one);
         nak_kinds(&mut out, p, &one);
         {
             let (t, _) = run.analyses.rtt.outcome(&run.analyses.flows, k, run.engine.last_ns.unwrap_or(0));
@@ -211,9 +212,15 @@ fn transport(run: &Pipeline) -> Vec<Finding> {
 }
 
 /// The one finding a flow's PSN sequence gives, if any: go-back-N (duplicates after
-/// sequence NAKs), reordering, a gap, RNR retries, retransmissions; `naks` and `rnrs` are the
-/// receiver's NAKs of each kind.
-fn sequence(out: &mut Vec<Finding>, p: &PsnState, naks: u64, rnrs: u64, one: &dyn Fn() -> Vec<FlowRef>) {
+/// sequence NAKs), reordering, a gap (of the PSNs skipped, those no ACK showed delivered:
+/// `missed` were, and the capture lost them), RNR retries, retransmissions; `naks` and `rnrs`
+/// are the receiver's NAKs of each kind.
+fn sequence(
+    out: &mut Vec<Finding>,
+    p: &PsnState,
+    (naks, rnrs, missed): (u64, u64, u64),
+    one: &dyn Fn() -> Vec<FlowRef>,
+) {
     if p.count[count::DUPLICATES] > 0 && naks > 0 {
         out.push(finding(
             Severity::Warning,
@@ -234,13 +241,15 @@ fn sequence(out: &mut Vec<Finding>, p: &PsnState, naks: u64, rnrs: u64, one: &dy
             ),
             one(),
         ));
-    } else if p.count[count::OUT_OF_SEQUENCE] > 0 {
+    } else if p.count[count::OUT_OF_SEQUENCE] > 0 && p.count[count::PSN_SKIPPED] > missed {
         out.push(finding(
             Severity::Warning,
             FindingCode::PsnGap,
             format!(
-                "{} out-of-sequence arrivals skipping {} PSNs, no retransmission seen: loss before this vantage point, or the capture dropped packets",
-                p.count[count::OUT_OF_SEQUENCE], p.count[count::PSN_SKIPPED]
+                "{} out-of-sequence arrivals skipping {} PSNs{}, no retransmission seen and no ACK covering them: loss before this vantage point, or the capture dropped packets",
+                p.count[count::OUT_OF_SEQUENCE],
+                p.count[count::PSN_SKIPPED] - missed,
+                if missed > 0 { format!(" (and {missed} more the ACKs show delivered)") } else { String::new() }
             ),
             one(),
         ));

@@ -10,8 +10,8 @@ use crate::analyses::topology::Topology;
 use crate::analyses::tree::FlowSpan;
 use crate::analyses::{ecmp, tree};
 use crate::model::{
-    CongestionTrees, Ecmp, Episode, Incast, LabelShare, PauseSender, PauseTime, Pfc, PfcSender, StormJson, addr_string,
-    mac_string,
+    CongestionTrees, Ecmp, EcnLead, Episode, Finding, FindingCode, Incast, LabelShare, PauseCounts, PauseSender,
+    PauseTime, Pfc, PfcRate, PfcSender, Severity, StormJson, addr_string, mac_string,
 };
 use crate::pipeline::Pipeline;
 
@@ -37,6 +37,7 @@ pub fn pfc(run: &Pipeline) -> Pfc {
                     priority: *prio,
                     counts: c.into(),
                     pause: pause(mac, *prio),
+                    ecn_lead: ecn_lead(run, mac, *prio),
                 }
             })
             .collect(),
@@ -50,7 +51,87 @@ pub fn pfc(run: &Pipeline) -> Pfc {
             .collect(),
         storms: storms(&a.pause, topo),
         link_speed_bps: a.config.link_speed_bps,
+        rates: rates(run),
     }
+}
+
+/// A PFC sender's pause onsets and the CE marks on its priority's data before them.
+fn ecn_lead(run: &Pipeline, mac: &[u8; 6], priority: u8) -> Option<EcnLead> {
+    let a = &run.analyses;
+    let onsets: Vec<u64> = a.pause.timers.get(&(*mac, priority))?.all_intervals().iter().map(|(s, _)| *s).collect();
+    let window_ns = a.config.ecn_lead_ns;
+    let mut leads: Vec<u64> =
+        onsets.iter().filter_map(|t| a.marks.first_before(priority, *t, window_ns).map(|m| t - m)).collect();
+    Some(EcnLead {
+        onsets: onsets.len() as u64,
+        preceded: leads.len() as u64,
+        window_ns,
+        lead_ns_p50: (!leads.is_empty()).then(|| crate::analyses::stats::median(&mut leads)),
+    })
+}
+
+/// Per priority PFC paused: its pause frames and paused time per million data frames.
+fn rates(run: &Pipeline) -> Vec<PfcRate> {
+    let a = &run.analyses;
+    let mut by: BTreeMap<u8, (u64, u64)> = BTreeMap::new();
+    for ((mac, prio), c) in &run.engine.pfc.pfc {
+        let e = by.entry(*prio).or_default();
+        e.0 += PauseCounts::from(c).frames;
+        e.1 += a.pause.timers.get(&(*mac, *prio)).map_or(0, |t| t.paused_ns());
+    }
+    by.into_iter()
+        .map(|(priority, (pause_frames, paused_ns))| {
+            let data_frames = a.marks.data_frames.get(priority as usize).copied().unwrap_or(0);
+            let per_million = |v: u64| (data_frames > 0).then(|| v as f64 * 1e6 / data_frames as f64);
+            PfcRate {
+                priority,
+                data_frames,
+                pause_frames,
+                paused_ns,
+                frames_per_million: per_million(pause_frames),
+                paused_ns_per_million: per_million(paused_ns),
+            }
+        })
+        .collect()
+}
+
+/// ECN before PFC: `pfc_before_ecn` per sender and priority whose onsets mostly came without
+/// marks before them, `pfc_rate_high` per priority pausing too often.
+pub fn pfc_findings(p: &Pfc, rate_max: f64) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for s in &p.senders {
+        let Some(l) = s.ecn_lead.filter(|l| l.onsets > 0 && l.preceded * 2 < l.onsets) else { continue };
+        let name = match (&s.device, &s.port) {
+            (Some(d), Some(port)) => format!("{d}:{port} ({})", s.mac),
+            (Some(d), None) => format!("{d} ({})", s.mac),
+            _ => s.mac.clone(),
+        };
+        out.push(Finding::new(
+            Severity::Warning,
+            FindingCode::PfcBeforeEcn,
+            format!(
+                "{name} paused priority {} {} times, {} of them with no CE mark on that priority's data in the {} µs before: the ECN marking threshold is at or above the PFC XOFF threshold; ECN should slow senders before PFC pauses links (lower Kmin/Kmax, or raise XOFF)",
+                s.priority,
+                l.onsets,
+                l.onsets - l.preceded,
+                l.window_ns / 1000
+            ),
+            Vec::new(),
+        ));
+    }
+    for r in &p.rates {
+        let Some(rate) = r.frames_per_million.filter(|v| *v > rate_max) else { continue };
+        out.push(Finding::new(
+            Severity::Warning,
+            FindingCode::PfcRateHigh,
+            format!(
+                "priority {}: {} pause frames for {} data frames ({rate:.1} per million, above {rate_max}): PFC triggers too often; tuned fabrics pause on well under 0.001 % of frames (ECN should act first)",
+                r.priority, r.pause_frames, r.data_frames
+            ),
+            Vec::new(),
+        ));
+    }
+    out
 }
 
 /// The storms of the pause timers, their senders named by the topology (a run and `merge`).
@@ -159,7 +240,45 @@ pub fn ecmp(run: &Pipeline, list_host_pairs: bool) -> Ecmp {
             multi += (seen.len() > 1) as u64;
         }
     }
-    ecmp::section(&by_label, multi, &run.analyses.config.ecmp_tiers, &flows, list_host_pairs)
+    let in_series = uplinks(run, &mut by_label);
+    ecmp::section((&by_label, in_series), multi, &run.analyses.config.ecmp_tiers, &flows, list_host_pairs)
+}
+
+/// Inputs in series are not uplinks: two labels are in series when at least half the frames of
+/// the smaller were also seen by the other (vantage points' matched copies: a leaf and a spine
+/// capture of the same frames). Taken from the fewest frames up, a label joins the uplinks
+/// unless it is in series with one already there; those left out are removed from `by_label`.
+fn uplinks(run: &Pipeline, by_label: &mut BTreeMap<String, LabelShare>) -> Vec<crate::model::InSeries> {
+    let v = &run.analyses.vantage;
+    let mut frames: BTreeMap<&str, u64> = BTreeMap::new();
+    for p in &v.points {
+        *frames.entry(p.label.as_str()).or_default() += p.frames;
+    }
+    let mut copies: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for h in v.hop_list() {
+        let (a, b) = (v.points[h.from as usize].label.as_str(), v.points[h.to as usize].label.as_str());
+        if a != b {
+            *copies.entry((a.min(b), a.max(b))).or_default() += h.state.matched;
+        }
+    }
+    let mut order: Vec<&str> = by_label.keys().map(String::as_str).collect();
+    order.sort_by_key(|l| (frames.get(l).copied().unwrap_or(0), *l));
+    let (mut kept, mut out): (Vec<&str>, Vec<crate::model::InSeries>) = (Vec::new(), Vec::new());
+    for l in order {
+        let with = kept.iter().find_map(|k| {
+            let n = copies.get(&(l.min(k), l.max(k))).copied().unwrap_or(0);
+            let smaller = frames.get(l).copied().unwrap_or(0).min(frames.get(k).copied().unwrap_or(0));
+            (n > 0 && n * 2 >= smaller).then_some((*k, n))
+        });
+        match with {
+            Some((k, n)) => out.push(crate::model::InSeries { label: l.to_string(), with: k.to_string(), copies: n }),
+            None => kept.push(l),
+        }
+    }
+    for s in &out {
+        by_label.remove(&s.label);
+    }
+    out
 }
 
 /// The ECMP section's host pairs, in order, for a report whose lists are streamed.

@@ -78,6 +78,7 @@ impl Report {
             evidence: None,
         };
         report.vantage = vantage::section(run, &mut report.audit);
+        report.audit.extend(fabric::pfc_findings(&report.pfc, run.analyses.config.pfc_rate_max));
         if let Some(m) = &report.messages {
             report.audit.extend(messages::findings(m, run.analyses.config.straggler_ratio));
         }
@@ -127,11 +128,20 @@ pub(crate) fn capture(run: &Pipeline) -> Capture {
         frames: run.engine.frames,
         classes,
         dropped,
+        loss: capture_loss(run),
     }
 }
 
-fn psn_json(p: &PsnState) -> (FlowPsn, Naks) {
-    (FlowPsn { sequence: PsnJson::new(p.count), responder: Responder::new(p.responder) }, Naks::new(p.aeth))
+/// The capture's own loss, when the ACKs showed any.
+fn capture_loss(run: &Pipeline) -> Option<CaptureLoss> {
+    let missed = run.analyses.messages.frames_missed();
+    let roce = run.engine.class_count(FrameClass::Roce);
+    (missed > 0).then(|| CaptureLoss { frames_missed: missed, ratio: missed as f64 / (roce + missed) as f64 })
+}
+
+fn psn_json(p: &PsnState, capture_missed: u64) -> (FlowPsn, Naks) {
+    let psn = FlowPsn { sequence: PsnJson::new(p.count), responder: Responder::new(p.responder), capture_missed };
+    (psn, Naks::new(p.aeth))
 }
 
 fn end_ns(run: &Pipeline) -> u64 {
@@ -252,7 +262,7 @@ pub(crate) fn flow_json(run: &Pipeline, k: &FlowKey, s: &FlowStats) -> Flow {
         .filter_map(|i| run.engine.sources.get(i).map(|src| src.label.clone()))
         .collect();
     labels.dedup();
-    let (psn, naks) = psn_json(&s.psn);
+    let (psn, naks) = psn_json(&s.psn, run.analyses.messages.capture_missed.get(k).copied().unwrap_or(0));
     Flow {
         src: addr_string(k.ip_version, &k.src),
         dst: addr_string(k.ip_version, &k.dst),

@@ -47,7 +47,7 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
 type Rule = fn(&Pipeline, &Report) -> Option<Note>;
 
 /// The notes one fact decides each, in the order the report lists them.
-const RULES: [Rule; 14] = [
+const RULES: [Rule; 15] = [
     bth_cut,
     snap_cut,
     several_cpus,
@@ -62,7 +62,21 @@ const RULES: [Rule; 14] = [
     matched_copies,
     sightings_evicted,
     no_completions,
+    capture_loss,
 ];
+
+/// Frames the network delivered and this capture did not hold.
+fn capture_loss(_: &Pipeline, r: &Report) -> Option<Note> {
+    let l = r.capture.loss?;
+    Some(note(
+        NoteCode::CaptureLoss,
+        format!(
+            "this capture missed {} frames ({:.3} % of the RoCE frames) that the network delivered: PSNs skipped here that a later ACK covered, with no NAK and no retransmission (counted per flow in psn.capture_missed, not as loss). An offloaded NIC sniffer or a full capture ring drops frames under load: capture on a mirror port, give the capture a larger ring (tcpdump -B, dumpcap -B), or a shorter snap length (-s 128 keeps every RoCE header).",
+            l.frames_missed,
+            l.ratio * 100.0
+        ),
+    ))
+}
 
 /// Messages sent and none completed: the responses are not seen here.
 fn no_completions(_: &Pipeline, r: &Report) -> Option<Note> {
@@ -71,7 +85,7 @@ fn no_completions(_: &Pipeline, r: &Report) -> Option<Note> {
         note(
             NoteCode::NoCompletions,
             format!(
-                "{} messages were sent and none completed: this vantage point does not see the responses                  (ACKs, READ responses) of their flows, so there are no completion times. Capture both                  directions (a mirror of both ports, or the receiver's side too).",
+                "{} messages were sent and none completed: this vantage point does not see the responses (ACKs, READ responses) of their flows, so there are no completion times. Capture both directions (a mirror of both ports, or the receiver's side too).",
                 m.pending
             ),
         )

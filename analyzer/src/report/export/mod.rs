@@ -170,6 +170,9 @@ pub struct PfcLine {
     /// Paused intervals [start_ns, end_ns) that ended since the sender's previous line (a
     /// reader joins them on time).
     pub intervals: Vec<[u64; 2]>,
+    /// ECN before PFC so far (the report's `pfc.senders[].ecn_lead`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn_lead: Option<EcnLead>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
@@ -285,6 +288,7 @@ impl Exporter {
         self.loss_lines(vantage.as_ref())?;
         self.event_lines(run, &pfc, last)?;
         findings.extend(fabric::ecmp(run, false).findings);
+        findings.extend(fabric::pfc_findings(&pfc, run.analyses.config.pfc_rate_max));
         if let Some(mut m) = assemble::messages::section(run) {
             findings.extend(assemble::messages::findings(&m, run.analyses.config.straggler_ratio));
             m.flows.clear();
@@ -349,12 +353,13 @@ impl Exporter {
     }
 
     fn pfc_lines(&mut self, pfc: &Pfc, end_ns: u64, last: bool) -> Result<(), SinkError> {
-        let senders = pfc.senders.iter().map(|s| (&s.mac, &s.device, &s.port, s.priority, &s.counts, &s.pause));
+        let senders =
+            pfc.senders.iter().map(|s| (&s.mac, &s.device, &s.port, s.priority, &s.counts, &s.pause, s.ecn_lead));
         let pause = pfc
             .pause_senders
             .iter()
-            .map(|s| (&s.mac, &s.device, &s.port, crate::analyses::pause::ALL_PRIORITIES, &s.counts, &s.pause));
-        for (mac, device, port, priority, counts, pause) in senders.chain(pause) {
+            .map(|s| (&s.mac, &s.device, &s.port, crate::analyses::pause::ALL_PRIORITIES, &s.counts, &s.pause, None));
+        for (mac, device, port, priority, counts, pause, ecn_lead) in senders.chain(pause) {
             let key = (mac.clone(), priority);
             let (frames, paused, sent_until) = self.pfc.get(&key).copied().unwrap_or_default();
             // Intervals (or their parts) after what was sent, that have ended (all at the end).
@@ -381,6 +386,7 @@ impl Exporter {
                 counts: *counts,
                 paused_ns: pause.paused_ns,
                 intervals,
+                ecn_lead,
             }))?;
         }
         Ok(())

@@ -173,6 +173,7 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
             pause_senders,
             storms,
             link_speed_bps: interval.link_speed_bps,
+            rates: Vec::new(),
         },
         capture,
         flows: flows.into_values().collect(),
@@ -235,8 +236,9 @@ impl Parts {
                     priority: p.priority,
                     counts: PauseCounts::ZERO,
                     pause: PauseTime::default(),
+                    ecn_lead: None,
                 });
-                (s.device, s.port, s.counts) = (p.device, p.port, p.counts);
+                (s.device, s.port, s.counts, s.ecn_lead) = (p.device, p.port, p.counts, p.ecn_lead);
                 s.pause.paused_ns = p.paused_ns;
                 s.pause.intervals.extend(p.intervals);
             }

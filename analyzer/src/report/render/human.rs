@@ -167,6 +167,7 @@ fn pfc(o: &mut String, p: &crate::model::Pfc) {
             row(&s.mac, place(&s.device, &s.port), "all".into(), &s.counts, s.pause.paused_ns);
         }
     }
+    ecn_before_pfc(o, p);
     for st in &p.storms {
         let _ = writeln!(
             o,
@@ -177,6 +178,37 @@ fn pfc(o: &mut String, p: &crate::model::Pfc) {
             st.duration_ns as f64 / 1e6,
             st.start_ns
         );
+    }
+}
+
+/// ECN before PFC: each sender's onsets with marks before them, each priority's pause rate.
+fn ecn_before_pfc(o: &mut String, p: &crate::model::Pfc) {
+    for s in &p.senders {
+        if let Some(l) = s.ecn_lead.filter(|l| l.onsets > 0) {
+            let _ = writeln!(
+                o,
+                "  ECN before PFC: {} priority {}: {} of {} pause onsets had CE marks in the {} µs before{}",
+                s.mac,
+                s.priority,
+                l.preceded,
+                l.onsets,
+                l.window_ns / 1000,
+                l.lead_ns_p50.map(|n| format!(" (median lead {:.1} µs)", n as f64 / 1e3)).unwrap_or_default()
+            );
+        }
+    }
+    for r in &p.rates {
+        if let Some(f) = r.frames_per_million {
+            let _ = writeln!(
+                o,
+                "  priority {}: {} pause frames per million data frames ({} of {}), {:.1} µs paused per million",
+                r.priority,
+                format_args!("{f:.1}"),
+                r.pause_frames,
+                r.data_frames,
+                r.paused_ns_per_million.unwrap_or(0.0) / 1e3
+            );
+        }
     }
 }
 

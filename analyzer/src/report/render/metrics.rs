@@ -110,6 +110,7 @@ pub type FindingCounts = [u64; 3];
 pub fn finding_counts(run: &Pipeline) -> FindingCounts {
     let mut findings = assemble::audit::findings(run);
     assemble::vantage::section(run, &mut findings);
+    findings.extend(assemble::fabric::pfc_findings(&assemble::fabric::pfc(run), run.analyses.config.pfc_rate_max));
     if let Some(m) = assemble::messages::section(run) {
         findings.extend(assemble::messages::findings(&m, run.analyses.config.straggler_ratio));
     }

@@ -1,0 +1,137 @@
+//! The tuning rules as checks, on fixtures built for them (tests/src/tuning.rs): capture loss
+//! told apart from network loss, the first CNP judged. Every number stated by hand.
+
+use serde_json::Value;
+use tests::fixtures::data_dir;
+use tests::tools::run;
+
+fn report(name: &str, extra: &[&str]) -> Value {
+    let p = data_dir().join(name);
+    let mut args = vec!["-q", "-r", p.to_str().unwrap(), "--json", "-"];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn flow(r: &Value, src: u8) -> &Value {
+    r["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["src"] == format!("10.0.3.{src}") && f["dst_qp"].as_u64().unwrap() < 0x200)
+        .unwrap()
+}
+
+fn codes(r: &Value, code: &str) -> Vec<String> {
+    r["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == code)
+        .map(|f| f["flows"][0]["src"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn gaps_the_acks_cover_are_the_captures_loss_not_the_networks() {
+    let r = report("capture_loss.pcap", &[]);
+    // 17 + 9 + 5 retransmitted + 9 data frames and 4 + 2 + 1 ACKs/NAKs held; 3 missed.
+    let roce = r["capture"]["classes"]["roce"].as_u64().unwrap();
+    assert_eq!(roce, 17 + 9 + 5 + 9 + 4 + 2 + 1);
+    assert_eq!(r["capture"]["loss"]["frames_missed"], 3);
+    assert_eq!(r["capture"]["loss"]["ratio"].as_f64().unwrap(), 3.0 / (roce + 3) as f64);
+    assert_eq!(flow(&r, 41)["psn"]["capture_missed"], 3);
+    assert!(flow(&r, 43)["psn"].get("capture_missed").is_none(), "retransmitted: loss, not the capture");
+    assert!(flow(&r, 45)["psn"].get("capture_missed").is_none(), "no ACK covers it");
+    assert_eq!(codes(&r, "psn_gap"), ["10.0.3.45"], "only the gap no ACK covers");
+    assert_eq!(codes(&r, "go_back_n"), ["10.0.3.43"]);
+    let note =
+        r["visibility"].as_array().unwrap().iter().find(|n| n["code"] == "capture_loss").expect("a capture_loss note");
+    assert!(note["message"].as_str().unwrap().starts_with("this capture missed 3 frames"), "{note}");
+}
+
+#[test]
+fn ecn_acts_before_pfc_or_the_report_says_it_did_not() {
+    let r = report("ecn_lead.pcap", &[]);
+    let senders = r["pfc"]["senders"].as_array().unwrap();
+    let lead = |mac: &str| senders.iter().find(|s| s["mac"] == mac).unwrap()["ecn_lead"].clone();
+    // Onsets at 200.5, 400.5, 600.5 µs; marks at 150 and 370 µs: leads 50.5 and 30.5 µs.
+    assert_eq!(
+        lead("02:00:00:00:aa:01"),
+        serde_json::json!({"onsets": 3, "preceded": 2, "window_ns": 100_000, "lead_ns_p50": 30_500})
+    );
+    assert_eq!(lead("02:00:00:00:bb:01"), serde_json::json!({"onsets": 2, "preceded": 0, "window_ns": 100_000}));
+    let f: Vec<&Value> = r["audit"].as_array().unwrap().iter().filter(|f| f["code"] == "pfc_before_ecn").collect();
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0]["message"].as_str().unwrap().starts_with("02:00:00:00:bb:01 paused priority 5 2 times, 2 of them"),
+        "{}",
+        f[0]
+    );
+    // 3 pause frames per 1000 data frames of priority 3, 2 per 200 of priority 5; 5.12 µs each.
+    let rates = &r["pfc"]["rates"];
+    assert_eq!(
+        rates[0],
+        serde_json::json!({"priority": 3, "data_frames": 1000, "pause_frames": 3, "paused_ns": 15_360,
+        "frames_per_million": 3000.0, "paused_ns_per_million": 15_360_000.0})
+    );
+    assert_eq!((rates[1]["priority"].as_u64(), rates[1]["frames_per_million"].as_f64()), (Some(5), Some(10_000.0)));
+    let high = |r: &Value| -> Vec<String> {
+        r["audit"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"] == "pfc_rate_high")
+            .map(|f| f["message"].as_str().unwrap()[..10].to_string())
+            .collect()
+    };
+    assert_eq!(high(&r), ["priority 3", "priority 5"], "both above 10 per million");
+    assert_eq!(high(&report("ecn_lead.pcap", &["--pfc-rate-max", "5000"])), ["priority 5"]);
+    // A wider window finds the mark 150 µs before the third onset's 600.5 µs? No: the last mark
+    // is at 370 µs, 230.5 µs before; with --ecn-lead 250us all three are preceded.
+    let wide = report("ecn_lead.pcap", &["--ecn-lead", "250us"]);
+    let s = wide["pfc"]["senders"].as_array().unwrap().iter().find(|s| s["mac"] == "02:00:00:00:aa:01").unwrap();
+    assert_eq!(s["ecn_lead"]["preceded"], 3);
+}
+
+#[test]
+fn the_first_cnp_of_a_flow_is_judged() {
+    let r = report("first_cnp.pcap", &[]);
+    let d = &r["dcqcn"];
+    let f = |src: &str| d["flows"].as_array().unwrap().iter().find(|f| f["src"] == src).unwrap();
+    let halved = f("10.0.3.47");
+    // Its only CNP, 300 µs into steady traffic without a CE mark here: judged, a halving.
+    assert_eq!(
+        (halved["cnps"].as_u64(), halved["reacted"].as_u64(), halved["no_rate_before"].as_u64()),
+        (Some(1), Some(1), Some(0))
+    );
+    assert_eq!(halved["cut_ratio_p50"], 0.5);
+    let ignored = f("10.0.3.49");
+    assert_eq!(
+        (ignored["cnps"].as_u64(), ignored["unreacted_cnps"].as_u64(), ignored["no_rate_before"].as_u64()),
+        (Some(3), Some(3), Some(0))
+    );
+    assert_eq!(codes(&r, "cnp_ignored"), ["10.0.3.49"]);
+}
+
+#[test]
+fn inputs_in_series_are_not_uplinks() {
+    let leaf = format!("leaf={}", data_dir().join("vantage_leaf.pcap").display());
+    let spine = format!("spine={}", data_dir().join("vantage_spine.pcap").display());
+    let out = run(&["-q", "-r", &leaf, "-r", &spine, "--json", "-"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The spine saw 109 frames, 99 + 10 of them also seen at the leaf (116 frames): in series.
+    let o = &r["ecmp"]["observed"];
+    assert_eq!(o["by_label"].as_object().unwrap().keys().collect::<Vec<_>>(), ["spine"]);
+    assert_eq!(o["in_series"], serde_json::json!([{"label": "leaf", "with": "spine", "copies": 109}]));
+    assert!(!r["ecmp"]["findings"].as_array().unwrap().iter().any(|f| f["code"] == "uplink_imbalance"));
+    // Three uplinks that share no frame stay three uplinks.
+    let ups: Vec<String> =
+        (1..=3).map(|i| format!("u{i}={}", data_dir().join(format!("uplink{i}.pcap")).display())).collect();
+    let out = run(&["-q", "-r", &ups[0], "-r", &ups[1], "-r", &ups[2], "--json", "-"]);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["ecmp"]["observed"]["by_label"].as_object().unwrap().len(), 3);
+    assert!(r["ecmp"]["observed"].get("in_series").is_none());
+}

@@ -1,0 +1,140 @@
+//! Fixtures of the tuning rules as checks (capture loss told apart from network loss, the first
+//! CNP judged), each built to give answers the tests state by hand (tests/integration/tuning.rs).
+//! Hosts are 10.0.3.4x; a requester `s` sends to QP `0x100 + s`, its responder answers to QP
+//! `0x200 + s` (the helpers of [`crate::messages`]).
+
+use analyzer_common::opcode::{CNP, op};
+use analyzer_common::wire::ext::{Aeth, nak_code};
+
+use crate::fixtures::{Fixture, Timed};
+use crate::messages::{US, resp, write};
+use crate::synth::Roce;
+
+/// A WRITE ONLY of 1024 B.
+fn w(s: u8, d: u8, opcode: u8, psn: u32, ack_req: bool) -> Roce {
+    write(s, d, opcode, psn, 1024, 1024, ack_req)
+}
+
+fn ack(s: u8, d: u8, psn: u32) -> Roce {
+    resp(s, d, op::ACKNOWLEDGE, psn, Aeth::ack(31, 1))
+}
+
+/// Capture loss and network loss, 1 ms apart:
+/// * 41 → 42: WRITE ONLY PSN 0–19 one a µs, AckReq on every fifth; this capture lacks PSN 3, 7
+///   and 8; the ACKs of 4, 9, 14 and 19 cover them, no NAK, no retransmission: 3 frames the
+///   capture missed, no loss.
+/// * 43 → 44: PSN 0–9 without 5; a PSN-sequence NAK of 5, go-back-N from 5, ACK of 9: loss
+///   before this point (the gap was retransmitted), go_back_n.
+/// * 45 → 46: PSN 0–9 without 4; the last ACK is of 3: a gap no ACK covers, psn_gap.
+pub fn capture_loss() -> Fixture {
+    let mut a = Timed::default();
+    for psn in (0..20u32).filter(|p| ![3, 7, 8].contains(p)) {
+        a.roce(psn as u64 * US, &w(41, 42, op::RDMA_WRITE_ONLY, psn, psn % 5 == 4));
+    }
+    for psn in [4, 9, 14, 19u32] {
+        a.roce(psn as u64 * US + 3 * US, &ack(41, 42, psn));
+    }
+    let t0 = 1_000 * US;
+    for psn in (0..10u32).filter(|p| *p != 5) {
+        a.roce(t0 + psn as u64 * US, &w(43, 44, op::RDMA_WRITE_ONLY, psn, psn == 9));
+    }
+    a.roce(t0 + 7 * US, &resp(43, 44, op::ACKNOWLEDGE, 5, Aeth::nak(nak_code::PSN_SEQUENCE_ERROR, 1)));
+    for psn in 5..10u32 {
+        a.roce(t0 + (20 + psn) as u64 * US, &w(43, 44, op::RDMA_WRITE_ONLY, psn, psn == 9));
+    }
+    a.roce(t0 + 35 * US, &ack(43, 44, 9));
+    let t1 = 2_000 * US;
+    for psn in (0..10u32).filter(|p| *p != 4) {
+        a.roce(t1 + psn as u64 * US, &w(45, 46, op::RDMA_WRITE_ONLY, psn, psn == 3 || psn == 9));
+    }
+    a.roce(t1 + 5 * US, &ack(45, 46, 3));
+    a.fixture("capture_loss.pcap")
+}
+
+/// Flows whose first CNP comes into steady traffic, no CE mark seen here (the switch marked
+/// after this point), each RC WRITE MIDDLE of 1000 B payload one a µs, ACKed every 10 (AckReq)
+/// so that the CNPs to the requester's QP are paired with the flow:
+/// * 47 → 48: a CNP at 300 µs; from 310 µs one frame every 2 µs (halved) until 600 µs: one CNP,
+///   reacted.
+/// * 49 → 50 (1 ms later): CNPs at 300, 400 and 500 µs, the rate never changes until 1600 µs:
+///   three CNPs ignored, `cnp_ignored`.
+pub fn first_cnp() -> Fixture {
+    let mut a = Timed::default();
+    let send = |a: &mut Timed, base: u64, s: u8, times: &[u64]| {
+        for (i, t) in times.iter().enumerate() {
+            let mut r = write(s, s + 1, op::RDMA_WRITE_MIDDLE, i as u32, 0, 1000, i % 10 == 9);
+            r.ext.reth = Default::default();
+            a.roce(base + t * US, &r);
+            if i % 10 == 9 {
+                a.roce(base + t * US + 2 * US, &resp(s, s + 1, op::ACKNOWLEDGE, i as u32, Aeth::ack(31, 1)));
+            }
+        }
+    };
+    let cnp = |s: u8| {
+        let mut c = Roce::v4(
+            crate::messages::ip(s + 1),
+            crate::messages::ip(s),
+            0xC000 + s as u16 + 1,
+            CNP,
+            0x200 + s as u32,
+            0,
+        );
+        c.dscp = 48;
+        c.payload_len = 16;
+        c
+    };
+    let halved: Vec<u64> = (0..310).chain((310..600).step_by(2)).collect();
+    send(&mut a, 0, 47, &halved);
+    a.roce(300 * US, &cnp(47));
+    let base = 1_000 * US;
+    let steady: Vec<u64> = (0..1600).collect();
+    send(&mut a, base, 49, &steady);
+    for t in [300, 400, 500] {
+        a.roce(base + t * US, &cnp(49));
+    }
+    a.fixture("first_cnp.pcap")
+}
+
+/// ECN before PFC, at 100 Gbit/s (a quantum is 5.12 ns):
+/// * 51 → 52 on VLAN priority 3: 1000 WRITE MIDDLE frames, one a µs, CE-marked at 150 and
+///   370 µs; a switch port (MAC 02:00:00:00:aa:01) sends XOFF of 1000 quanta (5.12 µs) for
+///   priority 3 at 200, 400 and 600 µs: 2 of 3 onsets had marks in the 100 µs before (leads 50
+///   and 30 µs, median 30 µs); 3 pause frames per 1000 data frames (3000 per million).
+/// * 53 → 54 on priority 5: 200 frames one every 5 µs, none marked; 02:00:00:00:bb:01 pauses
+///   priority 5 at 300 and 700 µs: 0 of 2 onsets had marks (`pfc_before_ecn`); 2 per 200
+///   (10 000 per million).
+pub fn ecn_lead() -> Fixture {
+    use analyzer_common::FrameClass;
+    let mut a = Timed::default();
+    let frame = |s: u8, psn: u32, pcp: u8, ce: bool| {
+        let mut r = write(s, s + 1, op::RDMA_WRITE_MIDDLE, psn, 0, 1000, false);
+        r.ext.reth = Default::default();
+        r.vlans = vec![crate::synth::Vlan::dot1q(pcp, 100)];
+        if ce {
+            r.ecn = 3;
+        }
+        r
+    };
+    for i in 0..1000u32 {
+        a.roce(i as u64 * US, &frame(51, i, 3, i == 150 || i == 370));
+    }
+    for i in 0..200u32 {
+        a.roce(i as u64 * 5 * US, &frame(53, i, 5, false));
+    }
+    let xoff = |mac_last: u8, prio: usize| {
+        let mut q = [0u16; 8];
+        q[prio] = 1000;
+        crate::synth::pfc([0x02, 0, 0, 0, mac_last, 1], 1 << prio, q)
+    };
+    for t in [200, 400, 600] {
+        a.push(t * US + 500, FrameClass::Pfc, xoff(0xaa, 3));
+    }
+    for t in [300, 700] {
+        a.push(t * US + 500, FrameClass::Pfc, xoff(0xbb, 5));
+    }
+    a.fixture("ecn_lead.pcap")
+}
+
+pub fn all() -> Vec<Fixture> {
+    vec![capture_loss(), first_cnp(), ecn_lead()]
+}

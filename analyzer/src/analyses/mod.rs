@@ -145,7 +145,7 @@ impl Analyses {
         let paired = r.is_cnp().then(|| self.rtt.request_acked_at(&r.dst_ip, &r.src_ip, r.dst_qp)).flatten();
         let flows = &self.flows;
         let history = |k: &FlowKey| -> Vec<(u64, u64)> {
-            flows.get(k).and_then(|f| f.messages.as_deref()).map(|m| m.recent().collect()).unwrap_or_default()
+            flows.get(k).and_then(|f| f.messages.as_deref()).map(|m| m.recent()).unwrap_or_default()
         };
         if let Some(k) = self.dcqcn.observe_with(r, paired, watched, &history)
             && let Some(f) = self.flows.get_mut(&k)

@@ -29,6 +29,7 @@ pub struct Messages {
     /// Completion times of every completed message (ns): `messages.mct_ns.p999` for gates.
     pub mct_ns: Percentiles,
     pub classes: Vec<MessageClass>,
+    /// The flows with completed messages (with their pending ones).
     pub flows: Vec<MessageFlow>,
     pub pairs: Vec<MessagePair>,
     /// UC and UD: no completion; their transfer time (first to last packet).

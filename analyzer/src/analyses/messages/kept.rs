@@ -14,8 +14,6 @@
 //!   complete all they cover; a READ RESPONSE FIRST does not complete its own READ). A NAK or
 //!   an RNR NAK completes none: it marks the message it names.
 
-use std::collections::VecDeque;
-
 use analyzer_common::opcode::op;
 use analyzer_common::psn::{PSN_HALF, PSN_MASK, psn_diff};
 use analyzer_common::record::Record;
@@ -170,48 +168,138 @@ pub struct Told {
 /// rate before needs, and the one it falls in.
 pub const RECENT: usize = super::super::dcqcn::BEFORE_WINDOWS as usize + 1;
 
+/// A flow's rates: its request payload per window (steadiness), and its latest windows with
+/// data frames' bytes (window, bytes), oldest first, which DCQCN judges a CNP on when it
+/// starts to watch the flow only at that CNP.
+#[derive(Debug, Default)]
+pub(crate) struct Rate {
+    windows: super::steady::Windows,
+    recent: [(u64, u64); RECENT],
+}
+
+impl Rate {
+    fn note(&mut self, w: u64, frame: u64, payload: u64, window_ns: u64) {
+        if payload > 0 {
+            self.windows.add(w, payload, window_ns);
+        }
+        if frame == 0 {
+            return;
+        }
+        let last = &mut self.recent[RECENT - 1];
+        if last.1 == 0 || w > last.0 {
+            self.recent.rotate_left(1);
+            self.recent[RECENT - 1] = (w, frame);
+        } else if let Some(e) = self.recent.iter_mut().find(|e| e.0 == w && e.1 > 0) {
+            e.1 += frame;
+        }
+    }
+}
+
+/// Messages in flight, oldest first: a vector with a head instead of a ring, so that the one
+/// message most flows have costs one message's bytes (a ring starts at four).
+#[derive(Debug, Default)]
+struct Fifo {
+    v: Vec<Msg>,
+    head: usize,
+}
+
+impl Fifo {
+    fn len(&self) -> usize {
+        self.v.len() - self.head
+    }
+    fn front(&self) -> Option<&Msg> {
+        self.v.get(self.head)
+    }
+    fn front_mut(&mut self) -> Option<&mut Msg> {
+        self.v.get_mut(self.head)
+    }
+    fn back_mut(&mut self) -> Option<&mut Msg> {
+        if self.len() == 0 { None } else { self.v.last_mut() }
+    }
+    fn pop_front(&mut self) -> Option<Msg> {
+        let m = self.v.get(self.head)?.clone();
+        self.head += 1;
+        if self.head == self.v.len() {
+            self.v.clear();
+            self.head = 0;
+        } else if self.head >= 64 && self.head * 2 >= self.v.len() {
+            self.v.drain(..self.head);
+            self.head = 0;
+        }
+        Some(m)
+    }
+    fn push_back(&mut self, m: Msg) {
+        if self.v.capacity() == 0 {
+            self.v.reserve_exact(1);
+        }
+        self.v.push(m);
+    }
+    fn iter(&self) -> impl Iterator<Item = &Msg> {
+        self.v[self.head..].iter()
+    }
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Msg> {
+        self.v[self.head..].iter_mut()
+    }
+}
+
 /// A request flow's messages.
 #[derive(Debug, Default)]
 pub(crate) struct MsgFlow {
     /// The SEND or WRITE whose LAST has not come yet.
     open: Option<Msg>,
     /// Sent, not completed, in PSN order.
-    in_flight: VecDeque<Msg>,
+    in_flight: Fifo,
     /// The PSN the next new request should carry, once a request was seen.
     next_psn: Option<u32>,
     /// The last request was a READ REQUEST: the next request tells its span.
     after_read: bool,
     /// Its place in the analysis' host pairs (u32::MAX: not placed yet).
     pub(super) pair: u32,
-    /// Its request payload per rate window.
-    pub(crate) windows: super::steady::Windows,
-    /// Its latest rate windows with data frames' bytes (window, bytes), oldest first: DCQCN
-    /// judges a CNP on them when it starts to watch the flow only at that CNP.
-    recent: [(u64, u64); RECENT],
+    /// Its rates, from its second data frame on (boxed: most flows of a large capture have one
+    /// frame); its first frame's (window, frame bytes, payload) until then.
+    rate: Option<Box<Rate>>,
+    first: Option<(u64, u64, u64)>,
     /// PSNs skipped and not told apart yet.
     gaps: Vec<Gap>,
 }
 
 impl MsgFlow {
     pub(super) fn new() -> MsgFlow {
-        MsgFlow { pair: u32::MAX, windows: super::steady::Windows::new(), ..Default::default() }
+        MsgFlow { pair: u32::MAX, ..Default::default() }
     }
 
-    /// A data frame of `bytes` in rate window `w` (a record a little out of order adds to its
-    /// window when it is still kept).
-    pub(super) fn note_rate(&mut self, w: u64, bytes: u64) {
-        let last = &mut self.recent[RECENT - 1];
-        if last.1 == 0 || w > last.0 {
-            self.recent.rotate_left(1);
-            self.recent[RECENT - 1] = (w, bytes);
-        } else if let Some(e) = self.recent.iter_mut().find(|e| e.0 == w && e.1 > 0) {
-            e.1 += bytes;
+    /// A frame in rate window `w`: `frame` bytes of a data frame (0: not data), `payload` bytes
+    /// of request payload (0: none, or a retransmission). True once the flow has its rates.
+    pub(super) fn note(&mut self, w: u64, frame: u64, payload: u64, window_ns: u64) -> bool {
+        let rate = match (self.rate.as_mut(), self.first) {
+            (Some(r), _) => r,
+            (None, None) => {
+                self.first = Some((w, frame, payload));
+                return false;
+            }
+            (None, Some((w0, f0, p0))) => {
+                let mut r = Box::<Rate>::default();
+                r.note(w0, f0, p0, window_ns);
+                self.first = None;
+                self.rate.insert(r)
+            }
+        };
+        rate.note(w, frame, payload, window_ns);
+        true
+    }
+
+    /// Its payload per window, once it has its rates.
+    pub(crate) fn windows(&self) -> Option<&super::steady::Windows> {
+        self.rate.as_ref().map(|r| &r.windows)
+    }
+
+    /// The latest windows with data frames (window, bytes), oldest first.
+    pub(crate) fn recent(&self) -> Vec<(u64, u64)> {
+        match (&self.rate, self.first) {
+            (Some(r), _) => r.recent.iter().copied().filter(|e| e.1 > 0).collect(),
+            (None, Some((w, f, _))) if f > 0 => vec![(w, f)],
+            _ => Vec::new(),
         }
-    }
-
-    /// The latest windows with data (window, bytes), oldest first.
-    pub(crate) fn recent(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.recent.iter().copied().filter(|e| e.1 > 0)
     }
 
     /// A request of a reliable transport.
@@ -503,12 +591,15 @@ mod tests {
     #[test]
     fn the_latest_windows_are_kept_for_dcqcn() {
         let mut f = MsgFlow::new();
-        for w in 0..10u64 {
-            f.note_rate(w, 100);
-            f.note_rate(w, 50);
+        assert!(!f.note(0, 100, 0, 10), "one frame: no rates yet");
+        assert_eq!(f.recent(), [(0, 100)]);
+        f.note(0, 50, 0, 10);
+        for w in 1..10u64 {
+            f.note(w, 100, 0, 10);
+            f.note(w, 50, 0, 10);
         }
-        f.note_rate(8, 1); // a little late: its window is still kept
-        let recent: Vec<(u64, u64)> = f.recent().collect();
+        f.note(8, 1, 0, 10); // a little late: its window is still kept
+        let recent = f.recent();
         assert_eq!(recent, [(4, 150), (5, 150), (6, 150), (7, 150), (8, 151), (9, 150)]);
     }
 }

@@ -122,29 +122,30 @@ impl Messages {
     #[inline]
     pub(crate) fn request(&mut self, r: &Record, state: &mut Option<Box<MsgFlow>>) {
         let f = state.get_or_insert_with(|| Box::new(MsgFlow::new()));
-        if f.pair == u32::MAX {
-            f.pair = self.place(r);
-        }
-        if analyzer_common::opcode::is_data(r.opcode) {
-            f.note_rate(r.ts_ns / self.settings.window_ns.max(1), r.frame_len as u64);
-        }
         let step = f.request(r);
         self.abandoned += step.abandoned as u64;
         self.in_flight_evicted += step.evicted as u64;
         self.gap_psns += step.gap as u64;
-        if r.payload_len > 0 && !step.stray_retransmission {
-            let (w, b) = (r.ts_ns / self.settings.window_ns.max(1), r.payload_len as u64);
-            f.windows.add(w, b, self.settings.window_ns);
-            self.overall.add(w, b, self.settings.window_ns);
+        let window_ns = self.settings.window_ns.max(1);
+        let w = r.ts_ns / window_ns;
+        let frame = if analyzer_common::opcode::is_data(r.opcode) { r.frame_len as u64 } else { 0 };
+        let payload = if step.stray_retransmission { 0 } else { r.payload_len as u64 };
+        // A flow's host pair is placed from its second data frame (or its first completion):
+        // a flow of one frame costs no pair.
+        if (frame > 0 || payload > 0) && f.note(w, frame, payload, window_ns) && f.pair == u32::MAX {
+            f.pair = self.place(&r.flow());
+        }
+        if payload > 0 {
+            self.overall.add(w, payload, window_ns);
             if let Some(p) = self.pairs.get_mut(f.pair as usize) {
-                p.windows.add(w, b, self.settings.window_ns);
+                p.windows.add(w, payload, window_ns);
             }
         }
     }
 
-    /// The pair of a request flow's first record (u32::MAX - 1 past the cap: not followed).
-    fn place(&mut self, r: &Record) -> u32 {
-        let k = ((r.src_ip, r.ip_version), (r.dst_ip, r.ip_version));
+    /// The host pair of a request flow (u32::MAX - 1 past the cap: not followed).
+    fn place(&mut self, key: &FlowKey) -> u32 {
+        let k = ((key.src, key.ip_version), (key.dst, key.ip_version));
         if let Some(i) = self.pair_index.get(&k) {
             return *i;
         }
@@ -161,6 +162,9 @@ impl Messages {
     /// A response with an ACK-type AETH on the flow paired with request flow `req` (its
     /// state); `rtt_min` is that flow's smallest RTT sample.
     pub(crate) fn acked(&mut self, r: &Record, req: &FlowKey, state: &mut MsgFlow, rtt_min: Option<u64>) {
+        if state.pair == u32::MAX {
+            state.pair = self.place(req);
+        }
         let pair = state.pair;
         let mut done = Vec::new();
         let told = state.acked(r, &mut |m| done.push(m));

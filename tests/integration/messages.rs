@@ -8,16 +8,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use tests::fixtures::data_dir;
-use tests::tools::{metric, require, run};
-
-fn report(name: &str, extra: &[&str]) -> Value {
-    let p = data_dir().join(name);
-    let mut args = vec!["-q", "-r", p.to_str().unwrap(), "--json", "-"];
-    args.extend_from_slice(extra);
-    let out = run(&args);
-    assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+use tests::tools::{metric, report, require, run};
 
 fn flow(m: &Value, src: u8) -> &Value {
     m["flows"]

@@ -4,17 +4,8 @@
 
 use serde_json::{Value, json};
 use tests::fixtures::data_dir;
-use tests::tools::run;
+use tests::tools::{report, run};
 use tests::transport::{RTT_FAST, RTT_SLOW};
-
-fn report(name: &str, extra: &[&str]) -> Value {
-    let p = data_dir().join(name);
-    let mut args = vec!["-q", "-r", p.to_str().unwrap(), "--json", "-"];
-    args.extend_from_slice(extra);
-    let out = run(&args);
-    assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
 
 fn flow<'a>(r: &'a Value, src: &str, qp: u32) -> &'a Value {
     r["flows"]

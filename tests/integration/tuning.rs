@@ -3,16 +3,7 @@
 
 use serde_json::Value;
 use tests::fixtures::data_dir;
-use tests::tools::run;
-
-fn report(name: &str, extra: &[&str]) -> Value {
-    let p = data_dir().join(name);
-    let mut args = vec!["-q", "-r", p.to_str().unwrap(), "--json", "-"];
-    args.extend_from_slice(extra);
-    let out = run(&args);
-    assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+use tests::tools::{report, run};
 
 fn flow(r: &Value, src: u8) -> &Value {
     r["flows"]

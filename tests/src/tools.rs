@@ -49,6 +49,17 @@ pub fn run(args: &[&str]) -> Output {
     out
 }
 
+/// The JSON report of the bundled capture `name` (tests/data) with `extra` flags; the run must
+/// exit 0.
+pub fn report(name: &str, extra: &[&str]) -> serde_json::Value {
+    let p = crate::fixtures::data_dir().join(name);
+    let mut args = vec!["-q", "-r", p.to_str().unwrap(), "--json", "-"];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// The value of one series (`name{labels}`) in Prometheus text.
 pub fn metric(text: &str, series: &str) -> Option<u64> {
     text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())

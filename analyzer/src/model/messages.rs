@@ -55,15 +55,8 @@ pub struct MessageClass {
     /// Upper bound (bytes), none for the last class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<u64>,
-    pub messages: u64,
-    pub bytes: u64,
-    pub mct_ns: Percentiles,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub goodput_bps_p50: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slowdown_p50: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slowdown_p99: Option<f64>,
+    #[serde(flatten)]
+    pub stats: MessageStats,
     /// The completion times as the RTT's 1 % histogram ([bucket, count]): `merge` adds them.
     pub histogram: Vec<[u64; 2]>,
 }

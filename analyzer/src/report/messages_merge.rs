@@ -28,19 +28,19 @@ struct Class {
 
 impl Class {
     fn add(&mut self, c: &MessageClass) {
-        if c.messages == 0 {
+        if c.stats.messages == 0 {
             self.first.get_or_insert_with(|| c.clone());
             return;
         }
-        self.min = if self.messages == 0 { c.mct_ns.min } else { self.min.min(c.mct_ns.min) };
-        self.max = self.max.max(c.mct_ns.max);
-        self.messages += c.messages;
-        self.bytes += c.bytes;
+        self.min = if self.messages == 0 { c.stats.mct_ns.min } else { self.min.min(c.stats.mct_ns.min) };
+        self.max = self.max.max(c.stats.mct_ns.max);
+        self.messages += c.stats.messages;
+        self.bytes += c.stats.bytes;
         self.reports += 1;
         for [b, n] in &c.histogram {
             *self.buckets.entry(*b).or_default() += n;
         }
-        if self.first.as_ref().is_none_or(|f| f.messages == 0) {
+        if self.first.as_ref().is_none_or(|f| f.stats.messages == 0) {
             self.first = Some(c.clone());
         }
     }
@@ -48,11 +48,11 @@ impl Class {
     fn merged(self) -> Option<MessageClass> {
         let mut c = self.first?;
         if self.reports > 1 {
-            c.messages = self.messages;
-            c.bytes = self.bytes;
-            c.mct_ns = percentiles(&self.buckets, self.min, self.max);
+            c.stats.messages = self.messages;
+            c.stats.bytes = self.bytes;
+            c.stats.mct_ns = percentiles(&self.buckets, self.min, self.max);
             c.histogram = self.buckets.iter().map(|(b, n)| [*b, *n]).collect();
-            (c.goodput_bps_p50, c.slowdown_p50, c.slowdown_p99) = (None, None, None);
+            (c.stats.goodput_bps_p50, c.stats.slowdown_p50, c.stats.slowdown_p99) = (None, None, None);
         }
         Some(c)
     }

@@ -99,19 +99,11 @@ fn classes(run: &Pipeline) -> Vec<MessageClass> {
     m.classes
         .iter()
         .enumerate()
-        .map(|(i, d)| {
-            let s = stats(d);
-            MessageClass {
-                name: dist::class_label(bounds, i),
-                max_bytes: bounds.get(i).copied(),
-                messages: s.messages,
-                bytes: s.bytes,
-                mct_ns: s.mct_ns,
-                goodput_bps_p50: s.goodput_bps_p50,
-                slowdown_p50: s.slowdown_p50,
-                slowdown_p99: s.slowdown_p99,
-                histogram: d.mct.buckets().into_iter().map(|(b, c)| [b as u64, c]).collect(),
-            }
+        .map(|(i, d)| MessageClass {
+            name: dist::class_label(bounds, i),
+            max_bytes: bounds.get(i).copied(),
+            stats: stats(d),
+            histogram: d.mct.buckets().into_iter().map(|(b, c)| [b as u64, c]).collect(),
         })
         .collect()
 }

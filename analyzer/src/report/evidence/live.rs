@@ -66,14 +66,10 @@ impl<S: EvidenceSource> LiveEvidence<S> {
         let until = now_mono.saturating_add(self.time_ns);
         let mut opened = 0;
         let mut index = None;
-        let ids = items(&Items {
-            audit: &audit,
-            ecmp: &[],
-            episodes: &episodes,
-            storms: &storms,
-            deadlocks: &deadlocks,
-            tail: &[],
-        });
+        // What live evidence can be about (no ECMP section, no tail: see `Items`).
+        let live =
+            |audit| Items { audit, ecmp: &[], episodes: &episodes, storms: &storms, deadlocks: &deadlocks, tail: &[] };
+        let ids = items(&live(&audit));
         for (item, mut id) in ids {
             if !self.opened.insert(id.clone()) {
                 continue;
@@ -98,14 +94,7 @@ impl<S: EvidenceSource> LiveEvidence<S> {
                 }
                 covered.extend(f.flows.iter().filter_map(flow_ref_key));
             }
-            let report = Items {
-                audit: &audit,
-                ecmp: &[],
-                episodes: &episodes,
-                storms: &storms,
-                deadlocks: &deadlocks,
-                tail: &[],
-            };
+            let report = Items::live(&audit, &episodes, &storms, &deadlocks);
             let Some(mut r) = request(&report, run, 0, item, id) else { continue };
             if partial {
                 r.about.push_str(", flows that joined it later");

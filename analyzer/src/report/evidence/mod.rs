@@ -264,6 +264,16 @@ pub struct Items<'a> {
 }
 
 impl<'a> Items<'a> {
+    /// What live evidence can be about: no ECMP section, no tail (see the fields).
+    pub fn live(
+        audit: &'a [Finding],
+        episodes: &'a [Episode],
+        storms: &'a [StormJson],
+        deadlocks: &'a [Deadlock],
+    ) -> Self {
+        Items { audit, ecmp: &[], episodes, storms, deadlocks, tail: &[] }
+    }
+
     pub fn of(report: &'a Report) -> Self {
         Items {
             audit: &report.audit,

@@ -41,9 +41,9 @@ pub fn section(o: &mut String, m: &Messages, top: usize) {
         "  {:<10} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>14} {:>9}",
         "class", "messages", "p50", "p90", "p99", "p99.9", "max", "goodput p50", "slowdown"
     );
-    for c in m.classes.iter().filter(|c| c.messages > 0) {
-        let p = &c.mct_ns;
-        let slow = match (c.slowdown_p50, c.slowdown_p99) {
+    for c in m.classes.iter().filter(|c| c.stats.messages > 0) {
+        let (s, p) = (&c.stats, &c.stats.mct_ns);
+        let slow = match (s.slowdown_p50, s.slowdown_p99) {
             (Some(a), Some(b)) => format!("{a:.1}/{b:.1}"),
             _ => "-".into(),
         };
@@ -51,13 +51,13 @@ pub fn section(o: &mut String, m: &Messages, top: usize) {
             o,
             "  {:<10} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>14} {:>9}",
             c.name,
-            c.messages,
+            s.messages,
             us(p.p50),
             us(p.p90),
             us(p.p99),
             us(p.p999),
             us(p.max),
-            c.goodput_bps_p50.map(gbps).unwrap_or_else(|| "-".into()),
+            s.goodput_bps_p50.map(gbps).unwrap_or_else(|| "-".into()),
             slow
         );
     }
@@ -197,9 +197,10 @@ pub fn html(o: &mut String, r: &Report, m: &Messages) {
 /// One line per size class: the share of its messages completed within x (log axis).
 fn cdf_svg(o: &mut String, m: &Messages) {
     let growth = crate::analyses::stats::GROWTH;
-    let classes: Vec<_> = m.classes.iter().filter(|c| c.messages > 0).collect();
-    let (lo, hi) =
-        classes.iter().fold((u64::MAX, 0), |(lo, hi), c| (lo.min(c.mct_ns.min.max(1)), hi.max(c.mct_ns.max)));
+    let classes: Vec<_> = m.classes.iter().filter(|c| c.stats.messages > 0).collect();
+    let (lo, hi) = classes
+        .iter()
+        .fold((u64::MAX, 0), |(lo, hi), c| (lo.min(c.stats.mct_ns.min.max(1)), hi.max(c.stats.mct_ns.max)));
     if classes.is_empty() || hi == 0 {
         return;
     }
@@ -237,10 +238,10 @@ fn cdf_svg(o: &mut String, m: &Messages) {
     for (i, c) in classes.iter().enumerate() {
         let total: u64 = c.histogram.iter().map(|b| b[1]).sum();
         let mut seen = 0;
-        let mut points = vec![format!("{:.1},{:.1}", x(c.mct_ns.min as f64), y(0.0))];
+        let mut points = vec![format!("{:.1},{:.1}", x(c.stats.mct_ns.min as f64), y(0.0))];
         for b in &c.histogram {
             seen += b[1];
-            let upper = growth.powf(b[0] as f64 + 1.0).min(c.mct_ns.max as f64).max(c.mct_ns.min as f64);
+            let upper = growth.powf(b[0] as f64 + 1.0).min(c.stats.mct_ns.max as f64).max(c.stats.mct_ns.min as f64);
             points.push(format!("{:.1},{:.1}", x(upper), y(seen as f64 / total.max(1) as f64)));
         }
         let colour = COLOURS[i % COLOURS.len()];
@@ -251,7 +252,7 @@ fn cdf_svg(o: &mut String, m: &Messages) {
             left + w + 8.0,
             24.0 + i as f64 * 16.0,
             esc(&c.name),
-            c.messages
+            c.stats.messages
         );
     }
     let _ = writeln!(o, "</svg>");

@@ -4,11 +4,10 @@
 //! metrics, export and merge over the section.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use serde_json::{Value, json};
 use tests::fixtures::data_dir;
-use tests::tools::{metric, report, require, run};
+use tests::tools::{metric, report, run, tshark_fields};
 
 fn flow(m: &Value, src: u8) -> &Value {
     m["flows"]
@@ -223,22 +222,7 @@ fn tshark_mcts(file: &str) -> BTreeMap<(String, String, u64), Vec<u64>> {
         "infiniband.bth.psn",
         "infiniband.aeth.syndrome",
     ];
-    let mut cmd = Command::new(require("tshark"));
-    cmd.args(["-n", "-r"]).arg(data_dir().join(file)).args([
-        "-T",
-        "fields",
-        "-E",
-        "separator=/t",
-        "-E",
-        "occurrence=l",
-        "-Y",
-        "infiniband",
-    ]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = tshark_fields(&data_dir().join(file), &fields, Some("infiniband"));
     let num = |s: &str| {
         if let Some(h) = s.strip_prefix("0x") { u64::from_str_radix(h, 16).unwrap() } else { s.parse().unwrap() }
     };
@@ -246,12 +230,10 @@ fn tshark_mcts(file: &str) -> BTreeMap<(String, String, u64), Vec<u64>> {
     type Queue = (Vec<Open>, Option<u32>, Option<Open>);
     let mut queues: BTreeMap<(String, String, u64), Queue> = BTreeMap::new();
     let mut done: BTreeMap<(String, String, u64), Vec<u64>> = BTreeMap::new();
-    for line in String::from_utf8(out.stdout).unwrap().lines() {
-        let c: Vec<&str> = line.split('\t').collect();
+    for c in &rows {
         let (secs, frac) = c[0].split_once('.').unwrap();
         let t = secs.parse::<u128>().unwrap() * 1_000_000_000 + format!("{frac:0<9}")[..9].parse::<u128>().unwrap();
-        let (src, dst, opcode, qp, psn) =
-            (c[1].to_string(), c[2].to_string(), num(c[3]) as u8, num(c[4]), num(c[5]) as u32);
+        let (src, dst, opcode, qp, psn) = (c[1].clone(), c[2].clone(), num(&c[3]) as u8, num(&c[4]), num(&c[5]) as u32);
         if opcode >> 5 != 0 {
             continue; // RC only
         }

@@ -9,7 +9,7 @@ use analyzer_common::opcode::ext;
 use analyzer_common::{FrameClass, PacketSummary};
 use serde_json::Value;
 use tests::fixtures::{self, Fixture, data_dir};
-use tests::tools::{TSHARK_FIELDS as FIELDS, require, run};
+use tests::tools::{TSHARK_FIELDS as FIELDS, require, run, tshark_fields};
 
 /// Where Wireshark 4.0 (Debian 12) cannot serve as the oracle for extended headers, so only
 /// the BTH is compared (those headers are covered by byte-array tests in analyzer-common):
@@ -24,24 +24,9 @@ fn tshark_decodes_ext_headers(opcode: u8) -> bool {
 type Row = BTreeMap<&'static str, String>;
 
 fn tshark_rows(f: &Fixture) -> Vec<Row> {
-    let mut cmd = Command::new(require("tshark"));
-    cmd.args(["-n", "-r"]).arg(data_dir().join(f.name)).args([
-        "-T",
-        "fields",
-        "-E",
-        "separator=/t",
-        "-E",
-        "occurrence=l",
-    ]);
-    for field in FIELDS {
-        cmd.args(["-e", field]);
-    }
-    let out = cmd.output().expect("tshark runs");
-    assert!(out.status.success(), "tshark on {}: {}", f.name, String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| FIELDS.iter().copied().zip(l.split('\t').map(str::to_string)).collect())
+    tshark_fields(&data_dir().join(f.name), FIELDS, None)
+        .into_iter()
+        .map(|row| FIELDS.iter().copied().zip(row).collect())
         .collect()
 }
 

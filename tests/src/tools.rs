@@ -60,6 +60,22 @@ pub fn report(name: &str, extra: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// tshark's `fields` of every frame of `file` (that `display_filter` keeps, when given), a
+/// vector of the fields' texts per frame (the last occurrence of each).
+pub fn tshark_fields(file: &Path, fields: &[&str], display_filter: Option<&str>) -> Vec<Vec<String>> {
+    let mut cmd = Command::new(require("tshark"));
+    cmd.args(["-n", "-r"]).arg(file).args(["-T", "fields", "-E", "separator=/t", "-E", "occurrence=l"]);
+    if let Some(f) = display_filter {
+        cmd.args(["-Y", f]);
+    }
+    for field in fields {
+        cmd.args(["-e", field]);
+    }
+    let out = cmd.output().expect("tshark runs");
+    assert!(out.status.success(), "tshark on {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| l.split('\t').map(str::to_string).collect()).collect()
+}
+
 /// The value of one series (`name{labels}`) in Prometheus text.
 pub fn metric(text: &str, series: &str) -> Option<u64> {
     text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())

@@ -74,8 +74,6 @@ pub struct Msg {
     /// The first retransmission of one of its PSNs or NAK naming it, and the first RNR NAK (0: none).
     pub retx_ns: u64,
     pub rnr_ns: u64,
-    /// PSNs of its span this capture did not hold.
-    pub gap_psns: u32,
     pub kind: Kind,
     pub marks: u8,
     /// Its frames' outer PCP (or untagged) and DSCP.
@@ -93,7 +91,6 @@ impl Msg {
             last_ns: r.ts_ns,
             retx_ns: 0,
             rnr_ns: 0,
-            gap_psns: 0,
             kind,
             marks: 0,
             pcp: r.pcp,
@@ -321,7 +318,7 @@ impl MsgFlow {
                 self.open = Some(Msg::new(kind, r, bytes));
             }
             op::SEND_MIDDLE | op::RDMA_WRITE_MIDDLE => {
-                let m = self.open_or_partial(o == op::SEND_MIDDLE, r, step.gap);
+                let m = self.open_or_partial(o == op::SEND_MIDDLE, r);
                 m.last_ns = r.ts_ns;
                 m.psn_last = psn;
                 if m.kind == Kind::Send {
@@ -334,7 +331,7 @@ impl MsgFlow {
             | op::RDMA_WRITE_LAST
             | op::RDMA_WRITE_LAST_WITH_IMMEDIATE => {
                 let is_send = matches!(o, op::SEND_LAST | op::SEND_LAST_WITH_IMMEDIATE | op::SEND_LAST_WITH_INVALIDATE);
-                let m = self.open_or_partial(is_send, r, step.gap);
+                let m = self.open_or_partial(is_send, r);
                 m.last_ns = r.ts_ns;
                 m.psn_last = psn;
                 if m.kind == Kind::Send {
@@ -387,7 +384,6 @@ impl MsgFlow {
             }
             self.gaps.push(Gap { first: next, n: d, lost: false });
             if let Some(m) = self.open.as_mut() {
-                m.gap_psns += d;
                 m.marks |= mark::GAP;
             }
         }
@@ -396,12 +392,11 @@ impl MsgFlow {
 
     /// The open message a MIDDLE or LAST continues; a partial one when its FIRST was not seen
     /// (or belonged to another kind).
-    fn open_or_partial(&mut self, is_send: bool, r: &Record, gap: u32) -> &mut Msg {
+    fn open_or_partial(&mut self, is_send: bool, r: &Record) -> &mut Msg {
         let kind = if is_send { Kind::Send } else { Kind::Write };
         if self.open.as_ref().is_none_or(|m| m.kind != kind) {
             let mut m = Msg::new(kind, r, 0);
             m.marks |= mark::PARTIAL;
-            m.gap_psns = gap;
             self.open = Some(m);
         }
         self.open.as_mut().expect("set above")

@@ -66,13 +66,9 @@ pub struct Messages {
     pub partial: u64,
     pub abandoned: u64,
     pub in_flight_evicted: u64,
-    /// PSNs skipped in request flows (frames not seen here).
-    pub gap_psns: u64,
     /// Per request flow, skipped PSNs a later ACK covered with no NAK and no retransmission:
     /// delivered, missed by this capture.
     pub capture_missed: FxHashMap<FlowKey, u64>,
-    /// Skipped PSNs a NAK or a retransmission showed lost before this point.
-    pub gap_lost: u64,
     /// UC flows' open messages, and the transfers.
     uc_open: FxHashMap<FlowKey, Transfer>,
     pub uc: Dist,
@@ -98,9 +94,7 @@ impl Messages {
             partial: 0,
             abandoned: 0,
             in_flight_evicted: 0,
-            gap_psns: 0,
             capture_missed: FxHashMap::default(),
-            gap_lost: 0,
             uc_open: FxHashMap::default(),
             uc: Dist::default(),
             ud_messages: 0,
@@ -125,7 +119,6 @@ impl Messages {
         let step = f.request(r);
         self.abandoned += step.abandoned as u64;
         self.in_flight_evicted += step.evicted as u64;
-        self.gap_psns += step.gap as u64;
         let window_ns = self.settings.window_ns.max(1);
         let w = r.ts_ns / window_ns;
         let frame = if analyzer_common::opcode::is_data(r.opcode) { r.frame_len as u64 } else { 0 };
@@ -171,7 +164,6 @@ impl Messages {
         if told.capture_missed > 0 {
             *self.capture_missed.entry(*req).or_default() += told.capture_missed as u64;
         }
-        self.gap_lost += told.lost as u64;
         for m in done {
             self.complete(req, pair, m, r.ts_ns, rtt_min);
         }

@@ -183,7 +183,6 @@ mod tests {
             last_ns: 1000,
             retx_ns: 0,
             rnr_ns: 0,
-            gap_psns: 0,
             kind: super::super::kept::Kind::Send,
             marks: 0,
             pcp: 3,

@@ -50,8 +50,8 @@ fn steady_json(w: &Windows) -> Option<Steady> {
     })
 }
 
-/// The section, when any message was seen.
-pub fn section(run: &Pipeline) -> Option<Messages> {
+/// Messages pending per flow and partial ones, when any message was seen (the section exists).
+fn seen(run: &Pipeline) -> Option<(BTreeMap<FlowKey, u64>, u64)> {
     let m = &run.analyses.messages;
     let (mut pending_by_flow, mut partial) = (BTreeMap::new(), m.partial);
     for (k, state) in run.analyses.flows.messages() {
@@ -63,9 +63,22 @@ pub fn section(run: &Pipeline) -> Option<Messages> {
     }
     let pending: u64 = pending_by_flow.values().sum();
     let transfers = m.uc.mct.len() + m.ud_messages;
-    if m.completed() == 0 && pending == 0 && partial == 0 && transfers == 0 {
-        return None;
-    }
+    let any = m.completed() > 0 || pending > 0 || partial > 0 || transfers > 0;
+    any.then_some((pending_by_flow, partial))
+}
+
+/// What the metrics show of the section, when it exists: the size classes and the tail (the
+/// live agent's each interval, without the section's per-flow lists, steadiness and rings).
+pub fn metrics_parts(run: &Pipeline) -> Option<(Vec<MessageClass>, Tail)> {
+    seen(run)?;
+    Some((classes(run), tail_of(run)))
+}
+
+/// The section, when any message was seen.
+pub fn section(run: &Pipeline) -> Option<Messages> {
+    let m = &run.analyses.messages;
+    let (pending_by_flow, partial) = seen(run)?;
+    let pending: u64 = pending_by_flow.values().sum();
     Some(Messages {
         vantage: vantage(run),
         link_speed_bps: m.settings.link_bps,

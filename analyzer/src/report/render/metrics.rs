@@ -170,11 +170,12 @@ fn class_buckets(histogram: &[[u64; 2]]) -> PromBuckets {
 /// Per size class its buckets, and the tail's messages per cause.
 type MessageInputs = (Vec<(String, PromBuckets)>, Vec<(String, u64)>);
 
-fn message_inputs(m: Option<&crate::model::Messages>) -> MessageInputs {
-    let Some(m) = m else { return Default::default() };
+/// A messages section's size classes and tail, as the metrics show them (none without one).
+fn message_inputs(parts: Option<(&[crate::model::MessageClass], &crate::model::Tail)>) -> MessageInputs {
+    let Some((classes, tail)) = parts else { return Default::default() };
     (
-        m.classes.iter().map(|c| (c.name.clone(), class_buckets(&c.histogram))).collect(),
-        m.tail.causes.iter().map(|c| (c.cause.clone(), c.messages)).collect(),
+        classes.iter().map(|c| (c.name.clone(), class_buckets(&c.histogram))).collect(),
+        tail.causes.iter().map(|c| (c.cause.clone(), c.messages)).collect(),
     )
 }
 
@@ -192,6 +193,7 @@ impl Input {
             aeth.add(&f.naks);
         }
         let rest = flows.iter().skip(top);
+        let messages = message_inputs(r.messages.as_ref().map(|m| (&m.classes[..], &m.tail)));
         let mut rtt = PromBuckets::default();
         for v in rtt_ns {
             rtt.observe(*v);
@@ -222,8 +224,8 @@ impl Input {
             vantage: r.vantage.clone(),
             dcqcn_hosts: r.dcqcn.as_ref().map(|d| d.hosts.clone()).unwrap_or_default(),
             nic: r.nic.clone(),
-            message_classes: message_inputs(r.messages.as_ref()).0,
-            tail_causes: message_inputs(r.messages.as_ref()).1,
+            message_classes: messages.0,
+            tail_causes: messages.1,
             version: r.tool.version.clone(),
         }
     }
@@ -265,7 +267,8 @@ impl Input {
             .collect();
         let other_packets = rest.iter().map(|(_, _, i)| e.flows.at(*i as usize).1.packets).sum();
         // As the report has them (none without a messages section).
-        let messages = message_inputs(assemble::messages::section(run).as_ref());
+        let parts = assemble::messages::metrics_parts(run);
+        let messages = message_inputs(parts.as_ref().map(|(c, t)| (&c[..], t)));
         Input {
             capture: assemble::capture(run),
             flows: e.flows.len() as u64,

@@ -25,6 +25,18 @@ fn leaf_and_spine(extra: &[&str]) -> Value {
     report(&a)
 }
 
+/// The points, their spans from the capture's start.
+fn spans(r: &Value) -> Value {
+    let start = r["capture"]["start_ns"].as_u64().unwrap();
+    let mut points = r["vantage"]["points"].clone();
+    for p in points.as_array_mut().unwrap() {
+        for k in ["first_ns", "last_ns"] {
+            p[k] = json!(p[k].as_u64().unwrap() - start);
+        }
+    }
+    points
+}
+
 fn flow<'a>(r: &'a Value, src: &str) -> &'a Value {
     r["flows"].as_array().unwrap().iter().find(|f| f["src"] == src).unwrap_or_else(|| panic!("no flow from {src}"))
 }
@@ -79,11 +91,16 @@ fn a_frame_seen_at_two_points_counts_once() {
     assert_eq!(r["capture"]["frames"], 225);
     let v = &r["vantage"];
     assert_eq!(
-        v["points"],
-        json!([{"name": "leaf", "label": "leaf", "frames": 116}, {"name": "spine", "label": "spine", "frames": 109}])
+        spans(&r),
+        json!([
+            {"name": "leaf", "label": "leaf", "frames": 116, "first_ns": 0, "last_ns": 1_000_000},
+            {"name": "spine", "label": "spine", "frames": 109, "first_ns": 3_000, "last_ns": 1_003_000}
+        ])
     );
     assert_eq!(v["copies"], 109);
     assert_eq!(hops(&r), fixture_hops("leaf", "spine"));
+    let outside: Vec<&Value> = v["hops"].as_array().unwrap().iter().map(|h| &h["frames_outside_span"]).collect();
+    assert_eq!(outside, [0, 0], "both captured the whole time");
     let loss: Vec<&Value> = r["audit"].as_array().unwrap().iter().filter(|f| f["code"] == "loss_between").collect();
     assert_eq!(loss.len(), 1);
     assert_eq!(loss[0]["flows"][0]["dst_qp"], 0x700);
@@ -93,6 +110,34 @@ fn a_frame_seen_at_two_points_counts_once() {
     let o = &r["ecmp"]["observed"];
     assert_eq!(o["by_label"]["spine"]["flows"].as_u64(), Some(2));
     assert_eq!(o["in_series"], json!([{"label": "leaf", "with": "spine", "copies": 109}]));
+}
+
+/// A second point that stopped after the first 10 %: the leaf's frames after the spine's last
+/// one (X's PSN 10–99 and the resend of 99, Y's ACKs 1–9: 100) lay outside the span both
+/// captured, so no frame is missing and no `loss_between` is reported; what was matched is
+/// X's PSN 0–9 and Y's first ACK.
+#[test]
+fn a_point_that_stopped_early_loses_no_frames_after_it_stopped() {
+    let (l, s) = (format!("leaf={}", data("vantage_leaf.pcap")), format!("spine={}", data("vantage_spine_early.pcap")));
+    let r = report(&["-r", &l, "-r", &s]);
+    let v = &r["vantage"];
+    assert_eq!(
+        spans(&r)[1],
+        json!({"name": "spine", "label": "spine", "frames": 11, "first_ns": 3_000, "last_ns": 93_400})
+    );
+    let hop = |from: &str| v["hops"].as_array().unwrap().iter().find(|h| h["from"] == from).unwrap().clone();
+    let (down, up) = (hop("leaf"), hop("spine"));
+    assert_eq!(
+        [&down["frames_matched"], &down["frames_missing"], &down["frames_outside_span"]],
+        [10, 0, 100],
+        "{down}"
+    );
+    assert_eq!([&up["frames_matched"], &up["frames_missing"], &up["frames_outside_span"]], [1, 0, 0], "{up}");
+    assert!(!r["audit"].as_array().unwrap().iter().any(|f| f["code"] == "loss_between"), "{}", r["audit"]);
+    // The human report says what lay outside.
+    let out = run(&["-r", &l, "-r", &s]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("0 missing (100 while spine was not capturing)"), "{text}");
 }
 
 #[test]
@@ -137,9 +182,11 @@ fn clock_offset_corrects_a_capture_clock() {
     assert_eq!(hops(&r), fixture_hops("leaf", "spine"));
     // Uncorrected, the spine's clock 1 ms ahead shows in every latency of X (1003.0 … 1003.4
     // µs), and the ACKs seem to reach the leaf first: one hop leaf → spine of 109 frames, the
-    // ACKs at 998 µs.
+    // ACKs at 998 µs. The spine's capture then seems to start 1 ms late, so PSN 40 and 41 (at
+    // 400 µs) lie before it: outside the span both captured, not missing.
     let r = report(&["-r", &l, "-r", &s]);
-    assert_eq!(hops(&r), vec![json!(["leaf", "spine", 2, 109, 2, 10, 998_000, 1_003_200, 1_003_400, 1_003_400])]);
+    assert_eq!(hops(&r), vec![json!(["leaf", "spine", 2, 109, 0, 10, 998_000, 1_003_200, 1_003_400, 1_003_400])]);
+    assert_eq!(r["vantage"]["hops"][0]["frames_outside_span"], 2);
     for bad in [vec!["--clock-offset", "spine=1ms"], vec!["--clock-offset", "=+1ms"]] {
         let mut a = vec!["-r", &l, "-r", &s];
         a.extend(bad.iter());

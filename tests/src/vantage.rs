@@ -94,6 +94,13 @@ pub fn spine_clock_ahead() -> Fixture {
     timed("vantage_spine_clock.pcap", &frames(1_000_000).1)
 }
 
+/// The spine's capture stopped after its first 10 % (frames before 100 µs: X's PSN 0–9, Y's
+/// first ACK): the leaf's later frames of X and Y lay outside the span both captured.
+pub fn spine_early() -> Fixture {
+    let early: Vec<_> = frames(0).1.into_iter().filter(|(t, _)| *t < 100 * US).collect();
+    timed("vantage_spine_early.pcap", &early)
+}
+
 /// Both captures as ERSPAN II copies at one collector: the leaf's from 192.0.2.1 (session 5),
 /// the spine's from 192.0.2.2 (session 6), time-ordered in one file.
 pub fn erspan_collector() -> Fixture {
@@ -109,5 +116,5 @@ pub fn erspan_collector() -> Fixture {
 }
 
 pub fn all() -> Vec<Fixture> {
-    vec![leaf(), spine(), spine_clock_ahead(), erspan_collector()]
+    vec![leaf(), spine(), spine_clock_ahead(), spine_early(), erspan_collector()]
 }

@@ -36,6 +36,11 @@ pub struct Point {
     pub origin: Option<String>,
     /// Frames seen at this point (copies included).
     pub frames: u64,
+    /// Its first and last frame's time: the span it was capturing. Two captures rarely start
+    /// and stop together, and a frame one point saw while another was not capturing is not
+    /// a frame lost between them.
+    pub first_ns: u64,
+    pub last_ns: u64,
 }
 
 /// A frame held for the match window: what matching reads of its first copy (its summary is
@@ -111,6 +116,9 @@ pub struct Hop<'a> {
     pub missing: u64,
     /// Flows with frames missing, most first.
     pub worst: Vec<(FlowKey, u64)>,
+    /// Frames of those flows `from` saw while `to` was not capturing (before its first frame
+    /// or after its last): not counted missing.
+    pub outside: u64,
 }
 
 #[derive(Debug)]
@@ -144,8 +152,18 @@ pub struct Vantage {
     /// was a cache miss per frame, ≈ 18 % of a mirror port's agent (BENCHMARKS.md).
     by_identity: FxHashMap<u64, u64>,
     pub hops: BTreeMap<(u16, u16), HopState>,
-    /// Per flow: frames counted by the set of points that saw them.
-    seen_by: FxHashMap<WordKey, SmallVec<[(u64, u64); 2]>>,
+    /// Per flow: frames counted by (the points that saw them, the points outside whose span
+    /// they were: not yet capturing, or stopped).
+    seen_by: FxHashMap<WordKey, SmallVec<[Sighted; 2]>>,
+    /// Frames left after the last frame of some point that saw none of them, counted by (flow,
+    /// points that saw them, points not yet started, points stopped so far): a stop is only
+    /// known at the end, so they wait until each such point sees another frame (then it was
+    /// capturing: [`Vantage::resumed`]) or the run ends (then it had stopped).
+    after_last: FxHashMap<WordKey, SmallVec<[Waiting; 1]>>,
+    /// The points of `after_last`'s entries, stopped so far.
+    waiting: u64,
+    /// Every point's bit.
+    all_points: u64,
     /// Most frames held at once (the memory the matching needed).
     pub peak_held: usize,
     /// Copies folded into a first sighting.
@@ -167,6 +185,13 @@ impl std::hash::Hash for WordKey {
         self.0.hash_words(state);
     }
 }
+
+/// Frames seen: (points that saw them, points outside whose span they were, frames).
+type Sighted = (u64, u64, u64);
+
+/// Frames waiting on stopped points: (points that saw them, points not yet started, points
+/// stopped so far, frames).
+type Waiting = (u64, u64, u64, u64);
 
 /// Index entries beyond twice the held frames before a sweep ([`Vantage::sweep`]).
 const SWEEP_SLACK: usize = 4096;
@@ -196,6 +221,9 @@ impl Vantage {
             by_identity: FxHashMap::default(),
             hops: BTreeMap::new(),
             seen_by: FxHashMap::default(),
+            after_last: FxHashMap::default(),
+            waiting: 0,
+            all_points: 0,
             peak_held: 0,
             copies: 0,
         }
@@ -245,8 +273,9 @@ impl Vantage {
             self.point_index.insert(key, i as u16);
             return i as u16;
         }
-        self.points.push(Point { name, label: label.into(), origin, frames: 0 });
+        self.points.push(Point { name, label: label.into(), origin, frames: 0, first_ns: 0, last_ns: 0 });
         let i = (self.points.len() - 1) as u16;
+        self.all_points |= point_bit(i);
         self.point_index.insert(key, i);
         i
     }
@@ -254,8 +283,16 @@ impl Vantage {
     /// Takes one frame (in time order); frames whose window has closed are then due.
     pub fn offer(&mut self, meta: FrameMeta, s: &PacketSummary, label: &str) {
         let point = self.point(meta.source, label, s);
-        self.points[point as usize].frames += 1;
+        let p = &mut self.points[point as usize];
+        if p.frames == 0 {
+            p.first_ns = meta.ts_ns;
+        }
+        p.frames += 1;
+        p.last_ns = meta.ts_ns;
         let bit = point_bit(point);
+        if self.waiting & bit != 0 {
+            self.resumed(bit);
+        }
         let id = matches!(s.class(), FrameClass::Roce | FrameClass::Cnp).then(|| FrameId::of(s));
         let key = id.as_ref().map(id_key);
         let seq = self.front + self.held.len() as u64;
@@ -370,19 +407,89 @@ impl Vantage {
         let h = self.held.pop_front()?;
         self.front += 1;
         if h.identified {
-            let sets = self.seen_by.entry(WordKey(h.flow())).or_default();
-            match sets.iter_mut().find(|(m, _)| *m == h.points) {
-                Some((_, n)) => *n += 1,
-                None => sets.push((h.points, 1)),
-            }
+            self.count_seen(WordKey(h.flow()), h.points, h.meta.ts_ns);
         }
         Some(h)
+    }
+
+    /// Counts a frame leaving the window by the points that saw it, and those that did not
+    /// and were not capturing at its time: not started (final: frames come in time order), or
+    /// stopped so far (known only when they see another frame, or at the end). A point not
+    /// known yet is not capturing.
+    fn count_seen(&mut self, flow: WordKey, points: u64, ts_ns: u64) {
+        let (mut before, mut after) = (!self.all_points, 0);
+        let mut unseen = self.all_points & !points;
+        while unseen != 0 {
+            let bit = unseen & unseen.wrapping_neg();
+            unseen &= !bit;
+            let p = &self.points[bit.trailing_zeros() as usize];
+            if p.frames == 0 || p.first_ns > ts_ns {
+                before |= bit;
+            } else if p.last_ns < ts_ns {
+                after |= bit;
+            }
+        }
+        if after != 0 {
+            self.wait(flow, (points, before, after, 1));
+        } else {
+            self.count_final(flow, points, before, 1);
+        }
+    }
+
+    fn count_final(&mut self, flow: WordKey, points: u64, outside: u64, n: u64) {
+        let sets = self.seen_by.entry(flow).or_default();
+        match sets.iter_mut().find(|(m, o, _)| *m == points && *o == outside) {
+            Some((_, _, c)) => *c += n,
+            None => sets.push((points, outside, n)),
+        }
+    }
+
+    /// A point seen stopped saw another frame: it was capturing when the frames waiting on it
+    /// left, which were then lost on the way to it or not on its path.
+    #[cold]
+    fn resumed(&mut self, bit: u64) {
+        let entries: Vec<_> = self.after_last.drain().collect();
+        self.waiting = 0;
+        for (flow, list) in entries {
+            for (points, before, after, n) in list {
+                let after = after & !bit;
+                if after == 0 {
+                    self.count_final(flow, points, before, n);
+                } else {
+                    self.wait(flow, (points, before, after, n));
+                }
+            }
+        }
+    }
+
+    fn wait(&mut self, flow: WordKey, (points, before, after, n): Waiting) {
+        let list = self.after_last.entry(flow).or_default();
+        match list.iter_mut().find(|w| (w.0, w.1, w.2) == (points, before, after)) {
+            Some(w) => w.3 += n,
+            None => list.push((points, before, after, n)),
+        }
+        self.waiting |= after;
+    }
+
+    /// Per flow, the frames by the points that saw them and the points outside their span
+    /// (0 for none); the waiting ones as the run ends (their points had stopped).
+    fn sightings(&self) -> FxHashMap<WordKey, Vec<Sighted>> {
+        let mut all: FxHashMap<WordKey, Vec<Sighted>> = FxHashMap::default();
+        for (k, sets) in &self.seen_by {
+            all.entry(*k).or_default().extend(sets.iter().copied());
+        }
+        for (k, list) in &self.after_last {
+            all.entry(*k).or_default().extend(list.iter().map(|&(m, before, after, n)| (m, before | after, n)));
+        }
+        all
     }
 
     /// The points that saw a flow (with a mirror origin only: inputs' labels are the
     /// engine's).
     pub fn points_of(&self, k: &FlowKey) -> impl Iterator<Item = &Point> {
-        let mask = self.seen_by.get(&WordKey(*k)).map_or(0, |sets| sets.iter().fold(0, |u, (m, _)| u | m));
+        let k = WordKey(*k);
+        let mask = self.seen_by.get(&k).map_or(0, |sets| sets.iter().fold(0, |u, (m, _, _)| u | m))
+            | self.after_last.get(&k).map_or(0, |list| list.iter().fold(0, |u, w| u | w.0));
         self.points
             .iter()
             .enumerate()
@@ -391,27 +498,33 @@ impl Vantage {
     }
 
     /// The hops, with the frames of flows seen at both points that `from` saw and `to` never
-    /// did, and the flows that lost most.
+    /// did while it was capturing, the flows that lost most, and the frames `to` could not
+    /// see because it was not capturing.
     pub fn hop_list(&self) -> Vec<Hop<'_>> {
+        let sightings = self.sightings();
         self.hops
             .iter()
             .map(|(&(from, to), state)| {
                 let (a, b) = (point_bit(from), point_bit(to));
-                let mut worst: Vec<(FlowKey, u64)> = self
-                    .seen_by
-                    .iter()
-                    .filter_map(|(k, sets)| {
-                        let union = sets.iter().fold(0, |u, (m, _)| u | m);
-                        if union & a == 0 || union & b == 0 {
-                            return None;
-                        }
-                        let lost: u64 = sets.iter().filter(|(m, _)| m & a != 0 && m & b == 0).map(|(_, n)| n).sum();
-                        (lost > 0).then_some((k.0, lost))
-                    })
-                    .collect();
+                let mut outside = 0;
+                let mut worst: Vec<(FlowKey, u64)> = Vec::new();
+                for (k, sets) in &sightings {
+                    let union = sets.iter().fold(0, |u, (m, _, _)| u | m);
+                    if union & a == 0 || union & b == 0 {
+                        continue;
+                    }
+                    let (mut lost, mut out) = (0, 0);
+                    for &(_, o, n) in sets.iter().filter(|(m, _, _)| m & a != 0 && m & b == 0) {
+                        *if o & b != 0 { &mut out } else { &mut lost } += n;
+                    }
+                    outside += out;
+                    if lost > 0 {
+                        worst.push((k.0, lost));
+                    }
+                }
                 worst.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
                 let missing = worst.iter().map(|(_, n)| n).sum();
-                Hop { from, to, state, missing, worst }
+                Hop { from, to, state, missing, worst, outside }
             })
             .collect()
     }
@@ -478,5 +591,27 @@ mod tests {
         offer(&mut v, 10_000_050, &copy(19_999, 2, 0));
         assert_eq!(v.copies, 1);
         assert_eq!(v.hops[&(0, 1)].matched, 1);
+    }
+
+    /// A hop counts missing only frames its second point could have seen: those before the
+    /// point's first frame or after its last are outside the span; a point idle for a while
+    /// and seen again was capturing, so what it did not see meanwhile is missing.
+    #[test]
+    fn only_frames_within_both_spans_are_missing() {
+        let mut v = Vantage::new(100, 10);
+        // Switch 1 sees PSN 0..30 every µs; switch 2 from PSN 5 (5 µs + 50 ns) to PSN 9, idle
+        // for PSN 10..14 (missing: it is seen again), then PSN 15..19, and stops.
+        for psn in 0..30u32 {
+            let t = 1_000 * psn as u64;
+            offer(&mut v, t, &copy(psn, 1, 0));
+            if (5..10).contains(&psn) || (15..20).contains(&psn) {
+                offer(&mut v, t + 50, &copy(psn, 2, 0));
+            }
+            while v.due(Some(t + 50)).is_some() {}
+        }
+        while v.due(None).is_some() {}
+        let hop = v.hop_list().into_iter().find(|h| (h.from, h.to) == (0, 1)).unwrap();
+        assert_eq!((hop.state.matched, hop.missing, hop.outside), (10, 5, 5 + 10));
+        assert_eq!((v.points[1].first_ns, v.points[1].last_ns), (5_050, 19_050));
     }
 }

@@ -26,6 +26,11 @@ pub struct VantagePoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
     pub frames: u64,
+    /// Its first and last frame's time: the span it was capturing.
+    #[serde(default)]
+    pub first_ns: u64,
+    #[serde(default)]
+    pub last_ns: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,8 +41,13 @@ pub struct VantageHop {
     /// Flows with frames matched at both points.
     pub flows: u64,
     pub frames_matched: u64,
-    /// Frames of flows seen at both points that `from` saw and `to` never did.
+    /// Frames of flows seen at both points that `from` saw and `to` never did while `to` was
+    /// capturing.
     pub frames_missing: u64,
+    /// Frames of those flows `from` saw while `to` was not capturing (before its first frame or
+    /// after its last): outside the span both points captured, not counted missing.
+    #[serde(default)]
+    pub frames_outside_span: u64,
     /// Matched frames not CE-marked at `from` and CE-marked at `to`.
     pub ce_marked: u64,
     /// When frames were first CE-marked between the points, and from then on the frames

@@ -20,9 +20,10 @@ pub fn section(run: &Pipeline, audit: &mut Vec<Finding>) -> Option<Vantage> {
                 Severity::Warning,
                 FindingCode::LossBetween,
                 format!(
-                    "{} frames of {flows} flows seen at {from} never reached {to}; most: {}",
+                    "{} frames of {flows} flows seen at {from} never reached {to} while both were capturing; most: {}{}",
                     hop.missing,
-                    worst.join(", ")
+                    worst.join(", "),
+                    outside_note(hop.outside, &to)
                 ),
                 hop.worst.iter().map(|(k, _)| flow_ref(k)).collect(),
             ));
@@ -33,6 +34,7 @@ pub fn section(run: &Pipeline, audit: &mut Vec<Finding>) -> Option<Vantage> {
             flows: hop.state.flows.len() as u64,
             frames_matched: hop.state.matched,
             frames_missing: hop.missing,
+            frames_outside_span: hop.outside,
             ce_marked: hop.state.ce_marked,
             marking: hop.state.marking.as_deref().map(|s| super::dcqcn::series_json(s, v.point_ns)),
             latency_ns: hop.state.latency.percentiles().unwrap_or_default(),
@@ -48,12 +50,22 @@ pub fn section(run: &Pipeline, audit: &mut Vec<Finding>) -> Option<Vantage> {
                 label: p.label.clone(),
                 origin: p.origin.clone(),
                 frames: p.frames,
+                first_ns: p.first_ns,
+                last_ns: p.last_ns,
             })
             .collect(),
         hops,
         copies: v.copies,
         peak_held: v.peak_held as u64,
     })
+}
+
+/// What lay outside the span both points captured, for the finding.
+fn outside_note(outside: u64, to: &str) -> String {
+    match outside {
+        0 => String::new(),
+        n => format!(" ({n} more were seen while {to} was not capturing: not counted)"),
+    }
 }
 
 /// "src→dst QP" of a flow, for messages.

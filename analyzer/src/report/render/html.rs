@@ -168,13 +168,17 @@ fn vantage(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
             let l = &h.latency_ns;
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{}>{}</td><td>{}</td><td>{} / {} / {} / {}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{}>{}{}</td><td>{}</td><td>{} / {} / {} / {}</td></tr>",
                 esc(&h.from),
                 esc(&h.to),
                 h.flows,
                 h.frames_matched,
                 if h.frames_missing > 0 { " class=\"warning\"" } else { "" },
                 h.frames_missing,
+                match h.frames_outside_span {
+                    0 => String::new(),
+                    n => format!(" (+{n} while {} was not capturing)", esc(&h.to)),
+                },
                 h.ce_marked,
                 us(l.min),
                 us(l.p50),

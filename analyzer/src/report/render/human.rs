@@ -40,9 +40,13 @@ fn vantage(o: &mut String, v: &crate::model::Vantage) {
     let _ = writeln!(o, "\nVantage points: {} · {} copies counted once", points.join(" · "), v.copies);
     for h in &v.hops {
         let l = &h.latency_ns;
+        let outside = match h.frames_outside_span {
+            0 => String::new(),
+            n => format!(" ({n} while {} was not capturing)", h.to),
+        };
         let _ = writeln!(
             o,
-            "  {} → {}: {} frames matched ({} flows), {} missing, {} CE-marked between · latency min/p50/p99/max {}/{}/{}/{} µs",
+            "  {} → {}: {} frames matched ({} flows), {} missing{outside}, {} CE-marked between · latency min/p50/p99/max {}/{}/{}/{} µs",
             h.from,
             h.to,
             h.frames_matched,

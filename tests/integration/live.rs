@@ -99,6 +99,7 @@ fn comparable(v: &Value) -> Value {
         "marking": [totals("classes", "dscp"), totals("priorities", "pcp")],
         "frames": v["capture"]["frames"],
         "capture_loss": v["capture"]["loss"],
+        "load_balancing": v["load_balancing"],
         "classes": v["capture"]["classes"],
         "dropped": v["capture"]["dropped"],
         "filter": v["capture"]["filter"],

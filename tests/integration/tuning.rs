@@ -126,3 +126,136 @@ fn inputs_in_series_are_not_uplinks() {
     assert_eq!(r["ecmp"]["observed"]["by_label"].as_object().unwrap().len(), 3);
     assert!(r["ecmp"]["observed"].get("in_series").is_none());
 }
+
+fn uplinks() -> Vec<String> {
+    (0..4).map(|u| format!("u{u}={}", data_dir().join(format!("spray_u{u}.pcap")).display())).collect()
+}
+
+fn uplink_args(extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = uplinks().into_iter().flat_map(|u| ["-r".to_string(), u]).collect();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+/// Findings of a code: (severity, first flow's source).
+fn severities(r: &Value, code: &str) -> Vec<(String, String)> {
+    r["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == code)
+        .map(|f| (f["severity"].as_str().unwrap().into(), f["flows"][0]["src"].as_str().unwrap().into()))
+        .collect()
+}
+
+/// The sprayed flows as (source, uplinks, requests, reordered, p50, max, NAKs).
+fn sprayed(r: &Value) -> Vec<Value> {
+    r["load_balancing"]["sprayed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            serde_json::json!([
+                f["src"],
+                f["uplinks"],
+                f["requests"],
+                f["reordered"],
+                f["displacement_p50"],
+                f["displacement_max"],
+                f["psn_sequence_naks"]
+            ])
+        })
+        .collect()
+}
+
+/// Spraying over four labelled uplinks (tests/src/tuning.rs, by hand): 3 request flows of 63
+/// requests; 61 → 62 and 63 → 64 on all four uplinks (sprayed), 65 → 66 on one (mode mixed);
+/// 10 reordered, density {1: 9, 2: 1}; the receiver of 63 → 64 NAKed the reordering:
+/// `spraying_without_ooo` names it, and its go-back-N says the NAK may answer reordering; the
+/// reordering of 61 → 62 (no NAK) is information, not a warning.
+#[test]
+fn spraying_over_uplinks_is_told_from_loss() {
+    let args = uplink_args(&[]);
+    let out = run(&uplink_args(&["-q", "--json", "-"]).iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lb = &r["load_balancing"];
+    assert_eq!(lb["mode"], "mixed");
+    assert_eq!(lb["basis"], "uplinks");
+    assert_eq!(lb["uplinks"], serde_json::json!(["u0", "u1", "u2", "u3"]));
+    assert_eq!((&lb["flows"], &lb["sprayed_flows"]), (&3.into(), &2.into()));
+    let ro = &lb["reorder"];
+    assert_eq!(
+        ro,
+        &serde_json::json!({"packets": 63, "reordered": 10, "ratio": 10.0 / 63.0, "displacement_p50": 1,
+            "displacement_max": 2, "density": [{"displacement": 1, "packets": 9}, {"displacement": 2, "packets": 1}]})
+    );
+    assert_eq!(
+        sprayed(&r),
+        [serde_json::json!(["10.0.3.61", 4, 40, 9, 1, 1, 0]), serde_json::json!(["10.0.3.63", 4, 13, 1, 2, 2, 1])]
+    );
+    assert_eq!(severities(&r, "spraying_without_ooo"), [("warning".into(), "10.0.3.63".into())]);
+    assert_eq!(severities(&r, "reordering"), [("info".into(), "10.0.3.61".into())]);
+    assert_eq!(severities(&r, "go_back_n"), [("warning".into(), "10.0.3.63".into())]);
+    let gbn = r["audit"].as_array().unwrap().iter().find(|f| f["code"] == "go_back_n").unwrap();
+    assert!(gbn["message"].as_str().unwrap().contains("sprayed"), "{gbn}");
+    assert!(
+        !r["audit"].as_array().unwrap().iter().any(|f| f["code"] == "loss_between" || f["code"] == "psn_gap"),
+        "reordering is not loss: {}",
+        r["audit"]
+    );
+    // The summary and the page say it.
+    let out = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Load balancing: mixed (2 of 3 request flows sprayed, judged on uplinks u0, u1, u2, u3) · 10 of 63 requests reordered (15.9 %), displacement p50 1 max 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "10.0.3.63 → 10.0.3.64 QP 0x13f (sport 49215): 4 uplinks, 13 requests, 1 reordered, 1 PSN-sequence NAKs"
+        ),
+        "{text}"
+    );
+}
+
+/// One capture of the same traffic: no uplinks, so a flow is spread when its requests arrived
+/// reordered: the same two flows, the same reordering, `spraying_without_ooo` for the same one;
+/// the reordering stays a warning (at one point, a path that reorders may be at fault).
+/// Merged with reorder.pcap (502 after 503: 1 late, displacement 1, 6 requests): 4 flows, 3
+/// spread, density {1: 10, 2: 1}.
+#[test]
+fn one_capture_judges_spreading_by_reordering_and_merges() {
+    let r = report("spray.pcap", &[]);
+    let lb = &r["load_balancing"];
+    assert_eq!((&lb["mode"], &lb["basis"], &lb["sprayed_flows"]), (&"mixed".into(), &"reordering".into(), &2.into()));
+    assert_eq!(lb["uplinks"], serde_json::json!([]));
+    assert_eq!((&lb["reorder"]["packets"], &lb["reorder"]["reordered"]), (&63.into(), &10.into()));
+    assert_eq!(
+        sprayed(&r),
+        [
+            serde_json::json!(["10.0.3.61", null, 40, 9, 1, 1, 0]),
+            serde_json::json!(["10.0.3.63", null, 13, 1, 2, 2, 1])
+        ]
+    );
+    assert_eq!(severities(&r, "spraying_without_ooo"), [("warning".into(), "10.0.3.63".into())]);
+    assert_eq!(severities(&r, "reordering"), [("warning".into(), "10.0.3.61".into())]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for name in ["spray.pcap", "reorder.pcap"] {
+        let p = dir.path().join(format!("{name}.json"));
+        let out = run(&["-q", "-r", data_dir().join(name).to_str().unwrap(), "--json", p.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0));
+        paths.push(p.to_str().unwrap().to_string());
+    }
+    let out = run(&["merge", &paths[0], &paths[1], "--json", "-", "-q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lb = &m["load_balancing"];
+    assert_eq!((&lb["flows"], &lb["sprayed_flows"], &lb["mode"]), (&4.into(), &3.into(), &"mixed".into()));
+    assert_eq!(lb["reorder"]["packets"], 69);
+    assert_eq!(
+        lb["reorder"]["density"],
+        serde_json::json!([{"displacement": 1, "packets": 10}, {"displacement": 2, "packets": 1}])
+    );
+}

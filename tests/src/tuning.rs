@@ -135,6 +135,77 @@ pub fn ecn_lead() -> Fixture {
     a.fixture("ecn_lead.pcap")
 }
 
+/// Packet spraying over four uplinks, each captured at its far end (`spray_u0.pcap` …
+/// `spray_u3.pcap`, labels u0–u3; `spray.pcap` holds them all as one capture). WRITE ONLY of
+/// 1024 B, one a µs; a request of PSN p takes uplink p mod 4; ACKs and NAKs come back on u0.
+/// * 61 → 62 (sprayed, the receiver places out of order): PSN 0–39; uplink 3 is 1.5 µs slower,
+///   so PSN 3, 7, …, 35 arrive after the next one (9 late, displacement 1; 39 is the last and
+///   comes in order); AckReq on every eighth, ACKed 1 µs after it arrived. No NAK.
+/// * 63 → 64 (1 ms later; sprayed, the receiver does not place out of order): PSN 0–7, uplink 3
+///   2.5 µs slower: PSN 3 arrives at 5.5 µs after 4 and 5 (late, displacement 2; 7 at 9.5 µs is
+///   in order); the receiver NAKs PSN 3 on seeing 4 (the NAK passes u0 at 6 µs), and the
+///   sender goes back: 3–7 again at 10–14 µs on u0, the ACK of 7 at 15 µs. 13 requests, 1 NAK.
+/// * 65 → 66 (2 ms later; hashed per flow): PSN 0–9 on u1 only, ACK of 9 at 11 µs.
+///
+/// Each frame's IPv4 identification is its own (the senders count it up, as NICs do): a resend
+/// is not a copy of its first transmission seen at another uplink.
+///
+/// By hand: 3 request flows of 63 requests, 2 sprayed (mode mixed), 10 reordered (density
+/// {1: 9, 2: 1}: p50 1, max 2); `spraying_without_ooo` names 63 → 64 only.
+fn spray_frames() -> Vec<(u64, u8, Roce)> {
+    let mut out = Vec::new();
+    let w = |s: u8, psn: u32, ack_req: bool| write(s, s + 1, op::RDMA_WRITE_ONLY, psn, 1024, 1024, ack_req);
+    for psn in 0..40u32 {
+        let arrival = psn as u64 * US + if psn % 4 == 3 { 1_500 } else { 0 };
+        out.push((arrival, (psn % 4) as u8, w(61, psn, psn % 8 == 7)));
+        if psn % 8 == 7 {
+            out.push((arrival + US, 0, ack(61, 62, psn)));
+        }
+    }
+    let base = 1_000 * US;
+    for psn in 0..8u32 {
+        let arrival = base + psn as u64 * US + if psn % 4 == 3 { 2_500 } else { 0 };
+        out.push((arrival, (psn % 4) as u8, w(63, psn, psn == 7)));
+    }
+    out.push((base + 6 * US, 0, resp(63, 64, op::ACKNOWLEDGE, 3, Aeth::nak(nak_code::PSN_SEQUENCE_ERROR, 1))));
+    for psn in 3..8u32 {
+        out.push((base + (7 + psn) as u64 * US, 0, w(63, psn, psn == 7)));
+    }
+    out.push((base + 15 * US, 0, ack(63, 64, 7)));
+    let base = 2_000 * US;
+    for psn in 0..10u32 {
+        out.push((base + psn as u64 * US, 1, w(65, psn, psn == 9)));
+    }
+    out.push((base + 11 * US, 0, ack(65, 66, 9)));
+    for (i, (_, _, r)) in out.iter_mut().enumerate() {
+        r.ident = 0x4000 + i as u16;
+    }
+    out
+}
+
+/// What uplink `u` saw of [`spray_frames`] (`u` = None: all of them, one capture).
+fn spray_at(u: Option<u8>, name: &'static str) -> Fixture {
+    let mut a = Timed::default();
+    for (t, at, r) in spray_frames() {
+        if u.is_none_or(|u| u == at) {
+            a.roce(t, &r);
+        }
+    }
+    a.fixture(name)
+}
+
+pub fn spray() -> Vec<Fixture> {
+    vec![
+        spray_at(None, "spray.pcap"),
+        spray_at(Some(0), "spray_u0.pcap"),
+        spray_at(Some(1), "spray_u1.pcap"),
+        spray_at(Some(2), "spray_u2.pcap"),
+        spray_at(Some(3), "spray_u3.pcap"),
+    ]
+}
+
 pub fn all() -> Vec<Fixture> {
-    vec![capture_loss(), first_cnp(), ecn_lead()]
+    let mut v = vec![capture_loss(), first_cnp(), ecn_lead()];
+    v.extend(spray());
+    v
 }

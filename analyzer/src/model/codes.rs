@@ -97,6 +97,8 @@ codes! {
         PfcBeforeEcn = "pfc_before_ecn",
         /// A priority's pause frames per million data frames above `--pfc-rate-max`.
         PfcRateHigh = "pfc_rate_high",
+        /// Sprayed flows whose receivers answered the reordering with PSN-sequence NAKs.
+        SprayingWithoutOoo = "spraying_without_ooo",
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! One file a section of the document: [`report`] holds the document and its capture header,
 //! [`flow`] the flows, [`pfc`] the pause senders and congestion trees, [`ecn`] CE/CNP and
-//! DCQCN, [`fabric`] incast and ECMP, [`vantage`] the hops between points, [`findings`] the
+//! DCQCN, [`fabric`] incast and ECMP, [`load_balancing`] spraying and reordering, [`vantage`] the hops between points, [`findings`] the
 //! audit and visibility notes, [`messages`] the messages and the tail, [`evidence`] and [`nic`]
 //! the rest.
 
@@ -17,6 +17,7 @@ pub mod evidence;
 pub mod fabric;
 pub mod findings;
 pub mod flow;
+pub mod load_balancing;
 pub mod messages;
 pub mod names;
 pub mod nic;
@@ -35,6 +36,7 @@ pub use evidence::*;
 pub use fabric::*;
 pub use findings::*;
 pub use flow::*;
+pub use load_balancing::*;
 pub use messages::*;
 pub use nic::*;
 pub use percentiles::*;

@@ -62,6 +62,10 @@ pub struct Report {
     /// message was seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<super::messages::Messages>,
+    /// Per-flow hashing or spraying, and the reordering it brought (request flows of two
+    /// requests or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balancing: Option<super::load_balancing::LoadBalancing>,
     /// `--evidence`: the pcapng files written, one per finding, episode, storm and deadlock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,

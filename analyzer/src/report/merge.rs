@@ -161,6 +161,8 @@ pub struct Merger {
     dcqcn: Vec<Dcqcn>,
     /// Each report's messages section.
     messages: Vec<Messages>,
+    /// Each report's load-balancing section.
+    load_balancing: Vec<LoadBalancing>,
     /// Per priority: data frames and pause frames (the reports' `pfc.rates`).
     rates: BTreeMap<u8, (u64, u64)>,
     by_label: BTreeMap<String, LabelShare>,
@@ -211,6 +213,7 @@ impl Merger {
         self.absorb_capture(&r.capture)?;
         self.dcqcn.extend(r.dcqcn.iter().cloned());
         self.messages.extend(r.messages.iter().cloned());
+        self.load_balancing.extend(r.load_balancing.iter().cloned());
         if let Some(v) = &r.vantage {
             self.vantage_reports += 1;
             self.vantage.get_or_insert_with(|| v.clone());
@@ -506,6 +509,9 @@ impl Merger {
             dcqcn: None,
             marking: None,
             messages: merged.map(|(m, _)| m),
+            load_balancing: crate::report::assemble::load_balancing::merge(
+                &self.load_balancing.iter().collect::<Vec<_>>(),
+            ),
             evidence: None,
         };
         let complete = report.pfc.senders.iter().all(|s| s.pause.intervals_complete)

@@ -13,6 +13,7 @@
 
 pub mod dist;
 pub(crate) mod kept;
+pub mod reorder;
 pub mod rings;
 pub mod steady;
 pub mod tail;
@@ -69,6 +70,8 @@ pub struct Messages {
     /// Per request flow, skipped PSNs a later ACK covered with no NAK and no retransmission:
     /// delivered, missed by this capture.
     pub capture_missed: FxHashMap<FlowKey, u64>,
+    /// Per request flow, requests that arrived late (reordered, not resent).
+    pub reorder: reorder::Reordering,
     /// UC flows' open messages, and the transfers.
     uc_open: FxHashMap<FlowKey, Transfer>,
     pub uc: Dist,
@@ -95,6 +98,7 @@ impl Messages {
             abandoned: 0,
             in_flight_evicted: 0,
             capture_missed: FxHashMap::default(),
+            reorder: reorder::Reordering::default(),
             uc_open: FxHashMap::default(),
             uc: Dist::default(),
             ud_messages: 0,
@@ -119,6 +123,9 @@ impl Messages {
         let step = f.request(r);
         self.abandoned += step.abandoned as u64;
         self.in_flight_evicted += step.evicted as u64;
+        if let Some(d) = step.late {
+            self.reorder.late(r.flow(), d);
+        }
         let window_ns = self.settings.window_ns.max(1);
         let w = r.ts_ns / window_ns;
         let frame = if analyzer_common::opcode::is_data(r.opcode) { r.frame_len as u64 } else { 0 };
@@ -218,6 +225,7 @@ impl Messages {
         self.flows.retain(|k, _| !gone.contains(k));
         self.uc_open.retain(|k, _| !gone.contains(k));
         self.capture_missed.retain(|k, _| !gone.contains(k));
+        self.reorder.forget(gone);
     }
 
     /// Completed messages of each kind.

@@ -158,9 +158,9 @@ fn feedback(run: &Pipeline) -> Vec<Finding> {
 }
 
 /// AETHs by kind ([`aeth`] index) per (source, destination) address pair, over all flows.
-type HostAeth = FxHashMap<([u8; 16], [u8; 16]), [u64; aeth::COUNT]>;
+pub(super) type HostAeth = FxHashMap<([u8; 16], [u8; 16]), [u64; aeth::COUNT]>;
 
-fn host_aeth(run: &Pipeline) -> HostAeth {
+pub(super) fn host_aeth(run: &Pipeline) -> HostAeth {
     let mut m: HostAeth = FxHashMap::default();
     // (Flows without an AETH add nothing: most flows of a large capture carry requests.)
     for (k, s) in run.engine.flows.iter().filter(|(_, s)| s.psn.aeth.iter().any(|n| *n > 0)) {
@@ -174,7 +174,7 @@ fn host_aeth(run: &Pipeline) -> HostAeth {
 
 /// AETHs of one kind travelling back to the sender of `k`: on the paired ACK flow when the
 /// pairing is known, else on every flow from `k`'s destination to its source.
-fn reverse_aeth(run: &Pipeline, hosts: &HostAeth, k: &FlowKey, kind: usize) -> u64 {
+pub(super) fn reverse_aeth(run: &Pipeline, hosts: &HostAeth, k: &FlowKey, kind: usize) -> u64 {
     match run.analyses.rtt.peer(k) {
         Some(peer) => run.engine.flows.get(&peer).map_or(0, |s| s.psn.aeth[kind]),
         None => hosts.get(&(k.dst, k.src)).map_or(0, |a| a[kind]),

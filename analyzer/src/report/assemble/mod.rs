@@ -5,6 +5,7 @@
 pub(crate) mod audit;
 pub(crate) mod dcqcn;
 pub(crate) mod fabric;
+pub(crate) mod load_balancing;
 pub(crate) mod messages;
 pub(crate) mod vantage;
 pub(crate) mod visibility;
@@ -75,9 +76,11 @@ impl Report {
             dcqcn: dcqcn::section(run),
             marking: dcqcn::marking(run),
             messages: messages::section(run),
+            load_balancing: None,
             evidence: None,
         };
         report.vantage = vantage::section(run, &mut report.audit);
+        report.load_balancing = load_balancing::section(run, &report.ecmp, &mut report.audit);
         report.audit.extend(fabric::pfc_findings(&report.pfc, run.analyses.config.pfc_rate_max));
         if let Some(m) = &report.messages {
             report.audit.extend(messages::findings(m, run.analyses.config.straggler_ratio));

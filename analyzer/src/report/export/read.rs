@@ -202,6 +202,7 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
         dcqcn: None,
         marking: None,
         messages: messages.map(|m| *m),
+        load_balancing: None,
         evidence: None,
     })
 }

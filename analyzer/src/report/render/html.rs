@@ -42,8 +42,20 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
 type Section = fn(&mut String, &Report, &[u64]);
 
 /// The page's sections, top to bottom.
-const SECTIONS: [Section; 11] =
-    [summary, messages, trees, ecmp, vantage, incast, dcqcn, marking, rtt, findings, visibility];
+const SECTIONS: [Section; 12] = [
+    summary,
+    messages,
+    trees,
+    ecmp,
+    super::load_balancing::html,
+    vantage,
+    incast,
+    dcqcn,
+    marking,
+    rtt,
+    findings,
+    visibility,
+];
 
 /// Messages: the tail's diagnosis, completion times per size class (a CDF), the tail's causes.
 fn messages(o: &mut String, r: &Report, _rtt_ns: &[u64]) {

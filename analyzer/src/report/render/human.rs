@@ -24,6 +24,9 @@ pub fn render(r: &Report, top: usize) -> String {
     }
     pfc(&mut o, &r.pfc);
     fabric(&mut o, r);
+    if let Some(lb) = &r.load_balancing {
+        super::load_balancing::text(&mut o, lb, top);
+    }
     if let Some(v) = &r.vantage {
         vantage(&mut o, v);
     }

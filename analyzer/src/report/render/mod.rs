@@ -5,6 +5,7 @@ pub mod dot;
 pub mod html;
 pub mod human;
 pub mod live_view;
+pub mod load_balancing;
 pub mod messages;
 pub mod metrics;
 pub mod text;

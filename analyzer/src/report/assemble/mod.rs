@@ -5,6 +5,7 @@
 pub(crate) mod audit;
 pub(crate) mod dcqcn;
 pub(crate) mod fabric;
+pub(crate) mod judged;
 pub(crate) mod load_balancing;
 pub(crate) mod messages;
 pub(crate) mod vantage;
@@ -55,36 +56,32 @@ impl Report {
     pub fn assemble_with(run: &Pipeline, kind: RunKind, lists: Lists) -> Report {
         let held = lists == Lists::Held;
         let flows = if held { flow_items(run).collect() } else { Vec::new() };
+        let ecmp = fabric::ecmp(run, held);
+        let judged = judged::judge(run, &ecmp);
         let mut report = Report {
             schema: SCHEMA.into(),
             tool: Tool { name: "roce-analyzer".into(), version: env!("CARGO_PKG_VERSION").into() },
             kind: kind.name().into(),
             capture: capture(run),
             flows,
-            pfc: fabric::pfc(run),
+            pfc: judged.pfc,
             visibility: Vec::new(),
             nic: run.engine.nic.clone(),
             rtt_ns: rtt_summary(run),
             pairs: if held { pair_items(run).collect() } else { Vec::new() },
             cnp_pacing: pacing_json(run),
             cnp_interval: cnp_interval(run),
-            audit: audit::findings(run),
+            audit: judged.audit,
             congestion_tree: fabric::congestion_tree(run),
             incast: fabric::incast(run),
-            ecmp: fabric::ecmp(run, held),
-            vantage: None,
+            ecmp,
+            vantage: judged.vantage,
             dcqcn: dcqcn::section(run),
             marking: dcqcn::marking(run),
-            messages: messages::section(run),
-            load_balancing: None,
+            messages: judged.messages,
+            load_balancing: judged.load_balancing,
             evidence: None,
         };
-        report.vantage = vantage::section(run, &mut report.audit);
-        report.load_balancing = load_balancing::section(run, &report.ecmp, &mut report.audit);
-        report.audit.extend(fabric::pfc_findings(&report.pfc, run.analyses.config.pfc_rate_max));
-        if let Some(m) = &report.messages {
-            report.audit.extend(messages::findings(m, run.analyses.config.straggler_ratio));
-        }
         report.visibility = visibility::notes(run, &report);
         report
     }

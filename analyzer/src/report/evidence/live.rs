@@ -58,8 +58,7 @@ impl<S: EvidenceSource> LiveEvidence<S> {
     pub fn open(&mut self, run: &Pipeline, clock: &Clock, now_mono: u64) -> Result<usize, KernelError> {
         // The items only (findings as /metrics computes them, episodes, storms, deadlocks): a
         // whole report would also judge DCQCN, spread ECMP and write notes on the agent's loop.
-        let mut audit = assemble::audit::findings(run);
-        assemble::vantage::section(run, &mut audit);
+        let mut audit = assemble::judged::judge(run, &assemble::fabric::ecmp(run, false)).audit;
         let episodes = assemble::fabric::incast(run).episodes;
         let storms = assemble::fabric::storms(&run.analyses.pause, run.analyses.config.topology.as_ref());
         let deadlocks = assemble::fabric::congestion_tree(run).deadlocks;

@@ -23,7 +23,7 @@ use analyzer_common::flow::FlowKey;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
-use super::assemble::{self, RunKind, audit, fabric};
+use super::assemble::{self, RunKind, fabric};
 use crate::model::*;
 use crate::pipeline::Pipeline;
 pub use sink::{Rotation, Sink, SinkError};
@@ -281,16 +281,14 @@ impl Exporter {
     pub fn export(&mut self, run: &Pipeline, end_ns: u64, last: bool) -> Result<u64, SinkError> {
         let before = self.lines;
         self.flow_lines(run)?;
-        let pfc = fabric::pfc(run);
-        self.pfc_lines(&pfc, end_ns, last)?;
-        let mut findings = audit::findings(run);
-        let vantage = assemble::vantage::section(run, &mut findings);
-        self.loss_lines(vantage.as_ref())?;
-        self.event_lines(run, &pfc, last)?;
-        findings.extend(fabric::ecmp(run, false).findings);
-        findings.extend(fabric::pfc_findings(&pfc, run.analyses.config.pfc_rate_max));
-        if let Some(mut m) = assemble::messages::section(run) {
-            findings.extend(assemble::messages::findings(&m, run.analyses.config.straggler_ratio));
+        let ecmp = fabric::ecmp(run, false);
+        let judged = assemble::judged::judge(run, &ecmp);
+        self.pfc_lines(&judged.pfc, end_ns, last)?;
+        self.loss_lines(judged.vantage.as_ref())?;
+        self.event_lines(run, &judged.pfc, last)?;
+        let mut findings = judged.audit;
+        findings.extend(ecmp.findings);
+        if let Some(mut m) = judged.messages {
             m.flows.clear();
             m.pairs.clear();
             m.steadiness.flows.clear();

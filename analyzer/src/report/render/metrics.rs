@@ -105,16 +105,10 @@ pub struct TopFlow {
 /// Findings per severity (in [`Severity::ALL`] order).
 pub type FindingCounts = [u64; 3];
 
-/// The findings of a run per severity, as its report would list them (the audit and the
-/// vantage points' `loss_between`, the messages' tail and rings).
+/// The findings of a run per severity, as its report lists them in `audit` (the ECMP
+/// section's own findings apart).
 pub fn finding_counts(run: &Pipeline) -> FindingCounts {
-    let mut findings = assemble::audit::findings(run);
-    assemble::vantage::section(run, &mut findings);
-    findings.extend(assemble::fabric::pfc_findings(&assemble::fabric::pfc(run), run.analyses.config.pfc_rate_max));
-    if let Some(m) = assemble::messages::section(run) {
-        findings.extend(assemble::messages::findings(&m, run.analyses.config.straggler_ratio));
-    }
-    by_severity(&findings)
+    by_severity(&assemble::judged::judge(run, &assemble::fabric::ecmp(run, false)).audit)
 }
 
 fn by_severity(findings: &[crate::model::Finding]) -> FindingCounts {

@@ -457,6 +457,12 @@ pub struct AnalysisArgs {
     #[arg(long, default_value_t = defaults::PFC_RATE_MAX, value_parser = pfc_rate_max)]
     pub pfc_rate_max: f64,
 
+    /// A hop between two vantage points whose fitted ECN marking threshold (Kmin) lies below
+    /// this queue marks too early (`ecn_threshold_low`): bytes, `150000`, `64K` (default 150 KB
+    /// at 400 Gbit/s scaled to `--link-speed`: 37.5 KB at 100 Gbit/s).
+    #[arg(long, value_name = "BYTES", value_parser = class_bound)]
+    pub kmin_min: Option<u64>,
+
     /// The priority of untagged frames by DSCP, for the tail's pauses and ECN before PFC:
     /// `26=3,48=6`.
     #[arg(long, value_name = "DSCP=PRIORITY,…", value_parser = dscp_priority)]
@@ -591,6 +597,7 @@ impl AnalysisArgs {
             dscp_priority: self.dscp_priority.as_ref().map(|d| d.0.clone()).unwrap_or_default(),
             ecn_lead_ns: nanos(*self.ecn_lead),
             pfc_rate_max: self.pfc_rate_max,
+            kmin_min_bytes: self.kmin_min,
         })
     }
 }

@@ -286,3 +286,70 @@ fn the_hop_that_marks_has_its_marking_over_time() {
         x["ce_marked"].as_u64().unwrap()
     );
 }
+
+fn red_switch(extra: &[&str]) -> Value {
+    let (l, s) = (format!("leaf={}", data("marking_leaf.pcap")), format!("spine={}", data("marking_spine.pcap")));
+    let mut a = vec!["-r", &l, "-r", &s];
+    a.extend_from_slice(extra);
+    report(&a)
+}
+
+fn codes(r: &Value, list: &str) -> Vec<String> {
+    r[list].as_array().unwrap().iter().map(|f| f["code"].as_str().unwrap().to_string()).collect()
+}
+
+/// The RED switch of tests/src/vantage.rs (Kmin 2 µs = 25 KB, Kmax 16 µs = 200 KB at
+/// 100 Gbit/s, pmax 0.2). Marked by hand: per rise and fall of the delay, 141 + 140 frames at
+/// or above 16 µs, and on the ramp (2.0 … 15.9 µs, p = 0.2 k / 140 for k = 0 … 139) a sum of
+/// 13.9 each way: (281 + 27.8) × 10 cycles = 3088. The fit finds Kmin within 400 ns (5 KB; the
+/// first marks come late where the probability is small), Kmax within a 64 ns bin, pmax within
+/// 0.02; 25 KB is below the 37.5 KB a 100 Gbit/s link needs: `ecn_threshold_low`.
+#[test]
+fn a_red_switch_between_two_points_gives_its_marking_profile() {
+    let r = red_switch(&[]);
+    let hops = r["vantage"]["hops"].as_array().unwrap();
+    assert_eq!(hops.len(), 1, "{hops:?}");
+    let p = &hops[0]["marking_profile"];
+    assert_eq!([&p["frames"], &p["marked"], &p["confidence"]], [&json!(6000), &json!(3088), &json!("medium")], "{p}");
+    let near = |k: &str, want: u64, tol: u64| {
+        let got = p[k].as_u64().unwrap_or_else(|| panic!("{k}: {p}"));
+        assert!(got.abs_diff(want) <= tol, "{k} {got}, want {want} ± {tol}: {p}");
+    };
+    near("kmin_ns", 2_000, 400);
+    near("kmin_bytes", 25_000, 5_000);
+    near("kmax_ns", 16_000, 64);
+    near("kmax_bytes", 200_000, 800);
+    assert!((p["pmax"].as_f64().unwrap() - 0.2).abs() < 0.02, "{p}");
+    let low: Vec<&Value> = r["audit"].as_array().unwrap().iter().filter(|f| f["code"] == "ecn_threshold_low").collect();
+    assert_eq!(low.len(), 1, "{:?}", codes(&r, "audit"));
+    let m = low[0]["message"].as_str().unwrap();
+    assert!(m.contains("between leaf and spine") && m.contains("below 37.5 KB for 100 Gbit/s"), "{m}");
+    assert_eq!(low[0]["flows"][0]["src"], "10.0.2.5");
+    assert!(!codes(&r, "visibility").contains(&"thresholds_need_two_points".to_string()));
+    // A floor below the switch's Kmin: no finding; the profile is the same.
+    let r = red_switch(&["--kmin-min", "20K"]);
+    assert!(!codes(&r, "audit").contains(&"ecn_threshold_low".to_string()));
+    assert_eq!(&r["vantage"]["hops"][0]["marking_profile"], p);
+    // The human report gives the profile under its hop.
+    let (l, s) = (format!("leaf={}", data("marking_leaf.pcap")), format!("spine={}", data("marking_spine.pcap")));
+    let out = run(&["-r", &l, "-r", &s]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("ECN marking: Kmin ") && text.contains("3088 of 6000 frames marked · confidence medium"),
+        "{text}"
+    );
+}
+
+/// Ten marks between the leaf and spine of the first fixture (99 frames matched: 100 PSNs but
+/// the 2 lost, and the resent one): too few to fit, and said so;
+/// one point alone with CE marks says that thresholds need two points; without marks, nothing.
+#[test]
+fn marking_thresholds_need_marks_and_two_points() {
+    let p = &leaf_and_spine(&[])["vantage"]["hops"][0]["marking_profile"];
+    assert_eq!(*p, json!({"frames": 99, "marked": 10, "confidence": "insufficient"}));
+    let spine = report(&["-r", &data("marking_spine.pcap")]);
+    assert!(codes(&spine, "visibility").contains(&"thresholds_need_two_points".to_string()));
+    assert!(spine["vantage"].is_null());
+    let leaf = report(&["-r", &data("marking_leaf.pcap")]);
+    assert!(!codes(&leaf, "visibility").contains(&"thresholds_need_two_points".to_string()));
+}

@@ -115,6 +115,52 @@ pub fn erspan_collector() -> Fixture {
     a.fixture("vantage_erspan.pcap")
 }
 
+/// A switch with a known RED profile between two points: flow M (5 → 6, QP 0xA00, ECT(0)),
+/// a frame every 1 µs at the leaf for 6000 µs; the queueing delay it meets rises from 0 to 30 µs
+/// in 100 ns steps over 300 frames and falls back over the next 300, ten times; the spine sees
+/// each frame 2 µs + its delay later. Between them the switch marks CE with probability 0 below
+/// 2 µs of delay (Kmin: 25 KB at 100 Gbit/s), rising linearly to 0.2 just below 16 µs, and
+/// every frame from 16 µs (Kmax: 200 KB) on; the marks fall where the running sum of the
+/// probabilities passes a whole number (error diffusion, no randomness).
+fn red_frames() -> (Seen, Seen) {
+    let (mut leaf, mut spine) = (Vec::new(), Vec::new());
+    let mut owed = 0.0;
+    for i in 0..6000u32 {
+        let step = (i % 600) as u64;
+        let delay = if step <= 300 { step * 100 } else { (600 - step) * 100 };
+        let p = match delay {
+            d if d < 2 * US => 0.0,
+            d if d < 16 * US => 0.2 * (d - 2 * US) as f64 / (14 * US) as f64,
+            _ => 1.0,
+        };
+        owed += p;
+        let marked = owed >= 1.0 - 1e-9;
+        if marked {
+            owed -= 1.0;
+        }
+        let mut r = Roce::v4([10, 0, 2, 5], [10, 0, 2, 6], 0xC005, op::RDMA_WRITE_MIDDLE, 0xA00, i);
+        r.payload_len = 16;
+        r.ecn = 2;
+        r.ident = i as u16;
+        let t = i as u64 * US;
+        leaf.push((t, r.clone()));
+        r.ecn = if marked { 3 } else { 2 };
+        spine.push((t + 2 * US + delay, r));
+    }
+    spine.sort_by_key(|(t, _)| *t);
+    (leaf, spine)
+}
+
+/// The leaf's side of the RED switch (`leaf=marking_leaf.pcap`).
+pub fn red_leaf() -> Fixture {
+    timed("marking_leaf.pcap", &red_frames().0)
+}
+
+/// The spine's side of the RED switch (`spine=marking_spine.pcap`).
+pub fn red_spine() -> Fixture {
+    timed("marking_spine.pcap", &red_frames().1)
+}
+
 pub fn all() -> Vec<Fixture> {
-    vec![leaf(), spine(), spine_clock_ahead(), spine_early(), erspan_collector()]
+    vec![leaf(), spine(), spine_clock_ahead(), spine_early(), erspan_collector(), red_leaf(), red_spine()]
 }

@@ -48,6 +48,9 @@ pub struct Config {
     /// priority's pause frames per million data frames above `--pfc-rate-max` are too many.
     pub ecn_lead_ns: u64,
     pub pfc_rate_max: f64,
+    /// A hop whose fitted Kmin lies below this many bytes marks too early
+    /// (`ecn_threshold_low`); None: 150 KB at 400 Gbit/s, scaled to `link_speed_bps`.
+    pub kmin_min_bytes: Option<u64>,
 }
 
 /// The analyses' defaults: one list for [`Config::default`] and the command line's flags.
@@ -110,6 +113,16 @@ impl Default for Config {
             dscp_priority: Default::default(),
             ecn_lead_ns: nanos(defaults::ECN_LEAD),
             pfc_rate_max: defaults::PFC_RATE_MAX,
+            kmin_min_bytes: None,
         }
+    }
+}
+
+impl Config {
+    /// `--kmin-min`, or 150 KB at 400 Gbit/s scaled to the link speed: the low end of the
+    /// thresholds that cut false marks at 400 Gbit/s in published tuning (from the 5 KB default
+    /// to 150–256 KB: false marks 8.3 % → 1.7 %, throughput +22 %).
+    pub fn kmin_min_bytes(&self) -> u64 {
+        self.kmin_min_bytes.unwrap_or((150_000u128 * self.link_speed_bps as u128 / 400_000_000_000) as u64)
     }
 }

@@ -13,6 +13,7 @@ pub mod ecn_lead;
 pub mod flows;
 pub(crate) mod incast;
 pub mod keys;
+pub mod marking_profile;
 pub mod messages;
 pub mod pause;
 pub mod rtt;

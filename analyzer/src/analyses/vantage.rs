@@ -105,6 +105,8 @@ pub struct HopState {
     /// From the first frame CE-marked between the points on: matched frames and those marked
     /// between, per point of time (where marking starts, and how it goes on).
     pub marking: Option<Box<super::dcqcn::Series>>,
+    /// Frames and marks by queueing delay, for the hop's marking profile.
+    pub marks: super::marking_profile::LatencyMarks,
 }
 
 /// A hop as the report gives it: `missing` computed over the flows seen at both points.
@@ -372,6 +374,7 @@ impl Vantage {
                 m.add(w, 0, marked);
             }
             hop.latency.push(meta.ts_ns.saturating_sub(tq));
+            hop.marks.add(meta.ts_ns as i64 - tq as i64, marked);
             *hop.flows.entry(flow).or_default() += 1;
         }
         h.later.push((point, meta.ts_ns, ecn));

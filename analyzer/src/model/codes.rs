@@ -99,6 +99,8 @@ codes! {
         PfcRateHigh = "pfc_rate_high",
         /// Sprayed flows whose receivers answered the reordering with PSN-sequence NAKs.
         SprayingWithoutOoo = "spraying_without_ooo",
+        /// A hop marks CE from a queue shorter than `--kmin-min`: marks before congestion.
+        EcnThresholdLow = "ecn_threshold_low",
     }
 }
 
@@ -139,6 +141,8 @@ codes! {
         /// PSNs skipped here that the ACKs show delivered: the capture dropped frames.
         CaptureLoss = "capture_loss",
         MessagesNotMerged = "messages_not_merged",
+        /// CE marks seen, and one vantage point: a switch's thresholds need two.
+        ThresholdsNeedTwoPoints = "thresholds_need_two_points",
     }
 }
 

@@ -56,4 +56,31 @@ pub struct VantageHop {
     pub marking: Option<MarkingSeries>,
     /// `to`'s time minus `from`'s, over the matched frames (needs synchronised capture clocks).
     pub latency_ns: Percentiles,
+    /// The switch's ECN marking between the points, fitted to the frames' queueing delay
+    /// (latency above the hop's smallest) and whether they were marked; none without marks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marking_profile: Option<MarkingProfile>,
+}
+
+/// A RED/WRED fit: no marks below Kmin, a probability rising to `pmax` at Kmax, every frame
+/// above Kmax marked. Delays in ns of queueing, bytes at `--link-speed`; the thresholds are
+/// absent when the marked frames are too few to fit (`confidence` `insufficient`), Kmax when
+/// no delay seen was marked throughout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MarkingProfile {
+    pub frames: u64,
+    pub marked: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kmin_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kmax_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kmin_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kmax_bytes: Option<u64>,
+    /// The marking probability at Kmax (or at the largest delay seen, without Kmax).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmax: Option<f64>,
+    /// insufficient, low, medium or high: by the marked frames on the ramp and its width.
+    pub confidence: String,
 }

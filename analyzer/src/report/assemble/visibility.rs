@@ -47,7 +47,7 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
 type Rule = fn(&Pipeline, &Report) -> Option<Note>;
 
 /// The notes one fact decides each, in the order the report lists them.
-const RULES: [Rule; 15] = [
+const RULES: [Rule; 16] = [
     bth_cut,
     snap_cut,
     several_cpus,
@@ -63,6 +63,7 @@ const RULES: [Rule; 15] = [
     sightings_evicted,
     no_completions,
     capture_loss,
+    thresholds_need_two_points,
 ];
 
 /// Frames the network delivered and this capture did not hold.
@@ -76,6 +77,19 @@ fn capture_loss(_: &Pipeline, r: &Report) -> Option<Note> {
             l.ratio * 100.0
         ),
     ))
+}
+
+/// CE marks, one vantage point: which switch marked, and at what queue, needs two.
+fn thresholds_need_two_points(run: &Pipeline, r: &Report) -> Option<Note> {
+    let ce: u64 = run.engine.flows.iter().map(|(_, s)| s.ecn[3]).sum();
+    (ce > 0 && r.vantage.is_none()).then(|| {
+        note(
+            NoteCode::ThresholdsNeedTwoPoints,
+            format!(
+                "{ce} CE-marked frames were seen from one vantage point: the CE fraction per priority and host pair over time is in marking, but a switch's marking thresholds (Kmin, Kmax, pmax) need the same frames seen before and after it. Capture at two points around the switch (two labelled inputs, or ERSPAN from both sides) to get vantage.hops[].marking_profile."
+            ),
+        )
+    })
 }
 
 /// Messages sent and none completed: the responses are not seen here.

@@ -174,13 +174,13 @@ fn vantage(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
     if let Some(v) = &r.vantage {
         let _ = writeln!(
             o,
-            "<h2>Vantage points</h2><table id=\"vantage\"><tr><th>from</th><th>to</th><th>flows</th><th>matched</th><th>missing</th><th>CE-marked between</th><th>latency min / p50 / p99 / max (µs)</th></tr>"
+            "<h2>Vantage points</h2><table id=\"vantage\"><tr><th>from</th><th>to</th><th>flows</th><th>matched</th><th>missing</th><th>CE-marked between</th><th>latency min / p50 / p99 / max (µs)</th><th>ECN marking profile</th></tr>"
         );
         for h in &v.hops {
             let l = &h.latency_ns;
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{}>{}{}</td><td>{}</td><td>{} / {} / {} / {}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{}>{}{}</td><td>{}</td><td>{} / {} / {} / {}</td><td>{}</td></tr>",
                 esc(&h.from),
                 esc(&h.to),
                 h.flows,
@@ -195,7 +195,8 @@ fn vantage(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
                 us(l.min),
                 us(l.p50),
                 us(l.p99),
-                us(l.max)
+                us(l.max),
+                h.marking_profile.as_ref().map_or_else(String::new, |p| esc(&super::human::marking_profile(p)))
             );
         }
         let points: Vec<String> = v.points.iter().map(|p| format!("{} ({} frames)", esc(&p.name), p.frames)).collect();

@@ -61,6 +61,32 @@ fn vantage(o: &mut String, v: &crate::model::Vantage) {
             us(l.p99),
             us(l.max)
         );
+        if let Some(p) = &h.marking_profile {
+            let _ = writeln!(o, "    ECN marking: {}", marking_profile(p));
+        }
+    }
+}
+
+/// A hop's fitted marking profile in one line (the HTML's too).
+pub(super) fn marking_profile(p: &crate::model::MarkingProfile) -> String {
+    let at = |b: Option<u64>, ns: Option<u64>| match (b, ns) {
+        (Some(b), Some(ns)) => format!("{:.1} KB ({} µs)", b as f64 / 1000.0, us(ns)),
+        _ => "not reached".to_string(),
+    };
+    match p.kmin_ns {
+        None => format!(
+            "{} of {} frames marked between the points: too few to fit the thresholds (confidence {})",
+            p.marked, p.frames, p.confidence
+        ),
+        Some(_) => format!(
+            "Kmin {}, Kmax {}, pmax {:.2} · {} of {} frames marked · confidence {}",
+            at(p.kmin_bytes, p.kmin_ns),
+            at(p.kmax_bytes, p.kmax_ns),
+            p.pmax.unwrap_or(0.0),
+            p.marked,
+            p.frames,
+            p.confidence
+        ),
     }
 }
 

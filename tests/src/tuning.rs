@@ -104,7 +104,15 @@ pub fn first_cnp() -> Fixture {
 ///   priority 5 at 300 and 700 µs: 0 of 2 onsets had marks (`pfc_before_ecn`); 2 per 200
 ///   (10 000 per million).
 pub fn ecn_lead() -> Fixture {
+    ecn_lead_scaled(1, "ecn_lead.pcap")
+}
+
+/// [`ecn_lead`] with its times `scale` times longer (pauses still of 1000 quanta), for a replay
+/// at its own pacing: a frame a µs is more than a replay keeps pace with, a frame a ms is not
+/// (with `--ecn-lead` scaled too, the answers are the same).
+pub fn ecn_lead_scaled(scale: u64, name: &'static str) -> Fixture {
     use analyzer_common::FrameClass;
+    let us = US * scale;
     let mut a = Timed::default();
     let frame = |s: u8, psn: u32, pcp: u8, ce: bool| {
         let mut r = write(s, s + 1, op::RDMA_WRITE_MIDDLE, psn, 0, 1000, false);
@@ -116,10 +124,10 @@ pub fn ecn_lead() -> Fixture {
         r
     };
     for i in 0..1000u32 {
-        a.roce(i as u64 * US, &frame(51, i, 3, i == 150 || i == 370));
+        a.roce(i as u64 * us, &frame(51, i, 3, i == 150 || i == 370));
     }
     for i in 0..200u32 {
-        a.roce(i as u64 * 5 * US, &frame(53, i, 5, false));
+        a.roce(i as u64 * 5 * us, &frame(53, i, 5, false));
     }
     let xoff = |mac_last: u8, prio: usize| {
         let mut q = [0u16; 8];
@@ -127,12 +135,12 @@ pub fn ecn_lead() -> Fixture {
         crate::synth::pfc([0x02, 0, 0, 0, mac_last, 1], 1 << prio, q)
     };
     for t in [200, 400, 600] {
-        a.push(t * US + 500, FrameClass::Pfc, xoff(0xaa, 3));
+        a.push(t * us + 500 * scale, FrameClass::Pfc, xoff(0xaa, 3));
     }
     for t in [300, 700] {
-        a.push(t * US + 500, FrameClass::Pfc, xoff(0xbb, 5));
+        a.push(t * us + 500 * scale, FrameClass::Pfc, xoff(0xbb, 5));
     }
-    a.fixture("ecn_lead.pcap")
+    a.fixture(name)
 }
 
 /// Packet spraying over four uplinks, each captured at its far end (`spray_u0.pcap` …

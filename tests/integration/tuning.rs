@@ -259,3 +259,39 @@ fn one_capture_judges_spreading_by_reordering_and_merges() {
         serde_json::json!([{"displacement": 1, "packets": 10}, {"displacement": 2, "packets": 1}])
     );
 }
+
+/// With a topology, a pause onset is asked only about the marks on flows through the link it
+/// paused (tests/src/tuning.rs, `ecn_lead_topology`): placed on the marked flow's sender the
+/// answers are those without a topology (2 of 3), placed on another host's link none of the
+/// marks counts (0 of 3) and `pfc_before_ecn` names that sender too.
+#[test]
+fn ecn_before_pfc_counts_only_marks_through_the_paused_link() {
+    let topo = |t: &str| tests::fixtures::data_dir().join(t).to_str().unwrap().to_string();
+    let lead = |r: &Value, mac: &str| -> Value {
+        r["pfc"]["senders"].as_array().unwrap().iter().find(|s| s["mac"] == mac).unwrap()["ecn_lead"].clone()
+    };
+    let before = |r: &Value| -> Vec<String> {
+        r["audit"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"] == "pfc_before_ecn")
+            .map(|f| f["message"].as_str().unwrap().split(' ').next().unwrap().to_string())
+            .collect()
+    };
+    let on = report("ecn_lead.pcap", &["--topology", &topo("ecn_lead_on_path.toml")]);
+    assert_eq!(
+        lead(&on, "02:00:00:00:aa:01"),
+        serde_json::json!({"onsets": 3, "preceded": 2, "window_ns": 100_000, "lead_ns_p50": 30_500, "link": "h51 → sw"})
+    );
+    assert_eq!(before(&on), ["sw:bb"]);
+    let off = report("ecn_lead.pcap", &["--topology", &topo("ecn_lead_off_path.toml")]);
+    assert_eq!(
+        lead(&off, "02:00:00:00:aa:01"),
+        serde_json::json!({"onsets": 3, "preceded": 0, "window_ns": 100_000, "link": "h53 → sw"})
+    );
+    assert_eq!(lead(&off, "02:00:00:00:bb:01")["preceded"], 0);
+    assert_eq!(before(&off), ["sw:aa", "sw:bb"]);
+    let m = off["audit"].as_array().unwrap().iter().find(|f| f["code"] == "pfc_before_ecn").unwrap()["message"].clone();
+    assert!(m.as_str().unwrap().contains("through h53 → sw"), "{m}");
+}

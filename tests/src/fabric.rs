@@ -284,6 +284,8 @@ pub fn topologies() -> Vec<(&'static str, String)> {
         ("ring.toml", ring_topology()),
         ("two_spines.toml", two_spines_topology(false)),
         ("two_spines_vantage.toml", two_spines_topology(true)),
+        ("ecn_lead_on_path.toml", crate::tuning::ecn_lead_topology(true)),
+        ("ecn_lead_off_path.toml", crate::tuning::ecn_lead_topology(false)),
     ]
 }
 

@@ -107,6 +107,25 @@ pub fn ecn_lead() -> Fixture {
     ecn_lead_scaled(1, "ecn_lead.pcap")
 }
 
+/// A switch `sw` for [`ecn_lead`]'s hosts h51–h54 (10.0.3.51–54), one port each. `on_path`:
+/// the port that pauses priority 3 (…aa:01) faces h51, the sender of the marked flow 51 → 52,
+/// and the one pausing priority 5 (…bb:01) faces h53: the same answers as without a topology.
+/// Else they are swapped: …aa:01 pauses h53, whose flow carries no mark (0 of 3 onsets
+/// preceded), and …bb:01 pauses h51, whose marks are of priority 3 (0 of 2).
+pub fn ecn_lead_topology(on_path: bool) -> String {
+    let (aa, bb) = if on_path { (51, 53) } else { (53, 51) };
+    let mut t =
+        String::from("# Fixture topology: one switch, the four hosts of ecn_lead.pcap.\n[[device]]\nname = \"sw\"\n");
+    t += "ports = { aa = \"02:00:00:00:aa:01\", bb = \"02:00:00:00:bb:01\", c = \"02:00:00:00:cc:03\", d = \"02:00:00:00:cc:04\" }\n";
+    for h in 51..=54u8 {
+        t += &format!("[[host]]\nname = \"h{h}\"\nmac = \"02:00:00:00:0b:{h:02x}\"\nip = \"10.0.3.{h}\"\n");
+    }
+    for (port, h) in [("aa", aa), ("bb", bb), ("c", 52), ("d", 54)] {
+        t += &format!("[[link]]\na = \"sw:{port}\"\nb = \"h{h}\"\n");
+    }
+    t
+}
+
 /// [`ecn_lead`] with its times `scale` times longer (pauses still of 1000 quanta), for a replay
 /// at its own pacing: a frame a µs is more than a replay keeps pace with, a frame a ms is not
 /// (with `--ecn-lead` scaled too, the answers are the same).

@@ -8,10 +8,15 @@
 //! priority. Marks closer than [`RUN_GAP_NS`] are one run (the first mark of a window is then
 //! known to within that); each priority keeps its latest [`MAX_RUNS`] runs (older ones are
 //! counted, `runs_dropped`).
+//!
+//! With a topology the marks are also kept per host pair ([`Pair`]), so that a pause onset is
+//! asked only about the marks on flows through the link it paused: marks on another path say
+//! nothing about the paused queue.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use analyzer_common::record::Record;
+use rustc_hash::FxHashMap;
 
 /// The priority of untagged frames whose DSCP has no `--dscp-priority`.
 pub const UNKNOWN: usize = 8;
@@ -19,6 +24,11 @@ pub const UNKNOWN: usize = 8;
 pub const RUN_GAP_NS: u64 = 1_000;
 /// Runs kept per priority, at most.
 pub const MAX_RUNS: usize = 1 << 16;
+/// Runs kept per priority and host pair, at most.
+pub const MAX_PAIR_RUNS: usize = 1 << 12;
+
+/// A host pair's marks of one priority: (priority, IP version, source, destination).
+pub type Pair = (u8, u8, [u8; 16], [u8; 16]);
 
 #[derive(Debug, Default)]
 pub struct Marks {
@@ -28,11 +38,14 @@ pub struct Marks {
     pub data_frames: [u64; 9],
     pub runs_dropped: u64,
     dscp_priority: BTreeMap<u8, u8>,
+    /// With a topology: the runs per host pair too (None without).
+    pairs: Option<FxHashMap<Pair, VecDeque<(u64, u64)>>>,
 }
 
 impl Marks {
-    pub fn new(dscp_priority: BTreeMap<u8, u8>) -> Marks {
-        Marks { dscp_priority, ..Default::default() }
+    /// `by_pair`: keep the runs per host pair too (a topology places pairs on paths).
+    pub fn new(dscp_priority: BTreeMap<u8, u8>, by_pair: bool) -> Marks {
+        Marks { dscp_priority, pairs: by_pair.then(FxHashMap::default), ..Default::default() }
     }
 
     #[inline]
@@ -54,16 +67,10 @@ impl Marks {
         if !r.ce() {
             return;
         }
-        let q = &mut self.runs[p];
-        match q.back_mut() {
-            Some(run) if r.ts_ns >= run.0 && r.ts_ns.saturating_sub(run.1) <= RUN_GAP_NS => run.1 = run.1.max(r.ts_ns),
-            _ => {
-                if q.len() == MAX_RUNS {
-                    q.pop_front();
-                    self.runs_dropped += 1;
-                }
-                q.push_back((r.ts_ns, r.ts_ns));
-            }
+        self.runs_dropped += join(&mut self.runs[p], r.ts_ns, MAX_RUNS);
+        if let Some(pairs) = &mut self.pairs {
+            let q = pairs.entry((p as u8, r.ip_version, r.src_ip, r.dst_ip)).or_default();
+            self.runs_dropped += join(q, r.ts_ns, MAX_PAIR_RUNS);
         }
     }
 
@@ -71,16 +78,58 @@ impl Marks {
     /// [`super::pause::ALL_PRIORITIES`]; unknown priorities always count) in [t − lead, t).
     pub fn first_before(&self, priority: u8, t: u64, lead_ns: u64) -> Option<u64> {
         let from = t.saturating_sub(lead_ns);
-        let all = priority as usize >= 8;
-        (0..9)
-            .filter(|p| all || *p == priority as usize || *p == UNKNOWN)
-            .filter_map(|p| {
-                let q = &self.runs[p];
-                // The first run that ends at or after `from`.
-                let i = q.partition_point(|run| run.1 < from);
-                q.get(i).filter(|run| run.0 < t).map(|run| run.0.max(from))
-            })
-            .min()
+        (0..9).filter(|p| counts(priority, *p)).filter_map(|p| first_in(&self.runs[p], from, t)).min()
+    }
+
+    /// The same over the host pairs `on_path` accepts (kept with a topology only: None
+    /// without).
+    pub fn first_before_on(
+        &self,
+        priority: u8,
+        t: u64,
+        lead_ns: u64,
+        on_path: impl Fn(&Pair) -> bool,
+    ) -> Option<Option<u64>> {
+        let from = t.saturating_sub(lead_ns);
+        let pairs = self.pairs.as_ref()?;
+        Some(
+            pairs
+                .iter()
+                .filter(|(k, _)| counts(priority, k.0 as usize) && on_path(k))
+                .filter_map(|(_, q)| first_in(q, from, t))
+                .min(),
+        )
+    }
+}
+
+/// Whether marks of priority `p` count before a pause of `priority`.
+fn counts(priority: u8, p: usize) -> bool {
+    priority as usize >= 8 || p == priority as usize || p == UNKNOWN
+}
+
+/// The first mark of `q`'s runs in [from, t).
+fn first_in(q: &VecDeque<(u64, u64)>, from: u64, t: u64) -> Option<u64> {
+    // The first run that ends at or after `from`.
+    let i = q.partition_point(|run| run.1 < from);
+    q.get(i).filter(|run| run.0 < t).map(|run| run.0.max(from))
+}
+
+/// A mark at `ts` joins the last run or starts one (the oldest dropped beyond `max`: returns
+/// the runs dropped).
+fn join(q: &mut VecDeque<(u64, u64)>, ts: u64, max: usize) -> u64 {
+    match q.back_mut() {
+        Some(run) if ts >= run.0 && ts.saturating_sub(run.1) <= RUN_GAP_NS => {
+            run.1 = run.1.max(ts);
+            0
+        }
+        _ => {
+            let dropped = (q.len() == max) as u64;
+            if dropped > 0 {
+                q.pop_front();
+            }
+            q.push_back((ts, ts));
+            dropped
+        }
     }
 }
 
@@ -94,7 +143,7 @@ mod tests {
 
     #[test]
     fn marks_before_an_onset_by_hand() {
-        let mut m = Marks::new(BTreeMap::new());
+        let mut m = Marks::new(BTreeMap::new(), false);
         for (t, pcp, ce) in [(100, 3, true), (600, 3, true), (5_000, 3, true), (5_000, 5, true), (9_000, 8, false)] {
             m.observe(&data(t, pcp, ce));
         }
@@ -111,5 +160,23 @@ mod tests {
         assert_eq!(m.first_before(8, 6_000, 2_000), Some(5_000), "an 802.3x PAUSE: any priority");
         assert_eq!(m.data_frames[3], 3);
         assert_eq!(m.data_frames[UNKNOWN], 1);
+    }
+
+    /// With pairs kept, only the pairs the path test accepts count; without, there is no
+    /// answer (None), not "no marks".
+    #[test]
+    fn marks_of_the_pairs_on_the_path_only() {
+        let mut m = Marks::new(BTreeMap::new(), true);
+        let mut a = data(100, 3, true);
+        a.src_ip[0] = 1;
+        let mut b = data(200, 3, true);
+        b.src_ip[0] = 2;
+        m.observe(&a);
+        m.observe(&b);
+        assert_eq!(m.first_before_on(3, 1_000, 10_000, |p| p.2[0] == 2), Some(Some(200)));
+        assert_eq!(m.first_before_on(3, 1_000, 10_000, |p| p.2[0] == 1), Some(Some(100)));
+        assert_eq!(m.first_before_on(3, 1_000, 10_000, |p| p.2[0] == 3), Some(None));
+        assert_eq!(m.first_before(3, 1_000, 10_000), Some(100));
+        assert_eq!(Marks::new(BTreeMap::new(), false).first_before_on(3, 1_000, 10_000, |_| true), None);
     }
 }

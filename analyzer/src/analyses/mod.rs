@@ -72,7 +72,7 @@ impl Analyses {
                 },
                 config.max_keys,
             ),
-            marks: ecn_lead::Marks::new(config.dscp_priority.clone()),
+            marks: ecn_lead::Marks::new(config.dscp_priority.clone(), config.topology.is_some()),
             config,
         }
     }

@@ -218,6 +218,21 @@ impl Topology {
         self.by_ip.get(&ip).copied()
     }
 
+    /// The link a PFC sender's pauses stop: (the sender's node, the peer it stops). A flow
+    /// from the peer through the sender crossed it ([`crosses`]).
+    pub fn paused_link(&self, mac: &[u8; 6]) -> Option<(Node, Node)> {
+        let from = self.owner(mac)?;
+        Some((from.node(), self.peer(from)?.node()))
+    }
+
+    /// The path between two addresses (16 bytes, IPv4 in the first four) of the hosts the
+    /// topology places; None when it places either not.
+    pub fn path_of(&self, ip_version: u8, src: &[u8; 16], dst: &[u8; 16]) -> Option<Vec<Node>> {
+        let ip =
+            |b: &[u8; 16]| -> IpAddr { if ip_version == 4 { [b[0], b[1], b[2], b[3]].into() } else { (*b).into() } };
+        self.path(Node::Host(self.host_of_ip(ip(src))?), Node::Host(self.host_of_ip(ip(dst))?))
+    }
+
     pub fn name(&self, n: Node) -> &str {
         match n {
             Node::Device(d) => &self.devices[d].name,
@@ -414,6 +429,11 @@ impl Parse<'_> {
         });
         Ok(())
     }
+}
+
+/// Whether `path` crosses a paused link (`from` paused `to`): it goes from `to` into `from`.
+pub fn crosses(path: &[Node], (from, to): (Node, Node)) -> bool {
+    path.windows(2).any(|w| w[0] == to && w[1] == from)
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ pub struct PfcSender {
 }
 
 /// A sender's pause onsets and the CE marks before them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EcnLead {
     /// Pause onsets: XOFFs that start a paused interval.
     pub onsets: u64,
@@ -53,6 +53,10 @@ pub struct EcnLead {
     /// Median time from the first such mark to the onset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lead_ns_p50: Option<u64>,
+    /// With a topology that places the sender: the link its pauses stopped ("peer → sender");
+    /// only marks on flows through it counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
 }
 
 /// How often PFC triggers on a priority, against its data frames seen here.

@@ -122,7 +122,7 @@ pub fn explain(k: &Kept, cx: &Context) -> (Vec<(usize, u64)>, Option<String>) {
         let p = pz.priority;
         let ours = p == super::super::pause::ALL_PRIORITIES || priority.is_none_or(|q| q == p);
         let on_path = match (&path, pz.link) {
-            (Some(path), Some((from, to))) => path.windows(2).any(|w| w[0] == to && w[1] == from),
+            (Some(path), Some(link)) => super::super::topology::crosses(path, link),
             _ => true,
         };
         if !ours || !on_path {

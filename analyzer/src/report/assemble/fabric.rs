@@ -5,8 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use analyzer_common::flow::FlowKey;
 
+use crate::analyses::ecn_lead::Pair;
 use crate::analyses::pause::{ALL_PRIORITIES, Pause};
-use crate::analyses::topology::Topology;
+use crate::analyses::topology::{self, Topology};
 use crate::analyses::tree::FlowSpan;
 use crate::analyses::{ecmp, tree};
 use crate::model::{
@@ -60,13 +61,23 @@ fn ecn_lead(run: &Pipeline, mac: &[u8; 6], priority: u8) -> Option<EcnLead> {
     let a = &run.analyses;
     let onsets: Vec<u64> = a.pause.timers.get(&(*mac, priority))?.all_intervals().iter().map(|(s, _)| *s).collect();
     let window_ns = a.config.ecn_lead_ns;
-    let mut leads: Vec<u64> =
-        onsets.iter().filter_map(|t| a.marks.first_before(priority, *t, window_ns).map(|m| t - m)).collect();
+    // With a topology that places the paused link: only the marks of host pairs through it.
+    let topo = a.config.topology.as_ref();
+    let link = topo.and_then(|t| Some((t, t.paused_link(mac)?)));
+    let first = |t: u64| match link {
+        Some((topo, link)) => {
+            let on_path = |p: &Pair| topo.path_of(p.1, &p.2, &p.3).is_some_and(|path| topology::crosses(&path, link));
+            a.marks.first_before_on(priority, t, window_ns, on_path).flatten()
+        }
+        None => a.marks.first_before(priority, t, window_ns),
+    };
+    let mut leads: Vec<u64> = onsets.iter().filter_map(|t| first(*t).map(|m| t - m)).collect();
     Some(EcnLead {
         onsets: onsets.len() as u64,
         preceded: leads.len() as u64,
         window_ns,
         lead_ns_p50: (!leads.is_empty()).then(|| crate::analyses::stats::median(&mut leads)),
+        link: link.map(|(t, (from, to))| format!("{} → {}", t.name(to), t.name(from))),
     })
 }
 
@@ -100,7 +111,7 @@ fn rates(run: &Pipeline) -> Vec<PfcRate> {
 pub fn pfc_findings(p: &Pfc, rate_max: f64) -> Vec<Finding> {
     let mut out = Vec::new();
     for s in &p.senders {
-        let Some(l) = s.ecn_lead.filter(|l| l.onsets > 0 && l.preceded * 2 < l.onsets) else { continue };
+        let Some(l) = s.ecn_lead.as_ref().filter(|l| l.onsets > 0 && l.preceded * 2 < l.onsets) else { continue };
         let name = match (&s.device, &s.port) {
             (Some(d), Some(port)) => format!("{d}:{port} ({})", s.mac),
             (Some(d), None) => format!("{d} ({})", s.mac),
@@ -110,10 +121,11 @@ pub fn pfc_findings(p: &Pfc, rate_max: f64) -> Vec<Finding> {
             Severity::Warning,
             FindingCode::PfcBeforeEcn,
             format!(
-                "{name} paused priority {} {} times, {} of them with no CE mark on that priority's data in the {} µs before: the ECN marking threshold is at or above the PFC XOFF threshold; ECN should slow senders before PFC pauses links (lower Kmin/Kmax, or raise XOFF)",
+                "{name} paused priority {} {} times, {} of them with no CE mark on that priority's data{} in the {} µs before: the ECN marking threshold is at or above the PFC XOFF threshold; ECN should slow senders before PFC pauses links (lower Kmin/Kmax, or raise XOFF)",
                 s.priority,
                 l.onsets,
                 l.onsets - l.preceded,
+                l.link.as_ref().map(|k| format!(" through {k}")).unwrap_or_default(),
                 l.window_ns / 1000
             ),
             Vec::new(),

@@ -210,10 +210,7 @@ fn paused(run: &Pipeline) -> Vec<Paused> {
                 (Some(d), None) => d,
                 _ => mac_string(mac),
             };
-            let link = topo.and_then(|t| {
-                let from = t.owner(mac)?;
-                Some((from.node(), t.peer(from)?.node()))
-            });
+            let link = topo.and_then(|t| t.paused_link(mac));
             Paused { name, priority: *priority, intervals: tree::union(t.all_intervals()), link }
         })
         .collect()
@@ -224,13 +221,7 @@ fn tail_of(run: &Pipeline) -> Tail {
     let a = &run.analyses;
     let m = &a.messages;
     let topo = a.config.topology.as_ref();
-    let path = |k: &FlowKey| -> Option<Vec<Node>> {
-        let t = topo?;
-        let ip = |b: &[u8; 16]| -> std::net::IpAddr {
-            if k.ip_version == 4 { [b[0], b[1], b[2], b[3]].into() } else { (*b).into() }
-        };
-        t.path(Node::Host(t.host_of_ip(ip(&k.src))?), Node::Host(t.host_of_ip(ip(&k.dst))?))
-    };
+    let path = |k: &FlowKey| -> Option<Vec<Node>> { topo?.path_of(k.ip_version, &k.src, &k.dst) };
     let cuts = |k: &FlowKey| a.dcqcn.cuts(k);
     let mut incast: BTreeMap<Addr, Vec<(u64, u64)>> = BTreeMap::new();
     for (dst, e) in a.incast.episodes() {

@@ -351,8 +351,10 @@ impl Exporter {
     }
 
     fn pfc_lines(&mut self, pfc: &Pfc, end_ns: u64, last: bool) -> Result<(), SinkError> {
-        let senders =
-            pfc.senders.iter().map(|s| (&s.mac, &s.device, &s.port, s.priority, &s.counts, &s.pause, s.ecn_lead));
+        let senders = pfc
+            .senders
+            .iter()
+            .map(|s| (&s.mac, &s.device, &s.port, s.priority, &s.counts, &s.pause, s.ecn_lead.clone()));
         let pause = pfc
             .pause_senders
             .iter()

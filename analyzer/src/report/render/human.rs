@@ -217,14 +217,15 @@ fn pfc(o: &mut String, p: &crate::model::Pfc) {
 /// ECN before PFC: each sender's onsets with marks before them, each priority's pause rate.
 fn ecn_before_pfc(o: &mut String, p: &crate::model::Pfc) {
     for s in &p.senders {
-        if let Some(l) = s.ecn_lead.filter(|l| l.onsets > 0) {
+        if let Some(l) = s.ecn_lead.as_ref().filter(|l| l.onsets > 0) {
             let _ = writeln!(
                 o,
-                "  ECN before PFC: {} priority {}: {} of {} pause onsets had CE marks in the {} µs before{}",
+                "  ECN before PFC: {} priority {}: {} of {} pause onsets had CE marks{} in the {} µs before{}",
                 s.mac,
                 s.priority,
                 l.preceded,
                 l.onsets,
+                l.link.as_ref().map(|k| format!(" on flows through {k}")).unwrap_or_default(),
                 l.window_ns / 1000,
                 l.lead_ns_p50.map(|n| format!(" (median lead {:.1} µs)", n as f64 / 1e3)).unwrap_or_default()
             );

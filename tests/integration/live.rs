@@ -1267,3 +1267,69 @@ fn live_ecn_before_pfc_equals_offline() {
     }
     panic!("{REPLAYS} replays in a row lost the ECN-lead fixture's verdicts on the wire (see above)");
 }
+
+/// The first CNP judged (issue 42 §4), live through XDP and offline on the frames as they
+/// reached the interface: `first_cnp.pcap` (tests/src/tuning.rs) a thousand times slower, the
+/// DCQCN windows scaled alike, replayed at its pacing, tcpdump on the veth. Per flow the CNPs,
+/// those reacted to, ignored and unjudged are equal live and on the wire, and so is
+/// `cnp_ignored`; the fixture's verdicts stated by hand (10.0.3.47: its one CNP reacted to;
+/// 10.0.3.49: three ignored; none unjudged, though no CE mark came before any of them). A run
+/// whose wire lost them is said and replayed, as for DCQCN.
+#[test]
+fn live_first_cnp_is_judged_as_offline() {
+    if !privileged("live_first_cnp_is_judged_as_offline") {
+        return;
+    }
+    let ns = Netns::new("firstcnp");
+    let dir = tempfile::tempdir().unwrap();
+    let f = tests::tuning::first_cnp_scaled(1000, "first_cnp_slow.pcap");
+    let sent = f.as_sent(dir.path());
+    let args =
+        ["--rate-window", "10ms", "--dcqcn-horizon", "1s", "--dcqcn-slow-recovery", "500ms", "--cnp-interval", "50ms"];
+    let rows = |r: &Value| -> Vec<(String, u64, u64, u64, u64)> {
+        r["dcqcn"]["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                let n = |k: &str| f[k].as_u64().unwrap();
+                let src = f["src"].as_str().unwrap().to_string();
+                (src, n("cnps"), n("reacted"), n("unreacted_cnps"), n("no_rate_before"))
+            })
+            .collect()
+    };
+    let ignored = |r: &Value| -> Vec<Value> {
+        r["audit"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"] == "cnp_ignored")
+            .map(|f| f["flows"].clone())
+            .collect()
+    };
+    let want = vec![("10.0.3.47".to_string(), 1, 1, 0, 0), ("10.0.3.49".to_string(), 3, 0, 3, 0)];
+    let sorted = |r: &Value| {
+        let mut v = rows(r);
+        v.sort();
+        v
+    };
+    let fixture = offline_with(&sent, &args);
+    assert_eq!(sorted(&fixture), want, "{}", fixture["dcqcn"]);
+    assert_eq!(ignored(&fixture).len(), 1);
+    for attempt in 1..=REPLAYS {
+        let wire = dir.path().join(format!("first_cnp_wire{attempt}.pcap"));
+        let live = paced_live_and_wire(&ns, &sent, f.frames.len(), &args, &wire);
+        let offline = offline_with(&wire, &args);
+        assert_eq!(sorted(&live), sorted(&offline), "live {} wire {}", live["dcqcn"], offline["dcqcn"]);
+        assert_eq!(ignored(&live), ignored(&offline), "cnp_ignored live and on the wire");
+        if sorted(&offline) == want && ignored(&offline) == ignored(&fixture) {
+            return;
+        }
+        eprintln!(
+            "live_first_cnp_is_judged_as_offline: replay {attempt} of {REPLAYS} lost the fixture's verdicts on the wire \
+             (live equalled the wire): wire {:?}",
+            sorted(&offline)
+        );
+    }
+    panic!("{REPLAYS} replays in a row lost the first-CNP fixture's verdicts on the wire (see above)");
+}

@@ -59,14 +59,22 @@ pub fn capture_loss() -> Fixture {
 /// * 49 → 50 (1 ms later): CNPs at 300, 400 and 500 µs, the rate never changes until 1600 µs:
 ///   three CNPs ignored, `cnp_ignored`.
 pub fn first_cnp() -> Fixture {
+    first_cnp_scaled(1, "first_cnp.pcap")
+}
+
+/// [`first_cnp`] with its times `scale` times longer, for a replay that keeps the capture's
+/// pacing (with `--rate-window`, `--dcqcn-horizon`, `--dcqcn-slow-recovery` and
+/// `--cnp-interval` scaled too, the answers are the same).
+pub fn first_cnp_scaled(scale: u64, name: &'static str) -> Fixture {
+    let us = US * scale;
     let mut a = Timed::default();
     let send = |a: &mut Timed, base: u64, s: u8, times: &[u64]| {
         for (i, t) in times.iter().enumerate() {
             let mut r = write(s, s + 1, op::RDMA_WRITE_MIDDLE, i as u32, 0, 1000, i % 10 == 9);
             r.ext.reth = Default::default();
-            a.roce(base + t * US, &r);
+            a.roce(base + t * us, &r);
             if i % 10 == 9 {
-                a.roce(base + t * US + 2 * US, &resp(s, s + 1, op::ACKNOWLEDGE, i as u32, Aeth::ack(31, 1)));
+                a.roce(base + t * us + 2 * us, &resp(s, s + 1, op::ACKNOWLEDGE, i as u32, Aeth::ack(31, 1)));
             }
         }
     };
@@ -85,14 +93,14 @@ pub fn first_cnp() -> Fixture {
     };
     let halved: Vec<u64> = (0..310).chain((310..600).step_by(2)).collect();
     send(&mut a, 0, 47, &halved);
-    a.roce(300 * US, &cnp(47));
-    let base = 1_000 * US;
+    a.roce(300 * us, &cnp(47));
+    let base = 1_000 * us;
     let steady: Vec<u64> = (0..1600).collect();
     send(&mut a, base, 49, &steady);
     for t in [300, 400, 500] {
-        a.roce(base + t * US, &cnp(49));
+        a.roce(base + t * us, &cnp(49));
     }
-    a.fixture("first_cnp.pcap")
+    a.fixture(name)
 }
 
 /// ECN before PFC, at 100 Gbit/s (a quantum is 5.12 ns):

@@ -2,6 +2,7 @@
 
 mod cli;
 mod deploy;
+mod diagnosis;
 mod evidence;
 mod export;
 mod fabric;

@@ -54,3 +54,17 @@ impl Note {
         Note { code, message: message.into() }
     }
 }
+
+/// One entry of the diagnosis the summary and the page open with: what is wrong, where, and
+/// what to check or change (`report::diagnose` ranks them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    pub severity: Severity,
+    /// The finding's or note's code, or `pfc_storm`, `pfc_deadlock`, `incast`.
+    pub code: String,
+    pub what: String,
+    /// The flows (src → dst QP) or the devices and ports concerned.
+    #[serde(rename = "where")]
+    pub place: String,
+    pub advice: String,
+}

@@ -19,6 +19,9 @@ pub struct Report {
     pub tool: Tool,
     /// "offline", "live", or "merged" (several reports combined by `roce-analyzer merge`).
     pub kind: String,
+    /// What matters most, ranked, with where and what to do (`report::diagnose`).
+    #[serde(default)]
+    pub diagnosis: Vec<super::findings::Diagnosis>,
     pub capture: Capture,
     pub flows: Vec<Flow>,
     pub pfc: Pfc,

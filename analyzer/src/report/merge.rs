@@ -97,7 +97,9 @@ pub fn merge(reports: Vec<(PathBuf, Report)>, opts: &MergeOptions) -> Result<Rep
     for (path, r) in &reports {
         m.absorb(path, r)?;
     }
-    m.finish(opts)
+    let mut report = m.finish(opts)?;
+    report.diagnosis = super::diagnose::diagnose(&report);
+    Ok(report)
 }
 
 /// Sums `from` into `into` per key (`field` names the map).
@@ -466,9 +468,8 @@ impl Merger {
             vantage: self.vantage.take(),
         };
         let Some(mut capture) = self.capture else { return Err(MergeError::Empty) };
-        if capture.start_ns == u64::MAX {
-            capture.start_ns = 0;
-        }
+        // No input had a frame: the span starts at 0, not at the fold's identity.
+        capture.start_ns = Some(capture.start_ns).filter(|t| *t != u64::MAX).unwrap_or(0);
         capture.sources = self.sources;
         loss_ratio(&mut capture);
         let merged = super::messages_merge::merge(&self.messages.iter().collect::<Vec<_>>());
@@ -479,6 +480,7 @@ impl Merger {
             schema: SCHEMA.into(),
             tool: Tool { name: "roce-analyzer".into(), version: env!("CARGO_PKG_VERSION").into() },
             kind: "merged".into(),
+            diagnosis: Vec::new(),
             capture,
             flows: self.flows.into_values().collect(),
             pfc: Pfc {

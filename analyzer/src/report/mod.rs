@@ -11,6 +11,7 @@
 //! timestamps Unix ns, flows sorted by key so that two runs give byte-identical JSON.
 
 pub mod assemble;
+pub mod diagnose;
 pub mod evidence;
 pub mod export;
 pub mod gates;

@@ -107,10 +107,12 @@ fn rates(run: &Pipeline) -> Vec<PfcRate> {
 }
 
 /// ECN before PFC: `pfc_before_ecn` per sender and priority whose onsets mostly came without
-/// marks before them, `pfc_rate_high` per priority pausing too often.
-pub fn pfc_findings(p: &Pfc, rate_max: f64) -> Vec<Finding> {
+/// marks before them, `pfc_rate_high` per priority pausing too often. A priority whose data
+/// this capture did not see (`data_seen` false: PFC frames alone, another port's traffic) has
+/// no marks to judge by, so its onsets give no finding.
+pub fn pfc_findings(p: &Pfc, rate_max: f64, data_seen: impl Fn(u8) -> bool) -> Vec<Finding> {
     let mut out = Vec::new();
-    for s in &p.senders {
+    for s in p.senders.iter().filter(|s| data_seen(s.priority)) {
         let Some(l) = s.ecn_lead.as_ref().filter(|l| l.onsets > 0 && l.preceded * 2 < l.onsets) else { continue };
         let name = match (&s.device, &s.port) {
             (Some(d), Some(port)) => format!("{d}:{port} ({})", s.mac),

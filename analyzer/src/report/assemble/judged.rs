@@ -21,7 +21,10 @@ pub fn judge(run: &Pipeline, ecmp: &Ecmp) -> Judged {
     let vantage = vantage::section(run, &mut audit);
     let load_balancing = load_balancing::section(run, ecmp, &mut audit);
     let pfc = fabric::pfc(run);
-    audit.extend(fabric::pfc_findings(&pfc, run.analyses.config.pfc_rate_max));
+    let data = &run.analyses.marks.data_frames;
+    let data_seen =
+        |prio: u8| data.get(prio as usize).copied().unwrap_or(0) + data[crate::analyses::ecn_lead::UNKNOWN] > 0;
+    audit.extend(fabric::pfc_findings(&pfc, run.analyses.config.pfc_rate_max, data_seen));
     let messages = messages::section(run);
     if let Some(m) = &messages {
         audit.extend(messages::findings(m, run.analyses.config.straggler_ratio));

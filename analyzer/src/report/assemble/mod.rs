@@ -62,6 +62,7 @@ impl Report {
             schema: SCHEMA.into(),
             tool: Tool { name: "roce-analyzer".into(), version: env!("CARGO_PKG_VERSION").into() },
             kind: kind.name().into(),
+            diagnosis: Vec::new(),
             capture: capture(run),
             flows,
             pfc: judged.pfc,
@@ -83,6 +84,7 @@ impl Report {
             evidence: None,
         };
         report.visibility = visibility::notes(run, &report);
+        report.diagnosis = crate::report::diagnose::diagnose(&report);
         report
     }
 }

@@ -162,10 +162,11 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
     if cut > 0 {
         note.push_str(&format!("; {cut} unterminated last line(s) left out"));
     }
-    Some(Report {
+    let mut report = Report {
         schema: SCHEMA.into(),
         tool: interval.tool,
         kind: interval.kind,
+        diagnosis: Vec::new(),
         pfc: Pfc {
             frames: class("pfc"),
             pause_8023x_frames: class("pause"),
@@ -204,7 +205,9 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
         messages: messages.map(|m| *m),
         load_balancing: None,
         evidence: None,
-    })
+    };
+    report.diagnosis = crate::report::diagnose::diagnose(&report);
+    Some(report)
 }
 
 /// What one host's lines hold, as they come: each flow's and PFC sender's latest totals, the

@@ -68,6 +68,7 @@ fn messages(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
 fn summary(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
     let c = &r.capture;
     let _ = writeln!(o, "<h1>roce-analyzer {} · {} report</h1>", esc(&r.tool.version), esc(&r.kind));
+    diagnosis(o, r);
     let _ = writeln!(o, "<table id=\"summary\">");
     let rows: [(&str, String); 8] = [
         ("frames", c.frames.to_string()),
@@ -83,6 +84,33 @@ fn summary(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
         let _ = writeln!(o, "<tr><th>{k}</th><td class=\"n\">{v}</td></tr>");
     }
     let _ = writeln!(o, "</table>");
+}
+
+/// The diagnosis, as the summary opens with it: every entry, most important first.
+fn diagnosis(o: &mut String, r: &Report) {
+    let all = crate::report::diagnose::diagnose(r);
+    let _ = writeln!(o, "<section id=\"diagnosis\"><h2>Diagnosis</h2>");
+    if all.is_empty() {
+        let _ = writeln!(o, "<p>Nothing wrong found: no finding, PFC storm, deadlock or incast.</p></section>");
+        return;
+    }
+    let _ = writeln!(o, "<ol>");
+    for d in &all {
+        let place = match d.place.is_empty() {
+            true => String::new(),
+            false => format!("<br>where: {}", esc(&d.place)),
+        };
+        let _ = writeln!(
+            o,
+            "<li class=\"{}\"><b>{}</b> [{}] {}{place}<br>do: {}</li>",
+            d.severity,
+            d.severity,
+            esc(&d.code),
+            esc(&d.what),
+            esc(&d.advice)
+        );
+    }
+    let _ = writeln!(o, "</ol></section>");
 }
 
 /// Congestion trees and deadlocks.

@@ -12,8 +12,9 @@ use crate::model::Report;
 pub fn render(r: &Report, top: usize) -> String {
     let r = &*super::text::escaped(r);
     let mut o = String::new();
+    header(&mut o, r);
+    diagnosis(&mut o, r);
     totals(&mut o, r);
-    super::messages::lead(&mut o, r);
     top_flows(&mut o, r, top);
     health(&mut o, r, top);
     if let Some(m) = &r.messages {
@@ -91,7 +92,8 @@ pub(super) fn marking_profile(p: &crate::model::MarkingProfile) -> String {
 }
 
 /// Sources, frames by class, malformed frames and drops.
-fn totals(o: &mut String, r: &Report) {
+/// The first line: what was analysed.
+fn header(o: &mut String, r: &Report) {
     let c = &r.capture;
     let span = c.end_ns.saturating_sub(c.start_ns) as f64 / 1e9;
     let _ = writeln!(
@@ -105,6 +107,39 @@ fn totals(o: &mut String, r: &Report) {
         span,
         if c.partial { " · PARTIAL (an input was truncated)" } else { "" }
     );
+}
+
+/// Entries of the diagnosis the summary shows; the rest are counted (all are in the audit).
+const DIAGNOSED: usize = 5;
+
+/// The diagnosis: what is wrong, where, what to do, most important first.
+fn diagnosis(o: &mut String, r: &Report) {
+    let all = crate::report::diagnose::diagnose(r);
+    if all.is_empty() {
+        let _ = writeln!(
+            o,
+            "DIAGNOSIS: nothing wrong found in these {} frames (no finding, PFC storm, deadlock or incast)\n",
+            r.capture.frames
+        );
+        return;
+    }
+    let _ = writeln!(o, "DIAGNOSIS (most important first):");
+    for (i, d) in all.iter().take(DIAGNOSED).enumerate() {
+        let _ = writeln!(o, "  {}. {:<7} [{}] {}", i + 1, d.severity, d.code, d.what);
+        if !d.place.is_empty() {
+            let _ = writeln!(o, "     where: {}", d.place);
+        }
+        let _ = writeln!(o, "     do:    {}", d.advice);
+    }
+    if all.len() > DIAGNOSED {
+        let _ = writeln!(o, "  … and {} more below", all.len() - DIAGNOSED);
+    }
+    let _ = writeln!(o);
+}
+
+/// Sources, frame classes, what was left out or dropped.
+fn totals(o: &mut String, r: &Report) {
+    let c = &r.capture;
     for s in &c.sources {
         let _ = writeln!(o, "  source {} = {} ({})", s.label, s.name, s.kind);
     }

@@ -1,4 +1,4 @@
-//! The messages in the human summary: the tail's diagnosis among the first lines, then the
+//! The messages in the human summary (the tail's leading cause opens it in the diagnosis): the
 //! completion times per size class, the tail's causes and slowest messages, steadiness, rings.
 
 use std::fmt::Write as _;
@@ -11,14 +11,6 @@ fn us(ns: u64) -> String {
 
 fn gbps(bps: u64) -> String {
     format!("{:.2} Gbit/s", bps as f64 / 1e9)
-}
-
-/// The first lines: the tail explained and the rings held back (the findings' messages).
-pub fn lead(o: &mut String, r: &Report) {
-    use crate::model::FindingCode::{RingStraggler, TailDominatedBy};
-    for f in r.audit.iter().filter(|f| matches!(f.code, TailDominatedBy | RingStraggler)) {
-        let _ = writeln!(o, "{}: {}", if f.code == TailDominatedBy { "TAIL" } else { "RING" }, f.message);
-    }
 }
 
 /// The section.

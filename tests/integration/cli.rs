@@ -900,8 +900,11 @@ fn findings_name_their_flows_in_the_summary_and_the_page() {
     let text = String::from_utf8_lossy(&out.stdout);
     // The fixture's one flow: 10.0.1.1 → 10.0.1.2, QP 0x200, UDP source port 49153.
     let flow = "10.0.1.1 → 10.0.1.2 QP 0x200 (sport 49153)";
-    let line = text.lines().skip_while(|l| !l.contains("[go_back_n]")).nth(1).unwrap_or_default();
-    assert_eq!(line.trim(), format!("flows: {flow}"), "{text}");
+    let line = text.lines().skip_while(|l| *l != "audit:").skip_while(|l| !l.contains("[go_back_n]")).nth(1);
+    assert_eq!(line.unwrap_or_default().trim(), format!("flows: {flow}"), "{text}");
+    // The diagnosis names it too.
+    let line = text.lines().skip_while(|l| !l.contains("1. warning [go_back_n]")).nth(1).unwrap_or_default();
+    assert_eq!(line.trim(), format!("where: {flow}"), "{text}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains(&format!("<br><small>flows: {flow}</small>")), "the page names it");
 }

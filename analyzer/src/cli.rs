@@ -151,6 +151,10 @@ pub struct AnalyzeArgs {
     #[arg(short = 'r', long = "pcap", value_name = "[LABEL=]FILE", value_parser = InputSpec::parse, conflicts_with = "iface")]
     pub pcap: Vec<InputSpec>,
 
+    /// Capture files given without --pcap (`roce-analyzer capture.pcap`): the same as --pcap.
+    #[arg(value_name = "CAPTURE", value_parser = InputSpec::parse, conflicts_with = "iface")]
+    pub captures: Vec<InputSpec>,
+
     /// Corrects the clock of the inputs labelled LABEL by ±DURATION (e.g. a=+1ms, b=-250us),
     /// so that vantage points' latencies compare: they need synchronised (PTP) capture clocks.
     #[arg(long = "clock-offset", value_name = "LABEL=±DURATION", value_parser = clock_offset, conflicts_with = "iface")]
@@ -333,12 +337,37 @@ pub fn env_name(long: &str) -> String {
     format!("ROCE_ANALYZER_{}", long.to_uppercase().replace('-', "_"))
 }
 
+/// Each flag with its variable; a switch's variable takes 1/0, true/false, yes/no, on/off.
 fn with_env(cmd: clap::Command) -> clap::Command {
     cmd.mut_args(|a| match a.get_long().map(env_name) {
-        Some(name) if !matches!(a.get_id().as_str(), "help" | "version") => a.env(name),
+        Some(name) if !matches!(a.get_id().as_str(), "help" | "version") => {
+            let switch = matches!(a.get_action(), clap::ArgAction::SetTrue);
+            let a = a.env(name);
+            if switch { a.value_parser(clap::builder::BoolishValueParser::new()) } else { a }
+        }
         _ => a,
     })
     .mut_subcommands(with_env)
+}
+
+/// The variables of the environment that stand for flags an error names ("--iface" when
+/// `ROCE_ANALYZER_IFACE` is set): an error a person did not type on the command line names
+/// where it came from.
+pub fn env_behind(cmd: &clap::Command, error: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut visit = |c: &clap::Command| {
+        for a in c.get_arguments() {
+            let Some(long) = a.get_long() else { continue };
+            let name = env_name(long);
+            let named = error.contains(&format!("--{long} ")) || error.contains(&format!("--{long}'"));
+            if named && std::env::var_os(&name).is_some() && !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    };
+    visit(cmd);
+    cmd.get_subcommands().for_each(visit);
+    out
 }
 
 /// Parses the command line. A live-only flag given with `--pcap` is a usage error (it would do
@@ -347,7 +376,7 @@ pub fn parse() -> Result<Cli, clap::Error> {
     use clap::FromArgMatches;
     let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(std::env::args_os())?;
-    if matches.subcommand().is_none() && matches.contains_id("pcap") {
+    if matches.subcommand().is_none() && (matches.contains_id("pcap") || matches.contains_id("captures")) {
         for id in LIVE_ONLY {
             if matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine) {
                 let flag = format!("--{}", id.replace('_', "-"));
@@ -358,7 +387,10 @@ pub fn parse() -> Result<Cli, clap::Error> {
             }
         }
     }
-    Cli::from_arg_matches(&matches)
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    let captures = std::mem::take(&mut cli.analyze.captures);
+    cli.analyze.pcap.extend(captures);
+    Ok(cli)
 }
 
 impl AnalyzeArgs {

@@ -17,10 +17,13 @@ use anyhow::Context;
 fn main() -> ExitCode {
     let cli = match analyzer::cli::parse() {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+        Err(e) if !e.use_stderr() => {
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::from(exit::OK);
+        }
+        Err(e) => {
+            usage_error(&e);
+            return ExitCode::from(exit::USAGE);
         }
     };
     let result = match cli.command {
@@ -52,6 +55,21 @@ fn prepare_outputs(out: &OutputArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A usage error, each line escaped as the summary is (a value may hold an escape sequence),
+/// saying which environment variables stood for the flags it names.
+fn usage_error(e: &clap::Error) {
+    let text = e.render().to_string();
+    let mut err = String::new();
+    for line in text.lines() {
+        err.push_str(&escape(line));
+        err.push('\n');
+    }
+    for name in analyzer::cli::env_behind(&analyzer::cli::command(), &text) {
+        err.push_str(&format!("note: {name} is set in the environment and stands for its flag\n"));
+    }
+    eprint!("{err}");
 }
 
 /// Whether `e` comes from writing to a pipe whose reader has closed it.

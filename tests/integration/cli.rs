@@ -688,6 +688,67 @@ fn every_flag_has_an_environment_variable() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2), "a bad value from the environment is a usage error");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("ROCE_ANALYZER_TOP is set in the environment"), "the variable is named: {err}");
+}
+
+/// The binary with `env` set, on `args`: exit code, stdout, stderr.
+fn with_env(env: &[(&str, &str)], args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(tests::tools::binary()).args(args).envs(env.iter().copied()).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// A switch from the environment takes 1/0 (and true/false, yes/no, on/off); anything else is a
+/// usage error naming the variable. An interface exported for the agent makes `-r` a conflict
+/// that names it: the person did not type `--iface`.
+#[test]
+fn the_environment_takes_switches_as_1_and_0_and_its_errors_name_it() {
+    let ex = path("example.pcap");
+    for (v, quiet) in [("1", true), ("true", true), ("yes", true), ("0", false), ("false", false), ("off", false)] {
+        let (code, out, err) = with_env(&[("ROCE_ANALYZER_QUIET", v)], &["-r", &ex]);
+        assert_eq!(code, Some(0), "ROCE_ANALYZER_QUIET={v}: {err}");
+        assert_eq!(out.is_empty(), quiet, "ROCE_ANALYZER_QUIET={v}");
+    }
+    let (code, _, err) = with_env(&[("ROCE_ANALYZER_QUIET", "maybe")], &["-r", &ex]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("note: ROCE_ANALYZER_QUIET is set in the environment"), "{err}");
+    let (code, _, err) = with_env(&[("ROCE_ANALYZER_IFACE", "eth9")], &["-r", &ex, "-q"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("note: ROCE_ANALYZER_IFACE is set in the environment"), "{err}");
+    let (_, _, err) = with_env(&[], &["-r", &ex, "--top", "x"]);
+    assert!(!err.contains("note: "), "typed on the command line, no variable named: {err}");
+}
+
+/// `roce-analyzer capture.pcap`: a capture given without --pcap is analysed as with it, and
+/// beside -r inputs too.
+#[test]
+fn a_capture_given_without_pcap_is_analysed() {
+    let (with, _) = json_of(&["-q", "-r", &path("gobackn.pcap")]);
+    let (without, out) = json_of(&[&path("gobackn.pcap"), "-q"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(with, without);
+    let (both, _) = json_of(&["-q", "-r", &path("gobackn.pcap"), &path("rnr.pcap")]);
+    assert_eq!(both["capture"]["sources"].as_array().unwrap().len(), 2);
+    let (code, _, err) = with_env(&[], &[&path("gobackn.pcap"), "--iface", "eth9"]);
+    assert_eq!(code, Some(2), "a capture and an interface conflict: {err}");
+}
+
+/// The parser's own errors quote the value given: an escape sequence or a bell in it reaches
+/// the terminal written out, never raw (as the summary's names).
+#[test]
+fn parser_errors_reach_the_terminal_escaped() {
+    for args in [
+        vec!["-r", "x.pcap", "--filter", "\u{1b}]0;owned\u{7}"],
+        vec!["-r", "x.pcap", "--clock-offset", "a=\u{1b}[2J"],
+        vec!["-r", "x.pcap", "--top", "\r\u{1b}[31m9"],
+    ] {
+        let (code, _, err) = with_env(&[], &args);
+        assert_eq!(code, Some(2), "{args:?}");
+        let raw: Vec<char> = err.chars().filter(|c| c.is_control() && *c != '\n').collect();
+        assert!(raw.is_empty(), "{args:?}: raw {raw:?} in {err}");
+        assert!(err.starts_with("error: invalid value"), "{err}");
+    }
 }
 
 /// Reports carry their RTT samples in log buckets, so merging them gives fleet-wide RTT

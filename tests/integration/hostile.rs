@@ -115,8 +115,13 @@ fn a_one_direction_flood_neither_stalls_metrics_nor_outlasts_duration() {
 /// A name that would retitle and clear a terminal, with a newline, a quote and a backslash.
 const HOSTILE: &str = "x\u{1b}]0;owned\u{7}\u{1b}[2J\"\\\n";
 
+/// Bidirectional controls: they reorder what a terminal or page shows around them.
+fn bidi(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 fn no_raw_controls(text: &str, what: &str) {
-    let bad: Vec<char> = text.chars().filter(|c| c.is_control() && *c != '\n').collect();
+    let bad: Vec<char> = text.chars().filter(|c| (c.is_control() && *c != '\n') || bidi(*c)).collect();
     assert!(bad.is_empty(), "{what} carries raw control characters {bad:?}:\n{text}");
 }
 
@@ -147,7 +152,7 @@ fn topology_names_cannot_break_the_graphviz_output() {
     // TOML basic-string escapes for a name with a quote, a newline, an escape sequence and a
     // trailing backslash (which ended the quoted DOT string early before names were escaped).
     let toml_name = r#"spine\"1\n\u001B[2J\\"#;
-    let topo = topo.replace("spine1", toml_name);
+    let topo = topo.replace("spine1", toml_name).replace("leaf1", r"le\u202Eaf1\u2066");
     assert_ne!(topo, std::fs::read_to_string(tests::tools::root().join("tests/data/cascade.toml")).unwrap());
     let t = dir.path().join("hostile.toml");
     std::fs::write(&t, topo).unwrap();
@@ -160,6 +165,7 @@ fn topology_names_cannot_break_the_graphviz_output() {
     let dot_text = std::fs::read_to_string(&dotfile).unwrap();
     no_raw_controls(&dot_text, "the DOT output");
     assert!(dot_text.contains("spine"), "the device is in the tree:\n{dot_text}");
+    assert!(dot_text.contains(r"le\u{202e}af1\u{2066}"), "the bidirectional controls written out:\n{dot_text}");
     // Graphviz itself reads it.
     let svg = std::process::Command::new(require("dot")).args(["-Tsvg"]).arg(&dotfile).output().unwrap();
     assert!(svg.status.success(), "dot rejects the output: {}\n{dot_text}", String::from_utf8_lossy(&svg.stderr));

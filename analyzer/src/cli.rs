@@ -20,8 +20,39 @@ use crate::capture::kernel::load::{AttachMode, FragsMode};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// Print the man page (`man`) or a shell's completions (`complete-bash`, …) made from
+    /// these definitions, and exit.
+    #[arg(long, value_enum, value_name = "WHAT", exclusive = true)]
+    pub generate: Option<Generate>,
     #[command(flatten)]
     pub analyze: AnalyzeArgs,
+}
+
+/// What `--generate` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Generate {
+    Man,
+    CompleteBash,
+    CompleteZsh,
+    CompleteFish,
+    CompletePowershell,
+    CompleteElvish,
+}
+
+/// Writes the man page or completions `what` asks for, from the same definitions as `--help`.
+pub fn generate(what: Generate, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    use clap_complete::Shell;
+    let mut cmd = command();
+    let shell = match what {
+        Generate::Man => return clap_mangen::Man::new(cmd).render(out),
+        Generate::CompleteBash => Shell::Bash,
+        Generate::CompleteZsh => Shell::Zsh,
+        Generate::CompleteFish => Shell::Fish,
+        Generate::CompletePowershell => Shell::PowerShell,
+        Generate::CompleteElvish => Shell::Elvish,
+    };
+    clap_complete::generate(shell, &mut cmd, "roce-analyzer", out);
+    Ok(())
 }
 
 #[derive(Debug, Subcommand)]
@@ -340,7 +371,7 @@ pub fn env_name(long: &str) -> String {
 /// Each flag with its variable; a switch's variable takes 1/0, true/false, yes/no, on/off.
 fn with_env(cmd: clap::Command) -> clap::Command {
     cmd.mut_args(|a| match a.get_long().map(env_name) {
-        Some(name) if !matches!(a.get_id().as_str(), "help" | "version") => {
+        Some(name) if !matches!(a.get_id().as_str(), "help" | "version" | "generate") => {
             let switch = matches!(a.get_action(), clap::ArgAction::SetTrue);
             let a = a.env(name);
             if switch { a.value_parser(clap::builder::BoolishValueParser::new()) } else { a }

@@ -26,6 +26,15 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
     };
+    if let Some(what) = cli.generate {
+        return match analyzer::cli::generate(what, &mut std::io::stdout().lock()) {
+            Ok(()) => ExitCode::from(exit::OK),
+            Err(e) => {
+                eprintln!("roce-analyzer: error: --generate: {e}");
+                ExitCode::from(exit::ERROR)
+            }
+        };
+    }
     let result = match cli.command {
         Some(Command::Replay(r)) => replay(r),
         Some(Command::Merge(m)) => merge(m),

@@ -648,8 +648,9 @@ fn every_flag_has_an_environment_variable() {
     let cmd = analyzer::cli::command();
     let mut flags = 0;
     let mut check = |c: &clap::Command| {
-        for a in
-            c.get_arguments().filter(|a| a.get_long().is_some() && !matches!(a.get_id().as_str(), "help" | "version"))
+        for a in c
+            .get_arguments()
+            .filter(|a| a.get_long().is_some() && !matches!(a.get_id().as_str(), "help" | "version" | "generate"))
         {
             let want = analyzer::cli::env_name(a.get_long().unwrap());
             assert_eq!(
@@ -968,4 +969,55 @@ fn findings_name_their_flows_in_the_summary_and_the_page() {
     assert_eq!(line.trim(), format!("where: {flow}"), "{text}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains(&format!("<br><small>flows: {flow}</small>")), "the page names it");
+}
+
+/// `--generate`: the man page and the shells' completions come from the same definitions as
+/// `--help`. groff renders the page without a warning and it documents every flag; bash,
+/// given the completions, completes a flag and a subcommand.
+#[test]
+fn man_page_and_completions_come_from_the_definitions() {
+    use tests::tools::require;
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["--generate", "man"]);
+    assert_eq!(out.status.code(), Some(0));
+    let page = dir.path().join("roce-analyzer.1");
+    std::fs::write(&page, &out.stdout).unwrap();
+    let roff = String::from_utf8(out.stdout).unwrap();
+    for a in analyzer::cli::command().get_arguments() {
+        let Some(long) = a.get_long() else { continue };
+        if !a.is_hide_set() {
+            assert!(roff.contains(&format!("\\-\\-{}", long.replace('-', "\\-"))), "--{long} in the man page");
+        }
+    }
+    let groff = std::process::Command::new(require("groff"))
+        .args(["-k", "-man", "-Tutf8", "-ww", "-z"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(groff.status.success() && groff.stderr.is_empty(), "groff: {}", String::from_utf8_lossy(&groff.stderr));
+    let man = std::process::Command::new(require("man")).arg("-l").arg(&page).env("MANWIDTH", "100").output().unwrap();
+    assert!(man.status.success(), "man -l: {}", String::from_utf8_lossy(&man.stderr));
+    assert!(String::from_utf8_lossy(&man.stdout).contains("roce-analyzer"));
+
+    let out = run(&["--generate", "complete-bash"]);
+    assert_eq!(out.status.code(), Some(0));
+    let script = dir.path().join("roce-analyzer.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    let complete = |words: &str| -> String {
+        let prog = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}}-1)); \
+             _roce__analyzer roce-analyzer \"${{COMP_WORDS[COMP_CWORD]}}\" roce-analyzer; echo \"${{COMPREPLY[@]}}\"",
+            script.display()
+        );
+        let o = std::process::Command::new(require("bash")).args(["-c", &prog]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    assert_eq!(complete("roce-analyzer --pc"), "--pcap");
+    assert_eq!(complete("roce-analyzer me"), "merge");
+    for shell in ["complete-zsh", "complete-fish", "complete-powershell", "complete-elvish"] {
+        let out = run(&["--generate", shell]);
+        assert!(out.status.success() && out.stdout.len() > 1000, "{shell}");
+    }
+    assert_eq!(run(&["--generate", "man", "-r", "x.pcap"]).status.code(), Some(2), "--generate stands alone");
 }

@@ -20,12 +20,12 @@ use crate::capture::kernel::load::{AttachMode, FragsMode};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    #[command(flatten)]
+    pub analyze: AnalyzeArgs,
     /// Print the man page (`man`) or a shell's completions (`complete-bash`, …) made from
     /// these definitions, and exit.
     #[arg(long, value_enum, value_name = "WHAT", exclusive = true)]
     pub generate: Option<Generate>,
-    #[command(flatten)]
-    pub analyze: AnalyzeArgs,
 }
 
 /// What `--generate` prints.
@@ -360,7 +360,91 @@ pub const LIVE_ONLY: &[&str] = &[
 /// line wins over the environment.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
-    with_env(Cli::command())
+    with_help(with_env(Cli::command()))
+}
+
+/// The heading a flag is listed under in the help, by purpose. Headings come in the order of
+/// their first flag's declaration: input, live, analyses and thresholds, outputs, fleet.
+fn heading(long: &str) -> &'static str {
+    const INPUT: &[&str] = &["pcap", "clock-offset", "one-thread", "filter", "match-window", "progress"];
+    const LIVE: &[&str] = &[
+        "iface",
+        "xdp-mode",
+        "xdp-frags",
+        "interval",
+        "duration",
+        "idle-timeout",
+        "max-flows",
+        "ringbuf-bytes",
+        "kernel-log",
+        "nic-counters",
+        "user",
+        "rdma-grace",
+        "no-timeline",
+        "metrics",
+        "metrics-top-flows",
+        "checkpoint",
+    ];
+    const OUTPUT: &[&str] = &[
+        "json",
+        "fail-on",
+        "dot",
+        "html",
+        "top",
+        "quiet",
+        "evidence",
+        "evidence-snaplen",
+        "evidence-max",
+        "evidence-margin",
+        "evidence-time",
+        "generate",
+    ];
+    const FLEET: &[&str] = &["export", "export-max-bytes", "export-keep"];
+    match long {
+        l if INPUT.contains(&l) => "Input",
+        l if LIVE.contains(&l) => "Live (--iface)",
+        l if OUTPUT.contains(&l) => "Outputs",
+        l if FLEET.contains(&l) => "Fleet",
+        _ => "Analyses and thresholds",
+    }
+}
+
+/// The first clause of a flag's help, for `-h` (up to its first full stop, or a colon or
+/// semicolon past a few words); `--help` keeps the whole text.
+fn first_sentence(text: &str) -> &str {
+    let mut from = 0;
+    let mut end = text.len();
+    while let Some(i) = text[from..].find(". ").map(|i| i + from) {
+        let word = text[..i].rsplit(' ').next().unwrap_or_default();
+        if !matches!(word, "e.g" | "i.e" | "(e.g" | "(i.e" | "etc") {
+            end = i;
+            break;
+        }
+        from = i + 2;
+    }
+    let clause = [": ", "; "].iter().filter_map(|p| text[..end].find(p)).filter(|i| *i >= 20).min();
+    let short = &text[..clause.unwrap_or(end)];
+    // A clause cut inside parentheses would leave one open: the sentence then.
+    if short.matches('(').count() == short.matches(')').count() { short } else { &text[..end] }
+}
+
+/// Flags grouped by purpose under headings; `-h` gives each flag's first sentence, `--help`
+/// the whole text.
+fn with_help(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        let a = match a.get_long() {
+            Some(long) if !matches!(long, "help" | "version") => a.clone().help_heading(heading(long)),
+            _ => a,
+        };
+        match a.get_help().map(|h| h.to_string()) {
+            Some(full) if first_sentence(&full).len() < full.len() => {
+                let short = first_sentence(&full).to_string();
+                a.help(short).long_help(full)
+            }
+            _ => a,
+        }
+    })
+    .mut_subcommands(with_help)
 }
 
 /// The environment variable of a flag.
@@ -863,5 +947,33 @@ impl MergeArgs {
         inputs.extend(self.fabric.topology.as_deref());
         let outputs: Vec<(&str, &std::path::Path)> = self.output.files().into_iter().map(|(f, _, p)| (f, p)).collect();
         output_is_input(&outputs, &inputs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_sentence;
+
+    #[test]
+    fn short_help_is_the_first_clause() {
+        let cases = [
+            (
+                "Live: stop after this long (otherwise at SIGINT). More.",
+                "Live: stop after this long (otherwise at SIGINT)",
+            ),
+            (
+                "Write the frames behind each finding to a file: the flows. More",
+                "Write the frames behind each finding to a file",
+            ),
+            (
+                "Flows kept (live: the kernel's table, default 65536; offline: all). More",
+                "Flows kept (live: the kernel's table, default 65536; offline: all)",
+            ),
+            ("Match (e.g. a=1). Then", "Match (e.g. a=1)"),
+            ("One line", "One line"),
+        ];
+        for (text, short) in cases {
+            assert_eq!(first_sentence(text), short);
+        }
     }
 }

@@ -1021,3 +1021,24 @@ fn man_page_and_completions_come_from_the_definitions() {
     }
     assert_eq!(run(&["--generate", "man", "-r", "x.pcap"]).status.code(), Some(2), "--generate stands alone");
 }
+
+/// `-h` lists the flags by purpose under headings, each with its first clause; `--help` has
+/// the whole text under the same headings.
+#[test]
+fn help_is_grouped_by_purpose_short_and_long() {
+    let text = |flag: &str| String::from_utf8(run(&[flag]).stdout).unwrap();
+    let (short, long) = (text("-h"), text("--help"));
+    let headings = ["Input:", "Live (--iface):", "Analyses and thresholds:", "Outputs:", "Fleet:"];
+    for help in [&short, &long] {
+        let at: Vec<usize> = headings.iter().map(|h| help.find(&format!("\n{h}\n")).unwrap_or(usize::MAX)).collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1] && w[1] != usize::MAX), "headings in order: {at:?}");
+    }
+    for a in analyzer::cli::command().get_arguments().filter(|a| !a.is_hide_set()) {
+        if let Some(long_flag) = a.get_long() {
+            assert!(short.contains(&format!("--{long_flag}")), "--{long_flag} in -h");
+        }
+    }
+    let whole = "the flows named with their ACKs, NAKs and CNPs";
+    assert!(long.contains(whole) && !short.contains(whole), "-h gives the first clause, --help all");
+    assert!(short.len() * 4 < long.len() * 3, "-h ({} bytes) well under --help ({})", short.len(), long.len());
+}

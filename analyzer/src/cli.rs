@@ -889,6 +889,26 @@ pub fn output_is_input(outputs: &[(&str, &std::path::Path)], inputs: &[&std::pat
     None
 }
 
+/// The first input given twice (the same file or directory, through any path or link): read
+/// twice it would count every frame or line twice without a word.
+pub fn input_given_twice(flag: &str, inputs: &[&std::path::Path]) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen: Vec<((u64, u64), &std::path::Path)> = Vec::new();
+    for p in inputs {
+        let Ok(m) = std::fs::metadata(p) else { continue };
+        let id = (m.dev(), m.ino());
+        if let Some((_, first)) = seen.iter().find(|(i, _)| *i == id) {
+            return Some(format!(
+                "{flag} {} is {} again: an input given twice would be counted twice",
+                crate::report::render::text::escape(&p.display().to_string()),
+                crate::report::render::text::escape(&first.display().to_string())
+            ));
+        }
+        seen.push((id, p));
+    }
+    None
+}
+
 impl OutputArgs {
     /// The report's outputs that are files (not standard output): flag, what it holds, path.
     pub fn files(&self) -> Vec<(&'static str, &'static str, &std::path::Path)> {
@@ -921,6 +941,9 @@ impl AnalyzeArgs {
             outputs.push(("--export", e));
         }
         let mut inputs: Vec<&std::path::Path> = self.pcap.iter().map(|i| i.path.as_path()).collect();
+        if let Some(why) = input_given_twice("--pcap", &inputs) {
+            return Some(why);
+        }
         inputs.extend(self.analysis.fabric.topology.as_deref());
         if let Some(why) = output_is_input(&outputs, &inputs) {
             return Some(why);
@@ -944,6 +967,9 @@ impl MergeArgs {
     /// An output that is one of the reports or exports merged, or the topology.
     pub fn usage_error(&self) -> Option<String> {
         let mut inputs: Vec<&std::path::Path> = self.reports.iter().map(PathBuf::as_path).collect();
+        if let Some(why) = input_given_twice("merge:", &inputs) {
+            return Some(why);
+        }
         inputs.extend(self.fabric.topology.as_deref());
         let outputs: Vec<(&str, &std::path::Path)> = self.output.files().into_iter().map(|(f, _, p)| (f, p)).collect();
         output_is_input(&outputs, &inputs)

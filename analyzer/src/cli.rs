@@ -889,8 +889,9 @@ pub fn output_is_input(outputs: &[(&str, &std::path::Path)], inputs: &[&std::pat
     None
 }
 
-/// The first input given twice (the same file or directory, through any path or link): read
-/// twice it would count every frame or line twice without a word.
+/// The first input given twice (the same file or directory, through any path or link): `merge`
+/// would count every report or line twice without a word. (A capture given twice to the
+/// analysis is two vantage points whose copies count once.)
 pub fn input_given_twice(flag: &str, inputs: &[&std::path::Path]) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let mut seen: Vec<((u64, u64), &std::path::Path)> = Vec::new();
@@ -941,9 +942,6 @@ impl AnalyzeArgs {
             outputs.push(("--export", e));
         }
         let mut inputs: Vec<&std::path::Path> = self.pcap.iter().map(|i| i.path.as_path()).collect();
-        if let Some(why) = input_given_twice("--pcap", &inputs) {
-            return Some(why);
-        }
         inputs.extend(self.analysis.fabric.topology.as_deref());
         if let Some(why) = output_is_input(&outputs, &inputs) {
             return Some(why);

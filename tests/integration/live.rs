@@ -621,6 +621,36 @@ const NAPI_SLACK_NS: u64 = 100_000;
 /// the wire kept as sent: with the other tests busy on both CPUs, three in a row were lost.
 const REPLAYS: u32 = 5;
 
+/// Replays `sent` (of `frames` frames) into the agent run with `args`, at its pacing, until the
+/// wire keeps the fixture's verdicts (`kept` of the offline report of the wire), at most
+/// [`REPLAYS`] times; each time `equal` checks the live report against the wire's offline one.
+/// A replay whose wire lost the verdicts is said (after its live-equals-wire checks) and run
+/// again; `what` names the test.
+fn replay_until_kept(
+    ns: &Netns,
+    sent: &Path,
+    frames: usize,
+    args: &[&str],
+    what: &str,
+    equal: impl Fn(&Value, &Value),
+    kept: impl Fn(&Value) -> bool,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    for attempt in 1..=REPLAYS {
+        let wire = dir.path().join(format!("wire{attempt}.pcap"));
+        let live = paced_live_and_wire(ns, sent, frames, args, &wire);
+        let offline = offline_with(&wire, args);
+        equal(&live, &offline);
+        if kept(&offline) {
+            return;
+        }
+        eprintln!(
+            "{what}: replay {attempt} of {REPLAYS} lost the fixture's verdicts on the wire (live equalled the wire)"
+        );
+    }
+    panic!("{what}: {REPLAYS} replays in a row lost the fixture's verdicts on the wire (see above)");
+}
+
 /// PFC and incast answers, live through XDP and offline on the same frames as they reached the
 /// interface (tcpdump on it, so both sides see the same gaps). Counts, trees, storms, deadlocks
 /// and episodes are equal; durations are within 1–2% (the two timestamps of a frame are taken
@@ -1165,11 +1195,8 @@ fn live_dcqcn_reaction_equals_offline() {
         "the fixture's findings: {:?}",
         codes(&fixture)
     );
-    for attempt in 1..=REPLAYS {
-        let wire = dir.path().join(format!("dcqcn_wire{attempt}.pcap"));
-        let live = paced_live_and_wire(&ns, &sent, f.frames.len(), &args, &wire);
-        let offline = offline_with(&wire, &args);
-        assert_eq!(rows(&live), rows(&offline), "live {} wire {}", live["dcqcn"], offline["dcqcn"]);
+    let equal = |live: &Value, offline: &Value| {
+        assert_eq!(rows(live), rows(offline), "live {} wire {}", live["dcqcn"], offline["dcqcn"]);
         for (l, o) in
             live["dcqcn"]["flows"].as_array().unwrap().iter().zip(offline["dcqcn"]["flows"].as_array().unwrap())
         {
@@ -1185,20 +1212,10 @@ fn live_dcqcn_reaction_equals_offline() {
                 }
             }
         }
-        assert_eq!(codes(&live), codes(&offline), "findings live and on the wire");
-        if rows(&offline) == rows(&fixture) && codes(&offline) == codes(&fixture) {
-            return;
-        }
-        eprintln!(
-            "live_dcqcn_reaction_equals_offline: replay {attempt} of {REPLAYS} lost the fixture's verdicts on the wire \
-             (live equalled the wire): wire {:?} {:?}, fixture {:?} {:?}",
-            rows(&offline),
-            codes(&offline),
-            rows(&fixture),
-            codes(&fixture)
-        );
-    }
-    panic!("{REPLAYS} replays in a row lost the DCQCN fixture's verdicts on the wire (see above)");
+        assert_eq!(codes(live), codes(offline), "findings live and on the wire");
+    };
+    let kept = |offline: &Value| rows(offline) == rows(&fixture) && codes(offline) == codes(&fixture);
+    replay_until_kept(&ns, &sent, f.frames.len(), &args, "live_dcqcn_reaction_equals_offline", equal, kept);
 }
 
 /// ECN before PFC (issue 42 §1), live through XDP and offline on the frames as they reached the
@@ -1241,12 +1258,9 @@ fn live_ecn_before_pfc_equals_offline() {
     let fixture = offline_with(&sent, &args);
     let want = vec![("02:00:00:00:aa:01".to_string(), 3, 2), ("02:00:00:00:bb:01".to_string(), 2, 0)];
     assert_eq!(rows(&fixture), want);
-    for attempt in 1..=REPLAYS {
-        let wire = dir.path().join(format!("ecn_lead_wire{attempt}.pcap"));
-        let live = paced_live_and_wire(&ns, &sent, f.frames.len(), &args, &wire);
-        let offline = offline_with(&wire, &args);
-        assert_eq!(rows(&live), rows(&offline), "live {} wire {}", live["pfc"]["senders"], offline["pfc"]["senders"]);
-        assert_eq!(named(&live), named(&offline));
+    let equal = |live: &Value, offline: &Value| {
+        assert_eq!(rows(live), rows(offline), "live {} wire {}", live["pfc"]["senders"], offline["pfc"]["senders"]);
+        assert_eq!(named(live), named(offline));
         for (l, o) in
             live["pfc"]["senders"].as_array().unwrap().iter().zip(offline["pfc"]["senders"].as_array().unwrap())
         {
@@ -1255,17 +1269,9 @@ fn live_ecn_before_pfc_equals_offline() {
                 (a, b) => assert_eq!(a, b, "{}: lead", o["mac"]),
             }
         }
-        if rows(&offline) == want && named(&offline) == ["02:00:00:00:bb:01"] {
-            return;
-        }
-        eprintln!(
-            "live_ecn_before_pfc_equals_offline: replay {attempt} of {REPLAYS} lost the fixture's verdicts on the wire \
-             (live equalled the wire): wire {:?} {:?}",
-            rows(&offline),
-            named(&offline)
-        );
-    }
-    panic!("{REPLAYS} replays in a row lost the ECN-lead fixture's verdicts on the wire (see above)");
+    };
+    let kept = |offline: &Value| rows(offline) == want && named(offline) == ["02:00:00:00:bb:01"];
+    replay_until_kept(&ns, &sent, f.frames.len(), &args, "live_ecn_before_pfc_equals_offline", equal, kept);
 }
 
 /// The first CNP judged (issue 42 §4), live through XDP and offline on the frames as they
@@ -1316,20 +1322,10 @@ fn live_first_cnp_is_judged_as_offline() {
     let fixture = offline_with(&sent, &args);
     assert_eq!(sorted(&fixture), want, "{}", fixture["dcqcn"]);
     assert_eq!(ignored(&fixture).len(), 1);
-    for attempt in 1..=REPLAYS {
-        let wire = dir.path().join(format!("first_cnp_wire{attempt}.pcap"));
-        let live = paced_live_and_wire(&ns, &sent, f.frames.len(), &args, &wire);
-        let offline = offline_with(&wire, &args);
-        assert_eq!(sorted(&live), sorted(&offline), "live {} wire {}", live["dcqcn"], offline["dcqcn"]);
-        assert_eq!(ignored(&live), ignored(&offline), "cnp_ignored live and on the wire");
-        if sorted(&offline) == want && ignored(&offline) == ignored(&fixture) {
-            return;
-        }
-        eprintln!(
-            "live_first_cnp_is_judged_as_offline: replay {attempt} of {REPLAYS} lost the fixture's verdicts on the wire \
-             (live equalled the wire): wire {:?}",
-            sorted(&offline)
-        );
-    }
-    panic!("{REPLAYS} replays in a row lost the first-CNP fixture's verdicts on the wire (see above)");
+    let equal = |live: &Value, offline: &Value| {
+        assert_eq!(sorted(live), sorted(offline), "live {} wire {}", live["dcqcn"], offline["dcqcn"]);
+        assert_eq!(ignored(live), ignored(offline), "cnp_ignored live and on the wire");
+    };
+    let kept = |offline: &Value| sorted(offline) == want && ignored(offline) == ignored(&fixture);
+    replay_until_kept(&ns, &sent, f.frames.len(), &args, "live_first_cnp_is_judged_as_offline", equal, kept);
 }

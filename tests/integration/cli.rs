@@ -1067,3 +1067,27 @@ fn merge_refuses_an_input_given_twice() {
     let out = run(&["merge", json.to_str().unwrap(), copy.to_str().unwrap(), "-q"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `--top` caps every per-flow list of the summary, and each cut list says how many it left
+/// out: on the incast capture 16 host pairs have CE marks or CNPs and 16 flows CNPs (issue 45
+/// counted them), `--top 2` shows two of each and "14 more". The DCQCN table shows the CNPs
+/// it could not judge, so that its columns add up.
+#[test]
+fn top_caps_every_per_flow_list_and_says_what_it_left_out() {
+    let out = run(&["-r", &path("incast.pcap"), "--top", "2"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().filter(|l| l.starts_with("ECN: ")).count(), 2, "{text}");
+    assert!(text.contains("  … 14 more host pairs with CE marks or CNPs (--top 2; all in the JSON)"), "{text}");
+    let dcqcn: Vec<&str> =
+        text.lines().skip_while(|l| !l.starts_with("DCQCN: ")).skip(2).take_while(|l| !l.is_empty()).collect();
+    assert_eq!(dcqcn.len(), 3, "two rows and the count: {dcqcn:#?}");
+    assert_eq!(dcqcn[2], "  … 14 more flows with CNPs (--top 2; all in the JSON)");
+    let (r, _) = json_of(&["-q", "-r", &path("dcqcn.pcap")]);
+    let out = run(&["-r", &path("dcqcn.pcap")]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(" unjudged "), "{text}");
+    for f in r["dcqcn"]["flows"].as_array().unwrap() {
+        let n = |k: &str| f[k].as_u64().unwrap();
+        assert_eq!(n("reacted") + n("unreacted_cnps") + n("no_rate_before"), n("cnps"), "the columns add up: {f}");
+    }
+}

@@ -340,7 +340,7 @@ fn us(ns: u64) -> String {
 fn health(o: &mut String, r: &Report, top: usize) {
     health_flows(o, r, top);
     rtt(o, r);
-    ecn(o, r);
+    ecn(o, r, top);
     audit(o, r);
     evidence(o, r);
 }
@@ -427,13 +427,24 @@ fn rtt(o: &mut String, r: &Report) {
 }
 
 /// CE marks and CNPs per pair.
-fn ecn(o: &mut String, r: &Report) {
-    for p in r.pairs.iter().filter(|p| p.ce > 0 || p.cnp_back > 0) {
+/// The `top` host pairs with CE marks or CNPs, most unanswered marks first, then most marks.
+fn ecn(o: &mut String, r: &Report, top: usize) {
+    let mut pairs: Vec<_> = r.pairs.iter().filter(|p| p.ce > 0 || p.cnp_back > 0).collect();
+    pairs.sort_by_key(|p| std::cmp::Reverse((p.ce_unanswered, p.ce, p.cnp_back)));
+    for p in pairs.iter().take(top) {
         let _ = writeln!(
             o,
             "ECN: {} → {}: {} data packets, {} CE · {} CNPs back · {} CE unanswered",
             p.a, p.b, p.data_packets, p.ce, p.cnp_back, p.ce_unanswered
         );
+    }
+    more(o, pairs.len(), top, "host pairs with CE marks or CNPs");
+}
+
+/// "… N more" when a list of `len` was cut to `top` (all are in the JSON).
+fn more(o: &mut String, len: usize, top: usize, what: &str) {
+    if len > top {
+        let _ = writeln!(o, "  … {} more {what} (--top {top}; all in the JSON)", len - top);
     }
 }
 
@@ -487,8 +498,8 @@ fn dcqcn(o: &mut String, d: &crate::model::Dcqcn, top: usize) {
     );
     let _ = writeln!(
         o,
-        "  {:<40} {:>6} {:>7} {:>9} {:>6} {:>12} {:>12}",
-        "flow", "CNPs", "reacted", "unreacted", "cut", "reaction µs", "recovery µs"
+        "  {:<40} {:>6} {:>7} {:>9} {:>9} {:>6} {:>12} {:>12}",
+        "flow", "CNPs", "reacted", "unreacted", "unjudged", "cut", "reaction µs", "recovery µs"
     );
     let mut flows: Vec<_> = d.flows.iter().collect();
     flows.sort_by_key(|f| std::cmp::Reverse(f.stats.cnps));
@@ -497,16 +508,18 @@ fn dcqcn(o: &mut String, d: &crate::model::Dcqcn, top: usize) {
         let s = &f.stats;
         let _ = writeln!(
             o,
-            "  {:<40} {:>6} {:>7} {:>9} {:>6} {:>12} {:>12}",
+            "  {:<40} {:>6} {:>7} {:>9} {:>9} {:>6} {:>12} {:>12}",
             format!("{} → {} {:#x}", f.src, f.dst, f.dst_qp),
             s.cnps,
             s.reacted,
             s.unreacted_cnps,
+            s.no_rate_before,
             s.cut_ratio_p50.map_or("-".into(), |c| format!("{c:.2}")),
             opt(s.reaction_ns_p50),
             opt(s.recovery_ns_p50)
         );
     }
+    more(o, flows.len(), top, "flows with CNPs");
 }
 
 /// Congestion trees as text, deadlocks, incast episodes, ECMP.

@@ -1091,3 +1091,33 @@ fn top_caps_every_per_flow_list_and_says_what_it_left_out() {
         assert_eq!(n("reacted") + n("unreacted_cnps") + n("no_rate_before"), n("cnps"), "the columns add up: {f}");
     }
 }
+
+/// A topology's TOML error is one line naming the file, line and column, without the toml
+/// crate's drawing of the line: a 50 MB unterminated string gives a short message, not one
+/// that quotes it (issues 45 §10, 44 §4).
+#[test]
+fn topology_errors_are_one_short_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("bad.toml");
+    std::fs::write(&t, "[[device]]\nname = \"leaf1\"\nports = [\n").unwrap();
+    let out = run(&["-q", "-r", &path("gobackn.pcap"), "--topology", t.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("bad.toml: line 3, column ") && !err.contains(" | "), "{err}");
+    let huge = format!("[[device]]\nname = \"{}", "x".repeat(50 << 20));
+    std::fs::write(&t, huge).unwrap();
+    let out = run(&["-q", "-r", &path("gobackn.pcap"), "--topology", t.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stderr.len() < 400,
+        "{} bytes: {}",
+        out.stderr.len(),
+        String::from_utf8_lossy(&out.stderr[..400.min(out.stderr.len())])
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("line 2, column "),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

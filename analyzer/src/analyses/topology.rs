@@ -38,6 +38,24 @@ pub enum TopologyError {
     Invalid { path: PathBuf, line: usize, message: String },
 }
 
+/// Characters of a TOML error's message kept (it may quote a key of any length).
+const MESSAGE_MAX: usize = 200;
+
+/// A TOML error as one line, "line L, column C: what", without the toml crate's drawing of
+/// the line (which quotes the line whole: a 50 MB unterminated string made a 100 MB message).
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let mut message = e.message().trim_end().replace('\n', " ");
+    if let Some((cut, _)) = message.char_indices().nth(MESSAGE_MAX) {
+        message.truncate(cut);
+        message.push('…');
+    }
+    let Some(at) = e.span().map(|s| s.start.min(text.len())) else { return message };
+    let before = text.get(..at).unwrap_or_default();
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("line {line}, column {column}: {message}")
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
@@ -181,10 +199,8 @@ impl Topology {
     /// Parses and checks a topology: unknown names, duplicate MACs and ports linked twice are
     /// refused with the line they are on.
     pub fn parse(text: &str) -> Result<Topology, TopologyError> {
-        let raw: RawFile = toml::from_str(text).map_err(|e| TopologyError::Parse {
-            path: PathBuf::new(),
-            message: e.to_string().trim_end().replace('\n', " "),
-        })?;
+        let raw: RawFile = toml::from_str(text)
+            .map_err(|e| TopologyError::Parse { path: PathBuf::new(), message: toml_error(text, &e) })?;
         let mut p = Parse { text, t: Topology::default(), names: HashMap::new() };
         for d in &raw.device {
             p.device(d)?;

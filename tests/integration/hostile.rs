@@ -357,3 +357,47 @@ fn a_finding_over_many_flows_lists_a_thousand_and_counts_the_rest() {
     assert_eq!((f["flows"].as_array().unwrap().len(), f["flows_omitted"].as_u64()), (1000, Some(200)));
     assert!(v["visibility"].as_array().unwrap().iter().any(|n| n["code"] == "lists_capped"));
 }
+
+/// Inputs that are not regular files are refused, not waited on or read for ever: a FIFO as a
+/// topology or a merge input, `/dev/zero` given to merge or linked as an export file; an export
+/// line longer than any the agent writes is refused without being parsed or quoted
+/// (issue 44 §4).
+#[test]
+fn inputs_of_any_kind_and_size_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let zero = dir.path().join("zero.ndjson");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let ex = tests::tools::root().join("tests/data/example.pcap");
+    let f = fifo.to_str().unwrap();
+    let cases: [(Vec<&str>, &str); 4] = [
+        (vec!["-q", "-r", ex.to_str().unwrap(), "--topology", f], "is a FIFO, not a regular file"),
+        (vec!["merge", f, "-q"], "is a FIFO, not a regular file"),
+        (vec!["merge", "/dev/zero", "-q"], "is a character device, not a regular file"),
+        (vec!["merge", zero.to_str().unwrap(), "-q"], "is a character device, not a regular file"),
+    ];
+    for (args, why) in cases {
+        // `run` waits: a hang fails the test by its harness' timeout rather than passing.
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    // A 100 MB line in an export file: refused with its length, not echoed.
+    let long = dir.path().join("long.ndjson");
+    let mut text = format!("{{\"schema\": \"roce-analyzer/export/v1\", \"x\": \"{}\"}}\n", "y".repeat(100 << 20));
+    text.push('\n');
+    std::fs::write(&long, text).unwrap();
+    let out = run(&["merge", long.to_str().unwrap(), "-q"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.len() < 500 && err.contains("longer than any line the agent writes"),
+        "{} bytes: {}",
+        err.len(),
+        &err[..err.len().min(500)]
+    );
+}

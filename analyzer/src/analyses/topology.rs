@@ -31,7 +31,7 @@ use toml::Spanned;
 #[derive(Debug, thiserror::Error)]
 pub enum TopologyError {
     #[error("{path}: cannot read")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read { path: PathBuf, source: crate::capture::bounded::BoundedError },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("{path}: line {line}: {message}")]
@@ -188,7 +188,10 @@ pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
 
 impl Topology {
     pub fn load(path: &Path) -> Result<Topology, TopologyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TopologyError::Read { path: path.into(), source })?;
+        let read = |source| TopologyError::Read { path: path.into(), source };
+        let bytes = crate::capture::bounded::read(path, 64 << 20, "64 MiB for a topology").map_err(read)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()).into()))?;
         Topology::parse(&text).map_err(|e| match e {
             TopologyError::Parse { message, .. } => TopologyError::Parse { path: path.into(), message },
             TopologyError::Invalid { line, message, .. } => TopologyError::Invalid { path: path.into(), line, message },

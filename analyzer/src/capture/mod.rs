@@ -2,6 +2,7 @@
 //! live it is the XDP program, whose maps and ring buffers [`kernel`] loads and reads (the
 //! `live` module drives it), with the NIC's own counters beside it ([`nic`]).
 
+pub mod bounded;
 pub mod input;
 pub mod kernel;
 pub mod nic;

@@ -27,7 +27,7 @@ use crate::report::validate;
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
     #[error("{path}: cannot read")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read { path: PathBuf, source: crate::capture::bounded::BoundedError },
     #[error("{path}: not a roce-analyzer report")]
     Parse { path: PathBuf, source: serde_json::Error },
     #[error("{path}: report schema {found:?}, this roce-analyzer merges {SCHEMA:?} only")]
@@ -56,7 +56,8 @@ macro_rules! sum {
 /// Reads a report, refusing other schema versions before anything else is parsed, and any
 /// report that breaks the schema's rules or repeats a key ([`validate`]).
 pub fn read(path: &Path) -> Result<Report, MergeError> {
-    let bytes = std::fs::read(path).map_err(|source| MergeError::Read { path: path.into(), source })?;
+    let bytes = crate::capture::bounded::read(path, 4 << 30, "4 GiB for a report")
+        .map_err(|source| MergeError::Read { path: path.into(), source })?;
     let v: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|source| MergeError::Parse { path: path.into(), source })?;
     let found = v.get("schema").and_then(|s| s.as_str()).unwrap_or("(none)");

@@ -17,7 +17,7 @@ use crate::model::*;
 #[derive(Debug, thiserror::Error)]
 pub enum ExportReadError {
     #[error("{path}: cannot read")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read { path: PathBuf, source: crate::capture::bounded::BoundedError },
     #[error("{path}: line {line}: {detail}")]
     Line { path: PathBuf, line: usize, detail: String },
     #[error("{path}: no export files (roce-analyzer-NNNNNN.ndjson) in the directory")]
@@ -31,6 +31,11 @@ pub enum ExportReadError {
 pub fn is_export(path: &Path) -> bool {
     if path.is_dir() || path.extension().is_some_and(|e| e == "ndjson") {
         return true;
+    }
+    // Not a regular file (a FIFO: opening it would wait for a writer): the report reader
+    // refuses it.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
     }
     use std::io::Read;
     let mut head = [0u8; 96];
@@ -73,15 +78,33 @@ pub fn line_violation(v: &serde_json::Value) -> Option<String> {
 }
 
 /// The lines of one file, checked; the count of unterminated last lines left out.
+/// Bytes of an export file read, at most.
+const FILE_MAX: u64 = 4 << 30;
+/// Bytes of one export line, at most: the agent's longest lines are a few kilobytes, and a
+/// line is parsed whole (a 100 MB line took 3.9 GB).
+const LINE_MAX: usize = 64 << 20;
+/// Characters of a bad line's explanation kept (it may quote the line).
+const DETAIL_MAX: usize = 300;
+
 fn lines_of(path: &Path, out: &mut Vec<Line>) -> Result<u64, ExportReadError> {
-    let text = std::fs::read(path).map_err(|source| ExportReadError::Read { path: path.into(), source })?;
-    let err = |line: usize, detail: String| ExportReadError::Line { path: path.into(), line, detail };
+    let text = crate::capture::bounded::read(path, FILE_MAX, "4 GiB for an export file")
+        .map_err(|source| ExportReadError::Read { path: path.into(), source })?;
+    let err = |line: usize, mut detail: String| {
+        if let Some((cut, _)) = detail.char_indices().nth(DETAIL_MAX) {
+            detail.truncate(cut);
+            detail.push('…');
+        }
+        ExportReadError::Line { path: path.into(), line, detail }
+    };
     let mut cut = 0;
     let pieces: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
     for (i, piece) in pieces.iter().enumerate() {
         let last = i + 1 == pieces.len();
         if piece.is_empty() {
             continue;
+        }
+        if piece.len() > LINE_MAX {
+            return Err(err(i + 1, format!("{} bytes, longer than any line the agent writes (64 MiB)", piece.len())));
         }
         let v: serde_json::Value = match serde_json::from_slice(piece) {
             Ok(v) => v,
@@ -104,7 +127,7 @@ fn lines_of(path: &Path, out: &mut Vec<Line>) -> Result<u64, ExportReadError> {
 /// report per host.
 pub fn read(path: &Path) -> Result<Vec<(PathBuf, Report)>, ExportReadError> {
     let files = if path.is_dir() {
-        let f = sink::files(path).map_err(|source| ExportReadError::Read { path: path.into(), source })?;
+        let f = sink::files(path).map_err(|e| ExportReadError::Read { path: path.into(), source: e.into() })?;
         if f.is_empty() {
             return Err(ExportReadError::NoFiles { path: path.into() });
         }

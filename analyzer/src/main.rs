@@ -192,7 +192,12 @@ fn emit(report: &Report, streamed_from: Option<&Pipeline>, rtt_ns: &[u64], out: 
         write::write_atomic(path, text.as_bytes()).context("writing the Graphviz congestion tree")?;
     }
     if let Some(path) = &out.html {
-        let text = html::render(report, rtt_ns);
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        let evidence = report
+            .evidence
+            .as_ref()
+            .map(|e| analyzer::report::render::page::relative(dir, std::path::Path::new(&e.dir)));
+        let text = html::render(report, &analyzer::report::render::page::Page { rtt_ns, evidence });
         write::write_atomic(path, text.as_bytes()).context("writing the HTML page")?;
     }
     if !out.quiet && !to_stdout {

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use crate::model::{FlowRef, MarkingSeries, Report, Tree};
 
+use super::page::Page;
 use super::text::html as esc;
 
 fn ms(ns: u64) -> String {
@@ -22,16 +23,15 @@ h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ccc}table{border-coll
 td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:left}td.n{text-align:right}\
 .error{color:#b00020}.warning{color:#a65e00}.info{color:#555}svg text{font-size:12px}";
 
-/// Renders the page. `rtt_ns` are the RTT samples behind the report (empty for a merged report:
-/// the percentiles are drawn then).
-pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
+/// Renders the page.
+pub fn render(r: &Report, page: &Page<'_>) -> String {
     let mut o = String::new();
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>roce-analyzer report</title><style>{STYLE}</style></head><body>\n"
     );
     for section in SECTIONS {
-        section(&mut o, r, rtt_ns);
+        section(&mut o, r, page);
     }
     let _ = writeln!(o, "</body></html>");
     o
@@ -39,7 +39,7 @@ pub fn render(r: &Report, rtt_ns: &[u64]) -> String {
 
 /// A section of the page: it writes its heading and content from the report (and the RTT
 /// samples behind it).
-type Section = fn(&mut String, &Report, &[u64]);
+type Section = fn(&mut String, &Report, &Page<'_>);
 
 /// The page's sections, top to bottom.
 const SECTIONS: [Section; 12] = [
@@ -58,14 +58,14 @@ const SECTIONS: [Section; 12] = [
 ];
 
 /// Messages: the tail's diagnosis, completion times per size class (a CDF), the tail's causes.
-fn messages(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
+fn messages(o: &mut String, r: &Report, _page: &Page<'_>) {
     if let Some(m) = &r.messages {
         super::messages::html(o, r, m);
     }
 }
 
 /// The title and the key numbers.
-fn summary(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
+fn summary(o: &mut String, r: &Report, _page: &Page<'_>) {
     let c = &r.capture;
     let _ = writeln!(o, "<h1>roce-analyzer {} · {} report</h1>", esc(&r.tool.version), esc(&r.kind));
     diagnosis(o, r);
@@ -114,7 +114,7 @@ fn diagnosis(o: &mut String, r: &Report) {
 }
 
 /// Congestion trees and deadlocks.
-fn trees(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
+fn trees(o: &mut String, r: &Report, _page: &Page<'_>) {
     let _ = writeln!(o, "<h2>Congestion trees</h2>");
     if r.congestion_tree.trees.is_empty() {
         let _ = writeln!(o, "<p>No PFC pause relations.</p>");
@@ -151,7 +151,7 @@ fn trees(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
 }
 
 /// ECMP: source-port entropy, observed shares per label, predicted paths per tier.
-fn ecmp(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
+fn ecmp(o: &mut String, r: &Report, _page: &Page<'_>) {
     let _ = writeln!(o, "<h2>ECMP</h2>");
     let _ = writeln!(
         o,
@@ -198,7 +198,7 @@ fn ecmp(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
 }
 
 /// Vantage points: per hop the frames matched, missing, CE-marked between, latency.
-fn vantage(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
+fn vantage(o: &mut String, r: &Report, _page: &Page<'_>) {
     if let Some(v) = &r.vantage {
         let _ = writeln!(
             o,
@@ -240,13 +240,31 @@ fn vantage(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
 }
 
 /// The incast timeline.
-fn incast(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
+fn incast(o: &mut String, r: &Report, page: &Page<'_>) {
     let _ = writeln!(o, "<h2>Incast timeline</h2>");
     incast_svg(o, r);
+    if page.evidence.is_none() || r.incast.episodes.iter().all(|e| e.evidence.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "<table id=\"incast-evidence\"><tr><th>into</th><th>start</th><th>senders</th><th>evidence</th></tr>"
+    );
+    for e in r.incast.episodes.iter().filter(|e| e.evidence.is_some()) {
+        let start = us(e.start_ns.saturating_sub(r.capture.start_ns));
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td class=\"n\">{start}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            esc(&e.dst),
+            e.peak_senders,
+            page.link(e.evidence.as_ref())
+        );
+    }
+    let _ = writeln!(o, "</table>");
 }
 
 /// DCQCN reactions.
-fn dcqcn(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
+fn dcqcn(o: &mut String, r: &Report, _page: &Page<'_>) {
     if let Some(d) = &r.dcqcn {
         let _ = writeln!(o, "<h2>DCQCN reaction</h2>");
         dcqcn_html(o, d);
@@ -254,7 +272,7 @@ fn dcqcn(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
 }
 
 /// CE marking over time per class and priority.
-fn marking(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
+fn marking(o: &mut String, r: &Report, _page: &Page<'_>) {
     if let Some(m) = &r.marking {
         let _ = writeln!(o, "<h2>CE marking over time</h2>");
         let classes: Vec<(String, &MarkingSeries)> =
@@ -272,23 +290,16 @@ fn marking(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
 }
 
 /// The RTT distribution.
-fn rtt(o: &mut String, r: &Report, rtt_ns: &[u64]) {
+fn rtt(o: &mut String, r: &Report, page: &Page<'_>) {
     let _ = writeln!(o, "<h2>RTT distribution</h2>");
-    rtt_svg(o, r, rtt_ns);
+    rtt_svg(o, r, page.rtt_ns);
 }
 
 /// The findings with their evidence files.
-fn findings(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
+fn findings(o: &mut String, r: &Report, page: &Page<'_>) {
     let _ = writeln!(o, "<h2>Findings</h2><table id=\"findings\">");
     for f in r.audit.iter().chain(&r.ecmp.findings) {
-        // The evidence file, relative to the evidence directory the report names.
-        let evidence = match (&f.evidence, &r.evidence) {
-            (Some(file), Some(e)) => {
-                let path = std::path::Path::new(&e.dir).join(file).display().to_string();
-                format!("<a class=\"evidence\" href=\"file://{}\">{}</a>", esc(&path), esc(file))
-            }
-            _ => String::new(),
-        };
+        let evidence = page.link(f.evidence.as_ref());
         let _ = writeln!(
             o,
             "<tr><td class=\"{}\">{}</td><td>{}</td><td>{}{}</td><td>{evidence}</td></tr>",
@@ -303,10 +314,13 @@ fn findings(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
         );
     }
     o.push_str("</table>");
+    if r.audit.is_empty() && r.ecmp.findings.is_empty() {
+        let _ = writeln!(o, "<p>None.</p>");
+    }
 }
 
 /// What this vantage point could not see.
-fn visibility(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
+fn visibility(o: &mut String, r: &Report, _page: &Page<'_>) {
     let _ = writeln!(o, "<h2>Visibility</h2><ul>");
     for n in &r.visibility {
         let _ = writeln!(o, "<li><b>{}</b>: {}</li>", n.code, esc(&n.message));

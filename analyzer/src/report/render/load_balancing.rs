@@ -46,7 +46,7 @@ pub fn text(o: &mut String, lb: &LoadBalancing, top: usize) {
 }
 
 /// The section of the page.
-pub fn html(o: &mut String, r: &Report, _rtt_ns: &[u64]) {
+pub fn html(o: &mut String, r: &Report, _page: &super::page::Page<'_>) {
     let Some(lb) = &r.load_balancing else { return };
     let _ = writeln!(o, "<h2>Load balancing</h2><p>{}</p>", esc(&headline(lb)));
     if lb.sprayed.is_empty() {

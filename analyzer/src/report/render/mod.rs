@@ -8,4 +8,5 @@ pub mod live_view;
 pub mod load_balancing;
 pub mod messages;
 pub mod metrics;
+pub mod page;
 pub mod text;

@@ -1121,3 +1121,34 @@ fn topology_errors_are_one_short_line() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// CE marks within `--cnp-timeout` of the capture's end are `pending`, not dropped from every
+/// count (issue 45 §5). `cnp_paced.pcap` (tests/src/transport.rs) ends at 2 ms; each sender
+/// marks every 2 µs from 100 to 398 µs (150 marks). With a 5 ms timeout nothing has timed out:
+/// .30/.31 have their marks up to 350 µs answered by 6 CNPs (the last seen at 352 µs), the 24
+/// after it pending; .32's NP stopped after the CNP seen at 152 µs (answering the 26 marks
+/// before it): 124 pending; .33 got no CNP: 150 pending. With the default 1 ms every mark is
+/// older than the timeout at the end: none pending, .33's 150 unanswered.
+#[test]
+fn ce_marks_at_the_end_are_pending() {
+    let rows = |r: &Value| -> Vec<(String, u64, u64, u64)> {
+        r["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let n = |k: &str| p[k].as_u64().unwrap();
+                (p["a"].as_str().unwrap().to_string(), n("cnp_back"), n("ce_unanswered"), n("ce_pending"))
+            })
+            .collect()
+    };
+    let (r, _) = json_of(&["-q", "-r", &path("cnp_paced.pcap"), "--cnp-timeout", "5ms"]);
+    let want = [("10.0.1.30", 6, 0, 24), ("10.0.1.31", 6, 0, 24), ("10.0.1.32", 2, 0, 124), ("10.0.1.33", 0, 0, 150)];
+    assert_eq!(rows(&r), want.map(|(a, b, c, d)| (a.to_string(), b, c, d)));
+    let (r, _) = json_of(&["-q", "-r", &path("cnp_paced.pcap")]);
+    let last = rows(&r).pop().unwrap();
+    assert_eq!(last, ("10.0.1.33".to_string(), 0, 150, 0));
+    assert!(rows(&r).iter().all(|x| x.3 == 0));
+    let text = String::from_utf8(run(&["-r", &path("cnp_paced.pcap"), "--cnp-timeout", "5ms"]).stdout).unwrap();
+    assert!(text.contains("· 150 CE pending (within --cnp-timeout of the end)"), "{text}");
+}

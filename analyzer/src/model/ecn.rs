@@ -120,6 +120,10 @@ pub struct Pair {
     /// (the notification point sends at most one per interval).
     #[serde(default)]
     pub ce_covered: u64,
+    /// CE marks within `--cnp-timeout` of the capture's end with no CNP back yet: undecided,
+    /// neither answered nor unanswered (ce = answered + unanswered + covered + pending).
+    #[serde(default)]
+    pub ce_pending: u64,
 }
 
 /// The CNP pacing interval the audit used: `source` is `inferred` (the smallest CNP gap of a

@@ -242,6 +242,7 @@ impl Merger {
                 cnp_back: 0,
                 ce_unanswered: 0,
                 ce_covered: 0,
+                ce_pending: 0,
                 ..p.clone()
             });
             sum!(m.data_packets, p.data_packets, "pairs.data_packets");
@@ -249,6 +250,7 @@ impl Merger {
             sum!(m.cnp_back, p.cnp_back, "pairs.cnp_back");
             sum!(m.ce_unanswered, p.ce_unanswered, "pairs.ce_unanswered");
             sum!(m.ce_covered, p.ce_covered, "pairs.ce_covered");
+            sum!(m.ce_pending, p.ce_pending, "pairs.ce_pending");
         }
         // Each report split its marks with its own interval; the merged one names the largest.
         if r.cnp_interval.ns > self.cnp_interval.ns {

@@ -227,6 +227,12 @@ impl PairStats {
         m.split(end_ns, timeout_ns, interval)
     }
 
+    /// CE marks still waiting for a CNP at `end_ns`, younger than the timeout: undecided.
+    pub fn pending(&self, end_ns: u64, timeout_ns: u64) -> u64 {
+        let Some(m) = self.marks.as_deref() else { return 0 };
+        m.waiting.iter().filter(|(t, _)| end_ns.saturating_sub(*t) <= timeout_ns).count() as u64
+    }
+
     /// CE marks with a CNP back within the timeout.
     pub fn ce_answered(&self) -> u64 {
         self.marks.as_ref().map_or(0, |m| m.ce_answered)

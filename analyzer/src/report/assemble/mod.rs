@@ -223,6 +223,7 @@ pub fn pair_items(run: &Pipeline) -> impl Iterator<Item = Pair> + '_ {
             cnp_back: p.cnp_back,
             ce_unanswered,
             ce_covered,
+            ce_pending: p.pending(end_ns(run), e.timeout_ns),
         }
     })
 }

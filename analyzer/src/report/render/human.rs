@@ -434,8 +434,17 @@ fn ecn(o: &mut String, r: &Report, top: usize) {
     for p in pairs.iter().take(top) {
         let _ = writeln!(
             o,
-            "ECN: {} → {}: {} data packets, {} CE · {} CNPs back · {} CE unanswered",
-            p.a, p.b, p.data_packets, p.ce, p.cnp_back, p.ce_unanswered
+            "ECN: {} → {}: {} data packets, {} CE · {} CNPs back · {} CE unanswered{}",
+            p.a,
+            p.b,
+            p.data_packets,
+            p.ce,
+            p.cnp_back,
+            p.ce_unanswered,
+            match p.ce_pending {
+                0 => String::new(),
+                n => format!(" · {n} CE pending (within --cnp-timeout of the end)"),
+            }
         );
     }
     more(o, pairs.len(), top, "host pairs with CE marks or CNPs");

@@ -203,16 +203,16 @@ fn every_audit_finding_and_its_absence() {
     assert_eq!(
         pair("24"),
         json!({"a": "10.0.1.24", "b": "10.0.1.25", "data_packets": 4, "ce": 4, "cnp_back": 0, "ce_unanswered": 4,
-               "ce_covered": 0})
+               "ce_covered": 0, "ce_pending": 0})
     );
     assert_eq!(
         pair("26"),
         json!({"a": "10.0.1.26", "b": "10.0.1.27", "data_packets": 4, "ce": 0, "cnp_back": 4, "ce_unanswered": 0,
-               "ce_covered": 0})
+               "ce_covered": 0, "ce_pending": 0})
     );
     assert_eq!(
         pair("28"),
-        json!({"a": "10.0.1.28", "b": "10.0.1.29", "data_packets": 4, "ce": 4, "cnp_back": 4, "ce_unanswered": 0, "ce_covered": 0})
+        json!({"a": "10.0.1.28", "b": "10.0.1.29", "data_packets": 4, "ce": 4, "cnp_back": 4, "ce_unanswered": 0, "ce_covered": 0, "ce_pending": 0})
     );
     let pacing = r["cnp_pacing"].as_array().unwrap().iter().find(|p| p["dst"] == "10.0.1.28").unwrap();
     assert_eq!(

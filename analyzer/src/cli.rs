@@ -315,7 +315,9 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "DIR")]
     pub evidence: Option<PathBuf>,
 
-    /// Evidence: bytes of each frame kept (headers; the original length is recorded).
+    /// Evidence: bytes of each frame kept, 64 to 256 (headers; the original length is
+    /// recorded). The XDP program copies at most 256 bytes of a frame, and offline keeps the
+    /// same, so live and offline evidence are alike.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(64..=crate::report::evidence::MAX_SNAPLEN as i64))]
     pub evidence_snaplen: u32,
 

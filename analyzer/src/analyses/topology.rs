@@ -44,11 +44,7 @@ const MESSAGE_MAX: usize = 200;
 /// A TOML error as one line, "line L, column C: what", without the toml crate's drawing of
 /// the line (which quotes the line whole: a 50 MB unterminated string made a 100 MB message).
 fn toml_error(text: &str, e: &toml::de::Error) -> String {
-    let mut message = e.message().trim_end().replace('\n', " ");
-    if let Some((cut, _)) = message.char_indices().nth(MESSAGE_MAX) {
-        message.truncate(cut);
-        message.push('…');
-    }
+    let message = crate::capture::bounded::excerpt(e.message().trim_end().replace('\n', " "), MESSAGE_MAX);
     let Some(at) = e.span().map(|s| s.start.min(text.len())) else { return message };
     let before = text.get(..at).unwrap_or_default();
     let line = before.matches('\n').count() + 1;

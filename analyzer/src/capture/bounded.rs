@@ -50,6 +50,16 @@ pub fn read(path: &Path, max: u64, flag: &'static str) -> Result<Vec<u8>, Bounde
     Ok(out)
 }
 
+/// `text` cut to its first `max` characters, with "…" when cut: an error quotes at most an
+/// excerpt of what a hostile input held.
+pub fn excerpt(mut text: String, max: usize) -> String {
+    if let Some((cut, _)) = text.char_indices().nth(max) {
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +78,11 @@ mod tests {
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         assert!(matches!(read(&fifo, 4, "--x"), Err(BoundedError::NotRegular("FIFO"))), "refused, not waited on");
+    }
+
+    #[test]
+    fn an_excerpt_keeps_whole_characters() {
+        assert_eq!(excerpt("µµµ".into(), 2), "µµ…");
+        assert_eq!(excerpt("ab".into(), 2), "ab");
     }
 }

@@ -89,12 +89,10 @@ const DETAIL_MAX: usize = 300;
 fn lines_of(path: &Path, out: &mut Vec<Line>) -> Result<u64, ExportReadError> {
     let text = crate::capture::bounded::read(path, FILE_MAX, "4 GiB for an export file")
         .map_err(|source| ExportReadError::Read { path: path.into(), source })?;
-    let err = |line: usize, mut detail: String| {
-        if let Some((cut, _)) = detail.char_indices().nth(DETAIL_MAX) {
-            detail.truncate(cut);
-            detail.push('…');
-        }
-        ExportReadError::Line { path: path.into(), line, detail }
+    let err = |line: usize, detail: String| ExportReadError::Line {
+        path: path.into(),
+        line,
+        detail: crate::capture::bounded::excerpt(detail, DETAIL_MAX),
     };
     let mut cut = 0;
     let pieces: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();

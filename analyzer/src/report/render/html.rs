@@ -88,14 +88,14 @@ fn summary(o: &mut String, r: &Report, _page: &Page<'_>) {
 
 /// The diagnosis, as the summary opens with it: every entry, most important first.
 fn diagnosis(o: &mut String, r: &Report) {
-    let all = crate::report::diagnose::diagnose(r);
+    let all = &r.diagnosis;
     let _ = writeln!(o, "<section id=\"diagnosis\"><h2>Diagnosis</h2>");
     if all.is_empty() {
         let _ = writeln!(o, "<p>Nothing wrong found: no finding, PFC storm, deadlock or incast.</p></section>");
         return;
     }
     let _ = writeln!(o, "<ol>");
-    for d in &all {
+    for d in all {
         let place = match d.place.is_empty() {
             true => String::new(),
             false => format!("<br>where: {}", esc(&d.place)),

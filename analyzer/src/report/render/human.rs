@@ -114,7 +114,7 @@ const DIAGNOSED: usize = 5;
 
 /// The diagnosis: what is wrong, where, what to do, most important first.
 fn diagnosis(o: &mut String, r: &Report) {
-    let all = crate::report::diagnose::diagnose(r);
+    let all = &r.diagnosis;
     if all.is_empty() {
         let _ = writeln!(
             o,

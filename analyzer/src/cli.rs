@@ -669,6 +669,7 @@ impl AnalyzeArgs {
             snaplen: self.evidence_snaplen,
             max_frames: self.evidence_max,
             margin_ns: nanos(*self.evidence_margin),
+            handle: None,
         })
     }
 }
@@ -679,6 +680,7 @@ impl AnalyzeArgs {
         &self,
         iface: &str,
         evidence: Option<crate::report::evidence::Options>,
+        json: Option<&crate::report::write::Target>,
     ) -> Result<crate::live::LiveOptions, crate::analyses::topology::TopologyError> {
         let config = self.config()?;
         let load = crate::capture::kernel::load::LoadOptions {
@@ -707,7 +709,7 @@ impl AnalyzeArgs {
             user: self.user.clone(),
             evidence: evidence.map(|o| (o, self.evidence_time.as_nanos() as u64)),
             // Checkpoints go to the --json file (not to standard output).
-            checkpoint: self.output.json.clone().filter(|_| !json_to_stdout).map(|p| (p, self.checkpoint)),
+            checkpoint: json.filter(|_| !json_to_stdout).map(|t| (t.clone(), self.checkpoint)),
             view_top: crate::live::view_wanted(self.output.quiet, json_to_stdout).then_some(self.output.top),
         })
     }

@@ -7,7 +7,8 @@ pub const OK: u8 = 0;
 pub const ERROR: u8 = 1;
 /// Usage error (bad flags or arguments).
 pub const USAGE: u8 = 2;
-/// The report was written but is partial: an input ended inside a record.
+/// The report was written but is partial: an input ended inside a record, or an output
+/// failed while the others were written.
 pub const PARTIAL: u8 = 3;
 /// A `--fail-on` gate tripped (takes precedence over PARTIAL).
 pub const GATE: u8 = 4;
@@ -25,7 +26,7 @@ pub const TABLE: [(u8, &str); 5] = [
     ),
     (
         PARTIAL,
-        "the report was written but is partial: an input ended inside a record (everything before it is analysed)",
+        "the report was written but is partial: an input ended inside a record (everything before it is analysed), or an output failed while the others were written (`output_failures`)",
     ),
     (GATE, "a `--fail-on` gate tripped (takes precedence over 3); each tripped gate is printed with its value"),
 ];

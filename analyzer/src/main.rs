@@ -51,19 +51,40 @@ fn main() -> ExitCode {
     }
 }
 
-/// Checks before any work that every output can be written (and clears what killed runs left).
-fn prepare_outputs(out: &OutputArgs) -> anyhow::Result<()> {
-    // Standard output (`-`) has nothing to prepare.
-    for (_, what, p) in out.files() {
-        let removed = write::prepare(p).with_context(|| format!("the {what} cannot be written"))?;
+/// Checks before any work that every output can be written (and clears what killed runs left),
+/// opening the directories they will be written in.
+fn prepare_outputs(out: &OutputArgs) -> anyhow::Result<write::Prepared> {
+    let prepare = |p: &Option<std::path::PathBuf>, what: &str| -> anyhow::Result<Option<write::Target>> {
+        let Some(p) = p else { return Ok(None) };
+        let (target, removed) = write::Target::prepare(p).with_context(|| format!("the {what} cannot be written"))?;
         if removed > 0 {
             eprintln!(
                 "roce-analyzer: removed {removed} temporary file(s) beside {} that killed runs left",
                 escape(&p.display().to_string())
             );
         }
+        Ok(Some(target))
+    };
+    Ok(write::Prepared {
+        json: prepare(&out.json, "JSON report")?,
+        html: prepare(&out.html, "HTML page")?,
+        dot: prepare(&out.dot, "Graphviz file")?,
+    })
+}
+
+/// `--evidence`, its directory opened and an earlier run's files there moved aside.
+fn prepare_evidence(args: &AnalyzeArgs) -> anyhow::Result<Option<analyzer::report::evidence::Options>> {
+    let Some(mut o) = args.evidence() else { return Ok(None) };
+    let p = analyzer::report::evidence::prepare(&o.dir).context("--evidence")?;
+    if let Some(aside) = &p.aside {
+        eprintln!(
+            "roce-analyzer: moved {} evidence file(s) of an earlier run to {}",
+            p.moved,
+            escape(&aside.display().to_string())
+        );
     }
-    Ok(())
+    (o.dir, o.handle) = (p.dir, Some(p.handle));
+    Ok(Some(o))
 }
 
 /// A usage error, each line escaped as the summary is (a value may hold an escape sequence),
@@ -94,18 +115,8 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
     }
     // Export lines on standard output: nothing else goes there.
     args.output.quiet |= args.export.as_deref() == stdout;
-    prepare_outputs(&args.output)?;
-    let mut evidence = args.evidence();
-    if let Some(o) = &mut evidence {
-        let removed;
-        (o.dir, removed) = analyzer::report::evidence::prepare(&o.dir).context("--evidence")?;
-        if removed > 0 {
-            eprintln!(
-                "roce-analyzer: removed {removed} evidence file(s) of an earlier run from {}",
-                escape(&o.dir.display().to_string())
-            );
-        }
-    }
+    let to = prepare_outputs(&args.output)?;
+    let evidence = prepare_evidence(&args)?;
     let kind = if args.iface.is_some() { RunKind::Live } else { RunKind::Offline };
     let mut exporter = match &args.export {
         Some(path) => {
@@ -124,32 +135,48 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
     };
     let (run, failed, live_evidence) = match &args.iface {
         Some(iface) => {
-            let o = live(&args, iface, &mut exporter, evidence.clone())?;
+            let o = live(&args, iface, &mut exporter, evidence.clone(), to.json.as_ref())?;
             let ring_full =
                 o.counters.get(analyzer_common::maps::counter::EVIDENCE_FULL as usize).copied().unwrap_or(0);
             (o.run, o.failed, o.evidence.map(|e| (e, ring_full)))
         }
         None => (offline(&args, spool.as_mut())?, None, None),
     };
+    let mut failures = Failures::default();
     if let Some(x) = &mut exporter {
         let end = if kind == RunKind::Live { wall_ns() } else { run.engine.last_ns.unwrap_or(0) };
-        x.export(&run, end, true).context("writing the final export lines")?;
+        match x.export(&run, end, true) {
+            Err(e) => failures.add("--export", &anyhow::Error::new(e)),
+            // Failed earlier in a live run (said then), recovered since: listed, not said again.
+            Ok(_) => failures.listed("--export", x.sink().failed.clone()),
+        }
     }
     // Without a summary, HTML page or gate to feed, the report's flow lists are streamed from
     // the run into the JSON file instead of being held (memory per flow, BENCHMARKS.md).
     let out = &args.output;
     let streamed = out.html.is_none() && out.fail_on.is_empty() && (out.quiet || out.json.as_deref() == stdout);
     let mut report = Report::assemble_with(&run, kind, if streamed { Lists::Streamed } else { Lists::Held });
-    if let (Some(o), Some(spool)) = (evidence, spool) {
-        analyzer::report::evidence::cut_offline(&mut report, &run, spool, o).context("writing the evidence files")?;
+    if let (Some(o), Some(spool)) = (evidence, spool)
+        && let Err(e) = analyzer::report::evidence::cut_offline(&mut report, &run, spool, o)
+    {
+        failures.add("--evidence", &anyhow::Error::new(e));
     }
     if let Some((e, ring_full)) = live_evidence {
         report.evidence = Some(e.finish(&mut report, ring_full));
     }
+    if let Some(e) = report.evidence.as_ref().filter(|e| !e.errors.is_empty()) {
+        let more = if e.errors.len() > 1 { format!(" (and {} more)", e.errors.len() - 1) } else { String::new() };
+        failures.add("--evidence", &anyhow::anyhow!("{}{more}", e.errors[0]));
+    }
+    if let Some(x) = &exporter {
+        report.export = Some(x.sink().stats());
+    }
+    report.output_failures = failures.0;
     let code = if streamed {
-        emit(&report, Some(&run), &[], out)?
+        emit(&mut report, Some(&run), &[], out, &to)?
     } else {
-        emit(&report, None, &run.analyses.rtt.all_samples(), out)?
+        let rtt = run.analyses.rtt.all_samples();
+        emit(&mut report, None, &rtt, out, &to)?
     };
     match failed {
         // The report is written; the run still failed.
@@ -166,40 +193,83 @@ fn merge(m: MergeArgs) -> anyhow::Result<u8> {
         eprintln!("roce-analyzer: error: {why}");
         return Ok(exit::USAGE);
     }
-    prepare_outputs(&m.output)?;
+    let to = prepare_outputs(&m.output)?;
     let mut reports = Vec::new();
     for p in &m.reports {
         reports.extend(analyzer::report::merge::read_any(p)?);
     }
-    emit(&analyzer::report::merge::merge(reports, &m.fabric.options()?)?, None, &[], &m.output)
+    emit(&mut analyzer::report::merge::merge(reports, &m.fabric.options()?)?, None, &[], &m.output, &to)
 }
 
-/// Writes the report (JSON, human summary, Graphviz, HTML) and applies the gates; returns the
-/// exit code. `rtt_ns` are the RTT samples behind the report (for the HTML histogram). With
-/// `streamed_from`, the report was assembled without its growing lists
-/// ([`Lists::Streamed`]) and the JSON writes them from that run.
-fn emit(report: &Report, streamed_from: Option<&Pipeline>, rtt_ns: &[u64], out: &OutputArgs) -> anyhow::Result<u8> {
-    let to_stdout = out.json.as_deref() == Some(Path::new("-"));
-    if let Some(path) = &out.json {
-        match streamed_from {
-            Some(run) => write::write_json_streamed(path, report, run),
-            None => write::write_json(path, report),
+/// Outputs that failed while the others went on: each said once on standard error, with its
+/// causes, and listed in the report.
+#[derive(Default)]
+struct Failures(Vec<analyzer::model::OutputFailure>);
+
+impl Failures {
+    fn add(&mut self, output: &str, e: &anyhow::Error) {
+        let error = format!("{e:#}");
+        eprintln!("roce-analyzer: error: {output}: {}", escape(&error));
+        self.0.push(analyzer::model::OutputFailure { output: output.into(), error });
+    }
+
+    /// A failure said already, listed in the report.
+    fn listed(&mut self, output: &str, error: Option<String>) {
+        if let Some(error) = error {
+            self.0.push(analyzer::model::OutputFailure { output: output.into(), error });
         }
-        .context("writing the JSON report")?;
     }
-    if let Some(path) = &out.dot {
-        let text = dot::dot(&report.congestion_tree);
-        write::write_atomic(path, text.as_bytes()).context("writing the Graphviz congestion tree")?;
-    }
-    if let Some(path) = &out.html {
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+}
+
+/// Writes the report (HTML, Graphviz, JSON, human summary, in that order: a failing file output
+/// does not stop the others and is listed in the ones after it) and applies the gates; returns
+/// the exit code (3 when an output failed). `rtt_ns` are the RTT samples behind the report (for
+/// the HTML histogram). With `streamed_from`, the report was assembled without its growing
+/// lists ([`Lists::Streamed`]) and the JSON writes them from that run.
+fn emit(
+    report: &mut Report,
+    streamed_from: Option<&Pipeline>,
+    rtt_ns: &[u64],
+    out: &OutputArgs,
+    to: &write::Prepared,
+) -> anyhow::Result<u8> {
+    let to_stdout = out.json.as_deref() == Some(Path::new("-"));
+    let mut failures = Failures(std::mem::take(&mut report.output_failures));
+    if let Some(target) = &to.html {
+        let dir = out.html.as_deref().and_then(Path::parent).filter(|d| !d.as_os_str().is_empty());
         let evidence = report
             .evidence
             .as_ref()
-            .map(|e| analyzer::report::render::page::relative(dir, std::path::Path::new(&e.dir)));
+            .map(|e| analyzer::report::render::page::relative(dir.unwrap_or(Path::new(".")), Path::new(&e.dir)));
+        report.output_failures = failures.0.clone();
         let text = html::render(report, &analyzer::report::render::page::Page { rtt_ns, evidence });
-        write::write_atomic(path, text.as_bytes()).context("writing the HTML page")?;
+        if let Err(e) = write::write_atomic(target, text.as_bytes()) {
+            failures.add("--html", &anyhow::Error::new(e));
+        }
     }
+    if let Some(target) = &to.dot {
+        let text = dot::dot(&report.congestion_tree);
+        if let Err(e) = write::write_atomic(target, text.as_bytes()) {
+            failures.add("--dot", &anyhow::Error::new(e));
+        }
+    }
+    report.output_failures = failures.0.clone();
+    if let Some(target) = &to.json {
+        match streamed_from {
+            Some(run) => write::write_json_streamed(target, report, run),
+            None => write::write_json(target, report),
+        }
+        .or_else(|e| {
+            if to_stdout {
+                Err(anyhow::Error::new(e))
+            } else {
+                failures.add("--json", &anyhow::Error::new(e));
+                Ok(())
+            }
+        })
+        .context("writing the JSON report")?;
+    }
+    report.output_failures = failures.0;
     if !out.quiet && !to_stdout {
         let mut stdout = std::io::stdout().lock();
         stdout
@@ -208,7 +278,7 @@ fn emit(report: &Report, streamed_from: Option<&Pipeline>, rtt_ns: &[u64], out: 
             .context("printing the summary")?;
     }
     if !out.fail_on.is_empty() {
-        let value = serde_json::to_value(report).context("the report as JSON")?;
+        let value = serde_json::to_value(&*report).context("the report as JSON")?;
         let mut tripped = false;
         for gate in &out.fail_on {
             match gate.check(&value) {
@@ -227,7 +297,7 @@ fn emit(report: &Report, streamed_from: Option<&Pipeline>, rtt_ns: &[u64], out: 
             return Ok(exit::GATE);
         }
     }
-    Ok(if report.capture.partial { exit::PARTIAL } else { exit::OK })
+    Ok(if report.capture.partial || !report.output_failures.is_empty() { exit::PARTIAL } else { exit::OK })
 }
 
 fn offline(
@@ -279,6 +349,7 @@ fn live(
     iface: &str,
     exporter: &mut Option<export::Exporter>,
     evidence: Option<analyzer::report::evidence::Options>,
+    json: Option<&write::Target>,
 ) -> anyhow::Result<analyzer::live::Outcome> {
     if args.kernel_log {
         // aya-log hands the program's lines to the `log` crate; print them on stderr.
@@ -289,7 +360,7 @@ fn live(
             .with_env_filter(tracing_subscriber::EnvFilter::new("warn,roce_analyzer=trace"))
             .try_init();
     }
-    let opts = args.live_options(iface, evidence)?;
+    let opts = args.live_options(iface, evidence, json)?;
     analyzer::live::run(&opts, exporter.as_mut()).with_context(|| format!("live capture on {iface}"))
 }
 

@@ -442,13 +442,31 @@ fn the_page_and_the_summary_point_to_the_evidence() {
     let out = run(&["-r", &resolve("ecn_audit.pcap"), "--evidence", dir_abs.to_str().unwrap()]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("→ 001-ce_without_cnp.pcapng") && text.contains("evidence: 5 pcapng files"), "{text}");
-    // A later run into the same directory leaves no file of the earlier one behind.
+    // A later run into the same directory leaves no file of the earlier one beside its own:
+    // they are moved aside whole (a killed agent's checkpoint still has its files), not deleted.
+    let earlier: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir_abs)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().is_file())
+        .map(|e| (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    assert_eq!(earlier.len(), 5);
+    // The run above (the summary's) already moved the page's run's files to previous-1.
+    assert!(dir_abs.join("previous-1").is_dir());
     let out = run(&["-q", "-r", &resolve("gobackn.pcap"), "--evidence", dir_abs.to_str().unwrap()]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("removed 5 evidence file(s) of an earlier run"));
+    let aside = dir_abs.join("previous-2");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("moved 5 evidence file(s) of an earlier run to {}", aside.display())), "{err}");
     let mut left: Vec<String> =
         std::fs::read_dir(&dir_abs).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     left.sort();
-    assert_eq!(left, ["001-go_back_n.pcapng"]);
+    assert_eq!(left, ["001-go_back_n.pcapng", "previous-1", "previous-2"]);
+    for (name, bytes) in &earlier {
+        assert_eq!(&std::fs::read(aside.join(name)).unwrap(), bytes, "{name} kept as it was");
+    }
+    let out = run(&["-q", "-r", &resolve("gobackn.pcap"), "--evidence", dir_abs.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("previous-3"), "the next run moves its own aside");
+    assert!(dir_abs.join("previous-3/001-go_back_n.pcapng").is_file() && aside.join(&earlier[0].0).is_file());
 }
 
 /// The page links each incast episode's evidence too (the incast capture's 3 episodes), and a

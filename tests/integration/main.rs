@@ -11,6 +11,7 @@ mod hostile;
 mod kernel;
 mod live;
 mod messages;
+mod outputs;
 mod prometheus;
 mod transport;
 mod tshark;

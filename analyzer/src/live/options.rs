@@ -2,7 +2,6 @@
 //! analyses' parameters and the outputs fed while it runs. Built from the command line by
 //! [`crate::cli::AnalyzeArgs::live_options`].
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::capture::kernel::load::{AttachMode, FragsMode, LoadOptions};
@@ -31,7 +30,7 @@ pub struct LiveOptions {
     /// `--evidence` and how long the kernel copies a finding's frames (ns).
     pub evidence: Option<(crate::report::evidence::Options, u64)>,
     /// `--json FILE`: a checkpoint of the report there every this often while the run goes on.
-    pub checkpoint: Option<(PathBuf, Duration)>,
+    pub checkpoint: Option<(crate::report::write::Target, Duration)>,
     /// The live view on standard output, with this many flows (a terminal, no `--json -`,
     /// not `--quiet`).
     pub view_top: Option<usize>,

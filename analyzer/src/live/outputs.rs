@@ -6,7 +6,6 @@
 
 use std::io::{IsTerminal, Write};
 use std::ops::ControlFlow;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use analyzer_common::FrameClass;
@@ -26,7 +25,7 @@ use crate::report::export::Exporter;
 use crate::report::render::live_view::LiveView;
 use crate::report::render::metrics;
 use crate::report::render::text::escape;
-use crate::report::{RunKind, write};
+use crate::report::{RunKind, error_chain as chain, write};
 
 /// The metrics' finding counts are re-evaluated every this many polls (they walk every flow).
 const FINDINGS_EVERY: u64 = 10;
@@ -60,7 +59,7 @@ pub struct Outputs<'x> {
 
 /// `--json FILE` while the run goes on: a checkpoint there every `every`.
 pub struct Checkpoint {
-    pub path: PathBuf,
+    pub path: write::Target,
     pub every: Duration,
     pub last: Instant,
     pub failed: bool,
@@ -133,7 +132,7 @@ impl<'x> Outputs<'x> {
         let Some(x) = self.exporter.as_mut() else { return };
         if let Err(e) = x.export(run, clock_ns(libc::CLOCK_REALTIME), false) {
             if !self.export_failed {
-                eprintln!("roce-analyzer: warning: writing export lines: {}", escape(&format!("{e:#}")));
+                eprintln!("roce-analyzer: warning: writing export lines: {}", escape(&chain(&e)));
             }
             self.export_failed = true;
         }
@@ -173,18 +172,6 @@ impl<'x> Outputs<'x> {
     }
 }
 
-/// An error with its causes, as `anyhow` shows them with `{:#}`: "outer: cause: cause".
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
-}
-
 /// Whether the live view goes to standard output: a terminal that nothing else writes to.
 pub fn view_wanted(quiet: bool, json_to_stdout: bool) -> bool {
     !quiet && !json_to_stdout && std::io::stdout().is_terminal()
@@ -192,7 +179,7 @@ pub fn view_wanted(quiet: bool, json_to_stdout: bool) -> bool {
 
 /// The report so far, written atomically where the final one will go, saying it is a
 /// checkpoint.
-fn write_checkpoint(run: &Pipeline, path: &std::path::Path) -> Result<(), write::WriteError> {
+fn write_checkpoint(run: &Pipeline, path: &write::Target) -> Result<(), write::WriteError> {
     let mut report = Report::assemble_with(run, RunKind::Live, Lists::Streamed);
     report.visibility.push(Note::new(
         NoteCode::Checkpoint,

@@ -72,6 +72,36 @@ pub struct Report {
     /// `--evidence`: the pcapng files written, one per finding, episode, storm and deadlock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,
+    /// `--export`: the lines written, and those given up (a full disk, a removed directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export: Option<ExportStats>,
+    /// Outputs that could not be written while the others were (exit code 3): each said once
+    /// on standard error with the OS error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_failures: Vec<OutputFailure>,
+}
+
+/// What `--export` wrote and gave up.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportStats {
+    /// Lines written whole.
+    pub lines: u64,
+    /// Lines given up: none is ever cut; a line the file system refused is removed whole.
+    pub dropped: u64,
+    /// Files closed because they were full (`--export-max-bytes`), and deleted to keep
+    /// `--export-keep`.
+    pub rotations: u64,
+    pub deleted: u64,
+    /// File names skipped because something already had them: a link planted there is
+    /// neither followed nor overwritten.
+    pub skipped: u64,
+}
+
+/// An output that failed: which (`--json`, `--export`, `--evidence`, …) and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputFailure {
+    pub output: String,
+    pub error: String,
 }
 
 /// The schema every report names; v1 is a contract: later versions add sections, never rename fields.

@@ -461,7 +461,21 @@ impl Merger {
     /// The merged report: pause intervals joined on time (a sender seen at several vantage
     /// points was paused over the union of what each saw; pause time, storms, trees and
     /// deadlocks follow from it), the ECMP section recomputed, the notes of the whole.
+    /// The PFC section of the reports folded so far (its rates are added at the end).
+    fn pfc_section(&mut self) -> Pfc {
+        Pfc {
+            frames: self.pfc_frames,
+            pause_8023x_frames: self.pause_frames,
+            senders: std::mem::take(&mut self.senders).into_values().collect(),
+            pause_senders: std::mem::take(&mut self.pause).into_values().collect(),
+            storms: std::mem::take(&mut self.storms).into_iter().collect(),
+            link_speed_bps: self.link_speed_bps.unwrap_or(0),
+            rates: Vec::new(),
+        }
+    }
+
     pub fn finish(mut self, opts: &MergeOptions) -> Result<Report, MergeError> {
+        let pfc = self.pfc_section();
         let unmerged = Unmerged {
             reports: self.reports,
             shared_flows: self.shared_flows,
@@ -486,15 +500,7 @@ impl Merger {
             diagnosis: Vec::new(),
             capture,
             flows: self.flows.into_values().collect(),
-            pfc: Pfc {
-                frames: self.pfc_frames,
-                pause_8023x_frames: self.pause_frames,
-                senders: self.senders.into_values().collect(),
-                pause_senders: self.pause.into_values().collect(),
-                storms: self.storms.into_iter().collect(),
-                link_speed_bps: self.link_speed_bps.unwrap_or(0),
-                rates: Vec::new(),
-            },
+            pfc,
             visibility: Vec::new(),
             nic: None,
             rtt_ns: single_rtt,
@@ -518,6 +524,8 @@ impl Merger {
                 &self.load_balancing.iter().collect::<Vec<_>>(),
             ),
             evidence: None,
+            export: None,
+            output_failures: Vec::new(),
         };
         let complete = report.pfc.senders.iter().all(|s| s.pause.intervals_complete)
             && report.pfc.pause_senders.iter().all(|s| s.pause.intervals_complete);

@@ -1,8 +1,11 @@
-//! Writing reports: atomically (temporary file in the same directory, then rename), or to
-//! stdout for `-`.
+//! Writing reports: atomically (a temporary file in the same directory, then a rename, both
+//! under the directory's handle: [`OutDir`]), or to stdout for `-`.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::out_dir::OutDir;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -10,81 +13,114 @@ pub enum WriteError {
     Io { path: String, source: std::io::Error },
 }
 
-/// The temporary file a write to `dir/name` goes through, for process `pid`.
-fn temp_name(name: &str, pid: u32) -> String {
-    format!(".{name}.{pid}.tmp")
+/// Where a report goes, decided before any work: standard output, a device or FIFO the user
+/// named (written in place), or a regular file replaced atomically under the handle of its
+/// directory opened at start ([`OutDir`]).
+#[derive(Debug, Clone)]
+pub enum Target {
+    Stdout,
+    Special(PathBuf),
+    File { dir: Arc<OutDir>, name: String },
 }
 
-/// Before a run: makes sure `path` can be written (so a long live run does not find out at
-/// its end), and removes temporary files that earlier runs writing the same path left behind
-/// when they were killed mid-write (their process is gone). Returns how many it removed.
-pub fn prepare(path: &Path) -> Result<usize, WriteError> {
-    let io = |source| WriteError::Io { path: path.display().to_string(), source };
-    if path == Path::new("-") {
-        return Ok(0);
-    }
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => return Err(io(std::io::Error::other("is a directory"))),
-        Ok(m) if !m.is_file() => {
-            std::fs::OpenOptions::new().write(true).open(path).map_err(io)?;
-            return Ok(0);
-        }
-        _ => {}
-    }
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into());
-    let mut removed = 0;
-    let prefix = format!(".{name}.");
-    for e in std::fs::read_dir(dir).map_err(io)?.filter_map(Result::ok) {
-        let file = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) =
-            file.strip_prefix(&prefix).and_then(|r| r.strip_suffix(".tmp")).and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() && std::fs::remove_file(e.path()).is_ok() {
-            removed += 1;
+impl Target {
+    /// The path, for messages.
+    pub fn path(&self) -> PathBuf {
+        match self {
+            Target::Stdout => PathBuf::from("-"),
+            Target::Special(p) => p.clone(),
+            Target::File { dir, name } => dir.join(name),
         }
     }
-    // Can a file be created there (the directory exists and is writable)?
-    let probe = dir.join(temp_name(&name, std::process::id()));
-    std::fs::File::create(&probe).map_err(io)?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(removed)
+
+    /// Before a run: makes sure `path` can be written (so a long live run does not find out
+    /// at its end), opens its directory, and removes temporary files that earlier runs writing
+    /// the same path left behind when they were killed mid-write (their process is gone).
+    /// Returns the target and how many it removed.
+    pub fn prepare(path: &Path) -> Result<(Target, usize), WriteError> {
+        let io = |source| WriteError::Io { path: path.display().to_string(), source };
+        if path == Path::new("-") {
+            return Ok((Target::Stdout, 0));
+        }
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => return Err(io(std::io::Error::other("is a directory"))),
+            Ok(m) if !m.is_file() && named_by_us(path) => {
+                std::fs::OpenOptions::new().write(true).open(path).map_err(io)?;
+                return Ok((Target::Special(path.to_path_buf()), 0));
+            }
+            _ => {}
+        }
+        let (dir, name) = OutDir::of_file(path).map_err(io)?;
+        let mut removed = 0;
+        for file in dir.names().map_err(io)? {
+            if temp_of(&file, &name).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+                && dir.remove(&file).is_ok()
+            {
+                removed += 1;
+            }
+        }
+        // Can a file be created there (the directory is writable)?
+        let (_, probe) = dir.temp(&name).map_err(io)?;
+        let _ = dir.remove(&probe);
+        Ok((Target::File { dir: Arc::new(dir), name }, removed))
+    }
 }
 
-/// Writes `text` to `path` atomically, or to stdout when `path` is `-`.
-pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), WriteError> {
-    write_atomic_with(path, |w| w.write_all(text))
+/// The report's files, prepared before any work ([`Target::prepare`]).
+#[derive(Debug, Default, Clone)]
+pub struct Prepared {
+    pub json: Option<Target>,
+    pub html: Option<Target>,
+    pub dot: Option<Target>,
 }
 
-/// Writes what `fill` writes to `path` atomically (a temporary file in the same directory,
-/// then a rename), or to stdout for `-`, through a buffer: nothing is held whole in memory.
+/// Whether a special file at `path` is one the user named: reached directly or through a
+/// link of this user's (a link someone else planted to a device is replaced, not written to).
+fn named_by_us(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .is_ok_and(|m| !m.file_type().is_symlink() || m.uid() == rustix::process::geteuid().as_raw())
+}
+
+/// The process id in `file` when it is a temporary file of a write to `name`
+/// (`.name.PID.RANDOM.tmp`, or `.name.PID.tmp` as earlier versions named them).
+fn temp_of(file: &str, name: &str) -> Option<u32> {
+    let rest = file.strip_prefix('.')?.strip_prefix(name)?.strip_prefix('.')?.strip_suffix(".tmp")?;
+    rest.split('.').next()?.parse().ok()
+}
+
+/// Writes `text` to `target` atomically.
+pub fn write_atomic(target: &Target, text: &[u8]) -> Result<(), WriteError> {
+    write_atomic_with(target, |w| w.write_all(text))
+}
+
+/// Writes what `fill` writes to `target` atomically (a temporary file of an unpredictable name
+/// in the same directory, then a rename), or in place for standard output and special files,
+/// through a buffer: nothing is held whole in memory.
 pub fn write_atomic_with(
-    path: &Path,
+    target: &Target,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), WriteError> {
-    let io = |source| WriteError::Io { path: path.display().to_string(), source };
-    if path == Path::new("-") {
-        return buffered(&mut std::io::stdout().lock(), fill).map_err(io);
+    let io = |source| WriteError::Io { path: target.path().display().to_string(), source };
+    let (dir, name) = match target {
+        Target::Stdout => return buffered(&mut std::io::stdout().lock(), fill).map_err(io),
+        Target::Special(path) => {
+            let mut f = std::fs::OpenOptions::new().write(true).open(path).map_err(io)?;
+            return buffered(&mut f, fill).map_err(io);
+        }
+        Target::File { dir, name } => (dir, name),
+    };
+    if dir.deleted() {
+        return Err(io(std::io::Error::other("its directory was removed while the program ran")));
     }
-    // A device, FIFO or socket (e.g. /dev/null) is written in place: renaming over it would
-    // replace the special file itself.
-    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-        let mut f = std::fs::OpenOptions::new().write(true).open(path).map_err(io)?;
-        return buffered(&mut f, fill).map_err(io);
-    }
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into());
-    let tmp = dir.join(temp_name(&name, std::process::id()));
+    let (mut f, tmp) = dir.temp(name).map_err(io)?;
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
         buffered(&mut f, fill)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, path)
+        dir.rename(&tmp, name)
     })();
     if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = dir.remove(&tmp);
     }
     result.map_err(io)
 }
@@ -97,7 +133,7 @@ fn buffered(w: &mut dyn Write, fill: impl FnOnce(&mut dyn Write) -> std::io::Res
 }
 
 /// Writes the report as pretty JSON with a trailing newline, streamed ([`write_atomic_with`]).
-pub fn write_json(path: &Path, report: &crate::model::Report) -> Result<(), WriteError> {
+pub fn write_json(path: &Target, report: &crate::model::Report) -> Result<(), WriteError> {
     write_atomic_with(path, |w| {
         serde_json::to_writer_pretty(&mut *w, report).map_err(std::io::Error::from)?;
         w.write_all(b"\n")
@@ -109,7 +145,7 @@ pub fn write_json(path: &Path, report: &crate::model::Report) -> Result<(), Writ
 /// places the report leaves empty: byte for byte what [`write_json`] writes of the whole
 /// report (tested), without holding the lists.
 pub fn write_json_streamed(
-    path: &Path,
+    path: &Target,
     report: &crate::model::Report,
     run: &crate::pipeline::Pipeline,
 ) -> Result<(), WriteError> {
@@ -175,12 +211,41 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r.json");
         std::fs::write(&p, b"old").unwrap();
-        write_atomic(&p, b"new").unwrap();
+        let (t, _) = Target::prepare(&p).unwrap();
+        write_atomic(&t, b"new").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
-        write_atomic(Path::new("/dev/null"), b"x").unwrap();
+        let (null, _) = Target::prepare(Path::new("/dev/null")).unwrap();
+        assert!(matches!(null, Target::Special(_)));
+        write_atomic(&null, b"x").unwrap();
         assert!(!std::fs::metadata("/dev/null").unwrap().is_file(), "/dev/null is still a device");
-        assert!(write_atomic(&dir.path().join("missing/dir/r.json"), b"x").is_err());
+        assert!(Target::prepare(&dir.path().join("missing/dir/r.json")).is_err());
+    }
+
+    #[test]
+    fn links_planted_as_the_temporary_or_the_final_name_redirect_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let p = dir.path().join("r.json");
+        let (t, _) = Target::prepare(&p).unwrap();
+        // Every name a predictable scheme could use, planted after the start.
+        for pid in [std::process::id(), std::process::id() + 1] {
+            std::os::unix::fs::symlink(&victim, dir.path().join(format!(".r.json.{pid}.tmp"))).unwrap();
+        }
+        std::os::unix::fs::symlink(&victim, &p).unwrap();
+        write_atomic(&t, b"report").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert!(!std::fs::symlink_metadata(&p).unwrap().file_type().is_symlink(), "the link itself was replaced");
+        assert_eq!(std::fs::read(&p).unwrap(), b"report");
+    }
+
+    #[test]
+    fn temporary_names_of_killed_runs_are_recognised() {
+        assert_eq!(temp_of(".r.json.123.0011223344556677.tmp", "r.json"), Some(123));
+        assert_eq!(temp_of(".r.json.123.tmp", "r.json"), Some(123));
+        assert_eq!(temp_of(".r.json.x.tmp", "r.json"), None);
+        assert_eq!(temp_of(".other.123.tmp", "r.json"), None);
     }
 }

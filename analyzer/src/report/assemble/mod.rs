@@ -82,6 +82,8 @@ impl Report {
             messages: judged.messages,
             load_balancing: judged.load_balancing,
             evidence: None,
+            export: None,
+            output_failures: Vec::new(),
         };
         report.visibility = visibility::notes(run, &report);
         report.diagnosis = crate::report::diagnose::diagnose(&report);

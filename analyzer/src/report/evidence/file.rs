@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use pcap_file::DataLink;
@@ -18,6 +19,7 @@ use pcap_file::pcapng::blocks::opt_common::CommonOption;
 use pcap_file::pcapng::blocks::section_header::{SectionHeaderBlock, SectionHeaderOption};
 
 use crate::capture::LinkType;
+use crate::report::out_dir::OutDir;
 
 /// Bytes buffered per file before they are appended to it.
 const FLUSH_AT: usize = 16 * 1024;
@@ -43,12 +45,16 @@ pub struct Vantage {
 /// A pcapng being written.
 pub struct File {
     pub path: PathBuf,
+    dir: Arc<OutDir>,
+    name: String,
     writer: PcapNgWriter<Vec<u8>>,
     /// (source, link type) of each interface block written, by its index.
     interfaces: Vec<(u16, LinkType)>,
     snaplen: u32,
     pub frames: u64,
     started: bool,
+    /// Bytes in the file, whole blocks.
+    written: u64,
 }
 
 impl std::fmt::Debug for File {
@@ -58,9 +64,11 @@ impl std::fmt::Debug for File {
 }
 
 impl File {
-    /// A file at `path` (created, or emptied, at the first flush) whose section comment is
-    /// `comment`.
-    pub fn new(path: &Path, comment: &str, snaplen: u32) -> Result<File, EvidenceError> {
+    /// A file `name` in `dir` (created at the first flush; never one that exists, nor through
+    /// a link planted under its name) whose section comment is `comment`.
+    pub fn new(dir: Arc<OutDir>, name: &str, comment: &str, snaplen: u32) -> Result<File, EvidenceError> {
+        let path = dir.join(name);
+        let path = path.as_path();
         let shb = SectionHeaderBlock {
             endianness: pcap_file::Endianness::Little,
             options: vec![
@@ -73,7 +81,17 @@ impl File {
             ..Default::default()
         };
         let writer = PcapNgWriter::with_section_header(Vec::with_capacity(1024), shb).map_err(|e| encode(path, e))?;
-        Ok(File { path: path.to_path_buf(), writer, interfaces: Vec::new(), snaplen, frames: 0, started: false })
+        Ok(File {
+            path: path.to_path_buf(),
+            dir,
+            name: name.to_string(),
+            writer,
+            interfaces: Vec::new(),
+            snaplen,
+            frames: 0,
+            started: false,
+            written: 0,
+        })
     }
 
     /// One frame (its first `snaplen` bytes) seen at `source` (named by `vantage`).
@@ -124,21 +142,25 @@ impl File {
         Ok(())
     }
 
-    /// Appends what is buffered (the first flush creates the file).
+    /// Appends what is buffered (the first flush creates the file). When the file system takes
+    /// only part of it, the file is cut back to its last whole block (it stays a valid pcapng)
+    /// and the error is returned.
     pub fn flush(&mut self) -> Result<(), EvidenceError> {
         let buf = self.writer.get_mut();
         if buf.is_empty() {
             return Ok(());
         }
         let io = |cause| EvidenceError::Io { path: self.path.clone(), cause };
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .append(self.started)
-            .truncate(!self.started)
-            .open(&self.path)
-            .map_err(io)?;
-        f.write_all(buf).map_err(io)?;
+        if self.dir.deleted() {
+            return Err(io(std::io::Error::other("the evidence directory was removed while the program ran")));
+        }
+        let mut f =
+            if self.started { self.dir.append(&self.name) } else { self.dir.create_new(&self.name) }.map_err(io)?;
+        if let Err(e) = f.write_all(buf) {
+            let _ = f.set_len(self.written);
+            return Err(io(e));
+        }
+        self.written += buf.len() as u64;
         self.started = true;
         buf.clear();
         buf.shrink_to(FLUSH_AT * 2);

@@ -272,7 +272,7 @@ mod tests {
     #[test]
     fn a_finding_is_watched_once_and_its_new_flows_get_their_own_file() {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options { dir: dir.path().into(), snaplen: 128, max_frames: 10, margin_ns: 0 };
+        let opts = Options { dir: dir.path().into(), snaplen: 128, max_frames: 10, margin_ns: 0, handle: None };
         let mut ev = LiveEvidence::new(Fake::default(), opts, 5_000);
         let clock = Clock { offset: 0 };
         let mut run = Pipeline::default();

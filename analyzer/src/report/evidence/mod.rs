@@ -11,6 +11,7 @@ pub mod select;
 pub mod spool;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use analyzer_common::flow::FlowKey;
 use rustc_hash::FxHashMap;
@@ -23,15 +24,18 @@ use crate::model::{
     flow_ref_key,
 };
 use crate::pipeline::Pipeline;
+use crate::report::out_dir::OutDir;
 pub use seen::Seen;
 
 /// `--evidence` and its bounds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Options {
     pub dir: PathBuf,
     pub snaplen: u32,
     pub max_frames: u64,
     pub margin_ns: u64,
+    /// The directory opened at start ([`prepare`]); the files are created under it.
+    pub handle: Option<Arc<OutDir>>,
 }
 
 /// The snap length live copies are cut to at most (the kernel's copy buffer).
@@ -72,7 +76,7 @@ pub struct Request {
 enum Slot {
     /// No frame of its yet.
     Empty,
-    Open(file::File),
+    Open(Box<file::File>),
     /// Writing it failed (said in `errors`): its frames are not written again elsewhere.
     Failed,
 }
@@ -129,8 +133,14 @@ impl Cutter {
             }
             let slot = &mut self.files[i];
             if let Slot::Empty = slot {
-                *slot = match file::File::new(&self.opts.dir.join(&r.file), &r.comment, self.opts.snaplen) {
-                    Ok(f) => Slot::Open(f),
+                let dir = match &self.opts.handle {
+                    Some(d) => Ok(d.clone()),
+                    None => OutDir::open(&self.opts.dir)
+                        .map(Arc::new)
+                        .map_err(|cause| EvidenceError::Io { path: self.opts.dir.clone(), cause }),
+                };
+                *slot = match dir.and_then(|d| file::File::new(d, &r.file, &r.comment, self.opts.snaplen)) {
+                    Ok(f) => Slot::Open(Box::new(f)),
                     Err(e) => {
                         self.errors.push(e.to_string());
                         Slot::Failed
@@ -502,26 +512,44 @@ pub fn cut_offline(
     Ok(())
 }
 
-/// Checks that evidence can be written to `dir` (created when missing) before any work, and
-/// removes the evidence files of an earlier run there (a file this run does not write must not
-/// pass for its evidence); returns the directory as an absolute path (the report and the HTML
-/// page link files by it) and how many files it removed.
-pub fn prepare(dir: &Path) -> Result<(PathBuf, usize), EvidenceError> {
+/// `--evidence DIR` made ready before any work ([`prepare`]).
+#[derive(Debug)]
+pub struct Prepared {
+    /// The directory as an absolute path (the report and the HTML page link files by it).
+    pub dir: PathBuf,
+    /// It, opened: every file is created under this handle.
+    pub handle: Arc<OutDir>,
+    /// Evidence files of an earlier run, moved aside, and where to.
+    pub moved: usize,
+    pub aside: Option<PathBuf>,
+}
+
+/// Checks that evidence can be written to `dir` (created when missing) before any work, opens
+/// it, and moves the evidence files of an earlier run there into a new `previous-N`
+/// subdirectory: a file this run does not write must not pass for its evidence, and the earlier
+/// run's report (a checkpoint of a killed agent) must not lose the files it links.
+pub fn prepare(dir: &Path) -> Result<Prepared, EvidenceError> {
     let io = |cause| EvidenceError::Io { path: dir.into(), cause };
     if dir.exists() && !dir.is_dir() {
         return Err(EvidenceError::NotADirectory { path: dir.into() });
     }
     std::fs::create_dir_all(dir).map_err(io)?;
-    tempfile::tempfile_in(dir).map_err(io)?;
-    let mut removed = 0;
-    for e in std::fs::read_dir(dir).map_err(io)? {
-        let path = e.map_err(io)?.path();
-        if path.file_name().and_then(|n| n.to_str()).is_some_and(is_evidence_name) {
-            std::fs::remove_file(&path).map_err(|cause| EvidenceError::Io { path: path.clone(), cause })?;
-            removed += 1;
+    let handle = OutDir::open(&dir.canonicalize().map_err(io)?).map_err(io)?;
+    tempfile::tempfile_in(&handle.path).map_err(io)?;
+    let names = handle.names().map_err(io)?;
+    let earlier: Vec<&String> = names.iter().filter(|n| is_evidence_name(n) && handle.is_file(n)).collect();
+    let mut aside = None;
+    if !earlier.is_empty() {
+        let n = names.iter().filter_map(|n| n.strip_prefix("previous-")?.parse::<u64>().ok()).max().unwrap_or(0) + 1;
+        let name = format!("previous-{n}");
+        handle.mkdir(&name).map_err(io)?;
+        let to = handle.sub(&name).map_err(io)?;
+        for f in &earlier {
+            handle.move_to(f, &to).map_err(|cause| EvidenceError::Io { path: handle.join(f), cause })?;
         }
+        aside = Some(to.path.clone());
     }
-    Ok((dir.canonicalize().map_err(io)?, removed))
+    Ok(Prepared { dir: handle.path.clone(), handle: Arc::new(handle), moved: earlier.len(), aside })
 }
 
 /// `NNN-what.pcapng`, as [`Cutter::add`] names files.

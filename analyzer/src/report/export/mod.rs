@@ -268,6 +268,11 @@ impl Exporter {
         }
     }
 
+    /// Where the lines go (what it wrote and gave up).
+    pub fn sink(&self) -> &Sink {
+        &self.sink
+    }
+
     fn write(&mut self, body: Body) -> Result<(), SinkError> {
         let line = Line { schema: EXPORT_SCHEMA.into(), host: self.host.clone(), seq: self.seq, body };
         // Serialising our own types into memory cannot fail.

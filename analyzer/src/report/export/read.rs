@@ -226,6 +226,8 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
         messages: messages.map(|m| *m),
         load_balancing: None,
         evidence: None,
+        export: None,
+        output_failures: Vec::new(),
     };
     report.diagnosis = crate::report::diagnose::diagnose(&report);
     Some(report)

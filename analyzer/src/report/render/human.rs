@@ -13,6 +13,7 @@ pub fn render(r: &Report, top: usize) -> String {
     let r = &*super::text::escaped(r);
     let mut o = String::new();
     header(&mut o, r);
+    failed_outputs(&mut o, r);
     diagnosis(&mut o, r);
     totals(&mut o, r);
     top_flows(&mut o, r, top);
@@ -107,6 +108,22 @@ fn header(o: &mut String, r: &Report) {
         span,
         if c.partial { " · PARTIAL (an input was truncated)" } else { "" }
     );
+}
+
+/// Outputs that could not be written (the report is partial: exit code 3), first: whoever
+/// reads the summary must know a file they expect is missing or incomplete.
+fn failed_outputs(o: &mut String, r: &Report) {
+    if r.output_failures.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "OUTPUTS FAILED (the others were written):");
+    for f in &r.output_failures {
+        let _ = writeln!(o, "  {}: {}", f.output, f.error);
+    }
+    if let Some(x) = r.export.as_ref().filter(|x| x.dropped > 0) {
+        let _ = writeln!(o, "  --export: {} line(s) written, {} dropped whole (none cut)", x.lines, x.dropped);
+    }
+    o.push('\n');
 }
 
 /// Entries of the diagnosis the summary shows; the rest are counted (all are in the audit).

@@ -61,6 +61,22 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Combine reports of several hosts or mirror ports into one fabric report.
     Merge(MergeArgs),
+    /// Turn export lines into the rows --export-clickhouse inserts: one JSONEachRow file per
+    /// table (deploy/clickhouse/schema.sql), to load exports collected earlier, or into a
+    /// server the agents could not reach.
+    ClickhouseRows(RowsArgs),
+}
+
+/// `clickhouse-rows`: export lines in, a JSONEachRow file per table out.
+#[derive(Debug, clap::Args)]
+pub struct RowsArgs {
+    /// Export directories or .ndjson files (each read in its files' order).
+    #[arg(required = true, value_name = "EXPORT")]
+    pub exports: Vec<PathBuf>,
+    /// The directory the table files go to (`flows.ndjson`, `pfc.ndjson`, …; created when
+    /// missing, files replaced).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 /// Where and how a report is written: shared by the analysis and `merge`.
@@ -305,6 +321,35 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     pub export_keep: u32,
 
+    /// Insert the export's lines into ClickHouse: URL is its HTTP interface
+    /// (`http://clickhouse:8123/`). One batch per interval, a table per kind of line
+    /// (deploy/clickhouse/schema.sql: flows, pfc, events, findings, hops, messages, intervals),
+    /// each row naming the agent (host, label, interface). The agent never waits on the server:
+    /// rows wait in --export-buffer while it is away (retried with backoff), and what the buffer
+    /// cannot hold is dropped and counted (`export.dropped`). Credentials come from
+    /// ROCE_ANALYZER_CLICKHOUSE_USER and ROCE_ANALYZER_CLICKHOUSE_PASSWORD only (never a flag or
+    /// the URL, which process lists show).
+    #[arg(long, value_name = "URL")]
+    pub export_clickhouse: Option<String>,
+
+    /// ClickHouse: the database of the tables.
+    #[arg(long, default_value = "roce", value_name = "NAME")]
+    pub clickhouse_database: String,
+
+    /// ClickHouse: put before every table name (`roce_` gives `roce_flows`).
+    #[arg(long, default_value = "", value_name = "PREFIX")]
+    pub clickhouse_table_prefix: String,
+
+    /// ClickHouse: bytes of rows that may wait for the server, at most (K, M, G suffixes): the
+    /// agent's memory bound while the server is away.
+    #[arg(long, default_value = "64M", value_parser = byte_size)]
+    pub export_buffer: u64,
+
+    /// ClickHouse: how long the run's end waits for the last rows to be inserted (the rest
+    /// are counted as dropped).
+    #[arg(long, default_value = "10s")]
+    pub export_wait: humantime::Duration,
+
     /// Write the frames behind each finding, incast episode, PFC storm and deadlock to a pcapng
     /// file in this directory (created if missing), linked from the report (`evidence`): the
     /// flows named with their ACKs, NAKs and CNPs (or the PFC frames), from the first trouble
@@ -401,7 +446,16 @@ fn heading(long: &str) -> &'static str {
         "evidence-time",
         "generate",
     ];
-    const FLEET: &[&str] = &["export", "export-max-bytes", "export-keep"];
+    const FLEET: &[&str] = &[
+        "export",
+        "export-max-bytes",
+        "export-keep",
+        "export-clickhouse",
+        "clickhouse-database",
+        "clickhouse-table-prefix",
+        "export-buffer",
+        "export-wait",
+    ];
     match long {
         l if INPUT.contains(&l) => "Input",
         l if LIVE.contains(&l) => "Live (--iface)",

@@ -38,6 +38,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Replay(r)) => replay(r),
         Some(Command::Merge(m)) => merge(m),
+        Some(Command::ClickhouseRows(r)) => clickhouse_rows(r),
         None => analyze(cli.analyze),
     };
     match result {
@@ -118,15 +119,7 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
     let to = prepare_outputs(&args.output)?;
     let evidence = prepare_evidence(&args)?;
     let kind = if args.iface.is_some() { RunKind::Live } else { RunKind::Offline };
-    let mut exporter = match &args.export {
-        Some(path) => {
-            let rotation = export::Rotation { max_bytes: args.export_max_bytes, keep: args.export_keep as usize };
-            let sink = export::Sink::open(path, rotation).context("--export")?;
-            let start = (kind == RunKind::Live).then(wall_ns);
-            Some(export::Exporter::new(sink, export::host_name(), kind, start))
-        }
-        None => None,
-    };
+    let mut exporter = exporter(&args, kind)?;
     let mut spool = match &evidence {
         Some(o) if kind == RunKind::Offline => {
             Some(analyzer::report::evidence::spool::Spool::create(&o.dir, o.snaplen).context("--evidence")?)
@@ -143,14 +136,7 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
         None => (offline(&args, spool.as_mut())?, None, None),
     };
     let mut failures = Failures::default();
-    if let Some(x) = &mut exporter {
-        let end = if kind == RunKind::Live { wall_ns() } else { run.engine.last_ns.unwrap_or(0) };
-        match x.export(&run, end, true) {
-            Err(e) => failures.add("--export", &anyhow::Error::new(e)),
-            // Failed earlier in a live run (said then), recovered since: listed, not said again.
-            Ok(_) => failures.listed("--export", x.sink().failed.clone()),
-        }
-    }
+    let export_stats = exporter.as_mut().map(|x| finish_export(x, &run, kind, &args, &mut failures));
     // Without a summary, HTML page or gate to feed, the report's flow lists are streamed from
     // the run into the JSON file instead of being held (memory per flow, BENCHMARKS.md).
     let out = &args.output;
@@ -168,9 +154,10 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
         let more = if e.errors.len() > 1 { format!(" (and {} more)", e.errors.len() - 1) } else { String::new() };
         failures.add("--evidence", &anyhow::anyhow!("{}{more}", e.errors[0]));
     }
-    if let Some(x) = &exporter {
-        report.export = Some(x.sink().stats());
+    if let Some(x) = export_stats.as_ref().filter(|x| x.dropped > 0) {
+        report.visibility.push(export_note(x));
     }
+    report.export = export_stats;
     report.output_failures = failures.0;
     let code = if streamed {
         emit(&mut report, Some(&run), &[], out, &to)?
@@ -188,6 +175,16 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
     }
 }
 
+fn clickhouse_rows(r: analyzer::cli::RowsArgs) -> anyhow::Result<u8> {
+    let w = export::clickhouse::write_rows(&r.exports, &r.out)?;
+    let counts: Vec<String> = w.rows.iter().map(|(t, n)| format!("{} {n}", t.name())).collect();
+    eprintln!("roce-analyzer: rows written to {}: {}", escape(&r.out.display().to_string()), counts.join(", "));
+    if w.unfinished > 0 {
+        eprintln!("roce-analyzer: {} line(s) of intervals that never closed (a killed agent) left out", w.unfinished);
+    }
+    Ok(exit::OK)
+}
+
 fn merge(m: MergeArgs) -> anyhow::Result<u8> {
     if let Some(why) = m.usage_error() {
         eprintln!("roce-analyzer: error: {why}");
@@ -199,6 +196,74 @@ fn merge(m: MergeArgs) -> anyhow::Result<u8> {
         reports.extend(analyzer::report::merge::read_any(p)?);
     }
     emit(&mut analyzer::report::merge::merge(reports, &m.fabric.options()?)?, None, &[], &m.output, &to)
+}
+
+/// The exporter of `--export` and `--export-clickhouse`, when either is given.
+fn exporter(args: &AnalyzeArgs, kind: RunKind) -> anyhow::Result<Option<export::Exporter>> {
+    if args.export.is_none() && args.export_clickhouse.is_none() {
+        return Ok(None);
+    }
+    let sink = match &args.export {
+        Some(path) => {
+            let rotation = export::Rotation { max_bytes: args.export_max_bytes, keep: args.export_keep as usize };
+            export::Sink::open(path, rotation).context("--export")?
+        }
+        None => export::Sink::nowhere(),
+    };
+    let start = (kind == RunKind::Live).then(wall_ns);
+    let mut x = export::Exporter::new(sink, export::host_name(), kind, start);
+    if let Some(url) = &args.export_clickhouse {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let opts = export::clickhouse::SenderOptions {
+            url: url.clone(),
+            database: args.clickhouse_database.clone(),
+            prefix: args.clickhouse_table_prefix.clone(),
+            user: env("ROCE_ANALYZER_CLICKHOUSE_USER"),
+            password: env("ROCE_ANALYZER_CLICKHOUSE_PASSWORD"),
+            buffer_bytes: usize::try_from(args.export_buffer).unwrap_or(usize::MAX),
+            timeout: std::time::Duration::from_secs(10),
+        };
+        x = x.with_clickhouse(export::clickhouse::Sender::start(opts)?);
+    }
+    Ok(Some(x))
+}
+
+/// The run's last export lines, the ClickHouse sender's end, and what they wrote and gave up.
+fn finish_export(
+    x: &mut export::Exporter,
+    run: &Pipeline,
+    kind: RunKind,
+    args: &AnalyzeArgs,
+    failures: &mut Failures,
+) -> analyzer::model::ExportStats {
+    let end = if kind == RunKind::Live { wall_ns() } else { run.engine.last_ns.unwrap_or(0) };
+    match x.export(run, end, true) {
+        Err(e) => failures.add("--export", &anyhow::Error::new(e)),
+        // Failed earlier in a live run (said then), recovered since: listed, not said again.
+        Ok(_) => failures.listed("--export", x.sink().failed.clone()),
+    }
+    if let Some(ch) = x.finish_clickhouse(*args.export_wait)
+        && ch.dropped > 0
+    {
+        let first = ch.first_error.clone().unwrap_or_default();
+        failures.add("--export-clickhouse", &anyhow::anyhow!("{} row(s) dropped; first error: {first}", ch.dropped));
+    }
+    x.stats()
+}
+
+/// The note that export lines were given up, by sink.
+fn export_note(x: &analyzer::model::ExportStats) -> analyzer::model::Note {
+    let ch = x.clickhouse.as_ref().map_or(0, |c| c.dropped);
+    analyzer::model::Note::new(
+        analyzer::model::NoteCode::ExportDropped,
+        format!(
+            "{} export line(s) given up ({} by the files: a full disk or a removed directory, none cut; {ch} by \
+             --export-clickhouse: a full --export-buffer or the server away at the end): the store misses them, this \
+             report does not",
+            x.dropped,
+            x.dropped - ch
+        ),
+    )
 }
 
 /// Outputs that failed while the others went on: each said once on standard error, with its

@@ -1,6 +1,7 @@
 //! Integration tests of roce-analyzer (one test binary, modules by capability).
 
 mod cli;
+mod clickhouse;
 mod deploy;
 mod diagnosis;
 mod evidence;

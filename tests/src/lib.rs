@@ -2,6 +2,7 @@
 //! captures for tests, fixtures and benchmarks; the fixture catalogue (also written to
 //! `tests/data/` by `cargo xtask fixtures`) and helpers to run the binary and tshark.
 
+pub mod clickhouse;
 pub mod fabric;
 pub mod fixtures;
 pub mod messages;

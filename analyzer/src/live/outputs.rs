@@ -112,7 +112,9 @@ impl<'x> Outputs<'x> {
             if findings_due {
                 self.findings = metrics::finding_counts(run);
             }
-            server.publish(metrics::render_run(run, *top, self.findings));
+            let mut input = metrics::Input::of_run(run, *top, self.findings);
+            input.export = self.exporter.as_ref().map(|x| x.stats());
+            server.publish(metrics::encode(&input));
         }
         if let Some(ev) = self.evidence.as_mut().filter(|_| findings_due)
             && let Err(e) = ev.open(run, clock, clock_ns(libc::CLOCK_MONOTONIC))

@@ -143,6 +143,8 @@ codes! {
         MessagesNotMerged = "messages_not_merged",
         /// CE marks seen, and one vantage point: a switch's thresholds need two.
         ThresholdsNeedTwoPoints = "thresholds_need_two_points",
+        /// Export lines given up by a sink (a full disk, a full --export-buffer).
+        ExportDropped = "export_dropped",
     }
 }
 

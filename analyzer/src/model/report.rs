@@ -95,6 +95,23 @@ pub struct ExportStats {
     /// File names skipped because something already had them: a link planted there is
     /// neither followed nor overwritten.
     pub skipped: u64,
+    /// `--export-clickhouse`: rows inserted and given up (its dropped rows are in `dropped`
+    /// too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clickhouse: Option<ClickhouseStats>,
+}
+
+/// What the ClickHouse sender did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClickhouseStats {
+    /// Rows (export lines) inserted.
+    pub inserted: u64,
+    /// Rows given up: the buffer was full, or the run ended while the server was away.
+    pub dropped: u64,
+    /// Inserts tried again after a failure.
+    pub retries: u64,
+    /// The most bytes of rows that waited at once (within `--export-buffer`).
+    pub buffered_max_bytes: u64,
 }
 
 /// An output that failed: which (`--json`, `--export`, `--evidence`, …) and why.

@@ -13,6 +13,8 @@
 //! again (`state: final`) at the end of the run if it changed since. [`read`] turns export
 //! files back into a report for `merge`.
 
+pub mod clickhouse;
+pub mod line;
 pub mod read;
 pub mod sink;
 
@@ -21,175 +23,12 @@ use std::hash::{Hash, Hasher};
 
 use analyzer_common::flow::FlowKey;
 use rustc_hash::{FxHashMap, FxHashSet};
-use serde::{Deserialize, Serialize};
 
 use super::assemble::{self, RunKind, fabric};
 use crate::model::*;
 use crate::pipeline::Pipeline;
+pub use line::*;
 pub use sink::{Rotation, Sink, SinkError};
-
-/// The schema name and version of every export line.
-pub const EXPORT_SCHEMA: &str = "roce-analyzer/export/v1";
-/// The JSON Schema of export lines, shipped beside the report's.
-pub const EXPORT_SCHEMA_JSON: &str = include_str!("../../../../schema/export-v1.schema.json");
-
-/// One export line.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Line {
-    pub schema: String,
-    /// The host that wrote it (its hostname).
-    pub host: String,
-    /// The interval it belongs to, from 0 at the agent's start.
-    pub seq: u64,
-    #[serde(flatten)]
-    pub body: Body,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Body {
-    Interval(IntervalLine),
-    Flow(Box<FlowLine>),
-    Pfc(PfcLine),
-    /// A PFC storm that ended.
-    Storm {
-        storm: StormJson,
-    },
-    /// An incast episode that ended.
-    IncastEpisode {
-        episode: Episode,
-    },
-    /// A pause cycle that ended.
-    Deadlock {
-        deadlock: Deadlock,
-    },
-    LossBetween(LossLine),
-    /// The messages section as it stands at the interval's end (cumulative), without its
-    /// per-flow and per-pair lists (those grow with the flows; the report has them).
-    Messages {
-        messages: Box<Messages>,
-    },
-    /// A finding: `state` is `raised` when first seen, `final` at the end of the run when it
-    /// changed since, `cleared` when a later interval no longer finds it (a PSN gap that
-    /// turned out to be go-back-N).
-    Finding {
-        /// The finding's identity across lines: its code, flows, and its rank among findings
-        /// with both the same (two hops losing the same flow's frames).
-        id: String,
-        state: String,
-        finding: Finding,
-    },
-}
-
-/// Closes an interval: the capture's totals at its end and what changed in it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct IntervalLine {
-    /// `live` or `offline`.
-    pub kind: String,
-    pub tool: Tool,
-    pub start_ns: u64,
-    pub end_ns: u64,
-    /// The run's last interval (written when it stopped).
-    #[serde(rename = "final")]
-    pub last: bool,
-    pub delta: CaptureDelta,
-    /// The report's `capture` section at the end of the interval.
-    pub capture: Capture,
-    pub link_speed_bps: u64,
-    pub incast_window_ns: u64,
-    pub incast_min_senders: u32,
-    /// The other lines of this interval.
-    pub lines: u64,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct CaptureDelta {
-    pub frames: u64,
-    pub classes: BTreeMap<String, u64>,
-    pub dropped: BTreeMap<String, u64>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FlowLine {
-    pub delta: FlowDelta,
-    /// The flow as the report's `flows` lists it, at the end of the interval.
-    pub total: Flow,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FlowDelta {
-    pub packets: u64,
-    pub bytes: u64,
-    pub ce: u64,
-    pub ack_req: u64,
-    pub fecn: u64,
-    pub becn: u64,
-    /// RTT samples taken (on this flow's requests).
-    pub rtt_samples: u64,
-}
-
-impl FlowDelta {
-    fn of(f: &Flow) -> FlowDelta {
-        FlowDelta {
-            packets: f.packets,
-            bytes: f.bytes,
-            ce: f.ecn.ce,
-            ack_req: f.ack_req,
-            fecn: f.fecn,
-            becn: f.becn,
-            rtt_samples: f.rtt_ns.as_ref().map_or(0, |r| r.percentiles.samples),
-        }
-    }
-
-    fn since(self, before: FlowDelta) -> FlowDelta {
-        FlowDelta {
-            packets: self.packets.saturating_sub(before.packets),
-            bytes: self.bytes.saturating_sub(before.bytes),
-            ce: self.ce.saturating_sub(before.ce),
-            ack_req: self.ack_req.saturating_sub(before.ack_req),
-            fecn: self.fecn.saturating_sub(before.fecn),
-            becn: self.becn.saturating_sub(before.becn),
-            rtt_samples: self.rtt_samples.saturating_sub(before.rtt_samples),
-        }
-    }
-}
-
-/// A PFC sender and priority (8: an 802.3x PAUSE sender, all priorities).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PfcLine {
-    pub mac: String,
-    #[serde(default)]
-    pub device: Option<String>,
-    #[serde(default)]
-    pub port: Option<String>,
-    pub priority: u8,
-    pub delta: PfcDelta,
-    #[serde(flatten)]
-    pub counts: PauseCounts,
-    pub paused_ns: u64,
-    /// Paused intervals [start_ns, end_ns) that ended since the sender's previous line (a
-    /// reader joins them on time).
-    pub intervals: Vec<[u64; 2]>,
-    /// ECN before PFC so far (the report's `pfc.senders[].ecn_lead`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ecn_lead: Option<EcnLead>,
-}
-
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-pub struct PfcDelta {
-    pub frames: u64,
-    pub paused_ns: u64,
-}
-
-/// Frames seen at `from` that did not reach `to` in the interval.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LossLine {
-    pub from: String,
-    pub to: String,
-    pub frames_missing: u64,
-    pub frames_missing_total: u64,
-    pub frames_matched_total: u64,
-}
 
 fn hash_of(v: &impl Hash) -> u64 {
     let mut h = rustc_hash::FxHasher::default();
@@ -241,6 +80,10 @@ pub struct Exporter {
     findings: FxHashMap<u64, (u64, Finding)>,
     /// Lines written, for the run's summary.
     pub lines: u64,
+    /// `--export-clickhouse`: the interval's rows being collected, and the sender.
+    clickhouse: Option<(clickhouse::rows::Interval, clickhouse::sender::Sender)>,
+    /// What the sender did, once ended.
+    clickhouse_done: Option<clickhouse::sender::SenderStats>,
 }
 
 /// The machine's host name (what export lines say they come from).
@@ -265,7 +108,38 @@ impl Exporter {
             events: Events::default(),
             findings: FxHashMap::default(),
             lines: 0,
+            clickhouse: None,
+            clickhouse_done: None,
         }
+    }
+
+    /// Sends every interval's lines to ClickHouse too.
+    pub fn with_clickhouse(mut self, sender: clickhouse::sender::Sender) -> Exporter {
+        self.clickhouse = Some((clickhouse::rows::Interval::default(), sender));
+        self
+    }
+
+    /// What the sinks wrote and gave up so far.
+    pub fn stats(&self) -> ExportStats {
+        let mut x = self.sink.stats();
+        let c = self.clickhouse.as_ref().map(|(_, s)| s.stats()).or_else(|| self.clickhouse_done.clone());
+        if let Some(c) = c {
+            x.dropped += c.dropped;
+            x.clickhouse = Some(ClickhouseStats {
+                inserted: c.inserted,
+                dropped: c.dropped,
+                retries: c.retries,
+                buffered_max_bytes: c.buffered_max,
+            });
+        }
+        x
+    }
+
+    /// Ends the ClickHouse sender (waiting at most `wait` for its last inserts).
+    pub fn finish_clickhouse(&mut self, wait: std::time::Duration) -> Option<clickhouse::sender::SenderStats> {
+        let done = self.clickhouse.take().map(|(_, s)| s.finish(wait));
+        self.clickhouse_done.clone_from(&done);
+        done
     }
 
     /// Where the lines go (what it wrote and gave up).
@@ -277,6 +151,11 @@ impl Exporter {
         let line = Line { schema: EXPORT_SCHEMA.into(), host: self.host.clone(), seq: self.seq, body };
         // Serialising our own types into memory cannot fail.
         let bytes = serde_json::to_vec(&line).unwrap_or_default();
+        if let Some((interval, sender)) = &mut self.clickhouse
+            && let Some(batch) = interval.line(&line)
+        {
+            sender.push(batch);
+        }
         self.lines += 1;
         self.sink.line(&bytes)
     }

@@ -11,7 +11,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{Body, EXPORT_SCHEMA, EXPORT_SCHEMA_JSON, IntervalLine, Line, sink};
+use super::line::{Body, EXPORT_SCHEMA, EXPORT_SCHEMA_JSON, IntervalLine, Line};
+use super::sink;
 use crate::model::*;
 
 #[derive(Debug, thiserror::Error)]
@@ -121,9 +122,9 @@ fn lines_of(path: &Path, out: &mut Vec<Line>) -> Result<u64, ExportReadError> {
     Ok(cut)
 }
 
-/// Reads `path` (a directory of export files, read in their order, or one file) as one
-/// report per host.
-pub fn read(path: &Path) -> Result<Vec<(PathBuf, Report)>, ExportReadError> {
+/// The lines of `path` (a directory of export files, read in their order, or one file), each
+/// checked, and how many unterminated last lines were left out.
+pub fn lines(path: &Path) -> Result<(Vec<Line>, u64), ExportReadError> {
     let files = if path.is_dir() {
         let f = sink::files(path).map_err(|e| ExportReadError::Read { path: path.into(), source: e.into() })?;
         if f.is_empty() {
@@ -137,6 +138,13 @@ pub fn read(path: &Path) -> Result<Vec<(PathBuf, Report)>, ExportReadError> {
     for f in &files {
         cut += lines_of(f, &mut lines)?;
     }
+    Ok((lines, cut))
+}
+
+/// Reads `path` (a directory of export files, read in their order, or one file) as one
+/// report per host.
+pub fn read(path: &Path) -> Result<Vec<(PathBuf, Report)>, ExportReadError> {
+    let (lines, cut) = lines(path)?;
     let mut hosts: BTreeMap<String, Vec<Line>> = BTreeMap::new();
     for l in lines {
         hosts.entry(l.host.clone()).or_default().push(l);

@@ -78,8 +78,14 @@ struct Current {
 }
 
 enum Target {
+    /// No file: the lines go to ClickHouse only.
+    Nowhere,
     Stdout,
-    Dir { dir: OutDir, rotation: Rotation, file: Option<Current> },
+    Dir {
+        dir: OutDir,
+        rotation: Rotation,
+        file: Option<Current>,
+    },
 }
 
 pub struct Sink {
@@ -116,6 +122,11 @@ impl Sink {
             e => e,
         })?;
         Ok(sink)
+    }
+
+    /// A sink that writes nowhere (`--export-clickhouse` without `--export`).
+    pub fn nowhere() -> Sink {
+        Sink::new(Target::Nowhere)
     }
 
     fn new(target: Target) -> Sink {
@@ -156,7 +167,7 @@ impl Sink {
     pub fn line(&mut self, line: &[u8]) -> Result<(), SinkError> {
         let need = line.len() as u64 + 1;
         let rotate = match &self.target {
-            Target::Stdout => None,
+            Target::Stdout | Target::Nowhere => None,
             Target::Dir { rotation, file, .. } => file.as_ref().and_then(|c| {
                 let used = c.written + c.buf.len() as u64;
                 (used > 0 && used + need > rotation.max_bytes).then_some(c.n + 1)
@@ -170,6 +181,7 @@ impl Sink {
             }
         }
         match &mut self.target {
+            Target::Nowhere => Ok(()),
             Target::Stdout => {
                 let mut out = std::io::stdout().lock();
                 self.lines += 1;
@@ -196,8 +208,12 @@ impl Sink {
     /// Pushes the buffered lines to the file (or standard output): after each interval's
     /// lines. Returns the first error since the last flush.
     pub fn flush(&mut self) -> Result<(), SinkError> {
-        if let Target::Stdout = self.target {
-            return std::io::stdout().flush().map_err(|source| SinkError::Write { path: "-".into(), source });
+        match self.target {
+            Target::Stdout => {
+                return std::io::stdout().flush().map_err(|source| SinkError::Write { path: "-".into(), source });
+            }
+            Target::Nowhere => return Ok(()),
+            Target::Dir { .. } => {}
         }
         self.write_out();
         let e = self.pending.take();
@@ -274,6 +290,7 @@ impl Sink {
             rotations: self.rotations,
             deleted: self.deleted,
             skipped: self.planted,
+            clickhouse: None,
         }
     }
 }

@@ -146,6 +146,8 @@ pub struct Input {
     /// Tail messages per cause.
     pub tail_causes: Vec<(String, u64)>,
     pub version: String,
+    /// `--export` / `--export-clickhouse`: lines written or inserted, and given up.
+    pub export: Option<crate::model::ExportStats>,
 }
 
 /// A size class's completion times (the 1 % histogram's buckets, each at its middle) in
@@ -221,6 +223,7 @@ impl Input {
             message_classes: messages.0,
             tail_causes: messages.1,
             version: r.tool.version.clone(),
+            export: r.export.clone(),
         }
     }
 
@@ -284,6 +287,7 @@ impl Input {
             message_classes: messages.0,
             tail_causes: messages.1,
             version: env!("CARGO_PKG_VERSION").into(),
+            export: None,
         }
     }
 }
@@ -442,6 +446,33 @@ fn totals(reg: &mut Registry, m: &Input) {
     }
     if let Some(f) = &c.filter {
         counter(reg, "filtered_frames", "Frames --filter left out (counted, not analysed)", f.frames_out);
+    }
+    if let Some(x) = &m.export {
+        export(reg, x);
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SinkLabel {
+    sink: String,
+}
+
+/// What the export's sinks wrote and gave up: a line given up is counted, never silent.
+fn export(reg: &mut Registry, x: &crate::model::ExportStats) {
+    let lines =
+        counter_family::<SinkLabel>(reg, "export_lines", "Export lines written (file) or inserted (clickhouse)");
+    let dropped = counter_family::<SinkLabel>(
+        reg,
+        "export_dropped_lines",
+        "Export lines given up: a full disk or removed directory (file), a full --export-buffer or a server away at \
+         the end (clickhouse)",
+    );
+    let file_dropped = x.dropped - x.clickhouse.as_ref().map_or(0, |c| c.dropped);
+    lines.get_or_create(&SinkLabel { sink: "file".into() }).inc_by(x.lines);
+    dropped.get_or_create(&SinkLabel { sink: "file".into() }).inc_by(file_dropped);
+    if let Some(c) = &x.clickhouse {
+        lines.get_or_create(&SinkLabel { sink: "clickhouse".into() }).inc_by(c.inserted);
+        dropped.get_or_create(&SinkLabel { sink: "clickhouse".into() }).inc_by(c.dropped);
     }
 }
 

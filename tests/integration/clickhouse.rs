@@ -1,0 +1,280 @@
+//! The fleet's store (issue 43 §1): agents insert their export into a real ClickHouse server
+//! (Debian's, on loopback, started by the test), the shipped queries answer what the agents'
+//! own reports say, and a server that is away loses nothing the buffer holds and counts what
+//! it could not.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::Value;
+use tests::clickhouse::{Server, USER, deploy_dir};
+use tests::fixtures::data_dir;
+use tests::tools::{binary, read_report};
+
+/// An offline run inserting into `server`, with the credentials in the environment; returns
+/// its report (and the run's output).
+fn agent(server: &Server, dir: &Path, name: &str, inputs: &[&str], extra: &[&str]) -> (Value, Output) {
+    let json = dir.join(format!("{name}.json"));
+    let mut cmd = std::process::Command::new(binary());
+    cmd.env("ROCE_ANALYZER_CLICKHOUSE_USER", USER).env("ROCE_ANALYZER_CLICKHOUSE_PASSWORD", &server.password);
+    for i in inputs {
+        let (label, file) = i.split_once('=').map_or((None, *i), |(l, f)| (Some(l), f));
+        let path = data_dir().join(file);
+        cmd.arg("-r").arg(match label {
+            Some(l) => format!("{l}={}", path.display()),
+            None => path.display().to_string(),
+        });
+    }
+    let out = cmd
+        .args(["-q", "--export-clickhouse", &server.url(), "--export"])
+        .arg(dir.join(format!("{name}.export")))
+        .arg("--json")
+        .arg(&json)
+        .args(extra)
+        .output()
+        .unwrap();
+    let report = if json.exists() { read_report(&json) } else { Value::Null };
+    (report, out)
+}
+
+fn query(server: &Server, file: &str) -> Vec<Value> {
+    server.rows(&std::fs::read_to_string(deploy_dir().join("queries").join(file)).unwrap())
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn flow_id(f: &Value) -> String {
+    format!("{}>{}:{}/{}", f["src"].as_str().unwrap(), f["dst"].as_str().unwrap(), f["udp_sport"], f["dst_qp"])
+}
+
+#[test]
+fn agents_insert_and_the_fleet_queries_equal_their_reports() {
+    let server = Server::start();
+    server.apply(&deploy_dir().join("schema.sql"));
+    let dir = tempfile::tempdir().unwrap();
+    let runs: [(&str, &[&str]); 5] = [
+        ("incast", &["incast.pcap"]),
+        ("storm", &["pfc_storm.pcap"]),
+        ("gobackn", &["gobackn.pcap"]),
+        ("example", &["example.pcap"]),
+        ("vantage", &["leaf=vantage_leaf.pcap", "spine=vantage_spine.pcap"]),
+    ];
+    let mut reports = Vec::new();
+    for (name, inputs) in runs {
+        let (r, out) = agent(&server, dir.path(), name, inputs, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
+        let x = &r["export"];
+        assert_eq!(x["clickhouse"]["inserted"], x["lines"], "{name}: every export line inserted: {x}");
+        assert_eq!((u(&x["dropped"]), u(&x["clickhouse"]["dropped"])), (0, 0));
+        // The credentials appear nowhere the agent writes.
+        let text = format!("{r}{stderr}{}", String::from_utf8_lossy(&out.stdout));
+        assert!(!text.contains(&server.password), "{name}: the password leaked");
+        reports.push(r);
+    }
+    let rows_total: u64 = ["flows", "pfc", "events", "findings", "hops", "messages", "intervals"]
+        .iter()
+        .map(|t| u(&server.rows(&format!("SELECT count() AS n FROM roce.{t}"))[0]["n"]))
+        .sum();
+    assert_eq!(rows_total, reports.iter().map(|r| u(&r["export"]["lines"])).sum::<u64>(), "a row per line");
+
+    // Top destinations by incast time: the reports' episodes, per destination.
+    let mut want: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
+    for e in reports.iter().flat_map(|r| r["incast"]["episodes"].as_array().unwrap()) {
+        let w = want.entry(e["dst"].as_str().unwrap().into()).or_default();
+        w.0 += u(&e["end_ns"]) - u(&e["start_ns"]);
+        w.1 += 1;
+        w.2 = w.2.max(u(&e["peak_senders"]));
+        w.3 += u(&e["bytes"]);
+    }
+    assert!(!want.is_empty());
+    let got: BTreeMap<String, (u64, u64, u64, u64)> = query(&server, "top_incast_destinations.sql")
+        .iter()
+        .map(|r| {
+            let v = (u(&r["incast_ns"]), u(&r["episodes"]), u(&r["peak_senders"]), u(&r["bytes"]));
+            (r["dst"].as_str().unwrap().to_string(), v)
+        })
+        .collect();
+    assert_eq!(got, want, "incast time by destination");
+
+    // PFC paused time by sender and priority (802.3x PAUSE senders as priority 8).
+    let mut want: BTreeMap<(String, u64), (u64, u64)> = BTreeMap::new();
+    for r in &reports {
+        let pause = r["pfc"]["pause_senders"].as_array().unwrap().iter().map(|s| (s, 8));
+        let pfc = r["pfc"]["senders"].as_array().unwrap().iter().map(|s| (s, u(&s["priority"])));
+        for (s, p) in pfc.chain(pause) {
+            let w = want.entry((s["mac"].as_str().unwrap().into(), p)).or_default();
+            w.0 += u(&s["paused_ns"]);
+            w.1 += u(&s["frames"]);
+        }
+    }
+    let got: BTreeMap<(String, u64), (u64, u64)> = query(&server, "pfc_paused_by_port.sql")
+        .iter()
+        .map(|r| ((r["sender"].as_str().unwrap().into(), u(&r["priority"])), (u(&r["paused_ns"]), u(&r["frames"]))))
+        .collect();
+    assert!(want.len() >= 3);
+    assert_eq!(got, want, "paused time by sender and priority");
+
+    // Loss between vantage points.
+    let want: Vec<(String, String, u64, u64)> = reports
+        .iter()
+        .filter_map(|r| r["vantage"]["hops"].as_array())
+        .flatten()
+        // The export has a line for a hop that lost frames.
+        .filter(|h| u(&h["frames_missing"]) > 0)
+        .map(|h| {
+            (
+                h["from"].as_str().unwrap().into(),
+                h["to"].as_str().unwrap().into(),
+                u(&h["frames_missing"]),
+                u(&h["frames_matched"]),
+            )
+        })
+        .collect();
+    let got: Vec<(String, String, u64, u64)> = query(&server, "loss_between_vantage_points.sql")
+        .iter()
+        .map(|r| {
+            let (f, t) = (r["from_label"].as_str().unwrap().into(), r["to_label"].as_str().unwrap().into());
+            (f, t, u(&r["frames_missing"]), u(&r["frames_matched"]))
+        })
+        .collect();
+    assert_eq!(got, want, "frames missing per hop");
+    assert_eq!(want[0].2, 2);
+
+    // The flows behind each finding, with their bytes from the flows table.
+    let mut bytes: BTreeMap<String, u64> = BTreeMap::new();
+    for f in reports.iter().flat_map(|r| r["flows"].as_array().unwrap()) {
+        *bytes.entry(flow_id(f)).or_default() += u(&f["bytes"]);
+    }
+    let mut want: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for r in &reports {
+        for f in r["audit"].as_array().unwrap() {
+            for fl in f["flows"].as_array().unwrap() {
+                let id = flow_id(fl);
+                want.insert((f["code"].as_str().unwrap().into(), id.clone()), bytes.get(&id).copied().unwrap_or(0));
+            }
+        }
+    }
+    let got: BTreeMap<(String, String), u64> = query(&server, "flows_behind_a_finding.sql")
+        .iter()
+        .map(|r| ((r["code"].as_str().unwrap().into(), r["flow"].as_str().unwrap().into()), u(&r["bytes"])))
+        .collect();
+    assert!(want.keys().any(|(c, _)| c == "go_back_n"), "{want:?}");
+    assert_eq!(got, want, "flows behind findings");
+
+    // Message completion time per agent: the report's percentiles.
+    let want: BTreeMap<String, (u64, u64, u64)> = reports
+        .iter()
+        .filter(|r| r["messages"].is_object())
+        .map(|r| {
+            let labels: Vec<&str> =
+                r["capture"]["sources"].as_array().unwrap().iter().map(|s| s["label"].as_str().unwrap()).collect();
+            let m = &r["messages"];
+            (labels.join(","), (u(&m["completed"]), u(&m["mct_ns"]["p99"]), u(&m["mct_ns"]["p999"])))
+        })
+        .collect();
+    let got: BTreeMap<String, (u64, u64, u64)> = query(&server, "message_completion_p999.sql")
+        .iter()
+        .map(|r| (r["label"].as_str().unwrap().into(), (u(&r["completed"]), u(&r["p99_ns"]), u(&r["p999_ns"]))))
+        .collect();
+    assert!(want.values().any(|w| w.0 > 0));
+    assert_eq!(got, want, "completion percentiles per agent");
+
+    // The same schema (with its TTL) and queries on current ClickHouse (chdb), over the rows
+    // `clickhouse-rows` makes of the agents' export files: the same answers.
+    let rows = dir.path().join("rows");
+    let mut args: Vec<String> = vec!["clickhouse-rows".into(), "--out".into(), rows.display().to_string()];
+    args.extend(runs.iter().map(|(name, _)| dir.path().join(format!("{name}.export")).display().to_string()));
+    let out = tests::tools::run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(tests::tools::require("python3"))
+        .arg(tests::tools::root().join("tests/scripts/chdb_queries.py"))
+        .arg(tests::tools::root().join("deploy"))
+        .arg(&rows)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chdb: {}", String::from_utf8_lossy(&out.stderr));
+    let chdb: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(chdb["tables_with_ttl"], 7, "ttl.sql applies on a current server");
+    let sorted = |rows: Vec<Value>| -> Vec<Value> {
+        let mut v: Vec<Value> = rows
+            .into_iter()
+            .map(|mut r| {
+                if let Some(h) = r.get_mut("hosts").and_then(Value::as_array_mut) {
+                    h.sort_by_key(|x| x.to_string());
+                }
+                r
+            })
+            .collect();
+        v.sort_by_key(|r| r.to_string());
+        v
+    };
+    for (file, rows) in chdb["queries"].as_object().unwrap() {
+        let debian = sorted(query(&server, file));
+        assert_eq!(
+            sorted(rows.as_array().unwrap().clone()),
+            debian,
+            "{file}: chdb {} vs Debian's 18.16",
+            chdb["version"]
+        );
+    }
+    assert_eq!(chdb["queries"].as_object().unwrap().len(), 5);
+}
+
+/// The server stopped while an agent ends its run and started again within --export-wait:
+/// every row arrives (tried again with backoff). Away beyond a small --export-buffer: the
+/// rows are dropped, counted, said, and the run exits 3 with its report written.
+#[test]
+fn a_server_away_loses_nothing_within_the_buffer_and_counts_the_rest() {
+    let mut server = Server::start();
+    server.apply(&deploy_dir().join("schema.sql"));
+    server.pause();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let url = server.url();
+    let password = server.password.clone();
+    let run = std::thread::spawn(move || {
+        let mut cmd = std::process::Command::new(binary());
+        cmd.env("ROCE_ANALYZER_CLICKHOUSE_USER", USER).env("ROCE_ANALYZER_CLICKHOUSE_PASSWORD", &password);
+        cmd.args(["-q", "-r"])
+            .arg(data_dir().join("incast.pcap"))
+            .args(["--export-clickhouse", &url, "--export-wait", "60s", "--json"])
+            .arg(d.join("r.json"))
+            .output()
+            .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    server.resume();
+    let out = run.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr.matches("--export-clickhouse").count(), 1, "the outage said once: {stderr}");
+    let r = read_report(&dir.path().join("r.json"));
+    let ch = &r["export"]["clickhouse"];
+    assert!(u(&ch["retries"]) >= 1, "{ch}");
+    assert_eq!(u(&ch["dropped"]), 0);
+    let rows: u64 = ["flows", "pfc", "events", "findings", "hops", "messages", "intervals"]
+        .iter()
+        .map(|t| u(&server.rows(&format!("SELECT count() AS n FROM roce.{t}"))[0]["n"]))
+        .sum();
+    assert_eq!(rows, u(&ch["inserted"]), "nothing lost");
+    assert!(rows > 40, "{rows}");
+
+    // Away for longer than a 1 KiB buffer can cover: everything dropped, counted and said.
+    server.pause();
+    let (r, out) =
+        agent(&server, dir.path(), "small", &["incast.pcap"], &["--export-buffer", "1K", "--export-wait", "1s"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "partial: {stderr}");
+    let x = &r["export"];
+    assert_eq!(x["clickhouse"]["inserted"], 0);
+    assert_eq!(x["clickhouse"]["dropped"], x["lines"], "{x}");
+    assert_eq!(x["dropped"], x["lines"]);
+    assert_eq!(r["output_failures"][0]["output"], "--export-clickhouse");
+    assert!(stderr.contains(&format!("{} row(s) dropped", x["lines"])), "{stderr}");
+    assert!(!format!("{r}{stderr}").contains(&server.password));
+}

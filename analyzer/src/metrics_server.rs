@@ -1,22 +1,36 @@
-//! Serves the latest metrics text on `GET /metrics` (and `ok` on `/healthz`) from the live
-//! loop's own runtime: one small task per connection, at most [`MAX_CONNECTIONS`] at once (a
-//! connection beyond them is closed at once), each given [`REQUEST_TIMEOUT`] to send its
-//! request. So slow or idle clients cost a few hundred bytes each and no thread, cannot grow
-//! memory without bound and cannot hold up the capture loop, which only swaps the text in
-//! after each poll. It listens where `--metrics` says and nowhere else.
+//! Serves the latest metrics on `GET /metrics` (and `ok` on `/healthz`) from the live loop's
+//! own runtime, over hyper's HTTP/1 server: keep-alive, request parsing, `HEAD`, and a time
+//! limit on each request's head as that library does them. What this module adds are the
+//! bounds and the negotiation: at most [`MAX_CONNECTIONS`] connections at once (one beyond
+//! them is closed at once), [`REQUEST_TIMEOUT`] for a request's head (an idle or slow client
+//! is dropped, costing no thread and a few hundred bytes meanwhile), [`CONNECTION_MAX`] for a
+//! connection's life; OpenMetrics to a client whose `Accept` asks for it (Prometheus does),
+//! the Prometheus text format otherwise; gzip when `Accept-Encoding` allows it. The capture
+//! loop only swaps the texts in after each poll. It listens where `--metrics` says and nowhere
+//! else.
 
+use std::convert::Infallible;
+use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::Semaphore;
+
+use crate::report::render::metrics::{CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE, classic};
 
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 256;
-/// Time a client has to send its request head.
+/// Time a client has to send a request's head (the first, and each next one on a kept-alive
+/// connection).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-/// The longest request head read.
-const MAX_HEAD: usize = 8192;
+/// A connection's life at most (a scraper reconnects).
+pub const CONNECTION_MAX: Duration = Duration::from_secs(300);
 
 #[derive(Debug, thiserror::Error)]
 #[error("--metrics {addr}: cannot listen: {detail}")]
@@ -25,8 +39,16 @@ pub struct MetricsError {
     pub detail: String,
 }
 
+/// The texts served: OpenMetrics and the Prometheus text format, made once per publish.
+#[derive(Default)]
+struct Texts {
+    open: Bytes,
+    classic: Bytes,
+}
+
 pub struct MetricsServer {
-    text: Arc<Mutex<String>>,
+    texts: Arc<Mutex<Arc<Texts>>>,
+    addr: std::net::SocketAddr,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -36,27 +58,45 @@ impl MetricsServer {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| MetricsError { addr: addr.into(), detail: e.to_string() })?;
-        let text = Arc::new(Mutex::new(String::new()));
-        let served = text.clone();
+        let bound = listener.local_addr().map_err(|e| MetricsError { addr: addr.into(), detail: e.to_string() })?;
+        let texts: Arc<Mutex<Arc<Texts>>> = Arc::default();
+        let served = texts.clone();
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         let task = tokio::spawn(async move {
             loop {
                 let Ok((socket, _)) = listener.accept().await else { continue };
                 // Over the limit: closed at once.
                 let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
-                let text = served.clone();
+                let texts = served.clone();
                 tokio::spawn(async move {
                     let _slot = slot;
-                    let _ = tokio::time::timeout(REQUEST_TIMEOUT * 2, serve(socket, &text)).await;
+                    let service = hyper::service::service_fn(move |req| {
+                        let now = texts.lock().map(|t| t.clone()).unwrap_or_default();
+                        async move { Ok::<_, Infallible>(answer(&req, &now)) }
+                    });
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(REQUEST_TIMEOUT)
+                        .keep_alive(true)
+                        .serve_connection(TokioIo::new(socket), service);
+                    let _ = tokio::time::timeout(CONNECTION_MAX, conn).await;
                 });
             }
         });
-        Ok(MetricsServer { text, task })
+        Ok(MetricsServer { texts, addr: bound, task })
     }
 
-    pub fn publish(&self, text: String) {
-        if let Ok(mut t) = self.text.lock() {
-            *t = text;
+    /// The address it listens on (the port chosen, for `:0`).
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// Serves `open_metrics` (OpenMetrics text) from now on, and the same in the Prometheus
+    /// text format.
+    pub fn publish(&self, open_metrics: String) {
+        let t = Arc::new(Texts { classic: Bytes::from(classic(&open_metrics)), open: Bytes::from(open_metrics) });
+        if let Ok(mut now) = self.texts.lock() {
+            *now = t;
         }
     }
 }
@@ -67,39 +107,156 @@ impl Drop for MetricsServer {
     }
 }
 
-/// One request: its head within [`REQUEST_TIMEOUT`], one answer, then the connection closes.
-async fn serve(mut socket: tokio::net::TcpStream, text: &Mutex<String>) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    let read = tokio::time::timeout(REQUEST_TIMEOUT, async {
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
-            let n = socket.read(&mut buf).await?;
-            if n == 0 {
+/// Whether a header's list (`Accept`, `Accept-Encoding`) names `what` with a quality above 0.
+fn accepts(req: &Request<Incoming>, name: header::HeaderName, what: &str) -> bool {
+    req.headers().get_all(name).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(|item| {
+        let mut parts = item.split(';').map(str::trim);
+        let first = parts.next().unwrap_or_default();
+        let q = parts.find_map(|p| p.strip_prefix("q=")).and_then(|q| q.parse::<f32>().ok()).unwrap_or(1.0);
+        first.eq_ignore_ascii_case(what) && q > 0.0
+    })
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+/// One request's answer.
+fn answer(req: &Request<Incoming>, texts: &Texts) -> Response<Full<Bytes>> {
+    if !matches!(*req.method(), Method::GET | Method::HEAD) {
+        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
+        r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    match req.uri().path() {
+        "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/metrics" => {
+            let open = accepts(req, header::ACCEPT, "application/openmetrics-text");
+            let (body, ctype) =
+                if open { (&texts.open, OPENMETRICS_CONTENT_TYPE) } else { (&texts.classic, CONTENT_TYPE) };
+            let gzip = accepts(req, header::ACCEPT_ENCODING, "gzip");
+            let body = if gzip { gzipped(body) } else { body.clone() };
+            let mut r = Response::new(Full::new(body));
+            let h = r.headers_mut();
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+            h.insert(header::VARY, HeaderValue::from_static("Accept, Accept-Encoding"));
+            if gzip {
+                h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            }
+            r
+        }
+        _ => text(StatusCode::NOT_FOUND, "see /metrics\n"),
+    }
+}
+
+fn gzipped(body: &Bytes) -> Bytes {
+    let mut z = flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::fast());
+    // Writing to memory cannot fail.
+    let _ = z.write_all(body);
+    Bytes::from(z.finish().unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Read};
+    use std::net::TcpStream;
+
+    /// A response's status line, headers (lower-case names) and body, read off `s`.
+    fn response(s: &mut BufReader<TcpStream>) -> (String, Vec<(String, String)>, Vec<u8>) {
+        let mut status = String::new();
+        s.read_line(&mut status).unwrap();
+        let mut headers = Vec::new();
+        loop {
+            let mut l = String::new();
+            s.read_line(&mut l).unwrap();
+            let l = l.trim_end();
+            if l.is_empty() {
                 break;
             }
-            head.extend_from_slice(&buf[..n]);
+            let (k, v) = l.split_once(':').unwrap();
+            headers.push((k.to_ascii_lowercase(), v.trim().to_string()));
         }
-        Ok::<_, std::io::Error>(())
-    })
-    .await;
-    if !matches!(read, Ok(Ok(()))) {
-        return Ok(());
+        let len: usize = headers.iter().find(|h| h.0 == "content-length").map_or(0, |h| h.1.parse().unwrap());
+        let mut body = vec![0; len];
+        s.read_exact(&mut body).unwrap();
+        (status.trim_end().to_string(), headers, body)
     }
-    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
-    let mut parts = std::str::from_utf8(line).unwrap_or("").split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let (status, ctype, body) = match (method, path) {
-        ("GET", "/metrics") => {
-            ("200 OK", crate::report::render::metrics::CONTENT_TYPE, text.lock().map(|t| t.clone()).unwrap_or_default())
-        }
-        ("GET", "/healthz") => ("200 OK", "text/plain; charset=utf-8", "ok\n".to_string()),
-        ("GET", _) => ("404 Not Found", "text/plain; charset=utf-8", "see /metrics\n".to_string()),
-        _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "GET only\n".to_string()),
-    };
-    let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    socket.write_all(response.as_bytes()).await?;
-    socket.shutdown().await
+
+    fn header<'a>(h: &'a [(String, String)], name: &str) -> Option<&'a str> {
+        h.iter().find(|x| x.0 == name).map(|x| x.1.as_str())
+    }
+
+    #[test]
+    fn negotiates_openmetrics_and_gzip_on_one_kept_alive_connection() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let server = rt.block_on(MetricsServer::start("127.0.0.1:0")).unwrap();
+        let open = "# HELP roce_analyzer_frames Frames.\n# TYPE roce_analyzer_frames counter\nroce_analyzer_frames_total 7\n# EOF\n";
+        server.publish(open.to_string());
+        let addr = server.local_addr();
+        let client = std::thread::spawn(move || {
+            let s = TcpStream::connect(addr).unwrap();
+            let mut w = s.try_clone().unwrap();
+            let mut r = BufReader::new(s);
+            let mut ask = |req: &str| {
+                w.write_all(req.as_bytes()).unwrap();
+                response(&mut r)
+            };
+            let prom = ask("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+            let om = ask(
+                "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: application/openmetrics-text;version=1.0.0;q=0.5,text/plain;q=0.1\r\n\r\n",
+            );
+            let gz = ask("GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n");
+            let post = ask("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+            let health = ask("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            (prom, om, gz, post, health)
+        });
+        let (prom, om, gz, post, health) = rt.block_on(async {
+            loop {
+                if client.is_finished() {
+                    break client.join().unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        assert_eq!(prom.0, "HTTP/1.1 200 OK");
+        assert_eq!(header(&prom.1, "content-type"), Some(CONTENT_TYPE));
+        assert_eq!(String::from_utf8(prom.2).unwrap(), classic(open));
+        assert_eq!(header(&om.1, "content-type"), Some(OPENMETRICS_CONTENT_TYPE));
+        assert_eq!(String::from_utf8(om.2).unwrap(), open);
+        assert_eq!(header(&gz.1, "content-encoding"), Some("gzip"));
+        let mut plain = String::new();
+        flate2::read::GzDecoder::new(&gz.2[..]).read_to_string(&mut plain).unwrap();
+        assert_eq!(plain, classic(open));
+        assert_eq!(post.0, "HTTP/1.1 405 Method Not Allowed");
+        assert_eq!(header(&post.1, "allow"), Some("GET, HEAD"));
+        assert_eq!((health.0.as_str(), &health.2[..]), ("HTTP/1.1 200 OK", &b"ok\n"[..]));
+    }
+
+    #[test]
+    fn a_client_that_sends_nothing_is_dropped_after_the_request_timeout() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let server = rt.block_on(MetricsServer::start("127.0.0.1:0")).unwrap();
+        let addr = server.local_addr();
+        let client = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let started = std::time::Instant::now();
+            let mut buf = [0u8; 64];
+            // The server closes the idle connection: read returns (0, or an error).
+            let _ = s.read(&mut buf);
+            started.elapsed()
+        });
+        let waited = rt.block_on(async {
+            loop {
+                if client.is_finished() {
+                    break client.join().unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        assert!(waited >= REQUEST_TIMEOUT && waited < REQUEST_TIMEOUT * 3, "{waited:?}");
+    }
 }

@@ -114,7 +114,7 @@ impl<'x> Outputs<'x> {
             }
             let mut input = metrics::Input::of_run(run, *top, self.findings);
             input.export = self.exporter.as_ref().map(|x| x.stats());
-            server.publish(metrics::encode(&input));
+            server.publish(metrics::open_metrics(&input));
         }
         if let Some(ev) = self.evidence.as_mut().filter(|_| findings_due)
             && let Err(e) = ev.open(run, clock, clock_ns(libc::CLOCK_MONOTONIC))

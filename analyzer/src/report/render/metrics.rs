@@ -328,8 +328,14 @@ pub fn render_run(run: &Pipeline, top: usize, findings: FindingCounts) -> String
     encode(&Input::of_run(run, top, findings))
 }
 
-/// The text of an [`Input`].
+/// The text of an [`Input`] in the Prometheus text format ([`CONTENT_TYPE`]).
 pub fn encode(m: &Input) -> String {
+    classic(&open_metrics(m))
+}
+
+/// The text of an [`Input`] in OpenMetrics ([`OPENMETRICS_CONTENT_TYPE`]), which Prometheus
+/// asks for first.
+pub fn open_metrics(m: &Input) -> String {
     let mut reg = Registry::with_prefix("roce_analyzer");
     totals(&mut reg, m);
     flows(&mut reg, m);
@@ -352,15 +358,17 @@ pub fn encode(m: &Input) -> String {
     info.get_or_create(&VersionLabel { version: m.version.clone() }).set(1);
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");
-    classic(&out)
+    out
 }
 
 /// The content type of [`render`]'s text.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The content type of [`open_metrics`]' text.
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// OpenMetrics text as the Prometheus text format every scraper and `promtool check metrics`
 /// read: a counter family's HELP and TYPE name its `_total` samples, no `# EOF`.
-fn classic(open_metrics: &str) -> String {
+pub fn classic(open_metrics: &str) -> String {
     let counters: std::collections::HashSet<&str> =
         open_metrics.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter")).collect();
     let mut out = String::with_capacity(open_metrics.len() + 64 * counters.len());

@@ -632,6 +632,13 @@ pub struct AnalysisArgs {
     #[arg(long, default_value_t = defaults::MATCH_WINDOW.into(), value_parser = positive_duration)]
     pub match_window: humantime::Duration,
 
+    /// Trajectory sampling: keep 1 in N frames for the export (`1/1024`), chosen by a hash of
+    /// the frame's identity, so that every collector keeps the same frames; `merge` over the
+    /// collectors' exports (or a join in ClickHouse) gives the hops between them: frames lost,
+    /// CE-marked between, latency, and the collectors' clock offset.
+    #[arg(long, value_name = "1/N", value_parser = one_in)]
+    pub trajectory_sample: Option<u64>,
+
     /// DCQCN: a flow's sending rate is measured in bytes per this window.
     #[arg(long, default_value_t = defaults::RATE_WINDOW.into(), value_parser = positive_duration)]
     pub rate_window: humantime::Duration,
@@ -789,6 +796,7 @@ impl AnalysisArgs {
             topology: fabric.topology,
             max_keys: usize::MAX,
             match_window_ns: nanos(*self.match_window),
+            trajectory_one_in: self.trajectory_sample.unwrap_or(0),
             filter: self.filter.clone(),
             rate_window_ns: nanos(*self.rate_window),
             dcqcn_horizon_ns: nanos(*self.dcqcn_horizon),
@@ -868,6 +876,15 @@ fn pmtu(s: &str) -> Result<u32, String> {
     match s.parse::<u32>() {
         Ok(n @ (256 | 512 | 1024 | 2048 | 4096)) => Ok(n),
         _ => Err(format!("{s:?}: a RoCE path MTU is 256, 512, 1024, 2048 or 4096 bytes (the Ethernet MTU is not)")),
+    }
+}
+
+/// `1/N` (or `N`): a sampling rate, N from 1 to 2^32.
+fn one_in(s: &str) -> Result<u64, String> {
+    let n = s.trim().strip_prefix("1/").unwrap_or(s.trim());
+    match n.parse::<u64>() {
+        Ok(n) if (1..=1 << 32).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?}: 1/N with N from 1 to 4294967296, e.g. 1/1024")),
     }
 }
 

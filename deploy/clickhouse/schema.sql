@@ -59,6 +59,15 @@ CREATE TABLE IF NOT EXISTS roce.messages (
     body String
 ) ENGINE = MergeTree PARTITION BY date ORDER BY (host, interval_end_ns);
 
+-- Trajectory samples (--trajectory-sample 1/one_in): the frames every agent samples alike, by
+-- identity hash (`id`), with the time this agent saw them, their ECN bits and direction (0:
+-- the source address sorts below the destination). Joined across agents: the hops between
+-- collectors (queries/trajectory_hops.sql).
+CREATE TABLE IF NOT EXISTS roce.samples (
+    date Date, host String, label String, interface String, seq UInt64, interval_end_ns UInt64,
+    id UInt64, ts_ns UInt64, ecn UInt8, dir UInt8, one_in UInt64
+) ENGINE = MergeTree PARTITION BY date ORDER BY (id, host, label);
+
 -- The interval itself: frames and drops in it, the capture's frames so far, its other lines.
 CREATE TABLE IF NOT EXISTS roce.intervals (
     date Date, host String, label String, interface String, seq UInt64, interval_end_ns UInt64,

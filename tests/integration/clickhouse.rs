@@ -76,7 +76,7 @@ fn agents_insert_and_the_fleet_queries_equal_their_reports() {
         assert!(!text.contains(&server.password), "{name}: the password leaked");
         reports.push(r);
     }
-    let rows_total: u64 = ["flows", "pfc", "events", "findings", "hops", "messages", "intervals"]
+    let rows_total: u64 = ["flows", "pfc", "events", "findings", "hops", "messages", "samples", "intervals"]
         .iter()
         .map(|t| u(&server.rows(&format!("SELECT count() AS n FROM roce.{t}"))[0]["n"]))
         .sum();
@@ -186,9 +186,17 @@ fn agents_insert_and_the_fleet_queries_equal_their_reports() {
 
     // The same schema (with its TTL) and queries on current ClickHouse (chdb), over the rows
     // `clickhouse-rows` makes of the agents' export files: the same answers.
-    let rows = dir.path().join("rows");
+    let exports: Vec<std::path::PathBuf> =
+        runs.iter().map(|(name, _)| dir.path().join(format!("{name}.export"))).collect();
+    same_answers_on_chdb(&server, &exports, dir.path());
+}
+
+/// Every shipped query gives the same rows on chdb (current ClickHouse, the schema and its TTL
+/// applied) over `clickhouse-rows` of `exports` as on `server`.
+fn same_answers_on_chdb(server: &Server, exports: &[std::path::PathBuf], dir: &Path) {
+    let rows = dir.join("rows");
     let mut args: Vec<String> = vec!["clickhouse-rows".into(), "--out".into(), rows.display().to_string()];
-    args.extend(runs.iter().map(|(name, _)| dir.path().join(format!("{name}.export")).display().to_string()));
+    args.extend(exports.iter().map(|x| x.display().to_string()));
     let out = tests::tools::run(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let out = std::process::Command::new(tests::tools::require("python3"))
@@ -199,7 +207,7 @@ fn agents_insert_and_the_fleet_queries_equal_their_reports() {
         .unwrap();
     assert!(out.status.success(), "chdb: {}", String::from_utf8_lossy(&out.stderr));
     let chdb: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(chdb["tables_with_ttl"], 7, "ttl.sql applies on a current server");
+    assert_eq!(chdb["tables_with_ttl"], 8, "ttl.sql applies on a current server");
     let sorted = |rows: Vec<Value>| -> Vec<Value> {
         let mut v: Vec<Value> = rows
             .into_iter()
@@ -214,7 +222,7 @@ fn agents_insert_and_the_fleet_queries_equal_their_reports() {
         v
     };
     for (file, rows) in chdb["queries"].as_object().unwrap() {
-        let debian = sorted(query(&server, file));
+        let debian = sorted(query(server, file));
         assert_eq!(
             sorted(rows.as_array().unwrap().clone()),
             debian,
@@ -222,7 +230,54 @@ fn agents_insert_and_the_fleet_queries_equal_their_reports() {
             chdb["version"]
         );
     }
-    assert_eq!(chdb["queries"].as_object().unwrap().len(), 5);
+    assert_eq!(chdb["queries"].as_object().unwrap().len(), 6);
+}
+
+/// Trajectory samples of two collectors (issue 43 §2), inserted by two agents, joined by the
+/// shipped query: the frames matched, missing and CE-marked between, the clocks' offset and the
+/// latency equal what `merge` over the same agents' exports finds.
+#[test]
+fn trajectory_samples_join_in_clickhouse_as_merge_joins_them() {
+    let server = Server::start();
+    server.apply(&deploy_dir().join("schema.sql"));
+    let dir = tempfile::tempdir().unwrap();
+    let (leaf, spine) = tests::vantage::trajectory_pair(20_000, 250_000);
+    let mut exports = Vec::new();
+    for (label, f) in [("leaf", &leaf), ("spine", &spine)] {
+        let pcap = dir.path().join(f.name);
+        std::fs::write(&pcap, f.bytes()).unwrap();
+        let input = format!("{label}={}", pcap.display());
+        let x = dir.path().join(format!("{label}.export"));
+        let out = std::process::Command::new(binary())
+            .env("ROCE_ANALYZER_CLICKHOUSE_USER", USER)
+            .env("ROCE_ANALYZER_CLICKHOUSE_PASSWORD", &server.password)
+            .args(["-q", "-r", &input, "--trajectory-sample", "1/8", "--export-clickhouse", &server.url(), "--export"])
+            .arg(&x)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        exports.push(x);
+    }
+    let out = tests::tools::run(&["merge", "--json", "-", exports[0].to_str().unwrap(), exports[1].to_str().unwrap()]);
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hops = merged["trajectory"]["hops"].as_array().unwrap();
+    let rows = query(&server, "trajectory_hops.sql");
+    assert_eq!(rows.len(), 2, "one row per direction: {rows:?}");
+    for row in &rows {
+        let h = hops
+            .iter()
+            .find(|h| h["from"] == row["from_point"] && h["to"] == row["to_point"])
+            .unwrap_or_else(|| panic!("{row} not in {hops:?}"));
+        assert_eq!(row["matched"], h["matched"], "{row} {h}");
+        assert_eq!(row["ce_between"], h["ce_between"], "{row} {h}");
+        let offset = h["clock_offset_ns"].as_i64().unwrap();
+        assert!((row["clock_offset_ns"].as_i64().unwrap() - offset).abs() <= 1, "{row} {h}");
+        let p50 = h["latency_ns"][1].as_i64().unwrap();
+        assert!((row["p50_ns"].as_i64().unwrap() - p50).abs() <= 200, "{row} {h}");
+        // The query's missing counts every sample at `from`; merge's those within `to`'s span.
+        assert!(u(&row["missing"]) >= u(&h["missing"]) && u(&row["missing"]) <= u(&h["missing"]) + 20, "{row} {h}");
+    }
+    same_answers_on_chdb(&server, &exports, dir.path());
 }
 
 /// The server stopped while an agent ends its run and started again within --export-wait:
@@ -257,7 +312,7 @@ fn a_server_away_loses_nothing_within_the_buffer_and_counts_the_rest() {
     let ch = &r["export"]["clickhouse"];
     assert!(u(&ch["retries"]) >= 1, "{ch}");
     assert_eq!(u(&ch["dropped"]), 0);
-    let rows: u64 = ["flows", "pfc", "events", "findings", "hops", "messages", "intervals"]
+    let rows: u64 = ["flows", "pfc", "events", "findings", "hops", "messages", "samples", "intervals"]
         .iter()
         .map(|t| u(&server.rows(&format!("SELECT count() AS n FROM roce.{t}"))[0]["n"]))
         .sum();

@@ -353,3 +353,62 @@ fn marking_thresholds_need_marks_and_two_points() {
     let leaf = report(&["-r", &data("marking_leaf.pcap")]);
     assert!(!codes(&leaf, "visibility").contains(&"thresholds_need_two_points".to_string()));
 }
+
+/// Trajectory sampling (issue 43 §2): one flow's frames seen by two collectors that run as two
+/// agents and never exchange a frame, 10 % lost and 1 in 9 of the rest CE-marked between, the
+/// spine's clock 250 µs ahead. Each agent exports 1 in 16 frames chosen by identity; `merge`
+/// over the two exports finds the same frames in both and estimates the hop: loss and marking
+/// within their 95 % intervals of the truth, the clock offset within the latencies' asymmetry
+/// (1 µs: the estimate takes the fastest frame each way as symmetric), the latency within it.
+#[test]
+fn trajectory_samples_give_the_hop_between_two_agents() {
+    let dir = tempfile::tempdir().unwrap();
+    let (leaf, spine) = tests::vantage::trajectory_pair(40_000, 250_000);
+    let mut exports = Vec::new();
+    for (label, f) in [("leaf", &leaf), ("spine", &spine)] {
+        let pcap = dir.path().join(f.name);
+        std::fs::write(&pcap, f.bytes()).unwrap();
+        let x = dir.path().join(format!("{label}.export"));
+        let input = format!("{label}={}", pcap.display());
+        let out = run(&["-q", "-r", &input, "--trajectory-sample", "1/16", "--export", x.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        exports.push(x);
+    }
+    let out = run(&["merge", "--json", "-", exports[0].to_str().unwrap(), exports[1].to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = &r["trajectory"];
+    assert_eq!(t["one_in"], 16);
+    let samples: Vec<u64> = t["points"].as_array().unwrap().iter().map(|p| p["samples"].as_u64().unwrap()).collect();
+    // 44 000 frames at the leaf, 40 000 at the spine: 1 in 16 each, within 5 %.
+    assert!((samples[0] as f64 - 2750.0).abs() < 140.0 && (samples[1] as f64 - 2500.0).abs() < 130.0, "{samples:?}");
+    let hops = t["hops"].as_array().unwrap();
+    let hop = |from: &str| hops.iter().find(|h| h["from"].as_str().unwrap().ends_with(from)).unwrap();
+    let (down, up) = (hop("/leaf"), hop("/spine"));
+    assert!(down["to"].as_str().unwrap().ends_with("/spine") && up["to"].as_str().unwrap().ends_with("/leaf"));
+    // The 95 % interval covers the truth for 95 % of samples; this one sample (the frames the
+    // hash chose) is held to the 99.9 % bound, 3.29 standard errors, and the interval must be
+    // narrow enough to say something.
+    let within = |e: &Value, truth: f64, what: &str| {
+        let (lo, hi) = (e["ci95"][0].as_f64().unwrap(), e["ci95"][1].as_f64().unwrap());
+        let (value, n) = (e["value"].as_f64().unwrap(), e["of"].as_f64().unwrap());
+        let bound = 3.29 * (truth * (1.0 - truth) / n).sqrt();
+        assert!((value - truth).abs() <= bound, "{what}: {value} is more than {bound} from {truth} ({e})");
+        assert!(lo <= value && value <= hi && hi - lo < 0.05, "{what}: interval {lo}..{hi}");
+    };
+    within(&down["loss"], 0.10, "loss leaf → spine");
+    within(&down["marking"], 1.0 / 9.0, "marking leaf → spine");
+    assert_eq!(up["missing"], 0, "no ACK lost");
+    assert_eq!(up["ce_between"], 0);
+    // The spine's clock minus the leaf's: 250 µs; the fastest frames take 3 µs down, 2 µs up.
+    let offset = down["clock_offset_ns"].as_i64().unwrap();
+    assert!((offset - 250_000).abs() <= 1_000, "offset {offset}");
+    assert_eq!(up["clock_offset_ns"].as_i64().unwrap(), -offset);
+    assert_eq!(down["clocks"], "offset");
+    let p50 = down["latency_ns"][1].as_i64().unwrap();
+    assert!((p50 - 3_200).abs() <= 1_000, "latency p50 {p50} ns, truth 3.2 µs");
+    // The summary says it.
+    let out = run(&["merge", exports[0].to_str().unwrap(), exports[1].to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Trajectory samples (1/16)") && text.contains("clock offset"), "{text}");
+}

@@ -24,7 +24,7 @@ def main():
     for f in ("schema.sql", "ttl.sql"):
         for st in statements(os.path.join(deploy, "clickhouse", f)):
             s.query(st)
-    for table in ("flows", "pfc", "events", "findings", "hops", "messages", "intervals"):
+    for table in ("flows", "pfc", "events", "findings", "hops", "messages", "samples", "intervals"):
         path = os.path.join(rows, table + ".ndjson")
         if os.path.getsize(path) == 0:
             continue

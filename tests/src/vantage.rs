@@ -164,3 +164,32 @@ pub fn red_spine() -> Fixture {
 pub fn all() -> Vec<Fixture> {
     vec![leaf(), spine(), spine_clock_ahead(), spine_early(), erspan_collector(), red_leaf(), red_spine()]
 }
+
+/// Two collectors for trajectory sampling (tests/integration/vantage.rs): flow X's `n` data
+/// frames (1 → 2) pass the leaf, then the spine 3 µs + (PSN mod 5) × 100 ns later; PSNs ≡ 3
+/// (mod 10) never reach the spine (10 % lost), PSNs ≡ 1 (mod 10) arrive CE-marked (1 in 9 of
+/// those that arrive). Every 10th PSN is acknowledged (2 → 1): the spine sees the ACK, the leaf
+/// 2 µs later. The spine's clock runs `spine_offset_ns` ahead.
+pub fn trajectory_pair(n: u32, spine_offset_ns: u64) -> (Fixture, Fixture) {
+    let (mut leaf, mut spine) = (Vec::new(), Vec::new());
+    for psn in 0..n {
+        let t = 1_000_000 + psn as u64 * 2 * US;
+        let mut d = data(psn, false);
+        d.ident = psn as u16;
+        leaf.push((t, d.clone()));
+        if psn % 10 != 3 {
+            let mut s = data(psn, psn % 10 == 1);
+            s.ident = psn as u16;
+            spine.push((t + 3 * US + (psn as u64 % 5) * 100 + spine_offset_ns, s));
+        }
+        if psn % 10 == 9 {
+            let mut a = ack(psn);
+            a.ident = psn as u16;
+            spine.push((t + 4 * US + spine_offset_ns, a.clone()));
+            leaf.push((t + 6 * US, a));
+        }
+    }
+    spine.sort_by_key(|f| f.0);
+    leaf.sort_by_key(|f| f.0);
+    (timed("trajectory_leaf.pcap", &leaf), timed("trajectory_spine.pcap", &spine))
+}

@@ -30,6 +30,8 @@ pub struct Config {
     pub max_keys: usize,
     /// Copies of a frame at several vantage points are matched within this (`--match-window`).
     pub match_window_ns: u64,
+    /// `--trajectory-sample 1/N`: N, or 0 for none.
+    pub trajectory_one_in: u64,
     /// DCQCN: the rate window, the horizon after a CNP, and the recovery time past which
     /// it is slow (`--rate-window`, `--dcqcn-horizon`, `--dcqcn-slow-recovery`).
     pub rate_window_ns: u64,
@@ -103,6 +105,7 @@ impl Default for Config {
             topology: None,
             max_keys: usize::MAX,
             match_window_ns: nanos(defaults::MATCH_WINDOW),
+            trajectory_one_in: 0,
             filter: None,
             rate_window_ns: nanos(defaults::RATE_WINDOW),
             dcqcn_horizon_ns: nanos(defaults::DCQCN_HORIZON),

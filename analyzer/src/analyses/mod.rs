@@ -19,6 +19,7 @@ pub mod pause;
 pub mod rtt;
 pub mod stats;
 pub mod topology;
+pub mod trajectory;
 pub mod tree;
 pub mod vantage;
 
@@ -46,6 +47,8 @@ pub struct Analyses {
     pub messages: messages::Messages,
     /// CE marks per priority in time, and data frames per priority (ECN before PFC).
     pub marks: ecn_lead::Marks,
+    /// `--trajectory-sample`: the frames every collector samples alike.
+    pub trajectory: trajectory::Trajectory,
 }
 
 impl Analyses {
@@ -73,6 +76,7 @@ impl Analyses {
                 config.max_keys,
             ),
             marks: ecn_lead::Marks::new(config.dscp_priority.clone(), config.topology.is_some()),
+            trajectory: trajectory::Trajectory::new(config.trajectory_one_in),
             config,
         }
     }
@@ -103,6 +107,7 @@ impl Analyses {
     #[inline]
     pub fn observe_hinted(&mut self, r: &Record, hint: flows::Hint) {
         self.marks.observe(r);
+        self.trajectory.observe(r);
         let wants = flows::Wants { marking: ecn::Ecn::wants(r), request: rtt::Rtt::wants(r) };
         // Whether DCQCN watches the record's flow, when the flows table knows (it keeps that
         // equal to the DCQCN analysis: set when an entry is added and when a flow is watched).

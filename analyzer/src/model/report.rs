@@ -79,6 +79,13 @@ pub struct Report {
     /// on standard error with the OS error.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub output_failures: Vec<OutputFailure>,
+    /// `merge` over exports with trajectory samples: the hops between the collectors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trajectory: Option<super::vantage::Trajectory>,
+    /// A report rebuilt from an export: the collector's trajectory samples, for `merge` to
+    /// join (never written).
+    #[serde(skip)]
+    pub samples: Option<super::vantage::TrajectorySamples>,
 }
 
 /// What `--export` wrote and gave up.

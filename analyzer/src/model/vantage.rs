@@ -84,3 +84,75 @@ pub struct MarkingProfile {
     /// insufficient, low, medium or high: by the marked frames on the ramp and its width.
     pub confidence: String,
 }
+
+/// `merge` over exports with `--trajectory-sample`: the hops between collectors that saw the
+/// same sampled frames (trajectory sampling), each estimated from the samples alone.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Trajectory {
+    /// 1 in this many frames sampled (every agent the same).
+    pub one_in: u64,
+    pub points: Vec<TrajectoryPoint>,
+    pub hops: Vec<TrajectoryHop>,
+}
+
+/// A collector's samples.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrajectoryPoint {
+    /// The agent's host and its inputs' labels (`host/label`).
+    pub name: String,
+    pub samples: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+/// A ratio estimated from samples, with its 95 % (Wilson) interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub of: u64,
+    pub value: f64,
+    pub ci95: [f64; 2],
+}
+
+/// Frames going from one collector to the other, as the samples show them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrajectoryHop {
+    pub from: String,
+    pub to: String,
+    /// Samples at `from` (this direction, within `to`'s span) seen at `to` too, and not.
+    pub matched: u64,
+    pub missing: u64,
+    /// missing / (matched + missing): the hop's loss.
+    pub loss: Estimate,
+    /// Matched samples not CE-marked at `from` and marked at `to`, of those not marked at
+    /// `from`: the marking between.
+    pub ce_between: u64,
+    pub marking: Estimate,
+    /// `to`'s time minus `from`'s, less the clocks' offset: min, p50, p99, max.
+    pub latency_ns: [i64; 4],
+    /// `to`'s clock minus `from`'s, estimated from frames seen both ways (half the difference of
+    /// the two directions' fastest frames); none when frames went one way only (then the
+    /// latency includes the offset, and the clocks are taken as synchronised).
+    pub clock_offset_ns: Option<i64>,
+    /// `synchronised` (offset under 1 µs), `offset` (larger: the collectors' clocks differ),
+    /// or `not_separable`.
+    pub clocks: String,
+}
+
+/// One frame a collector sampled (`--trajectory-sample`): its identity hash, time, ECN bits
+/// and direction (0 when the source address sorts below the destination).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TrajectorySample {
+    pub id: u64,
+    pub ts_ns: u64,
+    pub ecn: u8,
+    pub dir: u8,
+}
+
+/// A collector's samples as an export carried them (in memory only: `merge` joins them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrajectorySamples {
+    /// `host/label`.
+    pub name: String,
+    pub one_in: u64,
+    pub samples: Vec<TrajectorySample>,
+}

@@ -99,8 +99,33 @@ pub fn merge(reports: Vec<(PathBuf, Report)>, opts: &MergeOptions) -> Result<Rep
         m.absorb(path, r)?;
     }
     let mut report = m.finish(opts)?;
+    report.trajectory = trajectory(&reports);
     report.diagnosis = super::diagnose::diagnose(&report);
     Ok(report)
+}
+
+/// The hops between collectors from their exports' trajectory samples, joined on the frames
+/// all of them sampled (at different rates: those the sparsest rate chose, a subset of the
+/// others').
+fn trajectory(reports: &[(PathBuf, Report)]) -> Option<Trajectory> {
+    let carried: Vec<&TrajectorySamples> = reports.iter().filter_map(|(_, r)| r.samples.as_ref()).collect();
+    let one_in = carried.iter().map(|s| s.one_in).max()?;
+    let threshold = u64::MAX / one_in.max(1);
+    let points: Vec<crate::analyses::trajectory::Point> = carried
+        .iter()
+        .map(|s| (s.name.clone(), s.samples.iter().filter(|x| x.id < threshold).copied().collect()))
+        .collect();
+    let summary = |(name, s): &crate::analyses::trajectory::Point| TrajectoryPoint {
+        name: name.clone(),
+        samples: s.len() as u64,
+        first_ns: s.iter().map(|x| x.ts_ns).min().unwrap_or(0),
+        last_ns: s.iter().map(|x| x.ts_ns).max().unwrap_or(0),
+    };
+    Some(Trajectory {
+        one_in,
+        points: points.iter().map(summary).collect(),
+        hops: crate::analyses::trajectory::hops(&points),
+    })
 }
 
 /// Sums `from` into `into` per key (`field` names the map).
@@ -526,6 +551,8 @@ impl Merger {
             evidence: None,
             export: None,
             output_failures: Vec::new(),
+            trajectory: None,
+            samples: None,
         };
         let complete = report.pfc.senders.iter().all(|s| s.pause.intervals_complete)
             && report.pfc.pause_senders.iter().all(|s| s.pause.intervals_complete);

@@ -84,6 +84,8 @@ impl Report {
             evidence: None,
             export: None,
             output_failures: Vec::new(),
+            trajectory: None,
+            samples: None,
         };
         report.visibility = visibility::notes(run, &report);
         report.diagnosis = crate::report::diagnose::diagnose(&report);

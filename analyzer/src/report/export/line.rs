@@ -52,6 +52,8 @@ pub enum Body {
     /// A finding: `state` is `raised` when first seen, `final` at the end of the run when it
     /// changed since, `cleared` when a later interval no longer finds it (a PSN gap that
     /// turned out to be go-back-N).
+    /// Trajectory samples taken in the interval (`--trajectory-sample`), as columns.
+    Samples(SamplesLine),
     Finding {
         /// The finding's identity across lines: its code, flows, and its rank among findings
         /// with both the same (two hops losing the same flow's frames).
@@ -169,4 +171,17 @@ pub struct LossLine {
     pub frames_missing: u64,
     pub frames_missing_total: u64,
     pub frames_matched_total: u64,
+}
+
+/// The frames sampled in an interval (`--trajectory-sample 1/one_in`): the i-th sample is
+/// (`id[i]`, `ts_ns[i]`, `ecn[i]`, `dir[i]`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SamplesLine {
+    pub one_in: u64,
+    pub id: Vec<u64>,
+    pub ts_ns: Vec<u64>,
+    pub ecn: Vec<u8>,
+    pub dir: Vec<u8>,
+    /// Samples the agent dropped before this line (more waited than it keeps).
+    pub dropped: u64,
 }

@@ -84,7 +84,12 @@ pub struct Exporter {
     clickhouse: Option<(clickhouse::rows::Interval, clickhouse::sender::Sender)>,
     /// What the sender did, once ended.
     clickhouse_done: Option<clickhouse::sender::SenderStats>,
+    /// Trajectory samples exported so far (the index of the next).
+    samples_from: u64,
 }
+
+/// Trajectory samples per export line, at most (about 40 bytes each).
+pub const SAMPLES_PER_LINE: usize = 16_384;
 
 /// The machine's host name (what export lines say they come from).
 pub fn host_name() -> String {
@@ -110,6 +115,7 @@ impl Exporter {
             lines: 0,
             clickhouse: None,
             clickhouse_done: None,
+            samples_from: 0,
         }
     }
 
@@ -117,6 +123,31 @@ impl Exporter {
     pub fn with_clickhouse(mut self, sender: clickhouse::sender::Sender) -> Exporter {
         self.clickhouse = Some((clickhouse::rows::Interval::default(), sender));
         self
+    }
+
+    /// The trajectory samples taken since the last interval, in lines of at most
+    /// [`SAMPLES_PER_LINE`].
+    fn sample_lines(&mut self, run: &Pipeline) -> Result<(), SinkError> {
+        let t = &run.analyses.trajectory;
+        if t.one_in == 0 || t.taken == self.samples_from {
+            return Ok(());
+        }
+        let fresh = || SamplesLine { one_in: t.one_in, dropped: t.dropped, ..Default::default() };
+        let mut line = fresh();
+        for s in t.since(self.samples_from) {
+            line.id.push(s.id);
+            line.ts_ns.push(s.ts_ns);
+            line.ecn.push(s.ecn);
+            line.dir.push(s.dir);
+            if line.id.len() == SAMPLES_PER_LINE {
+                self.write(Body::Samples(std::mem::replace(&mut line, fresh())))?;
+            }
+        }
+        self.samples_from = t.taken;
+        if !line.id.is_empty() {
+            self.write(Body::Samples(line))?;
+        }
+        Ok(())
     }
 
     /// What the sinks wrote and gave up so far.
@@ -169,6 +200,7 @@ impl Exporter {
         let judged = assemble::judged::judge(run, &ecmp);
         self.pfc_lines(&judged.pfc, end_ns, last)?;
         self.loss_lines(judged.vantage.as_ref())?;
+        self.sample_lines(run)?;
         self.event_lines(run, &judged.pfc, last)?;
         let mut findings = judged.audit;
         findings.extend(ecmp.findings);

@@ -174,23 +174,12 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
     for l in lines {
         parts.absorb(l.body);
     }
-    let Parts { flows, senders, storms, episodes, deadlocks, findings, messages } = parts;
+    let Parts { flows, senders, storms, episodes, deadlocks, findings, messages, samples } = parts;
+    let samples = samples.map(|s| trajectory_samples(host, &interval.capture, s));
+    let note = rebuilt_note(host, total, intervals, &interval, cut);
     let (pfc_senders, pause_senders) = split_senders(senders);
     let capture = interval.capture;
     let class = |name: &str| capture.classes.get(name).copied().unwrap_or(0);
-    let mut note = format!(
-        "rebuilt from the export of host {host:?}: {total} lines in {intervals} intervals up to {} ns; flows, PFC senders, \
-         storms, incast episodes, deadlocks, findings and the messages' distributions and tail as exported \
-         (not their per-flow lists); the RTT distribution, CE/CNP pairs, CNP pacing \
-         and the ECMP prediction are not in exports",
-        interval.end_ns
-    );
-    if !interval.last {
-        note.push_str("; the agent did not write its final interval (it was stopped without one, or is running)");
-    }
-    if cut > 0 {
-        note.push_str(&format!("; {cut} unterminated last line(s) left out"));
-    }
     let mut report = Report {
         schema: SCHEMA.into(),
         tool: interval.tool,
@@ -236,9 +225,39 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
         evidence: None,
         export: None,
         output_failures: Vec::new(),
+        trajectory: None,
+        samples,
     };
     report.diagnosis = crate::report::diagnose::diagnose(&report);
     Some(report)
+}
+
+/// The `from_export` note of a report rebuilt from `total` lines in `intervals` intervals.
+fn rebuilt_note(host: &str, total: usize, intervals: usize, interval: &IntervalLine, cut: u64) -> String {
+    let mut note = format!(
+        "rebuilt from the export of host {host:?}: {total} lines in {intervals} intervals up to {} ns; flows, PFC senders, \
+         storms, incast episodes, deadlocks, findings and the messages' distributions and tail as exported \
+         (not their per-flow lists); the RTT distribution, CE/CNP pairs, CNP pacing \
+         and the ECMP prediction are not in exports",
+        interval.end_ns
+    );
+    if !interval.last {
+        note.push_str("; the agent did not write its final interval (it was stopped without one, or is running)");
+    }
+    if cut > 0 {
+        note.push_str(&format!("; {cut} unterminated last line(s) left out"));
+    }
+    note
+}
+
+/// A collector's trajectory samples, named `host/label` (its inputs' labels).
+fn trajectory_samples(
+    host: &str,
+    capture: &Capture,
+    (one_in, samples): (u64, Vec<TrajectorySample>),
+) -> TrajectorySamples {
+    let labels: Vec<&str> = capture.sources.iter().map(|s| s.label.as_str()).collect();
+    TrajectorySamples { name: format!("{host}/{}", labels.join(",")), one_in, samples }
 }
 
 /// What one host's lines hold, as they come: each flow's and PFC sender's latest totals, the
@@ -253,6 +272,8 @@ struct Parts {
     findings: BTreeMap<String, Finding>,
     /// The latest messages line (cumulative).
     messages: Option<Box<Messages>>,
+    /// Trajectory samples, in the order taken.
+    samples: Option<(u64, Vec<TrajectorySample>)>,
 }
 
 impl Parts {
@@ -281,6 +302,16 @@ impl Parts {
             Body::IncastEpisode { episode } => self.episodes.push(episode),
             Body::Deadlock { deadlock } => self.deadlocks.push(deadlock),
             Body::Messages { messages } => self.messages = Some(messages),
+            Body::Samples(l) => {
+                let (_, v) = self.samples.get_or_insert_with(|| (l.one_in, Vec::new()));
+                let cols = l.id.iter().zip(&l.ts_ns).zip(l.ecn.iter().zip(&l.dir));
+                v.extend(cols.map(|((id, ts_ns), (ecn, dir))| TrajectorySample {
+                    id: *id,
+                    ts_ns: *ts_ns,
+                    ecn: *ecn,
+                    dir: *dir,
+                }));
+            }
             Body::Finding { id, state, finding } => {
                 match state.as_str() {
                     "cleared" => self.findings.remove(&id),

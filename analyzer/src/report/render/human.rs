@@ -32,6 +32,9 @@ pub fn render(r: &Report, top: usize) -> String {
     if let Some(v) = &r.vantage {
         vantage(&mut o, v);
     }
+    if let Some(t) = &r.trajectory {
+        trajectory(&mut o, t);
+    }
     if let Some(n) = &r.nic {
         nic(&mut o, n);
     }
@@ -67,6 +70,40 @@ fn vantage(o: &mut String, v: &crate::model::Vantage) {
             let _ = writeln!(o, "    ECN marking: {}", marking_profile(p));
         }
     }
+}
+
+/// The hops between collectors from their trajectory samples.
+fn trajectory(o: &mut String, t: &crate::model::Trajectory) {
+    let points: Vec<String> = t.points.iter().map(|p| format!("{} {} samples", p.name, p.samples)).collect();
+    let _ = writeln!(o, "\nTrajectory samples (1/{}): {}", t.one_in, points.join(" · "));
+    let pct = |e: &crate::model::Estimate| {
+        format!("{:.2} % (95 %: {:.2}–{:.2} %)", e.value * 100.0, e.ci95[0] * 100.0, e.ci95[1] * 100.0)
+    };
+    for h in &t.hops {
+        let clocks = match h.clock_offset_ns {
+            Some(off) => format!("clock offset {} µs ({})", us_signed(off), h.clocks),
+            None => "clock offset not separable (frames one way): latency includes it".into(),
+        };
+        let [min, p50, p99, max] = h.latency_ns;
+        let _ = writeln!(
+            o,
+            "  {} → {}: {} matched, {} missing: loss {} · CE-marked between {} · latency min/p50/p99/max {}/{}/{}/{} µs · {clocks}",
+            h.from,
+            h.to,
+            h.matched,
+            h.missing,
+            pct(&h.loss),
+            pct(&h.marking),
+            us_signed(min),
+            us_signed(p50),
+            us_signed(p99),
+            us_signed(max)
+        );
+    }
+}
+
+fn us_signed(ns: i64) -> String {
+    format!("{:.1}", ns as f64 / 1e3)
 }
 
 /// A hop's fitted marking profile in one line (the HTML's too).

@@ -18,12 +18,21 @@ pub enum Table {
     Findings,
     Hops,
     Messages,
+    Samples,
     Intervals,
 }
 
 impl Table {
-    pub const ALL: [Table; 7] =
-        [Table::Flows, Table::Pfc, Table::Events, Table::Findings, Table::Hops, Table::Messages, Table::Intervals];
+    pub const ALL: [Table; 8] = [
+        Table::Flows,
+        Table::Pfc,
+        Table::Events,
+        Table::Findings,
+        Table::Hops,
+        Table::Messages,
+        Table::Samples,
+        Table::Intervals,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -33,6 +42,7 @@ impl Table {
             Table::Findings => "findings",
             Table::Hops => "hops",
             Table::Messages => "messages",
+            Table::Samples => "samples",
             Table::Intervals => "intervals",
         }
     }
@@ -48,9 +58,27 @@ fn flow_ref_id(f: &FlowRef) -> String {
     flow_id(&f.src, &f.dst, f.udp_sport, f.dst_qp)
 }
 
-/// The rows of one line, without the columns its interval gives them.
+/// The rows of one line, without the columns its interval gives them: one, or one per
+/// trajectory sample.
+fn rows(line: &Line) -> Vec<(Table, Value)> {
+    match &line.body {
+        Body::Samples(l) => {
+            l.id.iter()
+                .zip(&l.ts_ns)
+                .zip(l.ecn.iter().zip(&l.dir))
+                .map(|((id, ts), (ecn, dir))| {
+                    (Table::Samples, json!({"id": id, "ts_ns": ts, "ecn": ecn, "dir": dir, "one_in": l.one_in}))
+                })
+                .collect()
+        }
+        _ => row(line).into_iter().collect(),
+    }
+}
+
+/// The row of one line (not a samples line), without the columns its interval gives it.
 fn row(line: &Line) -> Option<(Table, Value)> {
     Some(match &line.body {
+        Body::Samples(_) => return None,
         Body::Flow(f) => {
             let t = &f.total;
             let d = &f.delta;
@@ -119,14 +147,15 @@ fn row(line: &Line) -> Option<(Table, Value)> {
                 "body": serde_json::to_string(m).unwrap_or_default(),
             }),
         ),
-        Body::Interval(i) => (
-            Table::Intervals,
-            json!({
-                "kind": i.kind, "start_ns": i.start_ns, "end_ns": i.end_ns, "is_final": u8::from(i.last),
-                "frames": i.delta.frames, "dropped": i.delta.dropped.values().sum::<u64>(),
-                "total_frames": i.capture.frames, "lines": i.lines,
-            }),
-        ),
+        Body::Interval(i) => (Table::Intervals, interval_row(i)),
+    })
+}
+
+fn interval_row(i: &crate::report::export::line::IntervalLine) -> Value {
+    json!({
+        "kind": i.kind, "start_ns": i.start_ns, "end_ns": i.end_ns, "is_final": u8::from(i.last),
+        "frames": i.delta.frames, "dropped": i.delta.dropped.values().sum::<u64>(),
+        "total_frames": i.capture.frames, "lines": i.lines,
     })
 }
 
@@ -195,8 +224,7 @@ impl Batch {
 impl Interval {
     /// One export line; returns the interval's batch when `line` closes it.
     pub fn line(&mut self, line: &Line) -> Option<Batch> {
-        let (table, row) = row(line)?;
-        self.rows.push((table, row));
+        self.rows.extend(rows(line));
         let Body::Interval(i) = &line.body else { return None };
         let sources = &i.capture.sources;
         let label = sources.iter().map(|s| s.label.as_str()).collect::<Vec<_>>().join(",");

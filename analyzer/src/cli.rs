@@ -986,6 +986,11 @@ pub fn input_given_twice(flag: &str, inputs: &[&std::path::Path]) -> Option<Stri
 }
 
 impl OutputArgs {
+    /// A `--fail-on` gate whose path no report has (found before any work).
+    pub fn gate_error(&self) -> Option<String> {
+        self.fail_on.iter().find_map(|g| g.possible().err())
+    }
+
     /// The report's outputs that are files (not standard output): flag, what it holds, path.
     pub fn files(&self) -> Vec<(&'static str, &'static str, &std::path::Path)> {
         let outputs = [
@@ -1005,6 +1010,9 @@ impl AnalyzeArgs {
     /// an output that is one of the inputs, or a `--clock-offset` whose label no input has.
     pub fn usage_error(&self) -> Option<String> {
         let stdout = Some(std::path::Path::new("-"));
+        if let Some(why) = self.output.gate_error() {
+            return Some(why);
+        }
         if self.export.as_deref() == stdout && self.output.json.as_deref() == stdout {
             return Some("--export - and --json - both want standard output; give one a file".into());
         }
@@ -1039,6 +1047,9 @@ impl AnalyzeArgs {
 impl MergeArgs {
     /// An output that is one of the reports or exports merged, or the topology.
     pub fn usage_error(&self) -> Option<String> {
+        if let Some(why) = self.output.gate_error() {
+            return Some(why);
+        }
         let mut inputs: Vec<&std::path::Path> = self.reports.iter().map(PathBuf::as_path).collect();
         if let Some(why) = input_given_twice("merge:", &inputs) {
             return Some(why);

@@ -247,6 +247,10 @@ fn fail_on_gates_trip_with_their_values_and_exit_4() {
     let out = run(&["-q", "-r", &example, "--fail-on", "capture.classes.nosuch>0"]);
     assert_eq!(out.status.code(), Some(2), "unknown path is a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("no `nosuch`"));
+    // A path no report has is found before any work: before a live run tries its interface.
+    let out = run(&["-q", "-i", "no-such-if0", "--fail-on", "capture.clases.cnp>0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no `clases` in any report (at capture)"));
     let out = run(&["-q", "-r", &example, "--fail-on", "capture.frames is big"]);
     assert_eq!(out.status.code(), Some(2), "bad expression is a usage error");
 

@@ -32,6 +32,8 @@ fn the_systemd_unit_verifies_and_grants_only_what_the_agent_needs() {
         assert!(caps.contains(&kept.to_string()), "{kept} granted");
     }
     assert!(unit.contains("DynamicUser=yes") && unit.contains("NoNewPrivileges=yes"));
+    // A usage error stops it: restarting every 5 s would never fix a bad flag.
+    assert!(unit.contains(&format!("RestartPreventExitStatus={}\n", analyzer::exit::USAGE)));
     // Every ROCE_ANALYZER_ variable the unit sets is a flag of the command line.
     let cmd = analyzer::cli::command();
     for line in unit.lines().filter_map(|l| l.strip_prefix("Environment=")) {
@@ -62,10 +64,46 @@ fn the_kubernetes_manifests_validate() {
     assert!(text.contains(r#"drop: ["ALL"]"#) && text.contains(r#"add: ["BPF", "NET_ADMIN", "PERFMON"]"#));
     assert!(text.contains("allowPrivilegeEscalation: false") && text.contains("path: /healthz"));
     assert!(text.contains("hostNetwork: true"));
+    // Configured by a ConfigMap of flag variables (validated too), the image the Containerfile
+    // builds for this version, the outputs on a node volume.
+    assert!(said.contains("passed for resource configmap/roce-analyzer"), "{said}");
+    let cmd = analyzer::cli::command();
+    let data = &text[text.find("data:").unwrap()..text.find("---").unwrap()];
+    let vars: Vec<&str> =
+        data.lines().filter_map(|l| l.trim().split(':').next()).filter(|k| k.starts_with("ROCE_ANALYZER_")).collect();
+    assert!(vars.len() >= 4, "{vars:?}");
+    for var in vars {
+        assert!(
+            cmd.get_arguments().any(|a| a.get_long().map(analyzer::cli::env_name).as_deref() == Some(var)),
+            "{var} is not a flag's variable"
+        );
+    }
+    assert!(text.contains(&format!("image: roce-analyzer:{}\n", env!("CARGO_PKG_VERSION"))));
+    assert!(
+        text.contains("mountPath: /var/lib/roce-analyzer")
+            && text.contains("ROCE_ANALYZER_EXPORT: /var/lib/roce-analyzer/")
+    );
     // The ServiceMonitor selects the Service by its label and scrapes its port by name.
     let sm = std::fs::read_to_string(deploy("kubernetes/servicemonitor.yaml")).unwrap();
     assert!(sm.contains("kind: ServiceMonitor") && sm.contains("app.kubernetes.io/name: roce-analyzer"));
     assert!(sm.contains("- port: metrics") && text.contains("- name: metrics\n      port: 9464"));
+}
+
+/// The container's build context is what the Containerfile copies and nothing else (the
+/// target directory is gigabytes): `.containerignore` (and `.dockerignore`, for docker) leave
+/// out everything, then let in each COPY source.
+#[test]
+fn the_container_build_context_is_only_what_it_copies() {
+    let file = std::fs::read_to_string(deploy("Containerfile")).unwrap();
+    let sources: Vec<&str> = file.lines().filter_map(|l| l.strip_prefix("COPY ")?.split_whitespace().next()).collect();
+    assert!(!sources.is_empty());
+    for ignore in [".containerignore", ".dockerignore"] {
+        let text = std::fs::read_to_string(root().join(ignore)).unwrap();
+        let patterns: Vec<&str> = text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
+        assert_eq!(patterns.first(), Some(&"*"), "{ignore}: everything left out first");
+        let let_in: Vec<&str> = patterns.iter().filter_map(|p| p.strip_prefix('!')).collect();
+        assert_eq!(let_in, sources, "{ignore}: exactly the COPY sources let in");
+    }
 }
 
 /// The recording and alerting rules: `promtool check rules` and `promtool test rules` (each

@@ -139,6 +139,10 @@ fn prometheus_scrapes_two_agents_and_fleet_queries_match_their_reports() {
             let expr = t["expr"].as_str().unwrap().replace("$__rate_interval", "1m").replace("$instance", ".*");
             let got = query(&prom, &expr);
             assert!(got.iter().any(|(_, v)| v.is_finite()), "panel {:?}: {expr} returned no data: {got:?}", p["title"]);
+            // A panel in percent means a fraction: never above 1 (a sum over senders was).
+            if p["fieldConfig"]["defaults"]["unit"] == "percentunit" {
+                assert!(got.iter().all(|(_, v)| *v <= 1.0), "panel {:?}: {expr} above 100 %: {got:?}", p["title"]);
+            }
         }
     }
     let variable = &dashboard["templating"]["list"][1]["query"];

@@ -121,11 +121,61 @@ impl Gate {
         }
     }
 
+    /// Whether a report of the schema can have this path at all (checked before any work, so
+    /// that a misspelt gate fails at once, not after an hour's capture): `Err` names the
+    /// segment no report has.
+    pub fn possible(&self) -> Result<(), String> {
+        let schema: Value = serde_json::from_str(super::validate::SCHEMA_JSON).map_err(|e| e.to_string())?;
+        let mut at = vec![&schema];
+        for (i, seg) in self.path.iter().enumerate() {
+            let last = i + 1 == self.path.len();
+            let mut next = Vec::new();
+            for node in at.iter().flat_map(|n| alternatives(&schema, n)) {
+                if last && SEVERITIES.contains(&seg.as_str()) && node.get("items").is_some() {
+                    return Ok(());
+                }
+                if let Some(p) = node.get("properties").and_then(|p| p.get(seg)) {
+                    next.push(p);
+                } else if let Some(a) = node.get("additionalProperties").filter(|a| a.is_object()) {
+                    next.push(a);
+                }
+                if let (Some(items), Ok(_)) = (node.get("items"), seg.parse::<usize>()) {
+                    next.push(items);
+                }
+            }
+            if next.is_empty() {
+                let place = if i == 0 { "the top".to_string() } else { self.path[..i].join(".") };
+                return Err(format!("--fail-on {self}: no `{seg}` in any report (at {place}); see the report schema"));
+            }
+            at = next;
+        }
+        Ok(())
+    }
+
     /// `Some(value)` when the gate trips.
     pub fn check(&self, report: &Value) -> Result<Option<f64>, GateError> {
         let v = self.value(report)?;
         Ok(self.op.holds(v, self.number).then_some(v))
     }
+}
+
+/// A schema node and the nodes it stands for (`$ref`, `oneOf`, `anyOf`, `allOf`), resolved.
+fn alternatives<'a>(root: &'a Value, node: &'a Value) -> Vec<&'a Value> {
+    let mut out = vec![node];
+    let mut i = 0;
+    while i < out.len() && out.len() < 64 {
+        let n = out[i];
+        if let Some(r) = n.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/"))
+            && let Some(t) = r.split('/').try_fold(root, |v, k| v.get(k))
+        {
+            out.push(t);
+        }
+        for key in ["oneOf", "anyOf", "allOf"] {
+            out.extend(n.get(key).and_then(Value::as_array).into_iter().flatten());
+        }
+        i += 1;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -144,6 +194,26 @@ mod tests {
         assert!(Gate::parse("a..b>1").is_err());
         assert!(Gate::parse(">1").is_err());
         assert!(Gate::parse("a 1").is_err());
+    }
+
+    #[test]
+    fn paths_no_report_has_are_found_before_any_work() {
+        for ok in [
+            "capture.classes.cnp>0",
+            "flows>=2",
+            "flows.0.bytes>1",
+            "audit.error>0",
+            "rtt_ns.p999>50000",
+            "pfc.senders.0.paused_ns>0",
+            "export.clickhouse.dropped>0",
+            "trajectory.hops.0.loss.value>0.001",
+        ] {
+            assert_eq!(Gate::parse(ok).unwrap().possible(), Ok(()), "{ok}");
+        }
+        let e = Gate::parse("capture.clases.cnp>0").unwrap().possible().unwrap_err();
+        assert!(e.contains("`clases`") && e.contains("at capture"), "{e}");
+        assert!(Gate::parse("nosuch>0").unwrap().possible().is_err());
+        assert!(Gate::parse("flows.x.bytes>0").unwrap().possible().is_err(), "a list takes an index");
     }
 
     #[test]

@@ -235,7 +235,15 @@ fn incast_storm_and_deadlock_files_hold_their_frames() {
             .cloned()
             .collect();
         assert_eq!(without_interface(tshark(&dir.path().join("evidence").join(file))), want, "{file}");
-        assert_eq!(e["start_ns"].as_u64().unwrap() - a, 1_000_000, "the margin before");
+        // The margin before: 1 ms, or halfway back to the previous episode of the destination.
+        let previous = episodes
+            .iter()
+            .filter_map(|x| x["end_ns"].as_u64())
+            .filter(|t| *t <= e["start_ns"].as_u64().unwrap())
+            .max();
+        let start = e["start_ns"].as_u64().unwrap();
+        let want = previous.map_or(1_000_000, |p| ((start - p) / 2).min(1_000_000));
+        assert_eq!(start - a, want, "the margin before");
     }
     // A storm: that sender's PFC frames for that priority.
     let (r, dir) = with_evidence(&["pfc_storm.pcap"]);
@@ -492,6 +500,26 @@ fn the_page_links_incast_evidence_and_says_when_nothing_was_found() {
     let hrefs: Vec<&str> = table.split("href=\"").skip(1).map(|x| &x[..x.find('"').unwrap()]).collect();
     assert_eq!(hrefs.len(), 3, "{table}");
     assert!(hrefs.iter().all(|h| h.starts_with("ev/") && dir.path().join(h).is_file()), "{hrefs:?}");
+    // The 1 ms margin stops halfway to the next episode (they are 876 µs apart): each file
+    // holds its own episode's frames, not its neighbour's.
+    let (r, _keep) = with_evidence(&["incast.pcap"]);
+    let episodes = r["incast"]["episodes"].as_array().unwrap();
+    let mut spans: Vec<(u64, u64, u64, u64)> = episodes
+        .iter()
+        .map(|e| {
+            let f = r["evidence"]["files"].as_array().unwrap().iter().find(|f| f["file"] == e["evidence"]).unwrap();
+            let n = |v: &Value| v.as_u64().unwrap();
+            (n(&f["start_ns"]), n(&f["end_ns"]), n(&e["start_ns"]), n(&e["end_ns"]))
+        })
+        .collect();
+    spans.sort();
+    for w in spans.windows(2) {
+        assert!(w[0].1 < w[1].0, "files overlap: {w:?}");
+    }
+    for (fs, fe, es, ee) in &spans {
+        assert!(fs <= es && fe >= ee, "the file covers its episode");
+    }
+    assert_eq!(spans[0].1 - spans[0].3, (spans[1].2 - spans[0].3) / 2 - 1, "halfway to the next");
     let out = run(&["-q", "-r", &resolve("pfc_storm.pcap"), "--html", page.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
     let html = std::fs::read_to_string(&page).unwrap();

@@ -382,7 +382,7 @@ pub(crate) fn request(report: &Items<'_>, run: &Pipeline, margin_ns: u64, item: 
                     "roce-analyzer incast episode: {} senders at peak into {} ({} bytes, peak {:.1} Gb/s, {} CE-marked, {} CNPs, {} PFC frames)",
                     e.peak_senders, e.dst, e.bytes, e.peak_gbps, e.ce_packets, e.cnp_packets, e.pfc_frames
                 ),
-                (e.start_ns, e.end_ns),
+                episode_span(report.episodes, i, margin_ns),
                 select,
             )
         }
@@ -550,6 +550,25 @@ pub fn prepare(dir: &Path) -> Result<Prepared, EvidenceError> {
         aside = Some(to.path.clone());
     }
     Ok(Prepared { dir: handle.path.clone(), handle: Arc::new(handle), moved: earlier.len(), aside })
+}
+
+/// The span an episode's file takes, before `new` widens it by `margin` each side: the margin
+/// stops halfway to the previous and the next episode of the same destination, so that a
+/// file holds its own episode, not its neighbour's (episodes of a periodic incast are often
+/// closer together than the margin).
+fn episode_span(episodes: &[Episode], i: usize, margin: u64) -> (u64, u64) {
+    let e = &episodes[i];
+    let same = episodes.iter().enumerate().filter(|(j, x)| *j != i && x.dst == e.dst).map(|(_, x)| x);
+    let before =
+        same.clone().filter(|x| x.end_ns <= e.start_ns).map(|x| e.start_ns - (e.start_ns - x.end_ns) / 2).max();
+    // A frame at the very midpoint belongs to the later file.
+    let after = same
+        .filter(|x| x.start_ns >= e.end_ns)
+        .map(|x| (e.end_ns + (x.start_ns - e.end_ns) / 2).saturating_sub(1).max(e.end_ns))
+        .min();
+    let start = before.map_or(e.start_ns.saturating_sub(margin), |b| b.max(e.start_ns.saturating_sub(margin)));
+    let end = after.map_or(e.end_ns.saturating_add(margin), |a| a.min(e.end_ns.saturating_add(margin)));
+    (start.saturating_add(margin), end.saturating_sub(margin))
 }
 
 /// `NNN-what.pcapng`, as [`Cutter::add`] names files.

@@ -333,3 +333,62 @@ fn a_server_away_loses_nothing_within_the_buffer_and_counts_the_rest() {
     assert!(stderr.contains(&format!("{} row(s) dropped", x["lines"])), "{stderr}");
     assert!(!format!("{r}{stderr}").contains(&server.password));
 }
+
+/// A live agent inserts every interval (issue 43 §1): the agent and the server in one network
+/// namespace (its own loopback), frames replayed twice with a pause between; the intervals
+/// table holds one row per interval the agent closed, the flows rows add up to the agent's
+/// report, and `/metrics` counts the lines inserted.
+#[test]
+fn a_live_agent_inserts_every_interval() {
+    use tests::netns::{Agent, Netns, privileged};
+    if !privileged("a_live_agent_inserts_every_interval") {
+        return;
+    }
+    let ns = Netns::new("chlive");
+    ns.loopback_up();
+    let server = Server::start_in(Some(&ns.name));
+    server.apply(&deploy_dir().join("schema.sql"));
+    let dir = tempfile::tempdir().unwrap();
+    let f = tests::fixtures::all().into_iter().find(|f| f.name == "gobackn.pcap").unwrap();
+    let sent = f.as_sent(dir.path());
+    let json = dir.path().join("live.json");
+    let url = server.url();
+    let port = 23000 + (std::process::id() % 1000) as u16;
+    let metrics = format!("127.0.0.1:{port}");
+    let args = [
+        "--interval",
+        "200ms",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+        "--export-clickhouse",
+        &url,
+        "--metrics",
+        &metrics,
+    ];
+    let env =
+        [("ROCE_ANALYZER_CLICKHOUSE_USER", USER), ("ROCE_ANALYZER_CLICKHOUSE_PASSWORD", server.password.as_str())];
+    let agent = Agent::start_env(&ns, &binary(), &args, &env);
+    assert!(ns.replay(&sent).status.success());
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(ns.replay(&sent).status.success());
+    std::thread::sleep(Duration::from_millis(700));
+    let text = ns.scrape(port).unwrap();
+    let inserted = tests::tools::metric(&text, r#"roce_analyzer_export_lines_total{sink="clickhouse"}"#);
+    assert!(inserted.is_some_and(|n| n > 0), "{text}");
+    let (code, _, stderr) = agent.stop();
+    assert_eq!(code, Some(0), "{stderr:?}");
+    assert!(!stderr.join("\n").contains(&server.password));
+    let r = read_report(&json);
+    let x = &r["export"]["clickhouse"];
+    assert_eq!(u(&x["dropped"]), 0, "{x}");
+    let intervals = u(&server.rows("SELECT count() AS n FROM roce.intervals")[0]["n"]);
+    assert!(intervals >= 5, "one row per interval of 200 ms over about 1.5 s: {intervals}");
+    let last = &server.rows("SELECT is_final, total_frames FROM roce.intervals ORDER BY end_ns DESC LIMIT 1")[0];
+    assert_eq!((u(&last["is_final"]), u(&last["total_frames"])), (1, 2 * f.frames.len() as u64));
+    // The flows' per-interval deltas add up to the report's totals.
+    let bytes = u(&server.rows("SELECT sum(bytes) AS b FROM roce.flows")[0]["b"]);
+    let want: u64 = r["flows"].as_array().unwrap().iter().map(|f| u(&f["bytes"])).sum();
+    assert_eq!(bytes, want);
+    assert!(!server.log().contains(&server.password));
+}

@@ -17,6 +17,8 @@ pub struct Server {
     pub http_port: u16,
     pub password: String,
     child: Option<Child>,
+    /// The network namespace it runs in (its own loopback), if any.
+    netns: Option<String>,
 }
 
 /// Two ports nothing listens on (held together while chosen, so they differ).
@@ -29,6 +31,12 @@ fn free_ports() -> (u16, u16) {
 impl Server {
     /// Starts a server and waits until it answers.
     pub fn start() -> Server {
+        Server::start_in(None)
+    }
+
+    /// Starts a server inside the network namespace `netns` (on its loopback, which a live
+    /// agent in the namespace reaches), or on the host's.
+    pub fn start_in(netns: Option<&str>) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let (http_port, tcp_port) = free_ports();
         let password = format!("pw-{}-{}", std::process::id(), http_port);
@@ -69,9 +77,21 @@ impl Server {
             ),
         )
         .unwrap();
-        let mut s = Server { dir, http_port, password, child: None };
+        let mut s = Server { dir, http_port, password, child: None, netns: netns.map(String::from) };
         s.resume();
         s
+    }
+
+    /// `program` to run beside the server (in its namespace).
+    fn command(&self, program: &Path) -> Command {
+        match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(program);
+                c
+            }
+            None => Command::new(program),
+        }
     }
 
     pub fn url(&self) -> String {
@@ -86,7 +106,8 @@ impl Server {
     /// Starts the server (again, on the same data) and waits until it answers.
     pub fn resume(&mut self) {
         let log = std::fs::File::create(self.dir.path().join("server.log")).unwrap();
-        let child = Command::new(crate::tools::require("clickhouse-server"))
+        let child = self
+            .command(&crate::tools::require("clickhouse-server"))
             .arg(format!("--config-file={}", self.dir.path().join("config.xml").display()))
             .current_dir(self.dir.path())
             .stdout(Stdio::null())
@@ -118,7 +139,8 @@ impl Server {
     }
 
     fn try_query(&self, sql: &str) -> Result<String, String> {
-        let out = Command::new(crate::tools::require("curl"))
+        let out = self
+            .command(&crate::tools::require("curl"))
             .args(["-sS", "--max-time", "20", "-u", &format!("{USER}:{}", self.password), "--data-binary", "@-"])
             .arg(format!("{}?output_format_json_quote_64bit_integers=0", self.url()))
             .stdin(Stdio::piped())

@@ -210,8 +210,14 @@ impl Agent {
 
     /// The same with another build of the agent (a benchmark's baseline).
     pub fn start_bin(ns: &Netns, bin: &std::path::Path, args: &[&str]) -> Agent {
+        Agent::start_env(ns, bin, args, &[])
+    }
+
+    /// The same with variables added to its environment (credentials).
+    pub fn start_env(ns: &Netns, bin: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Agent {
         let mut child = ns
             .cmd(bin)
+            .envs(env.iter().copied())
             .args(["-i", "vb"])
             .args(args)
             .stdout(Stdio::piped())

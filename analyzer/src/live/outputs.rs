@@ -17,6 +17,7 @@ use crate::engine::Engine;
 use crate::engine::live::Clock;
 use crate::metrics_server::MetricsServer;
 use crate::model::Report;
+use crate::model::error_chain as chain;
 use crate::model::{Note, NoteCode};
 use crate::pipeline::Pipeline;
 use crate::report::assemble::Lists;
@@ -25,7 +26,7 @@ use crate::report::export::Exporter;
 use crate::report::render::live_view::LiveView;
 use crate::report::render::metrics;
 use crate::report::render::text::escape;
-use crate::report::{RunKind, error_chain as chain, write};
+use crate::report::{RunKind, write};
 
 /// The metrics' finding counts are re-evaluated every this many polls (they walk every flow).
 const FINDINGS_EVERY: u64 = 10;

@@ -23,16 +23,3 @@ pub mod validate;
 pub mod write;
 
 pub use assemble::RunKind;
-
-/// An error with its causes, as `anyhow` shows them with `{:#}`: "outer: cause: cause"
-/// (library errors are `thiserror` types, which `{:#}` does not chain).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
-}

@@ -42,18 +42,6 @@ impl Default for LoadOptions {
     }
 }
 
-/// An error and its causes on one line ("a: b: c").
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
 /// True when an OS error somewhere in `e`'s chain is one of `codes`.
 pub(crate) fn has_errno(e: &(dyn std::error::Error + 'static), codes: &[i32]) -> bool {
     let mut cur = Some(e);
@@ -290,7 +278,10 @@ pub fn attach(ebpf: &mut aya::Ebpf, iface: &str, mode: AttachMode, frags: FragsM
                     } else {
                         KernelError::Attach { iface: iface.into(), mode: mode_name, source: e }
                     };
-                    refused.push(format!("{mode_name} XDP refused the {what} program: {}", error_chain(&err)));
+                    refused.push(format!(
+                        "{mode_name} XDP refused the {what} program: {}",
+                        crate::model::error_chain(&err)
+                    ));
                     last = Some(err);
                 }
             }

@@ -218,7 +218,7 @@ impl Sink {
         self.write_out();
         let e = self.pending.take();
         if let Some(e) = &e {
-            self.failed.get_or_insert_with(|| crate::report::error_chain(e));
+            self.failed.get_or_insert_with(|| crate::model::error_chain(e));
         }
         e.map_or(Ok(()), Err)
     }

@@ -261,7 +261,7 @@ fn insert(
     if let Some(user) = &opts.user {
         req = req.basic_auth(user, opts.password.as_deref());
     }
-    let resp = req.send().map_err(|e| crate::report::error_chain(&e.without_url()))?;
+    let resp = req.send().map_err(|e| crate::model::error_chain(&e.without_url()))?;
     let status = resp.status();
     if status.is_success() {
         return Ok(());

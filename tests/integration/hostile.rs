@@ -401,3 +401,26 @@ fn inputs_of_any_kind_and_size_are_bounded() {
         &err[..err.len().min(500)]
     );
 }
+
+/// The same export given twice under two paths — a copy of the directory, not a link — is the
+/// same agent's same intervals: `merge` refuses it, naming both, instead of counting every
+/// frame twice (issue 44 §4).
+#[test]
+fn merge_refuses_a_copy_of_an_export_given_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ex = tests::tools::root().join("tests/data/gobackn.pcap");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let out = run(&["-q", "-r", ex.to_str().unwrap(), "--export", a.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    std::fs::create_dir(&b).unwrap();
+    for e in std::fs::read_dir(&a).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), b.join(e.file_name())).unwrap();
+    }
+    let out = run(&["merge", "-q", "--json", "-", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the same export as") && err.contains("/a") && err.contains("/b"), "{err}");
+    // Each alone merges.
+    assert_eq!(run(&["merge", "-q", "--json", "-", a.to_str().unwrap()]).status.code(), Some(0));
+}

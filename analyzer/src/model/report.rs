@@ -86,6 +86,10 @@ pub struct Report {
     /// join (never written).
     #[serde(skip)]
     pub samples: Option<super::vantage::TrajectorySamples>,
+    /// A report rebuilt from an export: which agent and intervals it holds (in memory only:
+    /// `merge` refuses the same export given twice, a copy included).
+    #[serde(skip)]
+    pub export_identity: Option<String>,
 }
 
 /// What `--export` wrote and gave up.

@@ -40,6 +40,8 @@ pub enum MergeError {
     Export(#[from] super::export::read::ExportReadError),
     #[error("nothing to merge")]
     Empty,
+    #[error("{second}: the same export as {first} ({what}): a copy given twice would be counted twice")]
+    Twice { first: PathBuf, second: PathBuf, what: String },
 }
 
 /// A sum that does not fit 64 bits: the field's name.
@@ -94,6 +96,14 @@ pub struct MergeOptions {
 
 /// Merges `reports` (each with the file it came from) into one report.
 pub fn merge(reports: Vec<(PathBuf, Report)>, opts: &MergeOptions) -> Result<Report, MergeError> {
+    let mut seen: BTreeMap<&str, &PathBuf> = BTreeMap::new();
+    for (path, r) in &reports {
+        if let Some(id) = &r.export_identity
+            && let Some(first) = seen.insert(id, path)
+        {
+            return Err(MergeError::Twice { first: first.clone(), second: path.clone(), what: id.clone() });
+        }
+    }
     let mut m = Merger::new(&reports);
     for (path, r) in &reports {
         m.absorb(path, r)?;
@@ -553,6 +563,7 @@ impl Merger {
             output_failures: Vec::new(),
             trajectory: None,
             samples: None,
+            export_identity: None,
         };
         let complete = report.pfc.senders.iter().all(|s| s.pause.intervals_complete)
             && report.pfc.pause_senders.iter().all(|s| s.pause.intervals_complete);

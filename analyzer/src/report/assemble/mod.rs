@@ -86,6 +86,7 @@ impl Report {
             output_failures: Vec::new(),
             trajectory: None,
             samples: None,
+            export_identity: None,
         };
         report.visibility = visibility::notes(run, &report);
         report.diagnosis = crate::report::diagnose::diagnose(&report);

@@ -169,6 +169,9 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
         _ => None,
     })?;
     let intervals = lines.iter().filter(|l| matches!(l.body, Body::Interval(_))).count();
+    let first = lines.first().map_or(0, |l| l.seq);
+    let identity =
+        format!("host {host:?}, intervals {first} to {} ending at {} ns", interval_seq(&lines), interval.end_ns);
     let total = lines.len();
     let mut parts = Parts::default();
     for l in lines {
@@ -227,7 +230,9 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
         output_failures: Vec::new(),
         trajectory: None,
         samples,
+        export_identity: None,
     };
+    report.export_identity = Some(identity);
     report.diagnosis = crate::report::diagnose::diagnose(&report);
     Some(report)
 }
@@ -248,6 +253,11 @@ fn rebuilt_note(host: &str, total: usize, intervals: usize, interval: &IntervalL
         note.push_str(&format!("; {cut} unterminated last line(s) left out"));
     }
     note
+}
+
+/// The last interval line's sequence number.
+fn interval_seq(lines: &[Line]) -> u64 {
+    lines.iter().rev().find(|l| matches!(l.body, Body::Interval(_))).map_or(0, |l| l.seq)
 }
 
 /// A collector's trajectory samples, named `host/label` (its inputs' labels).

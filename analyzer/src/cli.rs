@@ -134,6 +134,12 @@ pub struct FabricArgs {
     #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,
 
+    /// Reports, export files and the topology are read whole, each at most this many bytes (K,
+    /// M, G suffixes): a file past it is refused, naming it. (A FIFO or a device is refused
+    /// whatever its size.)
+    #[arg(long, default_value = "4G", value_parser = byte_size)]
+    pub input_max_bytes: u64,
+
     /// A continuous pause at least this long is a PFC storm.
     #[arg(long, default_value_t = defaults::PFC_STORM.into(), value_parser = positive_duration)]
     pub pfc_storm: humantime::Duration,
@@ -147,7 +153,11 @@ impl FabricArgs {
     /// The parameters; reads the topology file.
     pub fn options(&self) -> Result<crate::report::merge::MergeOptions, crate::analyses::topology::TopologyError> {
         Ok(crate::report::merge::MergeOptions {
-            topology: self.topology.as_deref().map(crate::analyses::topology::Topology::load).transpose()?,
+            topology: self
+                .topology
+                .as_deref()
+                .map(|p| crate::analyses::topology::Topology::load(p, self.input_max_bytes))
+                .transpose()?,
             pfc_storm_ns: nanos(*self.pfc_storm),
             deadlock_min_ns: nanos(*self.deadlock_min),
         })
@@ -413,7 +423,8 @@ pub fn command() -> clap::Command {
 /// The heading a flag is listed under in the help, by purpose. Headings come in the order of
 /// their first flag's declaration: input, live, analyses and thresholds, outputs, fleet.
 fn heading(long: &str) -> &'static str {
-    const INPUT: &[&str] = &["pcap", "clock-offset", "one-thread", "filter", "match-window", "progress"];
+    const INPUT: &[&str] =
+        &["pcap", "clock-offset", "one-thread", "filter", "match-window", "progress", "input-max-bytes"];
     const LIVE: &[&str] = &[
         "iface",
         "xdp-mode",

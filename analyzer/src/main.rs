@@ -193,7 +193,7 @@ fn merge(m: MergeArgs) -> anyhow::Result<u8> {
     let to = prepare_outputs(&m.output)?;
     let mut reports = Vec::new();
     for p in &m.reports {
-        reports.extend(analyzer::report::merge::read_any(p)?);
+        reports.extend(analyzer::report::merge::read_any(p, m.fabric.input_max_bytes)?);
     }
     emit(&mut analyzer::report::merge::merge(reports, &m.fabric.options()?)?, None, &[], &m.output, &to)
 }

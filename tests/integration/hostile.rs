@@ -400,6 +400,29 @@ fn inputs_of_any_kind_and_size_are_bounded() {
         err.len(),
         &err[..err.len().min(500)]
     );
+    // --input-max-bytes bounds every input read whole: a report, an export file, a topology.
+    let report = dir.path().join("r.json");
+    let out = run(&["-q", "-r", ex.to_str().unwrap(), "--json", report.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(std::fs::metadata(&report).unwrap().len() > 1024);
+    // A topology of 3 KiB (the ring's, with a comment).
+    let ring = std::fs::read_to_string(tests::tools::root().join("tests/data/ring.toml")).unwrap();
+    let topology = dir.path().join("ring.toml");
+    std::fs::write(&topology, format!("# {}\n{ring}", "x".repeat(3000))).unwrap();
+    let small = "1K".to_string();
+    for (args, what) in [
+        (vec!["merge", "-q", "--input-max-bytes", &small, report.to_str().unwrap()], "a report"),
+        (
+            vec!["-q", "-r", ex.to_str().unwrap(), "--input-max-bytes", "1K", "--topology", topology.to_str().unwrap()],
+            "a topology",
+        ),
+    ] {
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(&format!("the bound for {what}; --input-max-bytes")), "{args:?}: {err}");
+    }
+    assert_eq!(run(&["merge", "-q", "--input-max-bytes", "1G", report.to_str().unwrap()]).status.code(), Some(0));
 }
 
 /// The same export given twice under two paths — a copy of the directory, not a link — is the

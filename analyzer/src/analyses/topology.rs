@@ -183,9 +183,9 @@ pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
 }
 
 impl Topology {
-    pub fn load(path: &Path) -> Result<Topology, TopologyError> {
+    pub fn load(path: &Path, max: u64) -> Result<Topology, TopologyError> {
         let read = |source| TopologyError::Read { path: path.into(), source };
-        let bytes = crate::capture::bounded::read(path, 64 << 20, "64 MiB for a topology").map_err(read)?;
+        let bytes = crate::capture::bounded::read(path, max, "a topology").map_err(read)?;
         let text = String::from_utf8(bytes)
             .map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()).into()))?;
         Topology::parse(&text).map_err(|e| match e {

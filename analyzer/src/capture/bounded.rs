@@ -11,7 +11,7 @@ use std::path::Path;
 pub enum BoundedError {
     #[error("is a {0}, not a regular file")]
     NotRegular(&'static str),
-    #[error("is larger than {max} bytes (the bound: {flag})")]
+    #[error("is larger than {max} bytes (the bound for {flag}; --input-max-bytes)")]
     TooLarge { max: u64, flag: &'static str },
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -49,6 +49,10 @@ pub fn read(path: &Path, max: u64, flag: &'static str) -> Result<Vec<u8>, Bounde
     }
     Ok(out)
 }
+
+/// The default bound of [`read`] for reports, export files and topologies
+/// (`--input-max-bytes`).
+pub const INPUT_MAX: u64 = 4 << 30;
 
 /// `text` cut to its first `max` characters, with "…" when cut: an error quotes at most an
 /// excerpt of what a hostile input held.

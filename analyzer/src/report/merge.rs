@@ -57,8 +57,8 @@ macro_rules! sum {
 
 /// Reads a report, refusing other schema versions before anything else is parsed, and any
 /// report that breaks the schema's rules or repeats a key ([`validate`]).
-pub fn read(path: &Path) -> Result<Report, MergeError> {
-    let bytes = crate::capture::bounded::read(path, 4 << 30, "4 GiB for a report")
+pub fn read(path: &Path, max: u64) -> Result<Report, MergeError> {
+    let bytes = crate::capture::bounded::read(path, max, "a report")
         .map_err(|source| MergeError::Read { path: path.into(), source })?;
     let v: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|source| MergeError::Parse { path: path.into(), source })?;
@@ -79,11 +79,11 @@ pub fn read(path: &Path) -> Result<Report, MergeError> {
 
 /// Reads what `merge` was given at `path`: a report (or checkpoint), or export lines (a
 /// directory of export files or one file), which give one report per host.
-pub fn read_any(path: &Path) -> Result<Vec<(PathBuf, Report)>, MergeError> {
+pub fn read_any(path: &Path, max: u64) -> Result<Vec<(PathBuf, Report)>, MergeError> {
     if super::export::read::is_export(path) {
-        return Ok(super::export::read::read(path)?);
+        return Ok(super::export::read::read(path, max)?);
     }
-    Ok(vec![(path.to_path_buf(), read(path)?)])
+    Ok(vec![(path.to_path_buf(), read(path, max)?)])
 }
 
 /// What the fabric analyses of a merged report need beyond the reports.

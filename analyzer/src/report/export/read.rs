@@ -79,16 +79,14 @@ pub fn line_violation(v: &serde_json::Value) -> Option<String> {
 }
 
 /// The lines of one file, checked; the count of unterminated last lines left out.
-/// Bytes of an export file read, at most.
-const FILE_MAX: u64 = 4 << 30;
 /// Bytes of one export line, at most: the agent's longest lines are a few kilobytes, and a
 /// line is parsed whole (a 100 MB line took 3.9 GB).
 const LINE_MAX: usize = 64 << 20;
 /// Characters of a bad line's explanation kept (it may quote the line).
 const DETAIL_MAX: usize = 300;
 
-fn lines_of(path: &Path, out: &mut Vec<Line>) -> Result<u64, ExportReadError> {
-    let text = crate::capture::bounded::read(path, FILE_MAX, "4 GiB for an export file")
+fn lines_of(path: &Path, out: &mut Vec<Line>, max: u64) -> Result<u64, ExportReadError> {
+    let text = crate::capture::bounded::read(path, max, "an export file")
         .map_err(|source| ExportReadError::Read { path: path.into(), source })?;
     let err = |line: usize, detail: String| ExportReadError::Line {
         path: path.into(),
@@ -124,7 +122,7 @@ fn lines_of(path: &Path, out: &mut Vec<Line>) -> Result<u64, ExportReadError> {
 
 /// The lines of `path` (a directory of export files, read in their order, or one file), each
 /// checked, and how many unterminated last lines were left out.
-pub fn lines(path: &Path) -> Result<(Vec<Line>, u64), ExportReadError> {
+pub fn lines(path: &Path, max: u64) -> Result<(Vec<Line>, u64), ExportReadError> {
     let files = if path.is_dir() {
         let f = sink::files(path).map_err(|e| ExportReadError::Read { path: path.into(), source: e.into() })?;
         if f.is_empty() {
@@ -136,15 +134,15 @@ pub fn lines(path: &Path) -> Result<(Vec<Line>, u64), ExportReadError> {
     };
     let (mut lines, mut cut) = (Vec::new(), 0);
     for f in &files {
-        cut += lines_of(f, &mut lines)?;
+        cut += lines_of(f, &mut lines, max)?;
     }
     Ok((lines, cut))
 }
 
 /// Reads `path` (a directory of export files, read in their order, or one file) as one
 /// report per host.
-pub fn read(path: &Path) -> Result<Vec<(PathBuf, Report)>, ExportReadError> {
-    let (lines, cut) = lines(path)?;
+pub fn read(path: &Path, max: u64) -> Result<Vec<(PathBuf, Report)>, ExportReadError> {
+    let (lines, cut) = lines(path, max)?;
     let mut hosts: BTreeMap<String, Vec<Line>> = BTreeMap::new();
     for l in lines {
         hosts.entry(l.host.clone()).or_default().push(l);

@@ -30,7 +30,7 @@ pub fn write_rows(exports: &[PathBuf], out: &Path) -> Result<Written, RowsError>
     let mut tables: Vec<(Table, Vec<u8>, u64)> = Table::ALL.iter().map(|t| (*t, Vec::new(), 0)).collect();
     let mut written = Written::default();
     for path in exports {
-        let (lines, _) = crate::report::export::read::lines(path)?;
+        let (lines, _) = crate::report::export::read::lines(path, crate::capture::bounded::INPUT_MAX)?;
         // Each agent (host) closes its own intervals.
         let mut open: std::collections::BTreeMap<String, (Interval, u64)> = Default::default();
         for line in &lines {

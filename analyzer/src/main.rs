@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use analyzer::cli::{AnalyzeArgs, Command, MergeArgs, OutputArgs, Progress, ReplayArgs};
 use analyzer::exit;
-use analyzer::model::Report;
+use analyzer::model::{OutputFailure, Report};
 use analyzer::pipeline::Pipeline;
 use analyzer::report::assemble::Lists;
 use analyzer::report::render::text::escape;
@@ -135,7 +135,7 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
         }
         None => (offline(&args, spool.as_mut())?, None, None),
     };
-    let mut failures = Failures::default();
+    let mut failures = Vec::new();
     let export_stats = exporter.as_mut().map(|x| finish_export(x, &run, kind, &args, &mut failures));
     // Without a summary, HTML page or gate to feed, the report's flow lists are streamed from
     // the run into the JSON file instead of being held (memory per flow, BENCHMARKS.md).
@@ -145,20 +145,20 @@ fn analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
     if let (Some(o), Some(spool)) = (evidence, spool)
         && let Err(e) = analyzer::report::evidence::cut_offline(&mut report, &run, spool, o)
     {
-        failures.add("--evidence", &anyhow::Error::new(e));
+        fail(&mut failures, "--evidence", &anyhow::Error::new(e));
     }
     if let Some((e, ring_full)) = live_evidence {
         report.evidence = Some(e.finish(&mut report, ring_full));
     }
     if let Some(e) = report.evidence.as_ref().filter(|e| !e.errors.is_empty()) {
         let more = if e.errors.len() > 1 { format!(" (and {} more)", e.errors.len() - 1) } else { String::new() };
-        failures.add("--evidence", &anyhow::anyhow!("{}{more}", e.errors[0]));
+        fail(&mut failures, "--evidence", &anyhow::anyhow!("{}{more}", e.errors[0]));
     }
     if let Some(x) = export_stats.as_ref().filter(|x| x.dropped > 0) {
         report.visibility.push(export_note(x));
     }
     report.export = export_stats;
-    report.output_failures = failures.0;
+    report.output_failures = failures;
     let code = if streamed {
         emit(&mut report, Some(&run), &[], out, &to)?
     } else {
@@ -234,19 +234,23 @@ fn finish_export(
     run: &Pipeline,
     kind: RunKind,
     args: &AnalyzeArgs,
-    failures: &mut Failures,
+    failures: &mut Vec<OutputFailure>,
 ) -> analyzer::model::ExportStats {
     let end = if kind == RunKind::Live { wall_ns() } else { run.engine.last_ns.unwrap_or(0) };
     match x.export(run, end, true) {
-        Err(e) => failures.add("--export", &anyhow::Error::new(e)),
+        Err(e) => fail(failures, "--export", &anyhow::Error::new(e)),
         // Failed earlier in a live run (said then), recovered since: listed, not said again.
-        Ok(_) => failures.listed("--export", x.sink().failed.clone()),
+        Ok(_) => {
+            let earlier = x.sink().failed.clone();
+            failures.extend(earlier.map(|error| OutputFailure { output: "--export".into(), error }));
+        }
     }
     if let Some(ch) = x.finish_clickhouse(*args.export_wait)
-        && ch.dropped > 0
+        && ch.counts.dropped > 0
     {
-        let first = ch.first_error.clone().unwrap_or_default();
-        failures.add("--export-clickhouse", &anyhow::anyhow!("{} row(s) dropped; first error: {first}", ch.dropped));
+        let first = ch.first_error.unwrap_or_default();
+        let e = anyhow::anyhow!("{} row(s) dropped; first error: {first}", ch.counts.dropped);
+        fail(failures, "--export-clickhouse", &e);
     }
     x.stats()
 }
@@ -266,24 +270,12 @@ fn export_note(x: &analyzer::model::ExportStats) -> analyzer::model::Note {
     )
 }
 
-/// Outputs that failed while the others went on: each said once on standard error, with its
-/// causes, and listed in the report.
-#[derive(Default)]
-struct Failures(Vec<analyzer::model::OutputFailure>);
-
-impl Failures {
-    fn add(&mut self, output: &str, e: &anyhow::Error) {
-        let error = format!("{e:#}");
-        eprintln!("roce-analyzer: error: {output}: {}", escape(&error));
-        self.0.push(analyzer::model::OutputFailure { output: output.into(), error });
-    }
-
-    /// A failure said already, listed in the report.
-    fn listed(&mut self, output: &str, error: Option<String>) {
-        if let Some(error) = error {
-            self.0.push(analyzer::model::OutputFailure { output: output.into(), error });
-        }
-    }
+/// An output that failed while the others went on: said once on standard error, with its
+/// causes, and added to the list the report carries (`output_failures`).
+fn fail(list: &mut Vec<OutputFailure>, output: &str, e: &anyhow::Error) {
+    let error = format!("{e:#}");
+    eprintln!("roce-analyzer: error: {output}: {}", escape(&error));
+    list.push(OutputFailure { output: output.into(), error });
 }
 
 /// Writes the report (HTML, Graphviz, JSON, human summary, in that order: a failing file output
@@ -299,26 +291,23 @@ fn emit(
     to: &write::Prepared,
 ) -> anyhow::Result<u8> {
     let to_stdout = out.json.as_deref() == Some(Path::new("-"));
-    let mut failures = Failures(std::mem::take(&mut report.output_failures));
     if let Some(target) = &to.html {
         let dir = out.html.as_deref().and_then(Path::parent).filter(|d| !d.as_os_str().is_empty());
         let evidence = report
             .evidence
             .as_ref()
             .map(|e| analyzer::report::render::page::relative(dir.unwrap_or(Path::new(".")), Path::new(&e.dir)));
-        report.output_failures = failures.0.clone();
         let text = html::render(report, &analyzer::report::render::page::Page { rtt_ns, evidence });
         if let Err(e) = write::write_atomic(target, text.as_bytes()) {
-            failures.add("--html", &anyhow::Error::new(e));
+            fail(&mut report.output_failures, "--html", &anyhow::Error::new(e));
         }
     }
     if let Some(target) = &to.dot {
         let text = dot::dot(&report.congestion_tree);
         if let Err(e) = write::write_atomic(target, text.as_bytes()) {
-            failures.add("--dot", &anyhow::Error::new(e));
+            fail(&mut report.output_failures, "--dot", &anyhow::Error::new(e));
         }
     }
-    report.output_failures = failures.0.clone();
     if let Some(target) = &to.json {
         match streamed_from {
             Some(run) => write::write_json_streamed(target, report, run),
@@ -328,13 +317,12 @@ fn emit(
             if to_stdout {
                 Err(anyhow::Error::new(e))
             } else {
-                failures.add("--json", &anyhow::Error::new(e));
+                fail(&mut report.output_failures, "--json", &anyhow::Error::new(e));
                 Ok(())
             }
         })
         .context("writing the JSON report")?;
     }
-    report.output_failures = failures.0;
     if !out.quiet && !to_stdout {
         let mut stdout = std::io::stdout().lock();
         stdout

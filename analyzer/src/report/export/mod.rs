@@ -155,13 +155,8 @@ impl Exporter {
         let mut x = self.sink.stats();
         let c = self.clickhouse.as_ref().map(|(_, s)| s.stats()).or_else(|| self.clickhouse_done.clone());
         if let Some(c) = c {
-            x.dropped += c.dropped;
-            x.clickhouse = Some(ClickhouseStats {
-                inserted: c.inserted,
-                dropped: c.dropped,
-                retries: c.retries,
-                buffered_max_bytes: c.buffered_max,
-            });
+            x.dropped += c.counts.dropped;
+            x.clickhouse = Some(c.counts);
         }
         x
     }

@@ -42,12 +42,7 @@ pub fn file_name(n: u64) -> String {
 
 /// The export files of `dir`, oldest (lowest number) first.
 pub fn files(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
-    let mut v: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)?
-        .filter_map(Result::ok)
-        .filter_map(|e| file_number(&e.file_name().to_string_lossy()).map(|n| (n, e.path())))
-        .collect();
-    v.sort();
-    Ok(v)
+    Ok(numbers(&OutDir::open(dir)?)?.into_iter().map(|n| (n, dir.join(file_name(n)))).collect())
 }
 
 /// The numbers of the export files in `dir`, lowest first.

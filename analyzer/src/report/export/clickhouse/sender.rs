@@ -50,17 +50,10 @@ impl std::fmt::Debug for SenderOptions {
     }
 }
 
-/// What the sender did.
+/// What the sender did: the counts the report shows, and the first error.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SenderStats {
-    /// Rows (export lines) inserted.
-    pub inserted: u64,
-    /// Rows given up: the buffer was full, or the run ended while the server was away.
-    pub dropped: u64,
-    /// Inserts that failed and were tried again.
-    pub retries: u64,
-    /// The most bytes that waited at once.
-    pub buffered_max: u64,
+    pub counts: crate::model::ClickhouseStats,
     /// The first error, without credentials.
     pub first_error: Option<String>,
 }
@@ -140,16 +133,16 @@ impl Sender {
             let at = usize::from(st.in_flight);
             let Some(old) = st.queue.remove(at) else { break };
             st.bytes -= old.bytes();
-            st.stats.dropped += old.lines();
+            st.stats.counts.dropped += old.lines();
             note_error(&mut st.stats, "the --export-buffer was full: the oldest rows were dropped");
         }
         if st.bytes + need > self.shared.max {
-            st.stats.dropped += batch.lines();
+            st.stats.counts.dropped += batch.lines();
             note_error(&mut st.stats, "the --export-buffer was full: the oldest rows were dropped");
             return;
         }
         st.bytes += need;
-        st.stats.buffered_max = st.stats.buffered_max.max(st.bytes as u64);
+        st.stats.counts.buffered_max_bytes = st.stats.counts.buffered_max_bytes.max(st.bytes as u64);
         st.queue.push_back(batch);
         drop(st);
         self.shared.wake.notify_all();
@@ -218,7 +211,7 @@ fn run(shared: &Shared, client: &reqwest::blocking::Client, opts: &SenderOptions
                 let mut st = shared.lock();
                 st.in_flight = false;
                 st.bytes -= body.len();
-                st.stats.inserted += lines;
+                st.stats.counts.inserted += lines;
                 if let Some(b) = st.queue.front_mut() {
                     b.tables.remove(0);
                 }
@@ -232,10 +225,10 @@ fn run(shared: &Shared, client: &reqwest::blocking::Client, opts: &SenderOptions
                     );
                 }
                 note_error(&mut st.stats, &e);
-                st.stats.retries += 1;
+                st.stats.counts.retries += 1;
                 if st.closing.is_some_and(|end| Instant::now() + backoff > end) {
                     let left: u64 = st.queue.iter().map(Batch::lines).sum();
-                    st.stats.dropped += left;
+                    st.stats.counts.dropped += left;
                     st.queue.clear();
                     st.bytes = 0;
                     return;

@@ -114,14 +114,21 @@ fn first_seen(samples: &[Sample]) -> FxHashMap<u64, Sample> {
     m
 }
 
-fn median(v: &mut [i64]) -> i64 {
-    v.sort_unstable();
-    v[v.len() / 2]
+/// A point's samples by identity, and the span of their times.
+struct Seen {
+    first: FxHashMap<u64, Sample>,
+    span: (i64, i64),
 }
 
 /// The hops between every two points whose samples share frames.
 pub fn hops(points: &[Point]) -> Vec<TrajectoryHop> {
-    let seen: Vec<FxHashMap<u64, Sample>> = points.iter().map(|(_, s)| first_seen(s)).collect();
+    let seen: Vec<Seen> = points
+        .iter()
+        .map(|(_, s)| {
+            let times = || s.iter().map(|x| x.ts_ns as i64);
+            Seen { first: first_seen(s), span: (times().min().unwrap_or(0), times().max().unwrap_or(0)) }
+        })
+        .collect();
     let mut out = Vec::new();
     for a in 0..points.len() {
         for b in a + 1..points.len() {
@@ -132,11 +139,11 @@ pub fn hops(points: &[Point]) -> Vec<TrajectoryHop> {
 }
 
 /// The hops between points `a` and `b`: one per direction frames went.
-fn pair(points: &[Point], seen: &[FxHashMap<u64, Sample>], a: usize, b: usize) -> Vec<TrajectoryHop> {
+fn pair(points: &[Point], seen: &[Seen], a: usize, b: usize) -> Vec<TrajectoryHop> {
     // t_b - t_a of the frames both saw, by direction.
     let mut d: [Vec<i64>; 2] = [Vec::new(), Vec::new()];
-    for (id, sa) in &seen[a] {
-        if let Some(sb) = seen[b].get(id) {
+    for (id, sa) in &seen[a].first {
+        if let Some(sb) = seen[b].first.get(id) {
             d[sa.dir as usize & 1].push(sb.ts_ns as i64 - sa.ts_ns as i64);
         }
     }
@@ -144,13 +151,13 @@ fn pair(points: &[Point], seen: &[FxHashMap<u64, Sample>], a: usize, b: usize) -
     if d[0].is_empty() && d[1].is_empty() {
         return Vec::new();
     }
-    // A direction whose median t_b - t_a is the larger goes a → b.
-    let meds: Vec<Option<i64>> = d.iter().map(|v| (!v.is_empty()).then(|| median(&mut v.clone()))).collect();
+    // Sorted: the median, the fastest frame each way at the ends. A direction whose median
+    // t_b - t_a is the larger goes a → b.
+    d.iter_mut().for_each(|v| v.sort_unstable());
+    let meds: Vec<Option<i64>> = d.iter().map(|v| v.get(v.len() / 2).copied()).collect();
     let offset = both.then(|| {
         let (ab, ba) = if meds[0] >= meds[1] { (0, 1) } else { (1, 0) };
-        let fastest_ab = *d[ab].iter().min().unwrap_or(&0);
-        let fastest_ba = *d[ba].iter().max().unwrap_or(&0);
-        (fastest_ab + fastest_ba) / 2
+        (d[ab][0] + d[ba][d[ba].len() - 1]) / 2
     });
     let mut hops = Vec::new();
     for dir in 0..2u8 {
@@ -165,25 +172,14 @@ fn pair(points: &[Point], seen: &[FxHashMap<u64, Sample>], a: usize, b: usize) -
 }
 
 /// Samples at `from` of direction `dir` within `to`'s span, followed to `to`.
-fn hop(
-    points: &[Point],
-    seen: &[FxHashMap<u64, Sample>],
-    from: usize,
-    to: usize,
-    dir: u8,
-    off: Option<i64>,
-) -> TrajectoryHop {
+fn hop(points: &[Point], seen: &[Seen], from: usize, to: usize, dir: u8, off: Option<i64>) -> TrajectoryHop {
     let o = off.unwrap_or(0);
-    let span = |p: usize| {
-        let s = &points[p].1;
-        (s.iter().map(|x| x.ts_ns).min().unwrap_or(0) as i64, s.iter().map(|x| x.ts_ns).max().unwrap_or(0) as i64)
-    };
-    let (first, last) = span(to);
+    let (first, last) = seen[to].span;
     let (mut matched, mut missing, mut unmarked, mut ce) = (0u64, 0u64, 0u64, 0u64);
     let mut lat = Vec::new();
-    for (id, s) in seen[from].iter().filter(|(_, s)| s.dir == dir) {
+    for (id, s) in seen[from].first.iter().filter(|(_, s)| s.dir == dir) {
         let at_to = s.ts_ns as i64 + o;
-        match seen[to].get(id) {
+        match seen[to].first.get(id) {
             Some(t) => {
                 matched += 1;
                 lat.push(t.ts_ns as i64 - s.ts_ns as i64 - o);

@@ -126,6 +126,42 @@ fn the_tail_is_explained_cause_by_cause() {
     assert_eq!(r["messages"]["tail"]["messages"], 0);
 }
 
+/// tests/src/messages.rs `queueing`: two vantage points and a queue between them.
+#[test]
+fn queueing_between_two_points_explains_the_tail() {
+    let d = data_dir();
+    let (leaf, spine) = (d.join("queueing_leaf.pcap"), d.join("queueing_spine.pcap"));
+    let (leaf, spine) = (format!("leaf={}", leaf.display()), format!("spine={}", spine.display()));
+    let args = ["-q", "-r", &leaf, "-r", &spine, "--tail-threshold", "10us", "--json", "-"];
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let m = &r["messages"];
+    assert_eq!(m["completed"], 100);
+    assert_eq!((m["mct_ns"]["min"].as_u64(), m["mct_ns"]["max"].as_u64()), (Some(5 * US), Some(12 * US)));
+    let tail = &m["tail"];
+    assert_eq!((tail["messages"].as_u64(), tail["examined"].as_u64()), (Some(10), Some(10)));
+    assert_eq!(
+        tail["causes"],
+        json!([{"cause": "queueing", "messages": 10, "share": 1.0, "overlap_ns": 118 * US, "source": "leaf→spine"}])
+    );
+    // The first of the ten (400 to 412 µs) met the queue all its time, the last (490 to 502 µs)
+    // its first 10 µs.
+    let first = tail["worst"].as_array().unwrap().iter().min_by_key(|w| w["start_ns"].as_u64()).unwrap();
+    assert_eq!(first["causes"], json!([{"cause": "queueing", "overlap_ns": 12 * US}]));
+    let last = tail["worst"].as_array().unwrap().iter().max_by_key(|w| w["start_ns"].as_u64()).unwrap();
+    assert_eq!(last["causes"], json!([{"cause": "queueing", "overlap_ns": 10 * US}]));
+    let lead = r["audit"].as_array().unwrap().iter().find(|f| f["code"] == "tail_dominated_by").unwrap();
+    assert_eq!(
+        lead["message"],
+        "p99.9 12.0 µs: 100 % of 10 tail messages crossed a hop while most of its frames took longer than its p90 (leaf→spine) (queueing)"
+    );
+    // One point alone sees no hop: the same tail is unexplained there.
+    let r = report("queueing_leaf.pcap", &["--tail-threshold", "10us"]);
+    let causes = &r["messages"]["tail"]["causes"];
+    assert_eq!(causes[0]["cause"], "unexplained", "{causes}");
+}
+
 #[test]
 fn steadiness_and_the_ring_straggler() {
     let r = report("messages.pcap", &[]);

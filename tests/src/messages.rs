@@ -244,5 +244,35 @@ fn ring(b: &mut Builder) {
 }
 
 pub fn all() -> Vec<Fixture> {
-    vec![messages()]
+    let (leaf, spine) = queueing();
+    vec![messages(), leaf, spine]
+}
+
+/// Two vantage points, a queue between them (`leaf=queueing_leaf.pcap spine=queueing_spine.pcap`):
+/// 1 → 2 sends a WRITE ONLY of 1024 B every 10 µs from 0 (message k at 10k µs at the leaf); the
+/// spine sees it 2 µs later, except messages 40–49, which queue and arrive 9 µs later (still in
+/// order: a queue does not reorder). The spine sees each ACK 3 µs after the request reached it,
+/// the leaf 2 µs after the spine.
+///
+/// By hand: each message's MCT (from its first sighting, the leaf, to its ACK's, the spine) is
+/// 5 µs, 12 µs for 40–49. The hop leaf→spine's p90 is 2 µs (90 of 100 frames); by 10 µs windows
+/// at the spine's time, window k holds message k alone: windows 40–49 are slow, the hop queued
+/// over [400, 500) µs. With `--tail-threshold 10us` the ten 12 µs messages are the tail, each
+/// overlapping that span by 12 µs but the last (490–502 µs: 10 µs): 118 µs, `queueing` at
+/// leaf→spine.
+pub fn queueing() -> (Fixture, Fixture) {
+    let (mut leaf, mut spine) = (Timed::default(), Timed::default());
+    for k in 0..100u32 {
+        let t = k as u64 * 10 * US;
+        let delay = if (40..50).contains(&k) { 9 } else { 2 } * US;
+        let mut w = write(1, 2, op::RDMA_WRITE_ONLY, k, 1024, 1024, true);
+        w.ident = k as u16;
+        leaf.roce(t, &w);
+        spine.roce(t + delay, &w);
+        let mut a = ack(1, 2, k);
+        a.ident = 0x8000 + k as u16;
+        spine.roce(t + delay + 3 * US, &a);
+        leaf.roce(t + delay + 5 * US, &a);
+    }
+    (leaf.fixture("queueing_leaf.pcap"), spine.fixture("queueing_spine.pcap"))
 }

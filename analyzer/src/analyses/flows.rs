@@ -21,6 +21,7 @@ use super::incast::kept::Kept;
 use super::keys::Place;
 use super::messages::kept::MsgFlow;
 use super::rtt::kept::RequestFlow;
+use crate::model::chunked::Chunked;
 
 /// One flow's state in the ECN and RTT analyses. The fields a data record uses come first (its
 /// entry's first cache lines), the RTT analysis' requests last.
@@ -83,8 +84,10 @@ impl Entry {
 
 #[derive(Debug, Default)]
 pub struct Flows {
-    /// By slot; entries never move.
-    entries: Vec<Entry>,
+    /// By slot, in chunks: entries never move, and 200 000 flows take room for no more than
+    /// a chunk beyond them (a vector doubling to 262 144 entries held a quarter more, and both
+    /// its old and new arrays while it grew).
+    entries: Chunked<Entry>,
     /// The slot of every flow in the table.
     by_key: FxHashMap<FlowKey, u32>,
     /// Slots freed by [`Flows::forget`], taken before the array grows.
@@ -147,7 +150,7 @@ impl Flows {
             Hint::None => None,
         };
         // A slot that holds this key is its entry, whatever led to it (keys are unique).
-        let found = guess.filter(|s| self.entries.get(*s as usize).is_some_and(|e| e.holds(key)));
+        let found = guess.filter(|s| self.entries.get_checked(*s as usize).is_some_and(|e| e.holds(key)));
         let (slot, created) = match found {
             Some(s) => (s, false),
             None => {
@@ -163,7 +166,7 @@ impl Flows {
                 (slot, created)
             }
         };
-        let flow = &mut self.entries[slot as usize].flow;
+        let flow = &mut self.entries.get_mut(slot as usize).flow;
         Some(Slot { created, flow, markings: &mut self.markings, requests: &mut self.requests, cap: self.cap })
     }
 
@@ -172,7 +175,7 @@ impl Flows {
         let entry = Entry { key: *key, live: true, flow: PerFlow::default() };
         let slot = match self.free.pop() {
             Some(s) => {
-                self.entries[s as usize] = entry;
+                *self.entries.get_mut(s as usize) = entry;
                 s
             }
             None => {
@@ -229,7 +232,7 @@ impl Flows {
     #[inline]
     fn prefetch_slot(&self, s: u32, requests: bool) {
         #[cfg(target_arch = "x86_64")]
-        if let Some(e) = self.entries.get(s as usize) {
+        if let Some(e) = self.entries.get_checked(s as usize) {
             let start = e as *const Entry as usize;
             let len = if requests { size_of::<Entry>() } else { HOT_BYTES };
             // The entry is aligned to its first line: the lines of its first `len` bytes.
@@ -241,7 +244,7 @@ impl Flows {
     }
 
     fn entry(&self, key: &FlowKey) -> Option<&Entry> {
-        self.by_key.get(key).map(|&s| &self.entries[s as usize])
+        self.by_key.get(key).map(|&s| self.entries.get(s as usize))
     }
 
     pub fn get(&self, key: &FlowKey) -> Option<&PerFlow> {
@@ -249,7 +252,7 @@ impl Flows {
     }
 
     pub(crate) fn get_mut(&mut self, key: &FlowKey) -> Option<&mut PerFlow> {
-        self.by_key.get(key).map(|&s| &mut self.entries[s as usize].flow)
+        self.by_key.get(key).map(|&s| &mut self.entries.get_mut(s as usize).flow)
     }
 
     pub(crate) fn request_mut(&mut self, key: &FlowKey) -> Option<&mut RequestFlow> {
@@ -278,7 +281,7 @@ impl Flows {
     pub fn forget(&mut self, gone: &FxHashSet<FlowKey>) {
         for k in gone {
             let Some(s) = self.by_key.remove(k) else { continue };
-            let e = &mut self.entries[s as usize];
+            let e = self.entries.get_mut(s as usize);
             self.markings -= e.flow.marking.is_some() as usize;
             self.requests -= e.flow.request.is_some() as usize;
             *e = Entry::default();

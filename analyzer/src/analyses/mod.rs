@@ -16,6 +16,7 @@ pub mod keys;
 pub mod marking_profile;
 pub mod messages;
 pub mod pause;
+pub mod queueing;
 pub mod rtt;
 pub mod stats;
 pub mod topology;

@@ -54,6 +54,31 @@ fn bucket_value(b: u32) -> u64 {
     GROWTH.powf(b as f64 + 0.5).round() as u64
 }
 
+/// Mantissa bits of a [`fine_bucket`].
+const SUB: u32 = 6;
+
+/// The bucket of `v` among buckets 1/64 of a power of two wide, found with integer operations
+/// (a bucket's middle is within 0.8 % of every value in it), in 16 bits: for series kept per
+/// window (rates, a hop's latencies in time), where the 1 % histogram's logarithm per value
+/// would cost too much.
+pub fn fine_bucket(v: u64) -> u16 {
+    if v < 1 << SUB {
+        return v as u16;
+    }
+    let e = 63 - v.leading_zeros();
+    (((e - SUB + 1) << SUB) | ((v >> (e - SUB)) as u32 & ((1 << SUB) - 1))) as u16
+}
+
+/// The middle of a [`fine_bucket`].
+pub fn fine_bucket_middle(b: u16) -> u64 {
+    let (e, m) = ((b >> SUB) as u32, (b & ((1 << SUB) - 1)) as u64);
+    if e == 0 {
+        return m;
+    }
+    let shift = e - 1;
+    (((1u64 << SUB) | m) << shift) + ((1u64 << shift) >> 1)
+}
+
 impl Samples {
     pub fn push(&mut self, v: u64) {
         if self.n == 0 {

@@ -100,6 +100,8 @@ pub struct HopState {
     /// Matched frames not CE-marked at `from` and CE-marked at `to`.
     pub ce_marked: u64,
     pub latency: Samples,
+    /// The latencies in time (the tail's `queueing`).
+    pub windows: super::queueing::HopWindows,
     /// Frames matched per flow.
     pub flows: FxHashMap<FlowKey, u64>,
     /// From the first frame CE-marked between the points on: matched frames and those marked
@@ -374,6 +376,7 @@ impl Vantage {
                 m.add(w, 0, marked);
             }
             hop.latency.push(meta.ts_ns.saturating_sub(tq));
+            hop.windows.add(w, meta.ts_ns.saturating_sub(tq));
             hop.marks.add(meta.ts_ns as i64 - tq as i64, marked);
             *hop.flows.entry(flow).or_default() += 1;
         }

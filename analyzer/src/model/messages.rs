@@ -116,6 +116,10 @@ pub struct Tail {
     pub causes: Vec<TailCause>,
     /// The slowest, at most [`MAX_WORST`].
     pub worst: Vec<TailMessage>,
+    /// Hop latencies between vantage points past the bound kept in time
+    /// (`analyses::queueing::MAX_KEPT` per hop): not laid over the tail as `queueing`.
+    #[serde(default, skip_serializing_if = "super::skip::is_zero")]
+    pub hop_latencies_unkept: u64,
 }
 
 /// Slowest tail messages listed, at most.
@@ -131,14 +135,16 @@ pub struct TailThreshold {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TailCause {
-    /// `pause`, `rate_cut`, `retransmission`, `rnr`, `incast`, `capture_gap`, `unexplained`.
+    /// `pause`, `rate_cut`, `retransmission`, `rnr`, `incast`, `queueing`, `capture_gap`,
+    /// `unexplained`.
     pub cause: String,
     pub messages: u64,
     /// Of the examined tail messages.
     pub share: f64,
     /// Their time overlapped by it, summed.
     pub overlap_ns: u64,
-    /// Where it came from, when one place dominates (a pause's sender and priority).
+    /// Where it came from, when one place dominates (a pause's sender and priority; the hop
+    /// that queued).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
 }

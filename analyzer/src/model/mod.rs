@@ -9,6 +9,7 @@
 //! the rest.
 
 pub mod addr;
+pub mod chunked;
 pub mod codes;
 pub mod count_map;
 pub mod counters;

@@ -118,6 +118,7 @@ fn tail(all: &[&Messages]) -> Tail {
         t.thresholds.extend(r.tail.thresholds.iter().cloned());
         t.messages += r.tail.messages;
         t.examined += r.tail.examined;
+        t.hop_latencies_unkept += r.tail.hop_latencies_unkept;
         t.worst.extend(r.tail.worst.iter().cloned());
         for c in &r.tail.causes {
             let e =

@@ -17,6 +17,7 @@
 use analyzer_common::opcode::op;
 use analyzer_common::psn::{PSN_HALF, PSN_MASK, psn_diff};
 use analyzer_common::record::Record;
+use smallvec::SmallVec;
 
 /// Messages sent and not completed that one flow keeps, at most: the oldest is let go (and
 /// counted, `in_flight_evicted`) beyond it. An RNIC's send queue is shorter; more means the
@@ -62,18 +63,22 @@ pub mod mark {
     pub const END_KNOWN: u8 = 1 << 5;
 }
 
-/// One message as the wire showed it.
+/// One message as the wire showed it, in 40 bytes: a flow keeps one per message in flight,
+/// and a capture of 200 000 one-message flows keeps 200 000 of them. Its times after the start
+/// are 32-bit nanoseconds (saturated at 4.29 s, longer than any completion the report deems
+/// normal); its bytes 32-bit, as the verbs bound a message (2^31).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Msg {
     pub psn_first: u32,
     pub psn_last: u32,
-    pub bytes: u64,
-    /// Its first packet's time here, and its last packet's.
+    /// Its first packet's time here.
     pub start_ns: u64,
-    pub last_ns: u64,
-    /// The first retransmission of one of its PSNs or NAK naming it, and the first RNR NAK (0: none).
-    pub retx_ns: u64,
-    pub rnr_ns: u64,
+    bytes: u32,
+    /// Its last packet's time after the start; the first retransmission of one of its PSNs or
+    /// NAK naming it, and the first RNR NAK, after the start plus one (0: none).
+    last_after: u32,
+    retx_after: u32,
+    rnr_after: u32,
     pub kind: Kind,
     pub marks: u8,
     /// Its frames' outer PCP (or untagged) and DSCP.
@@ -81,20 +86,60 @@ pub struct Msg {
     pub dscp: u8,
 }
 
+const _: () = assert!(core::mem::size_of::<Msg>() == 40, "a message in flight grew");
+
+/// `t` after `start`, in 32 bits (saturated).
+fn after(start: u64, t: u64) -> u32 {
+    u32::try_from(t.saturating_sub(start)).unwrap_or(u32::MAX)
+}
+
 impl Msg {
     fn new(kind: Kind, r: &Record, bytes: u64) -> Msg {
+        Msg::sent(kind, r.psn, r.ts_ns, bytes, r.pcp, r.dscp)
+    }
+
+    /// A message of one packet: `psn` at `start_ns`, of `bytes`, its frame's PCP and DSCP.
+    pub fn sent(kind: Kind, psn: u32, start_ns: u64, bytes: u64, pcp: u8, dscp: u8) -> Msg {
         Msg {
-            psn_first: r.psn,
-            psn_last: r.psn,
-            bytes,
-            start_ns: r.ts_ns,
-            last_ns: r.ts_ns,
-            retx_ns: 0,
-            rnr_ns: 0,
+            psn_first: psn,
+            psn_last: psn,
+            start_ns,
+            bytes: u32::try_from(bytes).unwrap_or(u32::MAX),
+            last_after: 0,
+            retx_after: 0,
+            rnr_after: 0,
             kind,
             marks: 0,
-            pcp: r.pcp,
-            dscp: r.dscp,
+            pcp,
+            dscp,
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes as u64
+    }
+
+    /// Its last packet's time here.
+    pub fn last_ns(&self) -> u64 {
+        self.start_ns + self.last_after as u64
+    }
+
+    /// The first retransmission of one of its PSNs or NAK naming it (None: none).
+    pub fn retx_ns(&self) -> Option<u64> {
+        (self.retx_after > 0).then(|| self.start_ns + self.retx_after as u64 - 1)
+    }
+
+    /// The first RNR NAK naming it (None: none).
+    pub fn rnr_ns(&self) -> Option<u64> {
+        (self.rnr_after > 0).then(|| self.start_ns + self.rnr_after as u64 - 1)
+    }
+
+    /// A further packet of it: `psn` at `ts`, adding `payload` bytes to a SEND.
+    fn extend(&mut self, psn: u32, ts: u64, payload: u64) {
+        self.last_after = after(self.start_ns, ts);
+        self.psn_last = psn;
+        if self.kind == Kind::Send {
+            self.bytes = self.bytes.saturating_add(u32::try_from(payload).unwrap_or(u32::MAX));
         }
     }
 
@@ -103,10 +148,18 @@ impl Msg {
         psn_diff(self.psn_first, psn) <= psn_diff(self.psn_first, self.psn_last)
     }
 
-    fn note_retx(&mut self, ts: u64, mark: u8) {
+    /// A retransmission or NAK (`mark`) at `ts`; the first one's time is kept.
+    pub fn note_retx(&mut self, ts: u64, mark: u8) {
         self.marks |= mark;
-        if self.retx_ns == 0 {
-            self.retx_ns = ts;
+        if self.retx_after == 0 {
+            self.retx_after = after(self.start_ns, ts).saturating_add(1);
+        }
+    }
+
+    fn note_rnr(&mut self, ts: u64) {
+        self.marks |= mark::RNR;
+        if self.rnr_after == 0 {
+            self.rnr_after = after(self.start_ns, ts).saturating_add(1);
         }
     }
 
@@ -192,73 +245,85 @@ impl Rate {
     }
 }
 
-/// Messages in flight, oldest first: a vector with a head instead of a ring, so that the one
-/// message most flows have costs one message's bytes (a ring starts at four).
+/// Messages in flight, oldest first: a vector with a head instead of a ring, its first message
+/// held inline, so that the one message most flows have costs no allocation of its own.
 #[derive(Debug, Default)]
 struct Fifo {
-    v: Vec<Msg>,
-    head: usize,
+    v: SmallVec<[Msg; 1]>,
+    head: u32,
 }
 
 impl Fifo {
     fn len(&self) -> usize {
-        self.v.len() - self.head
+        self.v.len() - self.head as usize
     }
     fn front(&self) -> Option<&Msg> {
-        self.v.get(self.head)
+        self.v.get(self.head as usize)
     }
     fn front_mut(&mut self) -> Option<&mut Msg> {
-        self.v.get_mut(self.head)
+        self.v.get_mut(self.head as usize)
     }
     fn back_mut(&mut self) -> Option<&mut Msg> {
         if self.len() == 0 { None } else { self.v.last_mut() }
     }
     fn pop_front(&mut self) -> Option<Msg> {
-        let m = self.v.get(self.head)?.clone();
+        let m = self.v.get(self.head as usize)?.clone();
         self.head += 1;
-        if self.head == self.v.len() {
+        let head = self.head as usize;
+        if head == self.v.len() {
             self.v.clear();
             self.head = 0;
-        } else if self.head >= 64 && self.head * 2 >= self.v.len() {
-            self.v.drain(..self.head);
+        } else if head >= 64 && head * 2 >= self.v.len() {
+            self.v.drain(..head);
             self.head = 0;
         }
         Some(m)
     }
     fn push_back(&mut self, m: Msg) {
-        if self.v.capacity() == 0 {
-            self.v.reserve_exact(1);
-        }
         self.v.push(m);
     }
     fn iter(&self) -> impl Iterator<Item = &Msg> {
-        self.v[self.head..].iter()
+        self.v[self.head as usize..].iter()
     }
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut Msg> {
-        self.v[self.head..].iter_mut()
+        self.v[self.head as usize..].iter_mut()
     }
 }
 
-/// A request flow's messages.
+/// A request flow's flags (a bit each).
+mod flag {
+    /// The open message (`MsgFlow::open`) is live.
+    pub const OPEN: u8 = 1 << 0;
+    /// The last request was a READ REQUEST: the next request tells its span.
+    pub const AFTER_READ: u8 = 1 << 1;
+    /// `MsgFlow::first` holds its first data frame.
+    pub const FIRST: u8 = 1 << 2;
+}
+
+/// A request flow's messages: 112 bytes and its first message inline (200 000 one-message
+/// flows are a capture the report must hold within 1 KB a flow).
 #[derive(Debug, Default)]
 pub(crate) struct MsgFlow {
-    /// The SEND or WRITE whose LAST has not come yet.
-    open: Option<Msg>,
+    /// The SEND or WRITE whose LAST has not come yet, when [`flag::OPEN`] is set: boxed, and
+    /// the box kept for the flow's next one (most flows send none of several packets).
+    open: Option<Box<Msg>>,
     /// Sent, not completed, in PSN order.
     in_flight: Fifo,
     /// The PSN the next new request should carry, once a request was seen.
     next_psn: Option<u32>,
-    /// The last request was a READ REQUEST: the next request tells its span.
-    after_read: bool,
+    flags: u8,
     /// Its place in the analysis' host pairs (u32::MAX: not placed yet).
     pub(super) pair: u32,
     /// Its rates, from its second data frame on (boxed: most flows of a large capture have one
-    /// frame); its first frame's (window, frame bytes, payload) until then.
+    /// frame); its first frame's (window, frame bytes, payload) until then ([`flag::FIRST`]).
     rate: Option<Box<Rate>>,
-    first: Option<(u64, u64, u64)>,
-    /// PSNs skipped and not told apart yet.
-    gaps: Vec<Gap>,
+    first: (u64, u32, u32),
+    /// PSNs skipped and not told apart yet (boxed: few flows have any).
+    #[allow(clippy::box_collection)]
+    gaps: Option<Box<Vec<Gap>>>,
 }
+
+const _: () = assert!(core::mem::size_of::<MsgFlow>() <= 112, "a request flow's messages state grew");
 
 impl MsgFlow {
     pub(super) fn new() -> MsgFlow {
@@ -268,16 +333,18 @@ impl MsgFlow {
     /// A frame in rate window `w`: `frame` bytes of a data frame (0: not data), `payload` bytes
     /// of request payload (0: none, or a retransmission). True once the flow has its rates.
     pub(super) fn note(&mut self, w: u64, frame: u64, payload: u64, window_ns: u64) -> bool {
-        let rate = match (self.rate.as_mut(), self.first) {
-            (Some(r), _) => r,
-            (None, None) => {
-                self.first = Some((w, frame, payload));
+        let rate = match self.rate.as_mut() {
+            Some(r) => r,
+            None if self.flags & flag::FIRST == 0 => {
+                self.first = (w, frame as u32, payload as u32);
+                self.flags |= flag::FIRST;
                 return false;
             }
-            (None, Some((w0, f0, p0))) => {
+            None => {
+                let (w0, f0, p0) = self.first;
                 let mut r = Box::<Rate>::default();
-                r.note(w0, f0, p0, window_ns);
-                self.first = None;
+                r.note(w0, f0 as u64, p0 as u64, window_ns);
+                self.flags &= !flag::FIRST;
                 self.rate.insert(r)
             }
         };
@@ -292,38 +359,60 @@ impl MsgFlow {
 
     /// The latest windows with data frames (window, bytes), oldest first.
     pub(crate) fn recent(&self) -> Vec<(u64, u64)> {
-        match (&self.rate, self.first) {
-            (Some(r), _) => r.recent.iter().copied().filter(|e| e.1 > 0).collect(),
-            (None, Some((w, f, _))) if f > 0 => vec![(w, f)],
-            _ => Vec::new(),
+        match &self.rate {
+            Some(r) => r.recent.iter().copied().filter(|e| e.1 > 0).collect(),
+            None if self.flags & flag::FIRST != 0 && self.first.1 > 0 => vec![(self.first.0, self.first.1 as u64)],
+            None => Vec::new(),
+        }
+    }
+
+    fn open_ref(&self) -> Option<&Msg> {
+        self.open.as_deref().filter(|_| self.flags & flag::OPEN != 0)
+    }
+
+    fn open_mut(&mut self) -> Option<&mut Msg> {
+        self.open.as_deref_mut().filter(|_| self.flags & flag::OPEN != 0)
+    }
+
+    /// The open message, no longer open.
+    fn take_open(&mut self) -> Option<Msg> {
+        let m = self.open_ref().cloned();
+        self.flags &= !flag::OPEN;
+        m
+    }
+
+    fn set_open(&mut self, m: Msg) -> &mut Msg {
+        self.flags |= flag::OPEN;
+        match &mut self.open {
+            Some(b) => {
+                **b = m;
+                b
+            }
+            none => none.insert(Box::new(m)),
         }
     }
 
     /// A request of a reliable transport.
+    #[inline]
     pub(super) fn request(&mut self, r: &Record) -> Step {
         let mut step = Step::default();
         let psn = r.psn & PSN_MASK;
         if !self.in_sequence(psn, r.ts_ns, &mut step) {
             return step;
         }
-        self.after_read = false;
+        self.flags &= !flag::AFTER_READ;
         self.next_psn = Some(psn.wrapping_add(1) & PSN_MASK);
         let o = r.opcode & 0x1F;
         let payload = r.payload_len as u64;
         match o {
             op::SEND_FIRST | op::RDMA_WRITE_FIRST => {
-                step.abandoned += self.open.take().is_some() as u32;
+                step.abandoned += self.take_open().is_some() as u32;
                 let (kind, bytes) =
                     if o == op::SEND_FIRST { (Kind::Send, payload) } else { (Kind::Write, r.reth_len as u64) };
-                self.open = Some(Msg::new(kind, r, bytes));
+                self.set_open(Msg::new(kind, r, bytes));
             }
             op::SEND_MIDDLE | op::RDMA_WRITE_MIDDLE => {
-                let m = self.open_or_partial(o == op::SEND_MIDDLE, r);
-                m.last_ns = r.ts_ns;
-                m.psn_last = psn;
-                if m.kind == Kind::Send {
-                    m.bytes += payload;
-                }
+                self.open_or_partial(o == op::SEND_MIDDLE, r).extend(psn, r.ts_ns, payload);
             }
             op::SEND_LAST
             | op::SEND_LAST_WITH_IMMEDIATE
@@ -331,13 +420,8 @@ impl MsgFlow {
             | op::RDMA_WRITE_LAST
             | op::RDMA_WRITE_LAST_WITH_IMMEDIATE => {
                 let is_send = matches!(o, op::SEND_LAST | op::SEND_LAST_WITH_IMMEDIATE | op::SEND_LAST_WITH_INVALIDATE);
-                let m = self.open_or_partial(is_send, r);
-                m.last_ns = r.ts_ns;
-                m.psn_last = psn;
-                if m.kind == Kind::Send {
-                    m.bytes += payload;
-                }
-                let m = self.open.take().expect("opened above");
+                self.open_or_partial(is_send, r).extend(psn, r.ts_ns, payload);
+                let m = self.take_open().expect("opened above");
                 step.evicted += self.sent(m);
             }
             op::SEND_ONLY | op::SEND_ONLY_WITH_IMMEDIATE | op::SEND_ONLY_WITH_INVALIDATE => {
@@ -348,7 +432,7 @@ impl MsgFlow {
             }
             op::RDMA_READ_REQUEST => {
                 step.evicted += self.sent(Msg::new(Kind::Read, r, r.reth_len as u64));
-                self.after_read = true;
+                self.flags |= flag::AFTER_READ;
             }
             op::COMPARE_SWAP | op::FETCH_ADD | op::ATOMIC_WRITE => {
                 step.evicted += self.sent(Msg::new(Kind::Atomic, r, 8));
@@ -371,7 +455,7 @@ impl MsgFlow {
             }
             return false;
         }
-        if self.after_read {
+        if self.flags & flag::AFTER_READ != 0 {
             // The READ's responses took the PSNs up to this one.
             if let Some(m) = self.in_flight.back_mut().filter(|m| m.kind == Kind::Read) {
                 m.psn_last = psn.wrapping_sub(1) & PSN_MASK;
@@ -379,11 +463,12 @@ impl MsgFlow {
             }
         } else if d > 0 {
             step.gap = d;
-            if self.gaps.len() == MAX_GAPS {
-                self.gaps.remove(0);
+            let gaps = self.gaps.get_or_insert_with(Default::default);
+            if gaps.len() == MAX_GAPS {
+                gaps.remove(0);
             }
-            self.gaps.push(Gap { first: next, n: d, lost: false });
-            if let Some(m) = self.open.as_mut() {
+            gaps.push(Gap { first: next, n: d, lost: false });
+            if let Some(m) = self.open_mut() {
                 m.marks |= mark::GAP;
             }
         }
@@ -394,12 +479,12 @@ impl MsgFlow {
     /// (or belonged to another kind).
     fn open_or_partial(&mut self, is_send: bool, r: &Record) -> &mut Msg {
         let kind = if is_send { Kind::Send } else { Kind::Write };
-        if self.open.as_ref().is_none_or(|m| m.kind != kind) {
+        if self.open_ref().is_none_or(|m| m.kind != kind) {
             let mut m = Msg::new(kind, r, 0);
             m.marks |= mark::PARTIAL;
-            self.open = Some(m);
+            return self.set_open(m);
         }
-        self.open.as_mut().expect("set above")
+        self.open_mut().expect("open checked")
     }
 
     /// A message fully sent: it waits for its completion. 1 when the oldest had to go.
@@ -415,13 +500,14 @@ impl MsgFlow {
     /// Whether `psn`, behind the flow's next one, is one of a gap's never seen (reordered, not
     /// sent again): it leaves the gap.
     fn arrived_late(&mut self, psn: u32) -> bool {
-        let Some(i) = self.gaps.iter().position(|g| g.holds(psn) && !g.lost) else { return false };
-        let g = self.gaps.remove(i);
+        let Some(gaps) = self.gaps.as_mut() else { return false };
+        let Some(i) = gaps.iter().position(|g| g.holds(psn) && !g.lost) else { return false };
+        let g = gaps.remove(i);
         let k = psn_diff(g.first, psn);
         let right = Gap { first: psn.wrapping_add(1) & PSN_MASK, n: g.n - k - 1, lost: false };
         for part in [Gap { n: k, ..g }, right] {
             if part.n > 0 {
-                self.gaps.push(part);
+                gaps.push(part);
             }
         }
         true
@@ -430,7 +516,7 @@ impl MsgFlow {
     /// A retransmitted PSN: marks the message holding it; false when none here does. A gap
     /// holding it was loss, not the capture.
     fn retransmitted(&mut self, psn: u32, ts: u64) -> bool {
-        self.gaps.iter_mut().filter(|g| g.holds(psn)).for_each(|g| g.lost = true);
+        self.gaps.iter_mut().flat_map(|g| g.iter_mut()).filter(|g| g.holds(psn)).for_each(|g| g.lost = true);
         match self.holder(psn) {
             Some(m) => {
                 m.note_retx(ts, mark::RETRANSMITTED);
@@ -441,11 +527,10 @@ impl MsgFlow {
     }
 
     fn holder(&mut self, psn: u32) -> Option<&mut Msg> {
-        let open = self.open.as_mut().filter(|m| m.holds(psn));
-        match open {
-            Some(m) => Some(m),
-            None => self.in_flight.iter_mut().find(|m| m.holds(psn)),
+        if self.open_ref().is_some_and(|m| m.holds(psn)) {
+            return self.open.as_deref_mut();
         }
+        self.in_flight.iter_mut().find(|m| m.holds(psn))
     }
 
     /// A response with an ACK-type AETH: the messages it completes, oldest first; what it
@@ -458,7 +543,8 @@ impl MsgFlow {
             done(self.in_flight.pop_front().expect("front checked"));
         }
         let mut told = Told::default();
-        self.gaps.retain(|g| {
+        let Some(gaps) = self.gaps.as_mut() else { return told };
+        gaps.retain(|g| {
             let last = g.first.wrapping_add(g.n - 1) & PSN_MASK;
             if psn_diff(last, psn) >= PSN_HALF {
                 return true;
@@ -478,16 +564,14 @@ impl MsgFlow {
     pub(super) fn nak(&mut self, psn: u32, ts: u64, rnr: bool) {
         if !rnr {
             // A sequence NAK names the first PSN the responder misses: the gap that starts there.
-            self.gaps.iter_mut().filter(|g| g.holds(psn & PSN_MASK)).for_each(|g| g.lost = true);
+            let psn = psn & PSN_MASK;
+            self.gaps.iter_mut().flat_map(|g| g.iter_mut()).filter(|g| g.holds(psn)).for_each(|g| g.lost = true);
         }
         let holder = self.holder(psn & PSN_MASK).is_some();
         let m = if holder { self.holder(psn & PSN_MASK) } else { self.in_flight.front_mut() };
         if let Some(m) = m {
             if rnr {
-                m.marks |= mark::RNR;
-                if m.rnr_ns == 0 {
-                    m.rnr_ns = ts;
-                }
+                m.note_rnr(ts);
             } else {
                 m.note_retx(ts, mark::NAK);
             }
@@ -496,12 +580,12 @@ impl MsgFlow {
 
     /// Messages sent and not completed (the open one included when its start was seen).
     pub(super) fn pending(&self) -> impl Iterator<Item = &Msg> {
-        self.in_flight.iter().chain(self.open.iter()).filter(|m| m.marks & mark::PARTIAL == 0)
+        self.in_flight.iter().chain(self.open_ref()).filter(|m| m.marks & mark::PARTIAL == 0)
     }
 
     /// Partial messages still held (their start was not seen).
     pub(super) fn partial(&self) -> usize {
-        self.in_flight.iter().chain(self.open.iter()).filter(|m| m.marks & mark::PARTIAL != 0).count()
+        self.in_flight.iter().chain(self.open_ref()).filter(|m| m.marks & mark::PARTIAL != 0).count()
     }
 }
 
@@ -530,12 +614,7 @@ impl Transfer {
             | op::SEND_LAST_WITH_IMMEDIATE
             | op::RDMA_WRITE_LAST
             | op::RDMA_WRITE_LAST_WITH_IMMEDIATE => {
-                let m = self.open.as_mut().filter(|m| m.kind == kind)?;
-                m.last_ns = r.ts_ns;
-                m.psn_last = r.psn;
-                if kind == Kind::Send {
-                    m.bytes += payload;
-                }
+                self.open.as_mut().filter(|m| m.kind == kind)?.extend(r.psn, r.ts_ns, payload);
                 let last = !matches!(o, op::SEND_MIDDLE | op::RDMA_WRITE_MIDDLE);
                 if last { self.open.take() } else { None }
             }

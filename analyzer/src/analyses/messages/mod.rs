@@ -80,6 +80,9 @@ pub struct Messages {
     /// Request flows new past the flows' cap (not followed), from the pairs' cap.
     cap: usize,
     pub state_full: u64,
+    /// The rate window of the latest request: its index and span (a division per request was
+    /// a tenth of the analysis).
+    window: (u64, u64, u64),
 }
 
 impl Messages {
@@ -105,6 +108,7 @@ impl Messages {
             ud_bytes: 0,
             cap,
             state_full: 0,
+            window: (0, 1, 0),
             settings,
         }
     }
@@ -127,7 +131,7 @@ impl Messages {
             self.reorder.late(r.flow(), d);
         }
         let window_ns = self.settings.window_ns.max(1);
-        let w = r.ts_ns / window_ns;
+        let w = self.window_of(r.ts_ns, window_ns);
         let frame = if analyzer_common::opcode::is_data(r.opcode) { r.frame_len as u64 } else { 0 };
         let payload = if step.stray_retransmission { 0 } else { r.payload_len as u64 };
         // A flow's host pair is placed from its second data frame (or its first completion):
@@ -141,6 +145,19 @@ impl Messages {
                 p.windows.add(w, payload, window_ns);
             }
         }
+    }
+
+    /// The rate window of `ts` (its index), the latest one's without a division.
+    #[inline]
+    fn window_of(&mut self, ts: u64, window_ns: u64) -> u64 {
+        let (w, start, end) = self.window;
+        if ts >= start && ts < end {
+            return w;
+        }
+        let w = ts / window_ns;
+        let start = w * window_ns;
+        self.window = (w, start, start.saturating_add(window_ns));
+        w
     }
 
     /// The host pair of a request flow (u32::MAX - 1 past the cap: not followed).
@@ -166,13 +183,9 @@ impl Messages {
             state.pair = self.place(req);
         }
         let pair = state.pair;
-        let mut done = Vec::new();
-        let told = state.acked(r, &mut |m| done.push(m));
+        let told = state.acked(r, &mut |m| self.complete(req, pair, m, r.ts_ns, rtt_min));
         if told.capture_missed > 0 {
             *self.capture_missed.entry(*req).or_default() += told.capture_missed as u64;
-        }
-        for m in done {
-            self.complete(req, pair, m, r.ts_ns, rtt_min);
         }
     }
 
@@ -191,12 +204,12 @@ impl Messages {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let d = Done::new(end_ns.saturating_sub(m.start_ns), m.bytes, self.settings.link_bps, min_rtt);
+        let d = Done::new(end_ns.saturating_sub(m.start_ns), m.bytes(), self.settings.link_bps, min_rtt);
         if let Some(p) = pair {
             p.min_rtt_ns = min_rtt;
             p.dist.add(&d);
         }
-        let class = dist::class_of(&self.settings.classes, m.bytes);
+        let class = dist::class_of(&self.settings.classes, m.bytes());
         self.classes[class].add(&d);
         self.all.push(d.mct_ns);
         self.by_kind[m.kind as usize] += 1;
@@ -214,7 +227,7 @@ impl Messages {
         let key = r.flow();
         let Some(t) = super::keys::bounded(&mut self.uc_open, key, self.cap, &mut self.state_full) else { return };
         if let Some(m) = t.request(r) {
-            let d = Done::new(m.last_ns - m.start_ns, m.bytes, self.settings.link_bps, None);
+            let d = Done::new(m.last_ns() - m.start_ns, m.bytes(), self.settings.link_bps, None);
             self.uc.add(&d);
         }
     }

@@ -4,46 +4,50 @@
 //! it feels. Its first and last windows are partial (it started and stopped within them) and
 //! are left out; windows without its data are not "active" and are left out too.
 
+use super::super::stats::{fine_bucket as rate_bucket, fine_bucket_middle as bucket_middle};
+
 /// Window rates in buckets 1/64 of a power of two wide (a bucket's middle is within 0.8 % of
 /// every value in it), found with integer operations: a window closes at nearly every data
 /// frame of a busy capture, for its flow, its host pair and the whole, and the RTT histogram's
 /// logarithm at each was a tenth of the offline run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Rates {
     /// (bucket, windows), sorted by bucket: a flow's rates fall in a few dozen buckets, where
     /// a binary search of a vector beats a tree's nodes.
     counts: Vec<(u16, u64)>,
     n: u64,
+    /// Where the latest rate went in `counts` (a hint, not part of the value).
+    last: u32,
 }
 
-/// Mantissa bits of a bucket.
-const SUB: u32 = 6;
-
-fn rate_bucket(v: u64) -> u16 {
-    if v < 1 << SUB {
-        return v as u16;
+impl PartialEq for Rates {
+    fn eq(&self, o: &Rates) -> bool {
+        (&self.counts, self.n) == (&o.counts, o.n)
     }
-    let e = 63 - v.leading_zeros();
-    (((e - SUB + 1) << SUB) | ((v >> (e - SUB)) as u32 & ((1 << SUB) - 1))) as u16
 }
 
-fn bucket_middle(b: u16) -> u64 {
-    let (e, m) = ((b >> SUB) as u32, (b & ((1 << SUB) - 1)) as u64);
-    if e == 0 {
-        return m;
-    }
-    let shift = e - 1;
-    (((1u64 << SUB) | m) << shift) + ((1u64 << shift) >> 1)
-}
+impl Eq for Rates {}
 
 impl Rates {
     pub fn push(&mut self, v: u64) {
         let b = rate_bucket(v);
-        match self.counts.binary_search_by_key(&b, |(k, _)| *k) {
-            Ok(i) => self.counts[i].1 += 1,
-            Err(i) => self.counts.insert(i, (b, 1)),
-        }
         self.n += 1;
+        // A steady flow's windows fall in the bucket of the one before.
+        if let Some(e) = self.counts.get_mut(self.last as usize).filter(|e| e.0 == b) {
+            e.1 += 1;
+            return;
+        }
+        let i = match self.counts.binary_search_by_key(&b, |(k, _)| *k) {
+            Ok(i) => {
+                self.counts[i].1 += 1;
+                i
+            }
+            Err(i) => {
+                self.counts.insert(i, (b, 1));
+                i
+            }
+        };
+        self.last = i as u32;
     }
 
     pub fn len(&self) -> u64 {
@@ -112,6 +116,10 @@ impl Windows {
 
 /// Bits per second of `bytes` in a window of `window_ns`.
 pub fn rate(bytes: u64, window_ns: u64) -> u64 {
+    // Below 2³¹ bytes a window's bits × 10⁹ fit 64 bits: no 128-bit division (a call).
+    if bytes < 1 << 31 {
+        return bytes * 8 * 1_000_000_000 / window_ns.max(1);
+    }
     (bytes as u128 * 8 * 1_000_000_000 / window_ns.max(1) as u128) as u64
 }
 

@@ -10,6 +10,8 @@
 //! - `retransmission`: a NAK or a retransmitted PSN of its span (from the first one on);
 //!   `rnr`: an RNR NAK (from it on);
 //! - `incast`: an incast episode at its destination;
+//! - `queueing`: with several vantage points, the windows in which a hop its flow crossed ran
+//!   above that hop's p90 latency for most of its frames ([`super::super::queueing`]);
 //! - `capture_gap`: PSNs of its span this capture did not hold, not retransmitted (its whole
 //!   time: when they went missing is not known);
 //! - `unexplained`: none of these.
@@ -80,7 +82,17 @@ impl Slowest {
 }
 
 /// The causes, in the order a report lists them.
-pub const CAUSES: [&str; 7] = ["pause", "rate_cut", "retransmission", "rnr", "incast", "capture_gap", "unexplained"];
+pub const CAUSES: [&str; 8] =
+    ["pause", "rate_cut", "retransmission", "rnr", "incast", "queueing", "capture_gap", "unexplained"];
+
+/// A hop between two vantage points: its name, the windows it queued in, the flows that
+/// crossed it.
+#[derive(Debug, Clone)]
+pub struct Queued<'a> {
+    pub name: String,
+    pub intervals: Vec<(u64, u64)>,
+    pub flows: &'a rustc_hash::FxHashMap<FlowKey, u64>,
+}
 
 /// A pause timer's intervals, its sender's name and, with a topology, the link it paused
 /// (the sender, and the peer it stopped: a flow from the peer to the sender crossed it).
@@ -104,15 +116,30 @@ pub struct Context<'a> {
     pub incast: BTreeMap<Addr, Vec<(u64, u64)>>,
     /// DSCP → priority for untagged frames (`--dscp-priority`).
     pub dscp_priority: &'a BTreeMap<u8, u8>,
+    /// Hops between vantage points that queued.
+    pub queued: Vec<Queued<'a>>,
 }
 
-/// A message's causes: (cause index into [`CAUSES`], overlap), and the pause source that
-/// overlapped it most.
-pub fn explain(k: &Kept, cx: &Context) -> (Vec<(usize, u64)>, Option<String>) {
+/// A message's causes: (cause index into [`CAUSES`], overlap), the pause source and the hop
+/// that overlapped it most.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Explained {
+    pub causes: Vec<(usize, u64)>,
+    pub paused_by: Option<String>,
+    pub queued_at: Option<String>,
+}
+
+/// The time intervals `iv` hold within `[s, e]`.
+fn overlap(iv: &[(u64, u64)], s: u64, e: u64) -> u64 {
+    iv.iter().map(|&(a, b)| b.min(e).saturating_sub(a.max(s))).sum()
+}
+
+/// What `k` overlapped ([`Explained`]).
+pub fn explain(k: &Kept, cx: &Context) -> Explained {
     let (s, e) = (k.msg.start_ns, k.end_ns);
     let m = &k.msg;
     let mut out = Vec::new();
-    let overlap = |iv: &[(u64, u64)]| -> u64 { iv.iter().map(|&(a, b)| b.min(e).saturating_sub(a.max(s))).sum() };
+    let overlap = |iv: &[(u64, u64)]| overlap(iv, s, e);
     // Pause: the union of the pauses of its priority (on its path).
     let priority = if m.pcp < 8 { Some(m.pcp) } else { cx.dscp_priority.get(&(m.dscp & 63)).copied() };
     let mut all = Vec::new();
@@ -150,10 +177,10 @@ pub fn explain(k: &Kept, cx: &Context) -> (Vec<(usize, u64)>, Option<String>) {
         out.push((1, cut));
     }
     if m.marks & (mark::RETRANSMITTED | mark::NAK) != 0 {
-        out.push((2, e.saturating_sub(m.retx_ns.max(s))));
+        out.push((2, e.saturating_sub(m.retx_ns().unwrap_or(s).max(s))));
     }
     if m.marks & mark::RNR != 0 {
-        out.push((3, e.saturating_sub(m.rnr_ns.max(s))));
+        out.push((3, e.saturating_sub(m.rnr_ns().unwrap_or(s).max(s))));
     }
     if let Some(iv) = cx.incast.get(&(k.key.dst, k.key.ip_version)) {
         let o = overlap(iv);
@@ -161,13 +188,37 @@ pub fn explain(k: &Kept, cx: &Context) -> (Vec<(usize, u64)>, Option<String>) {
             out.push((4, o));
         }
     }
+    let queued_at = queueing(k, cx, &mut out);
     if m.marks & mark::GAP != 0 && m.marks & (mark::RETRANSMITTED | mark::NAK) == 0 {
-        out.push((5, e - s));
+        out.push((6, e - s));
     }
     if out.is_empty() {
-        out.push((6, 0));
+        out.push((7, 0));
     }
-    (out, best.map(|(_, n)| n))
+    Explained { causes: out, paused_by: best.map(|(_, n)| n), queued_at }
+}
+
+/// The hops its flow crossed while they queued: the union's overlap (cause 5), and the hop
+/// that overlapped it most.
+fn queueing(k: &Kept, cx: &Context, out: &mut Vec<(usize, u64)>) -> Option<String> {
+    let (s, e) = (k.msg.start_ns, k.end_ns);
+    let overlap = |iv: &[(u64, u64)]| overlap(iv, s, e);
+    let mut all = Vec::new();
+    let mut best: Option<(u64, &str)> = None;
+    for q in cx.queued.iter().filter(|q| q.flows.contains_key(&k.key)) {
+        let o = overlap(&q.intervals);
+        if o > 0 {
+            all.extend(q.intervals.iter().copied());
+            if best.is_none_or(|(b, _)| o > b) {
+                best = Some((o, &q.name));
+            }
+        }
+    }
+    let queued = overlap(&super::super::tree::union(all));
+    if queued > 0 {
+        out.push((5, queued));
+    }
+    best.map(|(_, n)| n.to_string())
 }
 
 #[cfg(test)]
@@ -175,19 +226,7 @@ mod tests {
     use super::*;
 
     fn kept(mct: u64, seq: u32) -> Kept {
-        let msg = Msg {
-            psn_first: seq,
-            psn_last: seq,
-            bytes: 1,
-            start_ns: 1000,
-            last_ns: 1000,
-            retx_ns: 0,
-            rnr_ns: 0,
-            kind: super::super::kept::Kind::Send,
-            marks: 0,
-            pcp: 3,
-            dscp: 26,
-        };
+        let msg = Msg::sent(super::super::kept::Kind::Send, seq, 1000, 1, 3, 26);
         Kept { key: FlowKey::default(), msg, end_ns: 1000 + mct }
     }
 
@@ -221,16 +260,30 @@ mod tests {
             cuts: &none,
             incast: BTreeMap::new(),
             dscp_priority: &map,
+            queued: Vec::new(),
         };
         let k = kept(2000, 1);
-        let (causes, source) = explain(&k, &cx);
-        assert_eq!(causes, vec![(0, 1000)]);
-        assert_eq!(source.as_deref(), Some("priority 3 from sw1"));
+        let x = explain(&k, &cx);
+        assert_eq!(x.causes, vec![(0, 1000)]);
+        assert_eq!(x.paused_by.as_deref(), Some("priority 3 from sw1"));
         cx.pauses.clear();
         let mut m = k.clone();
-        m.msg.marks = mark::NAK | mark::GAP;
-        m.msg.retx_ns = 2500;
-        assert_eq!(explain(&m, &cx).0, vec![(2, 500)], "a gap that was retransmitted is loss, not the capture");
-        assert_eq!(explain(&k, &cx).0, vec![(6, 0)]);
+        m.msg.note_retx(2500, mark::NAK);
+        m.msg.marks |= mark::GAP;
+        assert_eq!(explain(&m, &cx).causes, vec![(2, 500)], "a gap that was retransmitted is loss, not the capture");
+        assert_eq!(explain(&k, &cx).causes, vec![(7, 0)]);
+        // Queueing on a hop its flow crossed (1500..2200 and 2100..2600 on two hops: 1100 ns
+        // together), none from a hop it did not cross.
+        let crossed: rustc_hash::FxHashMap<FlowKey, u64> = [(FlowKey::default(), 3)].into_iter().collect();
+        let other = rustc_hash::FxHashMap::default();
+        let hop = |name: &str, intervals, flows| Queued { name: name.into(), intervals, flows };
+        cx.queued = vec![
+            hop("leaf→spine", vec![(1500, 2200)], &crossed),
+            hop("spine→leaf", vec![(2100, 2600)], &crossed),
+            hop("elsewhere", vec![(1000, 3000)], &other),
+        ];
+        let x = explain(&k, &cx);
+        assert_eq!(x.causes, vec![(5, 1100)]);
+        assert_eq!(x.queued_at.as_deref(), Some("leaf→spine"));
     }
 }

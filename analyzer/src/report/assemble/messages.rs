@@ -50,21 +50,20 @@ fn steady_json(w: &Windows) -> Option<Steady> {
     })
 }
 
-/// Messages pending per flow and partial ones, when any message was seen (the section exists).
-fn seen(run: &Pipeline) -> Option<(BTreeMap<FlowKey, u64>, u64)> {
+/// Messages pending (over all flows) and partial ones, when any message was seen (the section
+/// exists). Summed, not kept per flow: a capture of 200 000 one-message flows has as many
+/// flows with one pending, and a map of them was the report's largest allocation.
+fn seen(run: &Pipeline) -> Option<(u64, u64)> {
     let m = &run.analyses.messages;
-    let (mut pending_by_flow, mut partial) = (BTreeMap::new(), m.partial);
-    for (k, state) in run.analyses.flows.messages() {
-        let (pending, held) = flow_pending(state);
+    let (mut pending, mut partial) = (0, m.partial);
+    for (_, state) in run.analyses.flows.messages() {
+        let (n, held) = flow_pending(state);
         partial += held;
-        if pending > 0 {
-            pending_by_flow.insert(*k, pending);
-        }
+        pending += n;
     }
-    let pending: u64 = pending_by_flow.values().sum();
     let transfers = m.uc.mct.len() + m.ud_messages;
     let any = m.completed() > 0 || pending > 0 || partial > 0 || transfers > 0;
-    any.then_some((pending_by_flow, partial))
+    any.then_some((pending, partial))
 }
 
 /// What the metrics show of the section, when it exists: the size classes and the tail (the
@@ -77,8 +76,7 @@ pub fn metrics_parts(run: &Pipeline) -> Option<(Vec<MessageClass>, Tail)> {
 /// The section, when any message was seen.
 pub fn section(run: &Pipeline) -> Option<Messages> {
     let m = &run.analyses.messages;
-    let (pending_by_flow, partial) = seen(run)?;
-    let pending: u64 = pending_by_flow.values().sum();
+    let (pending, partial) = seen(run)?;
     Some(Messages {
         vantage: vantage(run),
         link_speed_bps: m.settings.link_bps,
@@ -90,7 +88,7 @@ pub fn section(run: &Pipeline) -> Option<Messages> {
         in_flight_evicted: m.in_flight_evicted,
         mct_ns: pct(&m.all),
         classes: classes(run),
-        flows: flows(run, &pending_by_flow),
+        flows: flows(run),
         pairs: pairs(run),
         transfers: Transfers {
             uc_messages: m.uc.mct.len(),
@@ -142,7 +140,7 @@ fn vantage(run: &Pipeline) -> MessageVantage {
 
 /// The flows with completed messages (a flow whose messages are all pending is counted in
 /// `pending` only: a capture of 200 000 one-frame flows would list them all).
-fn flows(run: &Pipeline, pending: &BTreeMap<FlowKey, u64>) -> Vec<MessageFlow> {
+fn flows(run: &Pipeline) -> Vec<MessageFlow> {
     let m = &run.analyses.messages;
     let mut keys: Vec<FlowKey> = m.flows.keys().copied().collect();
     keys.sort_unstable_by_key(flow_order);
@@ -150,7 +148,7 @@ fn flows(run: &Pipeline, pending: &BTreeMap<FlowKey, u64>) -> Vec<MessageFlow> {
     keys.iter()
         .map(|k| MessageFlow {
             flow: flow_ref(k),
-            pending: pending.get(k).copied().unwrap_or(0),
+            pending: run.analyses.flows.get(k).and_then(|f| f.messages.as_deref()).map_or(0, |s| flow_pending(s).0),
             stats: stats(m.flows.get(k).unwrap_or(&empty)),
         })
         .collect()
@@ -216,6 +214,39 @@ fn paused(run: &Pipeline) -> Vec<Paused> {
         .collect()
 }
 
+/// The hops between vantage points that queued: per hop, the windows in which most of its
+/// frames crossed slower than its p90.
+fn queued(run: &Pipeline) -> Vec<tail::Queued<'_>> {
+    let v = &run.analyses.vantage;
+    let name = |i: u16| v.points.get(i as usize).map_or("?", |p| p.name.as_str());
+    v.hops
+        .iter()
+        .filter_map(|(&(from, to), h)| {
+            let p90 = h.latency.quantile(0.9)?;
+            let intervals = h.windows.slow(p90, v.point_ns.max(1));
+            (!intervals.is_empty()).then(|| tail::Queued {
+                name: format!("{}→{}", name(from), name(to)),
+                intervals,
+                flows: &h.flows,
+            })
+        })
+        .collect()
+}
+
+/// What the other analyses saw, for the tail ([`Context`]).
+fn context<'a>(
+    run: &'a Pipeline,
+    path: &'a dyn Fn(&FlowKey) -> Option<Vec<Node>>,
+    cuts: &'a dyn Fn(&FlowKey) -> Vec<(u64, u64)>,
+) -> Context<'a> {
+    let a = &run.analyses;
+    let mut incast: BTreeMap<Addr, Vec<(u64, u64)>> = BTreeMap::new();
+    for (dst, e) in a.incast.episodes() {
+        incast.entry(dst).or_default().push((e.start_ns, e.end_ns.max(e.start_ns + 1)));
+    }
+    Context { pauses: paused(run), path, cuts, incast, dscp_priority: &a.config.dscp_priority, queued: queued(run) }
+}
+
 /// The tail explained.
 fn tail_of(run: &Pipeline) -> Tail {
     let a = &run.analyses;
@@ -223,12 +254,9 @@ fn tail_of(run: &Pipeline) -> Tail {
     let topo = a.config.topology.as_ref();
     let path = |k: &FlowKey| -> Option<Vec<Node>> { topo?.path_of(k.ip_version, &k.src, &k.dst) };
     let cuts = |k: &FlowKey| a.dcqcn.cuts(k);
-    let mut incast: BTreeMap<Addr, Vec<(u64, u64)>> = BTreeMap::new();
-    for (dst, e) in a.incast.episodes() {
-        incast.entry(dst).or_default().push((e.start_ns, e.end_ns.max(e.start_ns + 1)));
-    }
-    let cx = Context { pauses: paused(run), path: &path, cuts: &cuts, incast, dscp_priority: &a.config.dscp_priority };
-    let mut out = Tail::default();
+    let cx = context(run, &path, &cuts);
+    let mut out =
+        Tail { hop_latencies_unkept: a.vantage.hops.values().map(|h| h.windows.unkept).sum(), ..Tail::default() };
     let mut examined: Vec<&Kept> = Vec::new();
     for (i, class) in m.classes.iter().enumerate().filter(|(_, c)| !c.mct.is_empty()) {
         let (threshold, from) = match (a.config.tail_threshold_ns, class.mct.quantile(0.99)) {
@@ -248,15 +276,18 @@ fn tail_of(run: &Pipeline) -> Tail {
     out.examined = examined.len() as u64;
     examined.sort_by_key(|k| std::cmp::Reverse(k.mct_ns()));
     let mut tally = [(0u64, 0u64); CAUSES.len()];
-    let mut sources: BTreeMap<String, u64> = BTreeMap::new();
+    // Per cause with a place (pause, queueing), how many messages each place overlapped most.
+    let mut sources: [BTreeMap<String, u64>; 2] = Default::default();
     for (n, k) in examined.iter().enumerate() {
-        let (causes, source) = tail::explain(k, &cx);
+        let tail::Explained { causes, paused_by, queued_at } = tail::explain(k, &cx);
         for (c, o) in &causes {
             tally[*c].0 += 1;
             tally[*c].1 += o;
         }
-        if let Some(s) = source {
-            *sources.entry(s).or_default() += 1;
+        for (i, s) in [paused_by, queued_at].into_iter().enumerate() {
+            if let Some(s) = s {
+                *sources[i].entry(s).or_default() += 1;
+            }
         }
         if n < MAX_WORST {
             out.worst.push(TailMessage {
@@ -264,7 +295,7 @@ fn tail_of(run: &Pipeline) -> Tail {
                 kind: k.msg.kind.name().into(),
                 psn_first: k.msg.psn_first,
                 psn_last: k.msg.psn_last,
-                bytes: k.msg.bytes,
+                bytes: k.msg.bytes(),
                 start_ns: k.msg.start_ns,
                 mct_ns: k.mct_ns(),
                 causes: causes.iter().map(|(c, o)| TailOverlap { cause: CAUSES[*c].into(), overlap_ns: *o }).collect(),
@@ -272,7 +303,8 @@ fn tail_of(run: &Pipeline) -> Tail {
             });
         }
     }
-    let top_source = sources.into_iter().max_by_key(|(s, n)| (*n, std::cmp::Reverse(s.clone()))).map(|(s, _)| s);
+    let [top_pause, top_hop] =
+        sources.map(|m| m.into_iter().max_by_key(|(s, n)| (*n, std::cmp::Reverse(s.clone()))).map(|(s, _)| s));
     out.causes = CAUSES
         .iter()
         .zip(tally)
@@ -282,7 +314,11 @@ fn tail_of(run: &Pipeline) -> Tail {
             messages: n,
             share: n as f64 / out.examined.max(1) as f64,
             overlap_ns: o,
-            source: (*c == "pause").then(|| top_source.clone()).flatten(),
+            source: match *c {
+                "pause" => top_pause.clone(),
+                "queueing" => top_hop.clone(),
+                _ => None,
+            },
         })
         .collect();
     out.causes.sort_by(|a, b| b.messages.cmp(&a.messages).then(a.cause.cmp(&b.cause)));
@@ -301,6 +337,10 @@ fn cause_words(c: &TailCause) -> String {
         "retransmission" => "were retransmitted (NAK, go-back-N or timeout)".into(),
         "rnr" => "met an RNR NAK (the receiver had no receive posted)".into(),
         "incast" => "went to a destination in an incast episode".into(),
+        "queueing" => format!(
+            "crossed a hop while most of its frames took longer than its p90{}",
+            c.source.as_ref().map(|s| format!(" ({s})")).unwrap_or_default()
+        ),
         "capture_gap" => "lack frames this capture did not hold".into(),
         _ => "overlapped nothing seen here (look at the hosts: CPU, PCIe, the application)".into(),
     }

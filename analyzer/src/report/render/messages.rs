@@ -108,6 +108,13 @@ fn tail(o: &mut String, m: &Messages, top: usize) {
             c.source.as_ref().map(|s| format!(" · most: {s}")).unwrap_or_default()
         );
     }
+    if t.hop_latencies_unkept > 0 {
+        let _ = writeln!(
+            o,
+            "    {} hop latencies past the bound kept in time were not laid over the tail (queueing)",
+            t.hop_latencies_unkept
+        );
+    }
     for w in t.worst.iter().take(top.min(5)) {
         let causes: Vec<String> = w.causes.iter().map(|c| format!("{} {}", c.cause, us(c.overlap_ns))).collect();
         let _ = writeln!(

@@ -54,6 +54,23 @@ fn bucket_value(b: u32) -> u64 {
     GROWTH.powf(b as f64 + 0.5).round() as u64
 }
 
+/// `a × b / d` (`d` > 0), in 64 bits when the product fits: a 128-bit division is a call, and
+/// the rates and completion numbers take one per window or message.
+pub fn mul_div(a: u64, b: u64, d: u64) -> u64 {
+    match a.checked_mul(b) {
+        Some(n) => n / d,
+        None => (a as u128 * b as u128 / d as u128) as u64,
+    }
+}
+
+/// [`mul_div`] rounded up.
+pub fn mul_div_ceil(a: u64, b: u64, d: u64) -> u64 {
+    match a.checked_mul(b) {
+        Some(n) => n.div_ceil(d),
+        None => (a as u128 * b as u128).div_ceil(d as u128) as u64,
+    }
+}
+
 /// Mantissa bits of a [`fine_bucket`].
 const SUB: u32 = 6;
 

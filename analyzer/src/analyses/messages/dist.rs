@@ -2,7 +2,7 @@
 //! completion times (exact up to the RTT's bound, then its mergeable 1 % histogram), the
 //! goodput and the slowdown of its messages.
 
-use super::super::stats::Samples;
+use super::super::stats::{Samples, mul_div, mul_div_ceil};
 
 /// The default bounds of the size classes (bytes): ≤ 4 KiB, ≤ 64 KiB, ≤ 1 MiB, larger.
 pub const DEFAULT_CLASSES: [u64; 3] = [4 << 10, 64 << 10, 1 << 20];
@@ -25,20 +25,10 @@ impl Done {
     /// The numbers of a message of `bytes` completed in `mct_ns`, on a link of `link_bps`, with
     /// the host pair's smallest RTT `min_rtt_ns`: ideal = serialisation + that RTT.
     pub fn new(mct_ns: u64, bytes: u64, link_bps: u64, min_rtt_ns: Option<u64>) -> Done {
-        // Bits × 10⁹ fit 64 bits below 2³¹ bytes (every message: the verbs' bound), so the
-        // 128-bit divisions (a call each) are left to the rest.
-        let bit_ns = |b: u64| if b < 1 << 31 { (b * 8 * 1_000_000_000) as u128 } else { b as u128 * 8 * 1_000_000_000 };
-        let div = |n: u128, d: u64| match u64::try_from(n) {
-            Ok(n) => n / d,
-            Err(_) => (n / d as u128) as u64,
-        };
-        let goodput_bps = (mct_ns > 0).then(|| div(bit_ns(bytes), mct_ns));
-        let link = link_bps.max(1);
-        let serial_ns = div(bit_ns(bytes) + (link as u128 - 1), link);
-        let slowdown_milli = min_rtt_ns
-            .map(|rtt| serial_ns + rtt)
-            .filter(|ideal| *ideal > 0)
-            .map(|ideal| div(mct_ns as u128 * 1000, ideal));
+        let goodput_bps = (mct_ns > 0).then(|| super::steady::rate(bytes, mct_ns));
+        let serial_ns = mul_div_ceil(bytes, 8_000_000_000, link_bps.max(1));
+        let slowdown_milli =
+            min_rtt_ns.map(|rtt| serial_ns + rtt).filter(|ideal| *ideal > 0).map(|ideal| mul_div(mct_ns, 1000, ideal));
         Done { mct_ns, bytes, goodput_bps, slowdown_milli }
     }
 }

@@ -516,7 +516,7 @@ impl MsgFlow {
     /// A retransmitted PSN: marks the message holding it; false when none here does. A gap
     /// holding it was loss, not the capture.
     fn retransmitted(&mut self, psn: u32, ts: u64) -> bool {
-        self.gaps.iter_mut().flat_map(|g| g.iter_mut()).filter(|g| g.holds(psn)).for_each(|g| g.lost = true);
+        self.lost(psn);
         match self.holder(psn) {
             Some(m) => {
                 m.note_retx(ts, mark::RETRANSMITTED);
@@ -524,6 +524,11 @@ impl MsgFlow {
             }
             None => false,
         }
+    }
+
+    /// The gaps holding `psn` were loss before this point, not the capture's.
+    fn lost(&mut self, psn: u32) {
+        self.gaps.iter_mut().flat_map(|g| g.iter_mut()).filter(|g| g.holds(psn)).for_each(|g| g.lost = true);
     }
 
     fn holder(&mut self, psn: u32) -> Option<&mut Msg> {
@@ -562,13 +567,13 @@ impl MsgFlow {
     /// A NAK (`rnr` false: a PSN sequence error or another NAK) or an RNR NAK naming `psn`:
     /// the message it names, or else the oldest in flight, is marked.
     pub(super) fn nak(&mut self, psn: u32, ts: u64, rnr: bool) {
+        let psn = psn & PSN_MASK;
         if !rnr {
             // A sequence NAK names the first PSN the responder misses: the gap that starts there.
-            let psn = psn & PSN_MASK;
-            self.gaps.iter_mut().flat_map(|g| g.iter_mut()).filter(|g| g.holds(psn)).for_each(|g| g.lost = true);
+            self.lost(psn);
         }
-        let holder = self.holder(psn & PSN_MASK).is_some();
-        let m = if holder { self.holder(psn & PSN_MASK) } else { self.in_flight.front_mut() };
+        let holder = self.holder(psn).is_some();
+        let m = if holder { self.holder(psn) } else { self.in_flight.front_mut() };
         if let Some(m) = m {
             if rnr {
                 m.note_rnr(ts);

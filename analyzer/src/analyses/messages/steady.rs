@@ -116,11 +116,7 @@ impl Windows {
 
 /// Bits per second of `bytes` in a window of `window_ns`.
 pub fn rate(bytes: u64, window_ns: u64) -> u64 {
-    // Below 2³¹ bytes a window's bits × 10⁹ fit 64 bits: no 128-bit division (a call).
-    if bytes < 1 << 31 {
-        return bytes * 8 * 1_000_000_000 / window_ns.max(1);
-    }
-    (bytes as u128 * 8 * 1_000_000_000 / window_ns.max(1) as u128) as u64
+    super::super::stats::mul_div(bytes, 8_000_000_000, window_ns.max(1))
 }
 
 /// p5, p50, p95 (bit/s) and the fluctuation of a series of window rates.

@@ -134,91 +134,77 @@ fn overlap(iv: &[(u64, u64)], s: u64, e: u64) -> u64 {
     iv.iter().map(|&(a, b)| b.min(e).saturating_sub(a.max(s))).sum()
 }
 
+/// Of `sources` (intervals and what they came from), the time their union overlaps `[s, e]`,
+/// and the source that overlapped it most (the first of equals): a message's pauses, and the
+/// hops that queued while it crossed them.
+fn most<'a, N: Copy>(sources: impl Iterator<Item = (&'a [(u64, u64)], N)>, s: u64, e: u64) -> (u64, Option<N>) {
+    let mut all = Vec::new();
+    let mut best: Option<(u64, N)> = None;
+    for (iv, n) in sources {
+        let o = overlap(iv, s, e);
+        if o > 0 {
+            all.extend_from_slice(iv);
+            if best.is_none_or(|(b, _)| o > b) {
+                best = Some((o, n));
+            }
+        }
+    }
+    (overlap(&super::super::tree::union(all), s, e), best.map(|(_, n)| n))
+}
+
 /// What `k` overlapped ([`Explained`]).
 pub fn explain(k: &Kept, cx: &Context) -> Explained {
     let (s, e) = (k.msg.start_ns, k.end_ns);
     let m = &k.msg;
     let mut out = Vec::new();
-    let overlap = |iv: &[(u64, u64)]| overlap(iv, s, e);
     // Pause: the union of the pauses of its priority (on its path).
     let priority = if m.pcp < 8 { Some(m.pcp) } else { cx.dscp_priority.get(&(m.dscp & 63)).copied() };
-    let mut all = Vec::new();
-    let mut best: Option<(u64, String)> = None;
     let path = (cx.path)(&k.key);
-    for pz in &cx.pauses {
-        let p = pz.priority;
-        let ours = p == super::super::pause::ALL_PRIORITIES || priority.is_none_or(|q| q == p);
+    let all_priorities = super::super::pause::ALL_PRIORITIES;
+    let ours = |pz: &&Paused| {
         let on_path = match (&path, pz.link) {
             (Some(path), Some(link)) => super::super::topology::crosses(path, link),
             _ => true,
         };
-        if !ours || !on_path {
-            continue;
-        }
-        let o = overlap(&pz.intervals);
-        if o > 0 {
-            all.extend(pz.intervals.iter().copied());
-            if best.as_ref().is_none_or(|(b, _)| o > *b) {
-                let what = if p == super::super::pause::ALL_PRIORITIES {
-                    "802.3x PAUSE".to_string()
-                } else {
-                    format!("priority {p}")
-                };
-                best = Some((o, format!("{what} from {}", pz.name)));
-            }
-        }
-    }
-    let paused = overlap(&super::super::tree::union(all));
+        (pz.priority == all_priorities || priority.is_none_or(|q| q == pz.priority)) && on_path
+    };
+    let (paused, by) = most(cx.pauses.iter().filter(ours).map(|pz| (pz.intervals.as_slice(), pz)), s, e);
     if paused > 0 {
         out.push((0, paused));
     }
-    let cut = overlap(&super::super::tree::union((cx.cuts)(&k.key)));
+    let paused_by = by.map(|pz| match pz.priority {
+        p if p == all_priorities => format!("802.3x PAUSE from {}", pz.name),
+        p => format!("priority {p} from {}", pz.name),
+    });
+    let cut = overlap(&super::super::tree::union((cx.cuts)(&k.key)), s, e);
     if cut > 0 {
         out.push((1, cut));
     }
     if m.marks & (mark::RETRANSMITTED | mark::NAK) != 0 {
-        out.push((2, e.saturating_sub(m.retx_ns().unwrap_or(s).max(s))));
+        out.push((2, e.saturating_sub(m.retx_ns().unwrap_or(s))));
     }
     if m.marks & mark::RNR != 0 {
-        out.push((3, e.saturating_sub(m.rnr_ns().unwrap_or(s).max(s))));
+        out.push((3, e.saturating_sub(m.rnr_ns().unwrap_or(s))));
     }
     if let Some(iv) = cx.incast.get(&(k.key.dst, k.key.ip_version)) {
-        let o = overlap(iv);
+        let o = overlap(iv, s, e);
         if o > 0 {
             out.push((4, o));
         }
     }
-    let queued_at = queueing(k, cx, &mut out);
+    // Queueing: the hops its flow crossed, while they queued.
+    let crossed = cx.queued.iter().filter(|q| q.flows.contains_key(&k.key));
+    let (queued, at) = most(crossed.map(|q| (q.intervals.as_slice(), q)), s, e);
+    if queued > 0 {
+        out.push((5, queued));
+    }
     if m.marks & mark::GAP != 0 && m.marks & (mark::RETRANSMITTED | mark::NAK) == 0 {
         out.push((6, e - s));
     }
     if out.is_empty() {
         out.push((7, 0));
     }
-    Explained { causes: out, paused_by: best.map(|(_, n)| n), queued_at }
-}
-
-/// The hops its flow crossed while they queued: the union's overlap (cause 5), and the hop
-/// that overlapped it most.
-fn queueing(k: &Kept, cx: &Context, out: &mut Vec<(usize, u64)>) -> Option<String> {
-    let (s, e) = (k.msg.start_ns, k.end_ns);
-    let overlap = |iv: &[(u64, u64)]| overlap(iv, s, e);
-    let mut all = Vec::new();
-    let mut best: Option<(u64, &str)> = None;
-    for q in cx.queued.iter().filter(|q| q.flows.contains_key(&k.key)) {
-        let o = overlap(&q.intervals);
-        if o > 0 {
-            all.extend(q.intervals.iter().copied());
-            if best.is_none_or(|(b, _)| o > b) {
-                best = Some((o, &q.name));
-            }
-        }
-    }
-    let queued = overlap(&super::super::tree::union(all));
-    if queued > 0 {
-        out.push((5, queued));
-    }
-    best.map(|(_, n)| n.to_string())
+    Explained { causes: out, paused_by, queued_at: at.map(|q| q.name.clone()) }
 }
 
 #[cfg(test)]

@@ -241,13 +241,8 @@ fn trajectory_samples_join_in_clickhouse_as_merge_joins_them() {
     let server = Server::start();
     server.apply(&deploy_dir().join("schema.sql"));
     let dir = tempfile::tempdir().unwrap();
-    let (leaf, spine) = tests::vantage::trajectory_pair(20_000, 250_000);
     let mut exports = Vec::new();
-    for (label, f) in [("leaf", &leaf), ("spine", &spine)] {
-        let pcap = dir.path().join(f.name);
-        std::fs::write(&pcap, f.bytes()).unwrap();
-        let input = format!("{label}={}", pcap.display());
-        let x = dir.path().join(format!("{label}.export"));
+    for (input, x) in tests::vantage::trajectory_inputs(dir.path(), 20_000, 250_000) {
         let out = std::process::Command::new(binary())
             .env("ROCE_ANALYZER_CLICKHOUSE_USER", USER)
             .env("ROCE_ANALYZER_CLICKHOUSE_PASSWORD", &server.password)

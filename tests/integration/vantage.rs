@@ -363,13 +363,8 @@ fn marking_thresholds_need_marks_and_two_points() {
 #[test]
 fn trajectory_samples_give_the_hop_between_two_agents() {
     let dir = tempfile::tempdir().unwrap();
-    let (leaf, spine) = tests::vantage::trajectory_pair(40_000, 250_000);
     let mut exports = Vec::new();
-    for (label, f) in [("leaf", &leaf), ("spine", &spine)] {
-        let pcap = dir.path().join(f.name);
-        std::fs::write(&pcap, f.bytes()).unwrap();
-        let x = dir.path().join(format!("{label}.export"));
-        let input = format!("{label}={}", pcap.display());
+    for (input, x) in tests::vantage::trajectory_inputs(dir.path(), 40_000, 250_000) {
         let out = run(&["-q", "-r", &input, "--trajectory-sample", "1/16", "--export", x.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         exports.push(x);

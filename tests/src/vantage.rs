@@ -193,3 +193,17 @@ pub fn trajectory_pair(n: u32, spine_offset_ns: u64) -> (Fixture, Fixture) {
     leaf.sort_by_key(|f| f.0);
     (timed("trajectory_leaf.pcap", &leaf), timed("trajectory_spine.pcap", &spine))
 }
+
+/// [`trajectory_pair`] written into `dir`: per point (leaf, then spine) its `label=FILE` input
+/// and the export directory to give its run.
+pub fn trajectory_inputs(dir: &std::path::Path, n: u32, spine_offset_ns: u64) -> Vec<(String, std::path::PathBuf)> {
+    let (leaf, spine) = trajectory_pair(n, spine_offset_ns);
+    [("leaf", &leaf), ("spine", &spine)]
+        .into_iter()
+        .map(|(label, f)| {
+            let pcap = dir.join(f.name);
+            std::fs::write(&pcap, f.bytes()).unwrap();
+            (format!("{label}={}", pcap.display()), dir.join(format!("{label}.export")))
+        })
+        .collect()
+}

@@ -297,7 +297,7 @@ fn emit(
             .evidence
             .as_ref()
             .map(|e| analyzer::report::render::page::relative(dir.unwrap_or(Path::new(".")), Path::new(&e.dir)));
-        let text = html::render(report, &analyzer::report::render::page::Page { rtt_ns, evidence });
+        let text = html::render(report, &analyzer::report::render::page::Page { top: out.top, rtt_ns, evidence });
         if let Err(e) = write::write_atomic(target, text.as_bytes()) {
             fail(&mut report.output_failures, "--html", &anyhow::Error::new(e));
         }

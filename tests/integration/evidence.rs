@@ -495,7 +495,7 @@ fn the_page_links_incast_evidence_and_says_when_nothing_was_found() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let html = std::fs::read_to_string(&page).unwrap();
-    let table = &html[html.find("id=\"incast-evidence\"").expect("the incast evidence table")..];
+    let table = &html[html.find("id=\"episodes\"").expect("the incast episodes table")..];
     let table = &table[..table.find("</table>").unwrap()];
     let hrefs: Vec<&str> = table.split("href=\"").skip(1).map(|x| &x[..x.find('"').unwrap()]).collect();
     assert_eq!(hrefs.len(), 3, "{table}");
@@ -523,5 +523,5 @@ fn the_page_links_incast_evidence_and_says_when_nothing_was_found() {
     let out = run(&["-q", "-r", &resolve("pfc_storm.pcap"), "--html", page.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains("<h2>Findings</h2><table id=\"findings\">\n</table><p>None.</p>"), "{html}");
+    assert!(html.contains("<h2 id=\"findings-list\">Findings</h2>\n<p>None.</p>"), "{html}");
 }

@@ -369,6 +369,8 @@ fn html_page_renders_the_reports_numbers() {
     ] {
         assert!(dom.contains(&want), "the rendered page lacks {want:?}");
     }
+    the_page_names_what_the_report_holds(&r, &dom);
+    the_first_screen_holds_the_diagnosis(&url, dir.path());
     // It renders: the screenshot has ink (coloured bars and boxes) in its upper part.
     let shot = dir.path().join("page.png");
     tests::tools::chromium(&url, &[&format!("--screenshot={}", shot.display())]);
@@ -380,6 +382,94 @@ fn html_page_renders_the_reports_numbers() {
     let pixels = &buf[..info.buffer_size()];
     let coloured = pixels.chunks(px).filter(|p| p[0].abs_diff(p[1]) > 40 || p[1].abs_diff(p[2]) > 40).count();
     assert!(coloured > 2_000, "{coloured} coloured pixels: the page did not render its SVG");
+}
+
+/// The sections a person scans, in the order the summary has them, each naming what the
+/// report holds: the sources, the flows by bytes (cut at `--top`, 10 by default, the rest
+/// counted), transport health, the PFC senders by device:port, the tree's contributors and
+/// victims by name, and a contents list linking every section.
+fn the_page_names_what_the_report_holds(r: &Value, dom: &str) {
+    let at = |s: &str| dom.find(s).unwrap_or_else(|| panic!("{s:?} in the page"));
+    let order = [
+        "id=\"diagnosis\"",
+        "id=\"contents\"",
+        "id=\"findings-list\"",
+        "id=\"sources\"",
+        "id=\"flows\"",
+        "id=\"health\"",
+        "id=\"pfc\"",
+        "id=\"trees\"",
+        "id=\"incast-timeline\"",
+        "id=\"ecmp\"",
+    ];
+    for w in order.windows(2) {
+        assert!(at(w[0]) < at(w[1]), "{} before {}", w[0], w[1]);
+    }
+    let nav = &dom[at("id=\"contents\"")..];
+    let nav = &nav[..nav.find("</nav>").unwrap()];
+    for id in
+        ["findings-list", "sources", "flows", "health", "pfc", "trees", "incast-timeline", "ecmp", "dcqcn-reaction"]
+    {
+        assert!(nav.contains(&format!("href=\"#{id}\"")), "contents link #{id}: {nav}");
+    }
+    for s in r["capture"]["sources"].as_array().unwrap() {
+        assert!(dom.contains(&format!("<td>{}</td>", s["name"].as_str().unwrap())), "source {s}");
+    }
+    // The flows table: the biggest flow first, ten rows, the rest counted.
+    let mut flows: Vec<&Value> = r["flows"].as_array().unwrap().iter().collect();
+    flows.sort_by_key(|f| std::cmp::Reverse((f["bytes"].as_u64(), f["packets"].as_u64())));
+    let table = &dom[at("id=\"flow-table\"")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert_eq!(table.matches("<tr>").count(), 1 + 10, "a header and --top rows");
+    let first = &table[table.find("</tr>").unwrap()..];
+    assert!(first.contains(&format!("<td class=\"n\">{}</td>", flows[0]["bytes"])), "{first}");
+    assert!(dom.contains(&format!("… {} more flows (--top 10", flows.len() - 10)), "the rest counted");
+    // PFC senders by device:port, with their paused time.
+    for s in r["pfc"]["senders"].as_array().unwrap() {
+        let place = match (s["device"].as_str(), s["port"].as_str()) {
+            (Some(d), Some(p)) => format!("{d}:{p}"),
+            _ => "-".into(),
+        };
+        let row = format!("<tr><td>{}</td><td>{place}</td>", s["mac"].as_str().unwrap());
+        assert!(dom.contains(&row), "{row}");
+    }
+    // The tree's contributors and victims by name.
+    let tree = &r["congestion_tree"]["trees"][0];
+    for (list, class) in [("contributors", "contributors"), ("victims", "victims")] {
+        let named = tree[list].as_array().unwrap();
+        assert!(!named.is_empty(), "{list}");
+        let ul = &dom[at(&format!("<ul class=\"{class}\">"))..];
+        let ul = &ul[..ul.find("</ul>").unwrap()];
+        for f in named {
+            let label = format!(
+                "{} → {} QP {:#x}",
+                f["src"].as_str().unwrap(),
+                f["dst"].as_str().unwrap(),
+                f["dst_qp"].as_u64().unwrap()
+            );
+            assert!(ul.contains(&label), "{label} in {ul}");
+        }
+    }
+    assert!(dom.contains("id=\"health-table\""), "transport health");
+}
+
+/// At 1400 px wide, the first screen (900 px high) holds the diagnosis: its warnings' colour
+/// is on it. The pictures of the whole page at that width are judged by eye (README, docs).
+fn the_first_screen_holds_the_diagnosis(url: &str, dir: &std::path::Path) {
+    let shot = dir.join("first-screen.png");
+    tests::tools::chromium(url, &["--window-size=1400,900", &format!("--screenshot={}", shot.display())]);
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (1400, 900));
+    let px = info.color_type.samples();
+    // .warning is #a65e00: (166, 94, 0), anti-aliased text lands near it.
+    let warning = buf[..info.buffer_size()]
+        .chunks(px)
+        .filter(|p| p[0].abs_diff(166) < 40 && p[1].abs_diff(94) < 40 && p[2] < 60)
+        .count();
+    assert!(warning > 500, "{warning} warning-coloured pixels on the first screen: the diagnosis is not on it");
 }
 
 #[test]

@@ -196,7 +196,7 @@ pub fn chromium(url: &str, extra: &[&str]) -> String {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
-            "--window-size=1200,2400",
+            "--window-size=1400,2400",
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(extra)

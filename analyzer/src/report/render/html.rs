@@ -1,27 +1,23 @@
-//! `--html FILE`: one self-contained page (no scripts, fonts or images fetched) with the
-//! congestion trees as inline SVG, ECMP bars per label and per path, the incast timeline and
-//! the RTT distribution, beside the report's key numbers and findings.
+//! `--html FILE`: one self-contained page (no scripts, fonts or images fetched) that opens as
+//! the summary does, with the diagnosis, then the findings and the sections a person scans:
+//! messages and the tail, sources and span, flows, transport health, PFC senders and storms,
+//! congestion trees (inline SVG, contributors and victims named), incast, ECMP, load
+//! balancing, DCQCN, marking, vantage hops, RTT. A contents list links every section.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::model::{FlowRef, MarkingSeries, Report, Tree};
 
-use super::page::Page;
+use super::page::{Page, ms, us};
 use super::text::html as esc;
-
-fn ms(ns: u64) -> String {
-    format!("{:.3} ms", ns as f64 / 1e6)
-}
-
-fn us(ns: u64) -> String {
-    if ns < 1000 { format!("{ns} ns") } else { format!("{:.1} µs", ns as f64 / 1e3) }
-}
 
 const STYLE: &str = "body{font-family:Helvetica,Arial,sans-serif;margin:24px;color:#222}h1{font-size:22px}\
 h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ccc}table{border-collapse:collapse}\
 td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:left}td.n{text-align:right}\
-.error{color:#b00020}.warning{color:#a65e00}.info{color:#555}svg text{font-size:12px}";
+.error{color:#b00020}.warning{color:#a65e00}.info{color:#555}svg text{font-size:12px}\
+nav{margin:12px 0;padding:6px 10px;background:#f4f6fa;line-height:1.8}nav a{margin-right:12px}\
+#diagnosis li{margin-bottom:6px}td.flow{white-space:nowrap}.more{color:#555;font-style:italic}section ul{margin-top:2px}";
 
 /// Renders the page.
 pub fn render(r: &Report, page: &Page<'_>) -> String {
@@ -30,11 +26,29 @@ pub fn render(r: &Report, page: &Page<'_>) -> String {
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>roce-analyzer report</title><style>{STYLE}</style></head><body>\n"
     );
+    let mut body = String::new();
     for section in SECTIONS {
-        section(&mut o, r, page);
+        section(&mut body, r, page);
     }
+    // The title and the diagnosis come first; the contents list after them, built from the
+    // sections that were written (a section with nothing to show writes no heading).
+    let cut = body.find("<h2 id=\"key-numbers\"").unwrap_or(0);
+    o.push_str(&body[..cut]);
+    contents(&mut o, &body[cut..]);
+    o.push_str(&body[cut..]);
     let _ = writeln!(o, "</body></html>");
     o
+}
+
+/// A list of links to every `<h2 id="…">` of `body`, in order.
+fn contents(o: &mut String, body: &str) {
+    let _ = write!(o, "<nav id=\"contents\">Contents:");
+    for part in body.split("<h2 id=\"").skip(1) {
+        let (Some((id, rest)), true) = (part.split_once('"'), true) else { continue };
+        let Some(title) = rest.strip_prefix('>').and_then(|t| t.split_once("</h2>")).map(|t| t.0) else { continue };
+        let _ = write!(o, " <a href=\"#{id}\">{title}</a>");
+    }
+    let _ = writeln!(o, "</nav>");
 }
 
 /// A section of the page: it writes its heading and content from the report (and the RTT
@@ -42,25 +56,29 @@ pub fn render(r: &Report, page: &Page<'_>) -> String {
 type Section = fn(&mut String, &Report, &Page<'_>);
 
 /// The page's sections, top to bottom.
-const SECTIONS: [Section; 12] = [
+const SECTIONS: [Section; 16] = [
     summary,
+    findings,
     messages,
+    super::html_tables::sources,
+    super::html_tables::flows,
+    super::html_tables::health,
+    rtt,
+    super::html_tables::pfc,
     trees,
+    incast,
     ecmp,
     super::load_balancing::html,
-    vantage,
-    incast,
     dcqcn,
     marking,
-    rtt,
-    findings,
-    visibility,
+    vantage,
+    nic,
 ];
 
 /// Messages: the tail's diagnosis, completion times per size class (a CDF), the tail's causes.
-fn messages(o: &mut String, r: &Report, _page: &Page<'_>) {
+fn messages(o: &mut String, r: &Report, page: &Page<'_>) {
     if let Some(m) = &r.messages {
-        super::messages::html(o, r, m);
+        super::messages::html(o, r, m, page);
     }
 }
 
@@ -68,8 +86,19 @@ fn messages(o: &mut String, r: &Report, _page: &Page<'_>) {
 fn summary(o: &mut String, r: &Report, _page: &Page<'_>) {
     let c = &r.capture;
     let _ = writeln!(o, "<h1>roce-analyzer {} · {} report</h1>", esc(&r.tool.version), esc(&r.kind));
+    let span = c.end_ns.saturating_sub(c.start_ns);
+    let _ = writeln!(
+        o,
+        "<p>{} source{} · {} frames over {}{}</p>",
+        c.sources.len(),
+        if c.sources.len() == 1 { "" } else { "s" },
+        c.frames,
+        ms(span),
+        if c.partial { " · <b class=\"error\">PARTIAL: an input was truncated</b>" } else { "" }
+    );
+    failed_outputs(o, r);
     diagnosis(o, r);
-    let _ = writeln!(o, "<table id=\"summary\">");
+    let _ = writeln!(o, "<h2 id=\"key-numbers\">Key numbers</h2><table id=\"summary\">");
     let rows: [(&str, String); 8] = [
         ("frames", c.frames.to_string()),
         ("RoCE frames", c.classes.get("roce").copied().unwrap_or(0).to_string()),
@@ -84,6 +113,18 @@ fn summary(o: &mut String, r: &Report, _page: &Page<'_>) {
         let _ = writeln!(o, "<tr><th>{k}</th><td class=\"n\">{v}</td></tr>");
     }
     let _ = writeln!(o, "</table>");
+}
+
+/// Outputs that could not be written, before anything else (as the summary says them).
+fn failed_outputs(o: &mut String, r: &Report) {
+    if r.output_failures.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "<p class=\"error\"><b>Outputs failed</b> (the others were written):</p><ul>");
+    for f in &r.output_failures {
+        let _ = writeln!(o, "<li class=\"error\">{}: {}</li>", esc(&f.output), esc(&f.error));
+    }
+    let _ = writeln!(o, "</ul>");
 }
 
 /// The diagnosis, as the summary opens with it: every entry, most important first.
@@ -114,13 +155,21 @@ fn diagnosis(o: &mut String, r: &Report) {
 }
 
 /// Congestion trees and deadlocks.
-fn trees(o: &mut String, r: &Report, _page: &Page<'_>) {
-    let _ = writeln!(o, "<h2>Congestion trees</h2>");
+fn trees(o: &mut String, r: &Report, page: &Page<'_>) {
+    let _ = writeln!(o, "<h2 id=\"trees\">Congestion trees</h2>");
     if r.congestion_tree.trees.is_empty() {
         let _ = writeln!(o, "<p>No PFC pause relations.</p>");
     }
     for t in &r.congestion_tree.trees {
         tree_svg(o, t);
+        super::html_tables::tree_flows(o, t, page);
+    }
+    if !r.congestion_tree.unresolved.is_empty() {
+        let _ = writeln!(
+            o,
+            "<p>PFC senders the topology does not place: {}.</p>",
+            esc(&r.congestion_tree.unresolved.join(", "))
+        );
     }
     for d in &r.congestion_tree.deadlocks {
         let part = match d.devices.len() > d.cycle.len() {
@@ -152,7 +201,7 @@ fn trees(o: &mut String, r: &Report, _page: &Page<'_>) {
 
 /// ECMP: source-port entropy, observed shares per label, predicted paths per tier.
 fn ecmp(o: &mut String, r: &Report, _page: &Page<'_>) {
-    let _ = writeln!(o, "<h2>ECMP</h2>");
+    let _ = writeln!(o, "<h2 id=\"ecmp\">ECMP</h2>");
     let _ = writeln!(
         o,
         "<p>{} distinct UDP source ports ({:.2} bits of entropy).</p>",
@@ -202,8 +251,11 @@ fn vantage(o: &mut String, r: &Report, _page: &Page<'_>) {
     if let Some(v) = &r.vantage {
         let _ = writeln!(
             o,
-            "<h2>Vantage points</h2><table id=\"vantage\"><tr><th>from</th><th>to</th><th>flows</th><th>matched</th><th>missing</th><th>CE-marked between</th><th>latency min / p50 / p99 / max (µs)</th><th>ECN marking profile</th></tr>"
+            "<h2 id=\"vantage-points\">Vantage points</h2><table id=\"vantage\"><tr><th>from</th><th>to</th><th>flows</th><th>matched</th><th>missing</th><th>CE-marked between</th><th>latency min / p50 / p99 / max (µs)</th><th>ECN marking profile</th></tr>"
         );
+        if v.hops.is_empty() {
+            let _ = writeln!(o, "<tr><td colspan=\"8\">No hop: no frame was seen at two of these points.</td></tr>");
+        }
         for h in &v.hops {
             let l = &h.latency_ns;
             let _ = writeln!(
@@ -239,42 +291,51 @@ fn vantage(o: &mut String, r: &Report, _page: &Page<'_>) {
     }
 }
 
-/// The incast timeline.
+/// Incast: the episodes on a timeline, then a table of them with their evidence.
 fn incast(o: &mut String, r: &Report, page: &Page<'_>) {
-    let _ = writeln!(o, "<h2>Incast timeline</h2>");
+    let _ = writeln!(o, "<h2 id=\"incast-timeline\">Incast</h2>");
     incast_svg(o, r);
-    if page.evidence.is_none() || r.incast.episodes.iter().all(|e| e.evidence.is_none()) {
+    let eps = &r.incast.episodes;
+    if eps.is_empty() {
         return;
     }
+    let linked = page.evidence.is_some() && eps.iter().any(|e| e.evidence.is_some());
     let _ = writeln!(
         o,
-        "<table id=\"incast-evidence\"><tr><th>into</th><th>start</th><th>senders</th><th>evidence</th></tr>"
+        "<table id=\"episodes\"><tr><th>destination</th><th>start</th><th>duration</th><th>peak senders</th><th>bytes</th><th>peak Gbit/s</th><th>CE</th><th>CNP</th><th>PFC</th>{}</tr>",
+        if linked { "<th>evidence</th>" } else { "" }
     );
-    for e in r.incast.episodes.iter().filter(|e| e.evidence.is_some()) {
-        let start = us(e.start_ns.saturating_sub(r.capture.start_ns));
+    for e in eps.iter().take(page.top) {
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td class=\"n\">{start}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td class=\"n\">+{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.2}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}</tr>",
             esc(&e.dst),
+            us(e.start_ns.saturating_sub(r.capture.start_ns)),
+            us(e.end_ns.saturating_sub(e.start_ns)),
             e.peak_senders,
-            page.link(e.evidence.as_ref())
+            e.bytes,
+            e.peak_gbps,
+            e.ce_packets,
+            e.cnp_packets,
+            e.pfc_frames,
+            if linked { format!("<td>{}</td>", page.link(e.evidence.as_ref())) } else { String::new() }
         );
     }
-    let _ = writeln!(o, "</table>");
+    let _ = writeln!(o, "</table>{}", super::page::more(eps.len(), page.top, "episodes"));
 }
 
 /// DCQCN reactions.
-fn dcqcn(o: &mut String, r: &Report, _page: &Page<'_>) {
+fn dcqcn(o: &mut String, r: &Report, page: &Page<'_>) {
     if let Some(d) = &r.dcqcn {
-        let _ = writeln!(o, "<h2>DCQCN reaction</h2>");
-        dcqcn_html(o, d);
+        let _ = writeln!(o, "<h2 id=\"dcqcn-reaction\">DCQCN reaction</h2>");
+        dcqcn_html(o, d, page.top);
     }
 }
 
 /// CE marking over time per class and priority.
 fn marking(o: &mut String, r: &Report, _page: &Page<'_>) {
     if let Some(m) = &r.marking {
-        let _ = writeln!(o, "<h2>CE marking over time</h2>");
+        let _ = writeln!(o, "<h2 id=\"marking-over-time\">CE marking over time</h2>");
         let classes: Vec<(String, &MarkingSeries)> =
             m.classes.iter().map(|c| (format!("DSCP {}", c.dscp), &c.series)).collect();
         marking_svg(o, "marking", &classes);
@@ -291,13 +352,18 @@ fn marking(o: &mut String, r: &Report, _page: &Page<'_>) {
 
 /// The RTT distribution.
 fn rtt(o: &mut String, r: &Report, page: &Page<'_>) {
-    let _ = writeln!(o, "<h2>RTT distribution</h2>");
+    let _ = writeln!(o, "<h2 id=\"rtt-distribution\">RTT distribution</h2>");
     rtt_svg(o, r, page.rtt_ns);
 }
 
 /// The findings with their evidence files.
 fn findings(o: &mut String, r: &Report, page: &Page<'_>) {
-    let _ = writeln!(o, "<h2>Findings</h2><table id=\"findings\">");
+    let _ = writeln!(o, "<h2 id=\"findings-list\">Findings</h2>");
+    if r.audit.is_empty() && r.ecmp.findings.is_empty() {
+        let _ = writeln!(o, "<p>None.</p>");
+        return;
+    }
+    let _ = writeln!(o, "<table id=\"findings\">");
     for f in r.audit.iter().chain(&r.ecmp.findings) {
         let evidence = page.link(f.evidence.as_ref());
         let _ = writeln!(
@@ -313,19 +379,39 @@ fn findings(o: &mut String, r: &Report, page: &Page<'_>) {
             }
         );
     }
-    o.push_str("</table>");
-    if r.audit.is_empty() && r.ecmp.findings.is_empty() {
-        let _ = writeln!(o, "<p>None.</p>");
-    }
+    let _ = writeln!(o, "</table>");
 }
 
-/// What this vantage point could not see.
-fn visibility(o: &mut String, r: &Report, _page: &Page<'_>) {
-    let _ = writeln!(o, "<h2>Visibility</h2><ul>");
-    for n in &r.visibility {
-        let _ = writeln!(o, "<li><b>{}</b>: {}</li>", n.code, esc(&n.message));
+/// Live with `--nic-counters`: the NIC's own counters over the run (what the kernel path
+/// cannot see on an offloading RNIC).
+fn nic(o: &mut String, r: &Report, _page: &Page<'_>) {
+    let Some(n) = &r.nic else { return };
+    let _ = writeln!(
+        o,
+        "<h2 id=\"nic-counters\">NIC counters</h2><table id=\"nic\"><tr><th>device</th><th>port</th><th>counters</th></tr>"
+    );
+    for p in &n.rdma {
+        let kv: Vec<String> =
+            p.counters.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{} {v}", esc(k))).collect();
+        let _ = writeln!(o, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&p.device), esc(&p.port), kv.join(" · "));
     }
-    o.push_str("</ul>");
+    let pause: Vec<String> = n
+        .netdev
+        .counters
+        .iter()
+        .filter(|(k, v)| k.contains("pause") && **v > 0)
+        .map(|(k, v)| format!("{} {v}", esc(k)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "<tr><td>{}</td><td>driver</td><td>{}</td></tr></table>",
+        esc(&n.netdev.name),
+        match (&n.netdev.error, pause.is_empty()) {
+            (Some(e), _) => format!("statistics unavailable ({})", esc(e)),
+            (None, true) => "no pause frames counted by the driver".into(),
+            (None, false) => pause.join(" · "),
+        }
+    );
 }
 
 /// A tree laid out by depth from its roots: pause edges as arrows with their paused time.
@@ -418,12 +504,6 @@ fn tree_svg(o: &mut String, t: &Tree) {
         }
     }
     let _ = writeln!(o, "</svg>");
-    let _ = writeln!(
-        o,
-        "<p>{} contributor flows, {} victim flows (head-of-line blocked).</p>",
-        t.contributors.len(),
-        t.victims.len()
-    );
 }
 
 /// Horizontal bars: (label, value, text).
@@ -451,6 +531,9 @@ fn bars_svg(o: &mut String, id: &str, bars: &[(String, u64, String)]) {
     let _ = writeln!(o, "</svg>");
 }
 
+/// The episodes per destination on a time axis that spans them (with a margin of a tenth
+/// each side), labelled from the capture's start: a capture seconds long with episodes of
+/// microseconds would otherwise draw them as one tick.
 fn incast_svg(o: &mut String, r: &Report) {
     let eps = &r.incast.episodes;
     if eps.is_empty() {
@@ -462,7 +545,9 @@ fn incast_svg(o: &mut String, r: &Report) {
         );
         return;
     }
-    let (t0, t1) = (r.capture.start_ns, r.capture.end_ns.max(r.capture.start_ns + 1));
+    let (first, last) = eps.iter().fold((u64::MAX, 0), |(a, b), e| (a.min(e.start_ns), b.max(e.end_ns)));
+    let margin = (last - first.min(last)) / 10 + 1;
+    let (t0, t1) = (first.saturating_sub(margin).max(r.capture.start_ns.min(first)), last + margin);
     let mut dsts: Vec<&str> = eps.iter().map(|e| e.dst.as_str()).collect();
     dsts.sort();
     dsts.dedup();
@@ -488,59 +573,46 @@ fn incast_svg(o: &mut String, r: &Report) {
             e.peak_gbps
         );
     }
+    let since = |t: u64| us(t.saturating_sub(r.capture.start_ns));
     let _ = writeln!(
         o,
-        "<text x=\"140\" y=\"{}\">capture start</text><text x=\"640\" y=\"{}\">+{}</text></svg>",
+        "<text x=\"140\" y=\"{0}\">+{1}</text><text x=\"640\" y=\"{0}\">+{2}</text></svg>",
         dsts.len() * 30 + 24,
-        dsts.len() * 30 + 24,
-        ms(t1 - t0)
+        since(t0),
+        since(t1)
     );
-    let _ = writeln!(
-        o,
-        "<table id=\"episodes\"><tr><th>destination</th><th>duration</th><th>peak senders</th><th>bytes</th><th>peak Gbit/s</th><th>CE</th><th>CNP</th><th>PFC</th></tr>"
-    );
-    for e in eps {
-        let _ = writeln!(
-            o,
-            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.2}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-            esc(&e.dst),
-            us(e.end_ns.saturating_sub(e.start_ns)),
-            e.peak_senders,
-            e.bytes,
-            e.peak_gbps,
-            e.ce_packets,
-            e.cnp_packets,
-            e.pfc_frames
-        );
-    }
-    let _ = writeln!(o, "</table>");
 }
 
 /// The flows' reaction to CNPs (a table) and the plotted flows' rate with their CNPs (red
 /// lines) and CE marks (orange dots).
-fn dcqcn_html(o: &mut String, d: &crate::model::Dcqcn) {
+fn dcqcn_html(o: &mut String, d: &crate::model::Dcqcn, top: usize) {
     let _ = writeln!(
         o,
-        "<table id=\"dcqcn\"><tr><th>flow</th><th>CNPs</th><th>reacted</th><th>unreacted</th><th>cut (median)</th><th>reaction (µs)</th><th>recovery (µs)</th></tr>"
+        "<table id=\"dcqcn\"><tr><th>flow</th><th>CNPs</th><th>reacted</th><th>unreacted</th><th>not judged (no rate before)</th><th>cut (median)</th><th>reaction (µs)</th><th>recovery (µs)</th></tr>"
     );
     let opt = |v: Option<u64>| v.map_or("-".to_string(), us);
-    for f in &d.flows {
+    let flows = super::select::by_cnps(d);
+    for f in flows.iter().take(top) {
         let s = &f.stats;
         let _ = writeln!(
             o,
-            "<tr><td>{} → {} {:#x}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            "<tr><td>{} → {} {:#x}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             esc(&f.src),
             esc(&f.dst),
             f.dst_qp,
             s.cnps,
             s.reacted,
             s.unreacted_cnps,
+            s.no_rate_before,
             s.cut_ratio_p50.map_or("-".to_string(), |c| format!("{c:.2}")),
             opt(s.reaction_ns_p50),
             opt(s.recovery_ns_p50)
         );
     }
-    let _ = writeln!(o, "</table>");
+    let _ = writeln!(o, "</table>{}", super::page::more(flows.len(), top, "flows with CNPs"));
+    if d.unattributed_cnps > 0 {
+        let _ = writeln!(o, "<p>{} CNPs not attributed to a flow.</p>", d.unattributed_cnps);
+    }
     for (i, p) in d.plots.iter().enumerate() {
         let n = p.bytes.len().max(1) as u64;
         let span = n * p.point_ns.max(1);
@@ -625,6 +697,14 @@ fn marking_svg(o: &mut String, id: &str, lines: &[(String, &MarkingSeries)]) {
 /// A histogram of the samples on doubling buckets, and the percentiles.
 fn rtt_svg(o: &mut String, r: &Report, samples: &[u64]) {
     let p = &r.rtt_ns.percentiles;
+    if p.samples == 0 {
+        let _ = writeln!(
+            o,
+            "<p>No RTT sample: no request with AckReq was answered by an ACK seen here ({} timeouts, {} pending).</p>",
+            r.rtt_ns.timeouts, r.rtt_ns.pending
+        );
+        return;
+    }
     let cells: String = p.ladder().iter().map(|v| format!("<td class=\"n\">{}</td>", us(*v))).collect();
     let _ = writeln!(
         o,

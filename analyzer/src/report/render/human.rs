@@ -25,7 +25,7 @@ pub fn render(r: &Report, top: usize) -> String {
         dcqcn(&mut o, d, top);
     }
     pfc(&mut o, &r.pfc);
-    fabric(&mut o, r);
+    fabric(&mut o, r, top);
     if let Some(lb) = &r.load_balancing {
         super::load_balancing::text(&mut o, lb, top);
     }
@@ -225,8 +225,7 @@ fn totals(o: &mut String, r: &Report) {
 
 /// The `top` flows by bytes.
 fn top_flows(o: &mut String, r: &Report, top: usize) {
-    let mut flows: Vec<_> = r.flows.iter().collect();
-    flows.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.packets.cmp(&b.packets).reverse()));
+    let flows = super::select::by_bytes(r);
     let _ = writeln!(o, "\nflows: {} (top {} by bytes)", r.flows.len(), top.min(r.flows.len()));
     if !flows.is_empty() {
         let _ = writeln!(
@@ -263,11 +262,7 @@ fn pfc(o: &mut String, p: &crate::model::Pfc) {
             "  {:<17} {:<14} {:>4} {:>8} {:>8} {:>8} {:>12} {:>12}",
             "sender", "device:port", "prio", "frames", "xoff", "xon", "quanta", "paused ms"
         );
-        let place = |d: &Option<String>, p: &Option<String>| match (d, p) {
-            (Some(d), Some(p)) => format!("{d}:{p}"),
-            (Some(d), None) => d.clone(),
-            _ => "-".into(),
-        };
+        let place = super::select::place;
         let mut row = |mac: &str, place: String, prio: String, c: &crate::model::PauseCounts, paused: u64| {
             let _ = writeln!(
                 o,
@@ -401,16 +396,7 @@ fn health(o: &mut String, r: &Report, top: usize) {
 
 /// The flows with requests or ACKs, most anomalies first.
 fn health_flows(o: &mut String, r: &Report, top: usize) {
-    let naks = |f: &crate::model::Flow| f.naks.total();
-    let trouble = |f: &crate::model::Flow| {
-        f.psn[count::OUT_OF_SEQUENCE] + f.psn[count::DUPLICATES] + f.psn[count::RESPONSE_OUT_OF_SEQUENCE] + naks(f)
-    };
-    let mut flows: Vec<&crate::model::Flow> = r
-        .flows
-        .iter()
-        .filter(|f| f.psn[count::REQUESTS] + f.naks[aeth::ACK] + naks(f) > 0 || f.rtt_ns.is_some())
-        .collect();
-    flows.sort_by(|a, b| trouble(b).cmp(&trouble(a)).then(b.bytes.cmp(&a.bytes)));
+    let flows = super::select::by_anomalies(r);
     let _ = writeln!(
         o,
         "\nhealth: {} flows with requests or ACKs (top {} by anomalies)",
@@ -437,7 +423,7 @@ fn health_flows(o: &mut String, r: &Report, top: usize) {
         );
         for f in flows.iter().take(top) {
             let n = &f.naks;
-            let other = naks(f) - n[aeth::PSN_SEQUENCE_ERROR] - n[aeth::RNR];
+            let other = super::select::naks(f) - n[aeth::PSN_SEQUENCE_ERROR] - n[aeth::RNR];
             let (p50, p99) = match &f.rtt_ns {
                 Some(r) if r.percentiles.samples > 0 => (us(r.percentiles.p50), us(r.percentiles.p99)),
                 _ => ("-".into(), "-".into()),
@@ -483,8 +469,7 @@ fn rtt(o: &mut String, r: &Report) {
 /// CE marks and CNPs per pair.
 /// The `top` host pairs with CE marks or CNPs, most unanswered marks first, then most marks.
 fn ecn(o: &mut String, r: &Report, top: usize) {
-    let mut pairs: Vec<_> = r.pairs.iter().filter(|p| p.ce > 0 || p.cnp_back > 0).collect();
-    pairs.sort_by_key(|p| std::cmp::Reverse((p.ce_unanswered, p.ce, p.cnp_back)));
+    let pairs = super::select::marked_pairs(r);
     for p in pairs.iter().take(top) {
         let _ = writeln!(
             o,
@@ -564,8 +549,7 @@ fn dcqcn(o: &mut String, d: &crate::model::Dcqcn, top: usize) {
         "  {:<40} {:>6} {:>7} {:>9} {:>9} {:>6} {:>12} {:>12}",
         "flow", "CNPs", "reacted", "unreacted", "unjudged", "cut", "reaction µs", "recovery µs"
     );
-    let mut flows: Vec<_> = d.flows.iter().collect();
-    flows.sort_by_key(|f| std::cmp::Reverse(f.stats.cnps));
+    let flows = super::select::by_cnps(d);
     let opt = |v: Option<u64>| v.map_or("-".into(), |n| format!("{:.1}", n as f64 / 1000.0));
     for f in flows.iter().take(top) {
         let s = &f.stats;
@@ -586,14 +570,14 @@ fn dcqcn(o: &mut String, d: &crate::model::Dcqcn, top: usize) {
 }
 
 /// Congestion trees as text, deadlocks, incast episodes, ECMP.
-fn fabric(o: &mut String, r: &Report) {
-    trees(o, r);
+fn fabric(o: &mut String, r: &Report, top: usize) {
+    trees(o, r, top);
     incast(o, r);
     ecmp(o, r);
 }
 
 /// The congestion trees, their victims, and the deadlocks.
-fn trees(o: &mut String, r: &Report) {
+fn trees(o: &mut String, r: &Report, top: usize) {
     let c = &r.congestion_tree;
     for t in &c.trees {
         let _ = writeln!(
@@ -623,8 +607,11 @@ fn trees(o: &mut String, r: &Report) {
             t.contributors.len(),
             t.victims.len()
         );
-        for v in &t.victims {
-            let _ = writeln!(o, "    victim {} → {} qp {:#x}", v.src, v.dst, v.dst_qp);
+        for (name, flows) in [("contributor", &t.contributors), ("victim", &t.victims)] {
+            for f in flows.iter().take(top) {
+                let _ = writeln!(o, "    {name} {}", f.label());
+            }
+            more(o, flows.len(), top, &format!("{name}s"));
         }
     }
     if !c.unresolved.is_empty() {

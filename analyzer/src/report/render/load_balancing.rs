@@ -46,9 +46,9 @@ pub fn text(o: &mut String, lb: &LoadBalancing, top: usize) {
 }
 
 /// The section of the page.
-pub fn html(o: &mut String, r: &Report, _page: &super::page::Page<'_>) {
+pub fn html(o: &mut String, r: &Report, page: &super::page::Page<'_>) {
     let Some(lb) = &r.load_balancing else { return };
-    let _ = writeln!(o, "<h2>Load balancing</h2><p>{}</p>", esc(&headline(lb)));
+    let _ = writeln!(o, "<h2 id=\"load-balancing\">Load balancing</h2><p>{}</p>", esc(&headline(lb)));
     if lb.sprayed.is_empty() {
         return;
     }
@@ -57,7 +57,7 @@ pub fn html(o: &mut String, r: &Report, _page: &super::page::Page<'_>) {
         "<table id=\"load_balancing\"><tr><th>flow</th><th>uplinks</th><th>requests</th><th>reordered</th><th>displacement p50 / max</th><th>PSN-sequence NAKs</th></tr>"
     );
     let opt = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
-    for f in &lb.sprayed {
+    for f in lb.sprayed.iter().take(page.top) {
         let _ = writeln!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td{}>{}</td></tr>",
@@ -71,5 +71,5 @@ pub fn html(o: &mut String, r: &Report, _page: &super::page::Page<'_>) {
             f.psn_sequence_naks
         );
     }
-    let _ = writeln!(o, "</table>");
+    let _ = writeln!(o, "</table>{}", super::page::more(lb.sprayed.len(), page.top, "sprayed flows"));
 }

@@ -138,8 +138,8 @@ const COLOURS: [&str; 6] = ["#4a7bd0", "#d0784a", "#3a9a5b", "#9a3a8a", "#777777
 
 /// The page's section: the diagnosis, the CDF of completion times per size class on a log
 /// axis, the tail's causes and its slowest messages.
-pub fn html(o: &mut String, r: &Report, m: &Messages) {
-    let _ = writeln!(o, "<h2 id=\"messages\">Messages and the tail</h2>");
+pub fn html(o: &mut String, r: &Report, m: &Messages, page: &super::page::Page<'_>) {
+    let _ = writeln!(o, "<section><h2 id=\"messages\">Messages and the tail</h2>");
     for f in r.audit.iter().filter(|f| {
         matches!(f.code, crate::model::FindingCode::TailDominatedBy | crate::model::FindingCode::RingStraggler)
     }) {
@@ -147,17 +147,21 @@ pub fn html(o: &mut String, r: &Report, m: &Messages) {
     }
     let _ = writeln!(
         o,
-        "<p>{} messages completed · {} pending · vantage {}: {}</p>",
+        "<p>{} messages completed · {} pending · {} partial · {} abandoned · {} evicted · vantage {}: {}</p>",
         m.completed,
         m.pending,
+        m.partial,
+        m.abandoned,
+        m.in_flight_evicted,
         esc(&m.vantage.position),
         esc(&m.vantage.meaning)
     );
+    classes_html(o, m);
     cdf_svg(o, m);
     if !m.tail.causes.is_empty() {
         let _ = writeln!(
             o,
-            "<table id=\"tail-causes\"><tr><th>cause</th><th>messages</th><th>share</th><th>overlap</th><th>most</th></tr>"
+            "<h3>What the tail messages overlapped</h3><table id=\"tail-causes\"><tr><th>cause</th><th>messages</th><th>share</th><th>overlap</th><th>mostly from</th></tr>"
         );
         for c in &m.tail.causes {
             let _ = writeln!(
@@ -171,26 +175,58 @@ pub fn html(o: &mut String, r: &Report, m: &Messages) {
             );
         }
         let _ = writeln!(o, "</table>");
+        worst_html(o, m, page);
+    }
+    let _ = writeln!(o, "</section>");
+}
+
+/// Completion times per size class: count, percentiles, goodput, slowdown.
+fn classes_html(o: &mut String, m: &Messages) {
+    let _ = writeln!(
+        o,
+        "<table id=\"mct-classes\"><tr><th>size class</th><th>messages</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>goodput p50</th><th>slowdown p50 / p99</th></tr>"
+    );
+    for c in m.classes.iter().filter(|c| c.stats.messages > 0) {
+        let (s, p) = (&c.stats, &c.stats.mct_ns);
+        let slow = match (s.slowdown_p50, s.slowdown_p99) {
+            (Some(a), Some(b)) => format!("{a:.1} / {b:.1}"),
+            _ => "-".into(),
+        };
+        let cells: String =
+            [p.p50, p.p90, p.p99, p.p999, p.max].iter().map(|v| format!("<td class=\"n\">{}</td>", us(*v))).collect();
         let _ = writeln!(
             o,
-            "<table id=\"tail-worst\"><tr><th>flow</th><th>kind</th><th>PSN</th><th>bytes</th><th>MCT</th><th>causes</th></tr>"
+            "<tr><td>{}</td><td class=\"n\">{}</td>{cells}<td class=\"n\">{}</td><td class=\"n\">{slow}</td></tr>",
+            esc(&c.name),
+            s.messages,
+            s.goodput_bps_p50.map(gbps).unwrap_or_else(|| "-".into())
         );
-        for w in &m.tail.worst {
-            let causes: Vec<String> = w.causes.iter().map(|c| format!("{} {}", c.cause, us(c.overlap_ns))).collect();
-            let _ = writeln!(
-                o,
-                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}–{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
-                esc(&w.flow.label()),
-                esc(&w.kind),
-                w.psn_first,
-                w.psn_last,
-                w.bytes,
-                us(w.mct_ns),
-                esc(&causes.join(", "))
-            );
-        }
-        let _ = writeln!(o, "</table>");
     }
+    let _ = writeln!(o, "</table>");
+}
+
+/// The slowest tail messages, `--top` of them, with their causes and evidence.
+fn worst_html(o: &mut String, m: &Messages, page: &super::page::Page<'_>) {
+    let _ = writeln!(
+        o,
+        "<h3>The slowest tail messages</h3><table id=\"tail-worst\"><tr><th>flow</th><th>kind</th><th>PSN</th><th>bytes</th><th>MCT</th><th>causes</th><th>evidence</th></tr>"
+    );
+    for w in m.tail.worst.iter().take(page.top) {
+        let causes: Vec<String> = w.causes.iter().map(|c| format!("{} {}", c.cause, us(c.overlap_ns))).collect();
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}–{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&w.flow.label()),
+            esc(&w.kind),
+            w.psn_first,
+            w.psn_last,
+            w.bytes,
+            us(w.mct_ns),
+            esc(&causes.join(", ")),
+            page.link(w.evidence.as_ref())
+        );
+    }
+    let _ = writeln!(o, "</table>{}", super::page::more(m.tail.worst.len(), page.top, "tail messages listed"));
 }
 
 /// One line per size class: the share of its messages completed within x (log axis).
@@ -224,7 +260,8 @@ fn cdf_svg(o: &mut String, m: &Messages) {
             esc(&us(10u64.pow(d as u32)))
         );
     }
-    for (f, label) in [(0.5, "p50"), (0.99, "p99"), (1.0, "100 %")] {
+    // p99 is 2 px under 100 %: one label for both.
+    for (f, label) in [(0.0, "0 %"), (0.5, "p50"), (0.9, "p90"), (0.99, "p99")] {
         let _ = writeln!(
             o,
             "<text x=\"0\" y=\"{:.1}\">{label}</text><line x1=\"{left}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#eee\"/>",

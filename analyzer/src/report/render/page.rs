@@ -5,6 +5,8 @@ use super::text::html as esc;
 
 /// What the sections need beside the report.
 pub struct Page<'a> {
+    /// How many rows a per-flow table lists (`--top`); the rest are counted.
+    pub top: usize,
     /// The RTT samples behind the report (empty for a merged report: the percentiles are
     /// drawn then).
     pub rtt_ns: &'a [u64],
@@ -37,4 +39,31 @@ pub fn relative(from: &std::path::Path, to: &std::path::Path) -> String {
     let mut rel: Vec<String> = vec!["..".into(); a.len() - common];
     rel.extend(b[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
     if rel.is_empty() { ".".into() } else { rel.join("/") }
+}
+
+/// A duration in milliseconds, three decimals.
+pub fn ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+/// A duration in ns below a microsecond, else in µs with one decimal.
+pub fn us(ns: u64) -> String {
+    if ns < 1000 { format!("{ns} ns") } else { format!("{:.1} µs", ns as f64 / 1e3) }
+}
+
+/// A duration in the unit that reads best: ns, µs, ms or s.
+pub fn duration(ns: u64) -> String {
+    match ns {
+        0..1_000_000 => us(ns),
+        1_000_000..10_000_000_000 => format!("{:.1} ms", ns as f64 / 1e6),
+        _ => format!("{:.1} s", ns as f64 / 1e9),
+    }
+}
+
+/// "N more …" under a table cut to `top` rows of `len` (all are in the JSON).
+pub fn more(len: usize, top: usize, what: &str) -> String {
+    match len > top {
+        true => format!("<p class=\"more\">… {} more {what} (--top {top}; all in the JSON)</p>\n", len - top),
+        false => String::new(),
+    }
 }

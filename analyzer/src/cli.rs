@@ -129,7 +129,7 @@ pub struct MergeArgs {
 /// What the congestion trees, storms and deadlocks need: shared by the analysis and `merge`.
 #[derive(Debug, clap::Args)]
 pub struct FabricArgs {
-    /// The fabric's devices, hosts and links (TOML; see the README): names PFC senders and
+    /// The fabric's devices, hosts and links (TOML; see docs/analyses.md, Topology): names PFC senders and
     /// builds the congestion trees.
     #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,

@@ -1,5 +1,5 @@
-//! Exit codes of the `roce-analyzer` binary: one table, from which `--help` and the README's
-//! table are made (a test checks the README against [`markdown`]).
+//! Exit codes of the `roce-analyzer` binary: one table, from which `--help` and docs/usage.md's
+//! table are made (a test checks that table against [`markdown`]).
 
 /// The analysis ran; the report is complete.
 pub const OK: u8 = 0;
@@ -40,7 +40,7 @@ pub fn help() -> String {
     s
 }
 
-/// The table as the README shows it (Markdown).
+/// The table as docs/usage.md shows it (Markdown).
 pub fn markdown() -> String {
     let mut s = String::from("| code | meaning |\n|---|---|\n");
     for (code, meaning) in TABLE {
@@ -53,10 +53,10 @@ pub fn markdown() -> String {
 mod tests {
     #[test]
     fn readme_and_help_come_from_the_table() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../docs/usage.md");
         assert!(
             readme.contains(&super::markdown()),
-            "README's exit-code table differs from exit::TABLE:\n{}",
+            "docs/usage.md's exit-code table differs from exit::TABLE:\n{}",
             super::markdown()
         );
         let help = super::help();

@@ -361,6 +361,9 @@ fn offline(
     run.engine.first_events = spool.is_some();
     let bar = progress_bar(args);
     let mut inputs = args.pcap.clone();
+    if inputs.iter().any(|i| i.path.as_os_str() == "-") {
+        analyzer::offline::finish_on_first_interrupt();
+    }
     // Every label names an input (AnalyzeArgs::usage_error, before any work).
     for (label, ns) in &args.clock_offset {
         for i in inputs.iter_mut().filter(|i| &i.label == label) {

@@ -341,3 +341,21 @@ fn merged(
         lanes.into_iter().map(|l| l.end.unwrap_or_else(|| Ok(ReadOutcome::default()))).collect()
     })
 }
+
+/// Reading standard input from a pipe (`tcpdump -w - | roce-analyzer -r -`), a Ctrl-C reaches
+/// both ends: the writer stops and closes the pipe, and this run should then report what it
+/// read, not die with it. So the first SIGINT only says so (the input's end ends the run) and
+/// the second stops it without a report, as usual.
+pub fn finish_on_first_interrupt() {
+    extern "C" fn first(_: libc::c_int) {
+        const SAID: &[u8] =
+            b"roce-analyzer: interrupted: reading standard input to its end, then reporting (Ctrl-C again to stop without a report)\n";
+        // SAFETY: write(2) and signal(2) are async-signal-safe; SAID outlives the call.
+        unsafe {
+            libc::write(2, SAID.as_ptr().cast(), SAID.len());
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+        }
+    }
+    // SAFETY: installs a handler that only calls async-signal-safe functions.
+    unsafe { libc::signal(libc::SIGINT, first as *const () as libc::sighandler_t) };
+}

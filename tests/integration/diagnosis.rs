@@ -83,22 +83,3 @@ fn findings_of_one_kind_are_one_entry() {
     let what = entries[0]["what"].as_str().unwrap();
     assert!(what.ends_with(&format!("(and {} more pfc_before_ecn findings)", n - 1)), "{what}");
 }
-
-/// The README's first command prints what the README shows: its example output is the
-/// program's, diagnosis first (run from the repository root, as the README says).
-#[test]
-fn the_readme_example_output_is_the_programs() {
-    let root = data_dir().parent().unwrap().parent().unwrap().to_path_buf();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let cmd = "cargo run --release -- --pcap tests/data/example.pcap\n```\n\n```\n";
-    let at = readme.find(cmd).expect("the README's first command") + cmd.len();
-    let shown = &readme[at..at + readme[at..].find("```\n").unwrap()];
-    let out = std::process::Command::new(tests::tools::binary())
-        .args(["--pcap", "tests/data/example.pcap"])
-        .current_dir(&root)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), shown, "README example output is out of date");
-    assert!(shown.lines().nth(1) == Some("DIAGNOSIS (most important first):"), "{shown}");
-}

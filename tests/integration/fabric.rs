@@ -454,7 +454,7 @@ fn the_page_names_what_the_report_holds(r: &Value, dom: &str) {
 }
 
 /// At 1400 px wide, the first screen (900 px high) holds the diagnosis: its warnings' colour
-/// is on it. The pictures of the whole page at that width are judged by eye (README, docs).
+/// is on it. The pictures of the whole page at that width were looked at too (docs/analyses.md, Pictures).
 fn the_first_screen_holds_the_diagnosis(url: &str, dir: &std::path::Path) {
     let shot = dir.join("first-screen.png");
     tests::tools::chromium(url, &["--window-size=1400,900", &format!("--screenshot={}", shot.display())]);

@@ -60,7 +60,7 @@ fn comparable(v: &Value) -> Value {
     }
     // Marking over time: its points follow the replay's timing, its totals per class and per
     // priority (from the first CE mark) do not. (Of mirrored copies, live analyses see the
-    // first copy's ECN, offline the last one's: README, vantage points.)
+    // first copy's ECN, offline the last one's: docs/usage.md, vantage points.)
     let mirrored = !v["vantage"].is_null();
     let totals = |list: &str, key: &str| -> Vec<Value> {
         if mirrored {

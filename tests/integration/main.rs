@@ -14,6 +14,7 @@ mod live;
 mod messages;
 mod outputs;
 mod prometheus;
+mod readme;
 mod transport;
 mod tshark;
 mod tuning;

@@ -172,8 +172,12 @@ pub const DEFAULT_MAX_SIGHTINGS: u32 = 65536;
 /// 8 MiB: 209 715 records (32 bytes and the ring's 8-byte header each), 276 ms of a 759 k
 /// frames/s stream between two 10 ms drains.
 pub const DEFAULT_TIMELINE_BYTES: u32 = 8 << 20;
-/// Bytes of a frame the XDP program copies for evidence, at most (`--evidence-snaplen`).
-pub const EVIDENCE_MAX_SNAPLEN: usize = 256;
+/// Bytes of a frame the XDP program copies for evidence, at most (`--evidence-snaplen`): more
+/// than any Ethernet frame XDP is given (a 9 KB jumbo frame in several buffers included), so
+/// evidence holds whole frames, which Wireshark dissects without calling them malformed. The
+/// program assembles a copy in a per-CPU [`EvidenceFrame`] and puts only its head and the
+/// frame's bytes on the ring.
+pub const EVIDENCE_MAX_SNAPLEN: usize = 16384;
 // The XDP program bounds copy lengths by masking with it minus one.
 const _: () = assert!(EVIDENCE_MAX_SNAPLEN.is_power_of_two());
 
@@ -566,6 +570,18 @@ impl EvidenceFrame {
     pub const fn zeroed() -> Self {
         // SAFETY: integers and byte arrays only.
         unsafe { core::mem::zeroed() }
+    }
+
+    /// Its bytes, the head then `data` (repr(C) without padding: plain bytes).
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: integers and byte arrays only, no padding (the size assertion above).
+        unsafe { core::slice::from_raw_parts(self as *const Self as *const u8, core::mem::size_of::<Self>()) }
+    }
+
+    /// The same, to be written: any bytes are a valid value.
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `as_bytes`; every bit pattern is a valid EvidenceFrame.
+        unsafe { core::slice::from_raw_parts_mut(self as *mut Self as *mut u8, core::mem::size_of::<Self>()) }
     }
 
     /// Fills what routes a frame to the findings it shows (all but `caplen` and `data`) from

@@ -10,7 +10,7 @@ use aya_ebpf::bindings::BPF_RB_NO_WAKEUP;
 use aya_ebpf::helpers::bpf_ktime_get_ns;
 use aya_ebpf::helpers::generated::bpf_xdp_load_bytes;
 use aya_ebpf::macros::map;
-use aya_ebpf::maps::{Array, HashMap, RingBuf};
+use aya_ebpf::maps::{Array, HashMap, PerCpuArray, RingBuf};
 use aya_ebpf::programs::XdpContext;
 
 use crate::counters::count;
@@ -50,39 +50,39 @@ pub(crate) fn evidence_flow(ctx: &XdpContext, key: &FlowKey, s: &PacketSummary, 
     }
 }
 
-/// The frame's first bytes (up to the snap length) into the evidence ring.
+/// This CPU's copy under assembly: too big for the stack and, reserved on the ring whole, a
+/// 16 KiB slot for a 100-byte ACK; the ring takes only its head and the bytes copied.
+#[map]
+pub(crate) static EVIDENCE_SCRATCH: PerCpuArray<EvidenceFrame> = PerCpuArray::with_max_entries(1, 0);
+
+/// The frame's first bytes (up to the snap length: whole frames by default) into the evidence
+/// ring.
 #[inline(never)]
 pub(crate) fn evidence_copy(ctx: &XdpContext, s: &PacketSummary, key: &FlowKey, now: u64, wire_len: u32) {
     let snap = EVIDENCE_CTL.get(evidence_ctl::SNAPLEN).copied().unwrap_or(0) as u32;
     let len = if snap < wire_len { snap } else { wire_len };
     let len = if len > EVIDENCE_MAX_SNAPLEN as u32 { EVIDENCE_MAX_SNAPLEN as u32 } else { len };
-    let Some(mut e) = EVIDENCE.reserve::<EvidenceFrame>(0) else {
-        count(counter::EVIDENCE_FULL);
+    let (Some(p), Some(word)) = (EVIDENCE_SCRATCH.get_ptr_mut(0), Word::get()) else { return };
+    if len < 1 {
         return;
-    };
-    let p = e.as_mut_ptr();
-    // SAFETY: the reservation is one EvidenceFrame; every field but the data beyond `caplen`
-    // is written before submit; the bytes by the helper, which checks them against the frame.
-    let loaded = unsafe {
-        EvidenceFrame::fill_head(p, now, wire_len, s, key);
-        match Word::get() {
-            Some(word) if len >= 1 => {
-                // Laundered, so that neither LLVM nor the verifier keeps the range of `len`:
-                // the mask alone bounds the length to 1..=256 for the helper.
-                let n = (word.launder((len - 1) as u64) & (EVIDENCE_MAX_SNAPLEN as u64 - 1)) as u32 + 1;
-                (*p).caplen = n as u16;
-                bpf_xdp_load_bytes(ctx.ctx, 0, (*p).data.as_mut_ptr() as *mut _, n)
-            }
-            _ => {
-                (*p).caplen = 0;
-                0
-            }
-        }
-    };
-    if loaded == 0 {
-        e.submit(BPF_RB_NO_WAKEUP as u64);
-        count(counter::EVIDENCE);
-    } else {
-        e.discard(0);
     }
+    // SAFETY: `p` is this CPU's entry, one EvidenceFrame; the head is written field by field,
+    // the bytes by the helper, which checks them against the frame; the ring takes the head
+    // and the `n` bytes written.
+    let sent = unsafe {
+        EvidenceFrame::fill_head(p, now, wire_len, s, key);
+        // Laundered, so that neither LLVM nor the verifier keeps the range of `len`: the mask
+        // alone bounds the length to 1..=EVIDENCE_MAX_SNAPLEN for the helper and the ring.
+        let n = (word.launder((len - 1) as u64) & (EVIDENCE_MAX_SNAPLEN as u64 - 1)) as u32 + 1;
+        (*p).caplen = n as u16;
+        if bpf_xdp_load_bytes(ctx.ctx, 0, (*p).data.as_mut_ptr() as *mut _, n) != 0 {
+            return;
+        }
+        let bytes = core::slice::from_raw_parts(p as *const u8, EvidenceFrame::HEAD + n as usize);
+        EVIDENCE.output::<[u8]>(bytes, BPF_RB_NO_WAKEUP as u64)
+    };
+    match sent {
+        Ok(()) => count(counter::EVIDENCE),
+        Err(_) => count(counter::EVIDENCE_FULL),
+    };
 }

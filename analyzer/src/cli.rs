@@ -370,10 +370,10 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "DIR")]
     pub evidence: Option<PathBuf>,
 
-    /// Evidence: bytes of each frame kept, 64 to 256 (headers; the original length is
-    /// recorded). The XDP program copies at most 256 bytes of a frame, and offline keeps the
-    /// same, so live and offline evidence are alike.
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(64..=crate::report::evidence::MAX_SNAPLEN as i64))]
+    /// Evidence: bytes of each frame kept, 64 to 65535 (default: whole frames, which Wireshark
+    /// dissects without calling a cut RoCE frame malformed; a smaller snap length keeps the
+    /// headers and records each frame's whole length). Live and offline keep the same bytes.
+    #[arg(long, default_value_t = 65535, value_parser = clap::value_parser!(u32).range(64..=65535))]
     pub evidence_snaplen: u32,
 
     /// Evidence: frames per file, at most (the rest are counted as `left_out`).

@@ -342,9 +342,10 @@ fn packets(path: &Path) -> Vec<(u64, u32, Vec<u8>)> {
 }
 
 /// Live: a finding opens while frames go on arriving; the agent asks the XDP program for its
-/// flows' frames, and the file holds copies of exactly those frames (their first
-/// `--evidence-snaplen` bytes, whole length recorded), taken after the finding opened, within
-/// the span the report states.
+/// flows' frames, and the file holds copies of exactly those frames (whole, by default: the
+/// program copies up to 16 KiB a frame and puts only what it copied on the ring), taken after
+/// the finding opened, within the span the report states; tshark dissects every frame without
+/// calling one malformed.
 #[test]
 fn live_evidence_copies_the_frames_of_a_finding_after_it_opens() {
     use std::time::Duration;
@@ -367,8 +368,6 @@ fn live_evidence_copies_the_frames_of_a_finding_after_it_opens() {
             ev.to_str().unwrap(),
             "--evidence-time",
             "30s",
-            "--evidence-snaplen",
-            "80",
         ],
     );
     let fixture = data_dir().join("gobackn.pcap");
@@ -397,7 +396,7 @@ fn live_evidence_copies_the_frames_of_a_finding_after_it_opens() {
     assert!(r["evidence"].get("ring_full").is_none(), "no copy lost: {}", r["evidence"]);
     // The rounds after the finding opened are in the file (17 frames a round; one under way
     // when it opened may be there in part), each frame the flow's or a reply (gobackn has no
-    // other traffic), cut to 80 bytes.
+    // other traffic), whole.
     assert!(got.len() >= 17, "{} frames over {rounds} rounds", got.len());
     assert!(got.len() < 17 * rounds, "frames before the finding opened are not copied");
     let originals: Vec<Vec<u8>> = tests::fixtures::all()
@@ -409,10 +408,7 @@ fn live_evidence_copies_the_frames_of_a_finding_after_it_opens() {
         .map(|x| x.record.data)
         .collect();
     for (ts, len, data) in &got {
-        let o = originals
-            .iter()
-            .find(|o| o[..80.min(o.len())] == data[..])
-            .expect("a copy of a fixture frame's first 80 bytes");
+        let o = originals.iter().find(|o| o[..] == data[..]).expect("a whole copy of a fixture frame");
         assert_eq!(*len as usize, o.len(), "the whole length recorded");
         let (a, b) = span(e);
         assert!(*ts >= a && *ts <= b, "{ts} within the span {a}..{b}");
@@ -422,6 +418,39 @@ fn live_evidence_copies_the_frames_of_a_finding_after_it_opens() {
     assert_eq!(frames.len(), got.len());
     assert!(frames.iter().all(|x| x.interface == "vb"), "{:?}", frames.first());
     assert!(comment(&path).contains("go_back_n"));
+    assert_eq!(malformed(&path), 0, "whole frames dissect cleanly");
+}
+
+/// Frames tshark calls malformed in `file` (a RoCE frame cut short is one: its dissector checks
+/// the length the headers state).
+fn malformed(file: &Path) -> usize {
+    let out = Command::new(require("tshark")).arg("-r").arg(file).output().unwrap();
+    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains("Malformed")).count()
+}
+
+/// Offline, evidence holds whole frames by default and tshark dissects them all; a snap length
+/// (any up to 65535 is taken) keeps the headers, and tshark then calls the cut RoCE frames
+/// malformed, which is why whole frames are the default.
+#[test]
+fn evidence_holds_whole_frames_by_default_and_tshark_dissects_them() {
+    let (r, dir) = with_evidence(&["gobackn.pcap"]);
+    assert_eq!(r["evidence"]["snaplen"], 65535);
+    let path = dir.path().join("evidence").join(r["evidence"]["files"][0]["file"].as_str().unwrap());
+    let got = packets(&path);
+    assert!(!got.is_empty());
+    assert!(got.iter().all(|(_, len, data)| *len as usize == data.len()), "every frame whole");
+    assert_eq!(malformed(&path), 0);
+    let (r, dir) = with_evidence(&["gobackn.pcap", "--evidence-snaplen", "128"]);
+    let cut = dir.path().join("evidence").join(r["evidence"]["files"][0]["file"].as_str().unwrap());
+    let frames = packets(&cut);
+    assert!(frames.iter().all(|(_, len, data)| data.len() == 128.min(*len as usize)), "cut at 128 bytes");
+    let cut_short = frames.iter().filter(|(_, len, _)| *len > 128).count();
+    assert!(cut_short > 0);
+    assert_eq!(malformed(&cut), cut_short, "tshark calls the cut RoCE frames malformed");
+    let out = run(&["-q", "-r", &resolve("gobackn.pcap"), "--evidence-snaplen", "65536"]);
+    assert_eq!(out.status.code(), Some(2), "the range is 64..=65535");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("65535"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// The HTML page links each finding to its evidence file, relative to the page; the summary

@@ -7,7 +7,7 @@ use analyzer_common::maps::{EvidenceFrame, MAP_EVIDENCE, MAP_EVIDENCE_CTL, MAP_E
 use aya::maps::{Array, HashMap, MapData, RingBuf};
 
 use super::KernelError;
-use super::access::{drain_pod, map_err, take};
+use super::access::{map_err, take};
 
 /// Where copies are asked for and come from.
 pub trait EvidenceSource {
@@ -27,6 +27,9 @@ pub struct EvidenceMaps {
     flows: HashMap<MapData, FlowKey, u64>,
     ctl: Array<MapData, u64>,
     ring: RingBuf<MapData>,
+    /// The copy being read: its head and bytes, as long as the ring's entry (the program puts
+    /// only the bytes it copied on the ring).
+    copy: Box<EvidenceFrame>,
     /// The latest deadline asked for, of flows and of PFC.
     flows_until: u64,
     pause_until: u64,
@@ -38,6 +41,7 @@ impl EvidenceMaps {
             flows: HashMap::try_from(take(ebpf, MAP_EVIDENCE_FLOWS)?).map_err(map_err(MAP_EVIDENCE_FLOWS))?,
             ctl: Array::try_from(take(ebpf, MAP_EVIDENCE_CTL)?).map_err(map_err(MAP_EVIDENCE_CTL))?,
             ring: RingBuf::try_from(take(ebpf, MAP_EVIDENCE)?).map_err(map_err(MAP_EVIDENCE))?,
+            copy: Box::new(EvidenceFrame::zeroed()),
             flows_until: 0,
             pause_until: 0,
         })
@@ -87,6 +91,21 @@ impl EvidenceSource for EvidenceMaps {
     }
 
     fn drain(&mut self, max: u64, f: &mut dyn FnMut(&EvidenceFrame)) -> u64 {
-        drain_pod(&mut self.ring, max, f)
+        let mut n = 0;
+        while n < max
+            && let Some(item) = self.ring.next()
+        {
+            let e = &mut *self.copy;
+            // An entry is the head and `caplen` bytes; a shorter one is read and skipped.
+            if item.len() >= EvidenceFrame::HEAD {
+                let bytes = e.as_bytes_mut();
+                let len = item.len().min(bytes.len());
+                bytes[..len].copy_from_slice(&item[..len]);
+                e.caplen = e.caplen.min((len - EvidenceFrame::HEAD) as u16);
+                f(e);
+            }
+            n += 1;
+        }
+        n
     }
 }

@@ -38,9 +38,6 @@ pub struct Options {
     pub handle: Option<Arc<OutDir>>,
 }
 
-/// The snap length live copies are cut to at most (the kernel's copy buffer).
-pub const MAX_SNAPLEN: u32 = analyzer_common::maps::EVIDENCE_MAX_SNAPLEN as u32;
-
 /// Which item of the report a file is the evidence of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Item {

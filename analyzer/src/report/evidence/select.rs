@@ -27,10 +27,22 @@ pub const PAUSE_BIT: u16 = analyzer_common::maps::PAUSE_PRIORITIES;
 impl Tag {
     /// The tag of a frame's summary, as the XDP program fills it ([`EvidenceFrame::fill_head`]).
     pub fn of(s: &PacketSummary) -> Tag {
-        let mut e = EvidenceFrame::zeroed();
-        // SAFETY: `e` is a valid EvidenceFrame.
-        unsafe { EvidenceFrame::fill_head(&mut e, 0, 0, s, &FlowKey::from_summary(s)) };
-        Tag::of_frame(&e)
+        // Only the head is filled and read: a copy's 16 KiB of bytes are neither zeroed nor
+        // touched for each frame.
+        let mut e = std::mem::MaybeUninit::<EvidenceFrame>::uninit();
+        let p = e.as_mut_ptr();
+        // SAFETY: `p` is valid for writes of one EvidenceFrame; fill_head writes every field
+        // the tag reads (class, flow, aeth, src_mac, priorities), read back through `p`.
+        unsafe {
+            EvidenceFrame::fill_head(p, 0, 0, s, &FlowKey::from_summary(s));
+            Tag {
+                class: FrameClass::from_u8((*p).class).unwrap_or(FrameClass::NonRoce),
+                flow: (*p).flow,
+                aeth: (*p).aeth != 0,
+                src_mac: (*p).src_mac,
+                priorities: (*p).priorities,
+            }
+        }
     }
 
     /// The tag an evidence copy carries (the kernel's, or the offline spool's).

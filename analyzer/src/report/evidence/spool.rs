@@ -24,6 +24,8 @@ pub struct Spool {
     dir: PathBuf,
     out: Option<BufWriter<std::fs::File>>,
     snaplen: u32,
+    /// The frame being spooled (only its head is written; a 16 KiB copy is not zeroed per frame).
+    head: Box<EvidenceFrame>,
     pub frames: u64,
     pub bytes: u64,
     /// The first write error (the spool stops there; the report says so).
@@ -36,17 +38,6 @@ impl std::fmt::Debug for Spool {
     }
 }
 
-/// The first `n` bytes of `e` (it is plain bytes: repr(C), no padding).
-fn bytes_of(e: &EvidenceFrame, n: usize) -> &[u8] {
-    // SAFETY: EvidenceFrame is Pod; n is at most its size.
-    unsafe { std::slice::from_raw_parts(e as *const EvidenceFrame as *const u8, n.min(size_of::<EvidenceFrame>())) }
-}
-
-fn bytes_of_mut(e: &mut EvidenceFrame) -> &mut [u8] {
-    // SAFETY: EvidenceFrame is Pod: any bytes written are a valid value.
-    unsafe { std::slice::from_raw_parts_mut(e as *mut EvidenceFrame as *mut u8, size_of::<EvidenceFrame>()) }
-}
-
 impl Spool {
     /// A spool in `dir` (which must exist and be writable). `snaplen` is at most
     /// [`analyzer_common::maps::EVIDENCE_MAX_SNAPLEN`], the bytes an [`EvidenceFrame`] holds.
@@ -56,6 +47,7 @@ impl Spool {
             dir: dir.into(),
             out: Some(BufWriter::with_capacity(1 << 20, f)),
             snaplen: snaplen.min(analyzer_common::maps::EVIDENCE_MAX_SNAPLEN as u32),
+            head: Box::new(EvidenceFrame::zeroed()),
             frames: 0,
             bytes: 0,
             failed: None,
@@ -67,16 +59,16 @@ impl Spool {
     pub fn push(&mut self, ts_ns: u64, source: u16, link: LinkType, orig_len: u32, s: &PacketSummary, data: &[u8]) {
         let Some(out) = &mut self.out else { return };
         let data = &data[..data.len().min(self.snaplen as usize)];
-        let mut e = EvidenceFrame::zeroed();
+        let e = &mut *self.head;
         // SAFETY: `e` is a valid EvidenceFrame.
-        unsafe { EvidenceFrame::fill_head(&mut e, ts_ns, orig_len, s, &FlowKey::from_summary(s)) };
+        unsafe { EvidenceFrame::fill_head(e, ts_ns, orig_len, s, &FlowKey::from_summary(s)) };
         e.caplen = data.len() as u16;
         let mut h = [0u8; 8];
         h[0..2].copy_from_slice(&source.to_le_bytes());
         h[2..4].copy_from_slice(&(link.linktype() as u16).to_le_bytes());
         let written = out
             .write_all(&h)
-            .and_then(|_| out.write_all(bytes_of(&e, EvidenceFrame::HEAD)))
+            .and_then(|_| out.write_all(&self.head.as_bytes()[..EvidenceFrame::HEAD]))
             .and_then(|_| out.write_all(data));
         if let Err(e) = written {
             self.failed = Some(format!("the spool in {}: {e}", self.dir.display()));
@@ -95,10 +87,10 @@ impl Spool {
         f.rewind().map_err(io)?;
         let mut r = BufReader::with_capacity(1 << 20, f);
         let mut h = [0u8; 8];
-        let mut e = EvidenceFrame::zeroed();
+        let mut e = Box::new(EvidenceFrame::zeroed());
         for _ in 0..self.frames {
             r.read_exact(&mut h).map_err(io)?;
-            r.read_exact(&mut bytes_of_mut(&mut e)[..EvidenceFrame::HEAD]).map_err(io)?;
+            r.read_exact(&mut e.as_bytes_mut()[..EvidenceFrame::HEAD]).map_err(io)?;
             let len = (e.caplen as usize).min(e.data.len());
             r.read_exact(&mut e.data[..len]).map_err(io)?;
             let source = u16::from_le_bytes([h[0], h[1]]);

@@ -417,7 +417,7 @@ pub const LIVE_ONLY: &[&str] = &[
 /// line wins over the environment.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
-    with_help(with_env(Cli::command()))
+    with_env_note(with_help(with_env(Cli::command())))
 }
 
 /// The heading a flag is listed under in the help, by purpose. Headings come in the order of
@@ -476,8 +476,8 @@ fn heading(long: &str) -> &'static str {
     }
 }
 
-/// The first clause of a flag's help, for `-h` (up to its first full stop, or a colon or
-/// semicolon past a few words); `--help` keeps the whole text.
+/// The first clause of a flag's help, for `-h` (up to its first full stop, or a colon,
+/// semicolon or parenthesis past a few words); `--help` keeps the whole text.
 fn first_sentence(text: &str) -> &str {
     let mut from = 0;
     let mut end = text.len();
@@ -489,7 +489,10 @@ fn first_sentence(text: &str) -> &str {
         }
         from = i + 2;
     }
-    let clause = [": ", "; "].iter().filter_map(|p| text[..end].find(p)).filter(|i| *i >= 20).min();
+    // The first colon, semicolon or parenthesis past a few words (every match, not only the
+    // first of each: "Offline, one input: read …" goes on to its parenthesis).
+    let clause =
+        [": ", "; ", " ("].iter().flat_map(|p| text[..end].match_indices(p).map(|(i, _)| i)).filter(|i| *i >= 20).min();
     let short = &text[..clause.unwrap_or(end)];
     // A clause cut inside parentheses would leave one open: the sentence then.
     if short.matches('(').count() == short.matches(')').count() { short } else { &text[..end] }
@@ -503,8 +506,14 @@ fn with_help(cmd: clap::Command) -> clap::Command {
             Some(long) if !matches!(long, "help" | "version") => a.clone().help_heading(heading(long)),
             _ => a,
         };
-        match a.get_help().map(|h| h.to_string()) {
-            Some(full) if first_sentence(&full).len() < full.len() => {
+        // `-h` names each variable once at its end, not on every line; `--help` on each flag.
+        let env = a.get_env().map(|e| e.to_string_lossy().into_owned());
+        match (a.get_help().map(|h| h.to_string()), env) {
+            (Some(full), Some(env)) => {
+                let short = first_sentence(&full).to_string();
+                a.hide_env(true).help(short).long_help(format!("{full} [env: {env}=]"))
+            }
+            (Some(full), None) if first_sentence(&full).len() < full.len() => {
                 let short = first_sentence(&full).to_string();
                 a.help(short).long_help(full)
             }
@@ -512,6 +521,13 @@ fn with_help(cmd: clap::Command) -> clap::Command {
         }
     })
     .mut_subcommands(with_help)
+}
+
+/// The help's closing text with the note that every flag has a variable.
+fn with_env_note(cmd: clap::Command) -> clap::Command {
+    const NOTE: &str = "Every flag can also be given as ROCE_ANALYZER_<FLAG> in the environment (--help names each).";
+    let after = cmd.get_after_help().map_or(NOTE.to_string(), |a| format!("{a}\n\n{NOTE}"));
+    cmd.after_help(after).mut_subcommands(with_env_note)
 }
 
 /// The environment variable of a flag.
@@ -1078,9 +1094,10 @@ mod tests {
     #[test]
     fn short_help_is_the_first_clause() {
         let cases = [
+            ("Live: stop after this long (otherwise at SIGINT). More.", "Live: stop after this long"),
             (
-                "Live: stop after this long (otherwise at SIGINT). More.",
-                "Live: stop after this long (otherwise at SIGINT)",
+                "Offline, one input: read it here, on one core (by default: not). More",
+                "Offline, one input: read it here, on one core",
             ),
             (
                 "Write the frames behind each finding to a file: the flows. More",

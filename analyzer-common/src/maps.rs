@@ -119,10 +119,37 @@ pub const EVENT_SLOTS: u32 = 4096;
 const _: () = assert!(EVENT_SLOTS.is_power_of_two());
 /// CPUs with a timeline or event log of their own, at most.
 pub const MAX_TIMELINE_CPUS: u32 = 1024;
-/// Records of each CPU's log (1 MiB of 32-byte records): 43 ms of a 759 k frames/s stream on
-/// one CPU (RSS sends a mirror port's traffic to few queues), against the agent's 10 ms drains.
+/// Records of each CPU's log when the loader sets none ([`GLOBAL_TIMELINE_SLOTS`]), and the
+/// fewest it gives: 1 MiB of 32-byte records, 43 ms of a 759 k frames/s stream on one CPU
+/// (RSS sends a mirror port's traffic to few queues), against the agent's 10 ms drains.
 pub const TIMELINE_SLOTS: u32 = 32768;
 const _: () = assert!(TIMELINE_SLOTS.is_power_of_two());
+/// Records of each CPU's log at most: 8 MiB, 345 ms of that stream. The margin is for the
+/// agent's thread waiting for a CPU: at 494 k frames/s from two senders (both CPUs busy with
+/// XDP in softirq), 1 MiB logs lapped and lost 10 % of the records (`cargo xtask bench-kernel
+/// --only soak`, BENCHMARKS.md); 8 MiB lost none.
+pub const TIMELINE_SLOTS_MAX: u32 = 262144;
+const _: () = assert!(TIMELINE_SLOTS_MAX.is_power_of_two());
+/// The bytes all CPUs' timeline logs take together, at most, where each CPU can keep more than
+/// [`TIMELINE_SLOTS`]: a machine with many CPUs spreads the same traffic over more logs.
+pub const TIMELINE_LOGS_BUDGET: u64 = 64 << 20;
+/// Read-only u32 global: records of each CPU's log (a power of two), set by the loader to
+/// [`timeline_slots`] of the CPUs it gives a log.
+pub const GLOBAL_TIMELINE_SLOTS: &str = "TIMELINE_SLOTS";
+
+/// Records of each CPU's log for `cpus` logs: the largest power of two within
+/// [`TIMELINE_LOGS_BUDGET`] for them all, from [`TIMELINE_SLOTS`] to [`TIMELINE_SLOTS_MAX`]
+/// (8 MiB a CPU up to 8 CPUs, 4 MiB at 16, 1 MiB from 64).
+pub const fn timeline_slots(cpus: u32) -> u32 {
+    let record = core::mem::size_of::<crate::record::CompactRecord>() as u64;
+    let per_cpu = TIMELINE_LOGS_BUDGET / record / if cpus == 0 { 1 } else { cpus as u64 };
+    let mut slots = TIMELINE_SLOTS_MAX;
+    while slots > TIMELINE_SLOTS && (slots as u64) > per_cpu {
+        slots /= 2;
+    }
+    slots
+}
+
 /// Read-only global of the XDP program: 1 (default) writes timeline records, 0 does not.
 pub const GLOBAL_TIMELINE_ON: &str = "TIMELINE_ON";
 /// Read-only u32 global: the PMTU of flows that have not shown their own (`--pmtu`); 0 (the
@@ -669,5 +696,28 @@ mod tests {
         sum.merge(&PfcCounters::default());
         sum.merge(&b);
         assert_eq!(sum, both);
+    }
+}
+
+#[cfg(test)]
+mod timeline_slots_tests {
+    use super::*;
+
+    #[test]
+    fn logs_shrink_with_the_cpus_within_their_bounds() {
+        // 64 MiB of 32-byte records is 2 Mi records: 8 MiB a CPU up to 8 CPUs.
+        for (cpus, slots) in [
+            (0, 262144),
+            (1, 262144),
+            (2, 262144),
+            (8, 262144),
+            (9, 131072),
+            (16, 131072),
+            (32, 65536),
+            (64, 32768),
+            (1024, 32768),
+        ] {
+            assert_eq!(timeline_slots(cpus), slots, "{cpus} CPUs");
+        }
     }
 }

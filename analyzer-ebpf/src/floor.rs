@@ -16,13 +16,12 @@
 //! - `bare_noclock`: the same without the clock (its time a constant): what a bulk frame
 //!   counted and checked in sequence would cost if it had no time of its own.
 use analyzer_common::flow::FlowKey;
-use analyzer_common::maps::TIMELINE_SLOTS;
 use analyzer_common::table;
 use aya_ebpf::helpers::bpf_ktime_get_ns;
 use aya_ebpf::programs::XdpContext;
 
 use crate::flow_table::{find_flow, insert_flow};
-use crate::logs::{TIMELINE_CPUS, TIMELINE_HEADS, TIMELINE_LOG, log_done, log_slot};
+use crate::logs::{TIMELINE_CPUS, TIMELINE_HEADS, TIMELINE_LOG, log_done, log_slot, timeline_slots};
 use crate::scratch::{SCRATCH, Word};
 
 /// The precise clock, stored in this CPU's scratch word.
@@ -105,7 +104,7 @@ pub fn run(ctx: &XdpContext) -> Result<(), ()> {
         seq.expected = (psn + 1) & 0x00ff_ffff;
         c.id
     };
-    if let Some((slot, head, h)) = log_slot(&TIMELINE_LOG, &TIMELINE_HEADS, &TIMELINE_CPUS, TIMELINE_SLOTS) {
+    if let Some((slot, head, h)) = log_slot(&TIMELINE_LOG, &TIMELINE_HEADS, &TIMELINE_CPUS, timeline_slots()) {
         let w = slot as *mut u64;
         // SAFETY: a slot of this CPU's part of the log: its four words.
         unsafe {

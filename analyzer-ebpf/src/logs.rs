@@ -5,7 +5,7 @@ use analyzer_common::PacketSummary;
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
     CmEvent, DEFAULT_FLOW_IDS_BYTES, DEFAULT_RINGBUF_BYTES, DEFAULT_TIMELINE_BYTES, EVENT_SLOTS, Event, FlowId,
-    HEAD_STRIDE, KeyedRecord, TIMELINE_SLOTS, counter, event_kind, ids_kind,
+    HEAD_STRIDE, KeyedRecord, counter, event_kind, ids_kind,
 };
 use analyzer_common::record::{CompactRecord, Record, write_addresses};
 use analyzer_common::wire::cm;
@@ -33,7 +33,8 @@ pub(crate) static TIMELINE: RingBuf = RingBuf::with_byte_size(DEFAULT_TIMELINE_B
 /// Each CPU's timeline log ([`maps::MAP_TIMELINE_LOG`]), sized by the loader (one CPU's worth
 /// here, for a loader that sets none: [`TIMELINE_CPUS`] is 0 then, and it stays unused).
 #[map]
-pub(crate) static TIMELINE_LOG: Array<CompactRecord> = Array::with_max_entries(TIMELINE_SLOTS, BPF_F_MMAPABLE);
+pub(crate) static TIMELINE_LOG: Array<CompactRecord> =
+    Array::with_max_entries(analyzer_common::maps::TIMELINE_SLOTS, BPF_F_MMAPABLE);
 
 /// Each CPU's log head ([`maps::MAP_TIMELINE_HEADS`]), sized by the loader.
 #[map]
@@ -42,6 +43,18 @@ pub(crate) static TIMELINE_HEADS: Array<u64> = Array::with_max_entries(HEAD_STRI
 /// The CPUs with a log (set by the loader to the entries it gave the two maps above).
 #[unsafe(no_mangle)]
 pub(crate) static TIMELINE_CPUS: u32 = 0;
+
+/// Records of each CPU's log, a power of two (set by the loader:
+/// [`analyzer_common::maps::timeline_slots`]).
+#[unsafe(no_mangle)]
+pub(crate) static TIMELINE_SLOTS: u32 = analyzer_common::maps::TIMELINE_SLOTS;
+
+/// [`TIMELINE_SLOTS`] as the loader set it.
+#[inline(always)]
+pub(crate) fn timeline_slots() -> u32 {
+    // SAFETY: a read-only global of this program.
+    unsafe { core::ptr::read_volatile(&TIMELINE_SLOTS) }
+}
 
 /// Each CPU's event log ([`maps::MAP_EVENT_LOG`]) and heads, sized by the loader.
 #[map]
@@ -147,7 +160,7 @@ pub(crate) unsafe fn log_done(head: *mut u64, h: u64) {
 /// nanoseconds), into this CPU's log (the shared ring when it has none).
 #[inline(always)]
 pub(crate) fn record(flow: u32, s: &PacketSummary, now: u64) {
-    if let Some((slot, head, h)) = log_slot(&TIMELINE_LOG, &TIMELINE_HEADS, &TIMELINE_CPUS, TIMELINE_SLOTS) {
+    if let Some((slot, head, h)) = log_slot(&TIMELINE_LOG, &TIMELINE_HEADS, &TIMELINE_CPUS, timeline_slots()) {
         // SAFETY: a slot of this CPU's part of the log; `fill` writes every field.
         unsafe {
             CompactRecord::fill(slot, now, flow, s);

@@ -419,7 +419,65 @@ fn loaded_on_two_cpus(test: &str) -> Option<(aya::Ebpf, AyaMaps, u32)> {
     assert!(online.contains(&0) && online.contains(&1), "this test needs CPUs 0 and 1 online: {online:?}");
     let mut ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
     let maps = AyaMaps::new(&mut ebpf).expect("maps");
+    // The logs alone: only the drains read them (the keeper's copies are tested apart).
+    maps.keep_logs(false);
     Some((ebpf, maps, *online.iter().max().unwrap()))
+}
+
+/// Between the agent's drains a thread of its own copies what each CPU writes to its logs:
+/// twice a timeline log's records and twice an event log's PFC events, written on one CPU in
+/// four bursts with 50 ms between them (ten of the keeper's rounds) and not one drain until
+/// the end, are all read back in order, none lost. Without the keeper (the same bursts) every
+/// log laps: each loses all but its newest slots.
+#[test]
+fn the_keeper_copies_the_logs_while_no_drain_runs() {
+    use analyzer::capture::kernel::snapshot::KernelEvent;
+    use analyzer_common::maps::{EVENT_SLOTS, counter};
+    use analyzer_common::opcode::op;
+    if !privileged("the_keeper_copies_the_logs_while_no_drain_runs") {
+        return;
+    }
+    for keep in [true, false] {
+        let mut ebpf = load(LoadOptions::default(), &[PROGRAM]).expect("load");
+        let mut maps = AyaMaps::new(&mut ebpf).expect("maps");
+        maps.keep_logs(keep);
+        let fd = program_fd(&ebpf, PROGRAM).unwrap();
+        let slots = maps.timeline_slots() as u32;
+        let roce = tests::synth::Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, op::RDMA_WRITE_MIDDLE, 0x123, 7)
+            .payload(256)
+            .build();
+        let pfc = tests::synth::pfc([2, 0, 0, 0, 7, 1], 1 << 3, [0, 0, 0, 9, 0, 0, 0, 0]);
+        pin_to_cpu(1).unwrap();
+        let before = maps.snapshot().unwrap();
+        for _ in 0..4 {
+            test_run(fd, &roce, slots / 2, None).unwrap();
+            test_run(fd, &pfc, EVENT_SLOTS / 2, None).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        pin_to_cpu(0).unwrap();
+        maps.release_records();
+        let (mut records, mut events) = (Vec::new(), Vec::new());
+        while maps.drain_records(100_000, &mut |r, _| records.push(r.ts_ns)) > 0 {}
+        while maps.drain_events(100_000, &mut |e| {
+            if let KernelEvent::Frame(e) = e {
+                events.push(e.ts_ns)
+            }
+        }) > 0
+        {}
+        let after = maps.snapshot().unwrap();
+        let d = |i: u32| after.counter(i) - before.counter(i);
+        assert_eq!((d(counter::RECORDS), d(counter::EVENTS)), (2 * slots as u64, 2 * EVENT_SLOTS as u64));
+        assert!(records.is_sorted() && events.is_sorted(), "in time order");
+        let read = (records.len() as u64, events.len() as u64);
+        let lost = (maps.records_lost(), maps.events_lost());
+        if keep {
+            assert_eq!(read, (2 * slots as u64, 2 * EVENT_SLOTS as u64), "every one read (kept)");
+            assert_eq!(lost, (0, 0), "none lost (kept)");
+        } else {
+            assert_eq!(read, (slots as u64 - 1, EVENT_SLOTS as u64 - 1), "the newest of each log");
+            assert_eq!(lost, (slots as u64 + 1, EVENT_SLOTS as u64 + 1), "the others counted");
+        }
+    }
 }
 
 /// As the agent runs it, each CPU writes its timeline records to its own log, and the agent
@@ -428,12 +486,14 @@ fn loaded_on_two_cpus(test: &str) -> Option<(aya::Ebpf, AyaMaps, u32)> {
 /// records it holds, in order, and counts every record it could not read.
 #[test]
 fn kernel_writes_each_cpus_records_to_its_own_log() {
-    use analyzer_common::maps::{TIMELINE_SLOTS, counter};
+    use analyzer_common::maps::{counter, timeline_slots};
     use analyzer_common::opcode::op;
     let Some((ebpf, mut maps, highest)) = loaded_on_two_cpus("kernel_writes_each_cpus_records_to_its_own_log") else {
         return;
     };
     assert_eq!(maps.cpu_timelines(), highest as usize + 1, "a log for every CPU number up to the highest online");
+    let slots = maps.timeline_slots();
+    assert_eq!(slots, timeline_slots(highest + 1) as usize, "each CPU's log as large as the CPUs allow");
     let fd = program_fd(&ebpf, PROGRAM).unwrap();
     let frame = |psn: u32| {
         tests::synth::Roce::v4([10, 0, 0, 1], [10, 0, 0, 2], 49152, op::RDMA_WRITE_MIDDLE, 0x123, psn)
@@ -449,7 +509,8 @@ fn kernel_writes_each_cpus_records_to_its_own_log() {
     maps.drain_records(1000, &mut |r, _| psns.push(r.psn));
     assert_eq!(psns, vec![1, 2], "in time order across the CPUs' logs");
 
-    let runs = 40_000;
+    // Past a whole log.
+    let runs = slots as u32 + 40_000;
     pin_to_cpu(1).unwrap();
     let before = maps.snapshot().unwrap();
     let lost_before = maps.records_lost();
@@ -460,8 +521,8 @@ fn kernel_writes_each_cpus_records_to_its_own_log() {
     let d = |i: u32| after.counter(i) - before.counter(i);
     assert_eq!(d(counter::RECORDS), runs as u64, "every run writes its record");
     // The oldest record of a full log is where the CPU's next record goes: read as lost.
-    let kept = TIMELINE_SLOTS as u64 - 1;
-    assert_eq!(times.len() as u64, kept, "the newest records of the {TIMELINE_SLOTS} slots");
+    let kept = slots as u64 - 1;
+    assert_eq!(times.len() as u64, kept, "the newest records of the {slots} slots");
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "in time order");
     assert_eq!(d(counter::TIMELINE_FULL), 0, "the shared ring refused none");
     assert_eq!(maps.records_lost() - lost_before, runs as u64 - kept, "every record not read is counted");

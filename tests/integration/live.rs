@@ -303,16 +303,17 @@ fn a_flow_handled_on_two_cpus_at_once_is_noted() {
     assert_eq!(several(&one), None, "one CPU: {}", one["visibility"]);
 }
 
-/// An agent stopped (SIGSTOP) while 50 000 frames arrive on one CPU, then let go: the CPU's
+/// An agent stopped (SIGSTOP) while a log's worth and 50 000 more frames arrive on one CPU, then let go: the CPU's
 /// timeline log kept its newest records, and the report counts every other one, exactly,
 /// while every frame stays counted in its class and its flow.
 #[test]
 fn a_stalled_agent_counts_every_record_its_log_lost() {
-    use analyzer_common::maps::TIMELINE_SLOTS;
     if !privileged("a_stalled_agent_counts_every_record_its_log_lost") {
         return;
     }
-    let frames = 50_000u32;
+    // Each CPU's log as the agent's loader sizes it.
+    let slots = analyzer_common::maps::timeline_slots(analyzer::capture::kernel::load::log_cpus());
+    let frames = slots + 50_000;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("burst.pcap");
     write_one_flow(&file, frames);
@@ -334,7 +335,7 @@ fn a_stalled_agent_counts_every_record_its_log_lost() {
     assert_eq!(r["capture"]["frames"], frames, "every frame counted");
     assert_eq!(r["flows"][0]["packets"], frames, "in its flow too");
     // The log's newest records but its oldest (where the CPU's next record would go) were read.
-    let lost = frames as u64 - (TIMELINE_SLOTS as u64 - 1);
+    let lost = frames as u64 - (slots as u64 - 1);
     assert_eq!(r["capture"]["dropped"]["timeline_full"], lost, "{}", r["capture"]["dropped"]);
     assert_eq!(r["capture"]["dropped"]["undrained"], 0);
 }

@@ -452,7 +452,7 @@ fn report_of(json: &Path) -> anyhow::Result<serde_json::Value> {
 }
 
 /// CPU seconds (user + system) a process has used, from /proc/PID/stat.
-fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+pub(crate) fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     let after = &stat[stat.rfind(')').context("stat format")? + 2..];
     let f: Vec<&str> = after.split(' ').collect();
@@ -463,7 +463,7 @@ fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
 
 /// Replays `file` with `--loop N` at `speed` (`max`, or a factor of the capture's pacing)
 /// and returns (frames sent, seconds).
-fn replay_loops(ns: &Netns, file: &Path, loops: u64, speed: &str) -> anyhow::Result<(u64, Duration)> {
+pub(crate) fn replay_loops(ns: &Netns, file: &Path, loops: u64, speed: &str) -> anyhow::Result<(u64, Duration)> {
     let started = Instant::now();
     let out = ns
         .cmd(tests::tools::binary())
@@ -720,6 +720,9 @@ pub enum Part {
     Turns,
     /// Where the program's time goes, by source line (`perf` samples).
     Profile,
+    /// The agent under load with every output on, scraped by 200 clients at once
+    /// (issue 44 §6; not in the default set: it is a minute of a loaded machine).
+    Soak,
 }
 
 pub fn run(
@@ -730,7 +733,7 @@ pub fn run(
     compare_agent: Option<&Path>,
     only: &[Part],
 ) -> anyhow::Result<()> {
-    let part = |p: Part| only.is_empty() || only.contains(&p);
+    let part = |p: Part| (only.is_empty() && p != Part::Soak) || only.contains(&p);
     if !tests::tools::is_root() {
         bail!("bench-kernel needs root (BPF, network namespaces)");
     }
@@ -771,6 +774,9 @@ pub fn run(
     }
     if part(Part::Veth) {
         veth(seconds, agent_runs, compare_agent)?;
+    }
+    if part(Part::Soak) {
+        crate::soak::run(seconds, 200)?;
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ mod ebpf;
 mod fixtures;
 mod layers;
 mod profile;
+mod soak;
 mod test;
 
 use std::process::ExitCode;

@@ -148,7 +148,7 @@ async fn start<'x>(opts: &LiveOptions, exporter: Option<&'x mut Exporter>) -> Re
     // Least privilege before a frame is read or a request served.
     crate::privilege::drop_to(opts.user.as_deref())?;
     if let Some((addr, top)) = &opts.metrics {
-        let server = crate::metrics_server::MetricsServer::start(addr).await?;
+        let server = crate::metrics_server::MetricsServer::start(addr)?;
         eprintln!("roce-analyzer: metrics on http://{}/metrics", server.local_addr());
         outputs.metrics = Some((server, *top));
     }

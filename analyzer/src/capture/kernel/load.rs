@@ -96,11 +96,14 @@ pub fn load_object(
     let event_cpus = log_cpus();
     let timeline_cpus = if opts.timeline { event_cpus } else { 0 };
     let entries = |cpus: u32, per_cpu: u32| (cpus * per_cpu).max(1);
+    // An older object (not strict) has its logs' size built in: the size it was built with.
+    let timeline_slots = if strict { maps::timeline_slots(timeline_cpus) } else { maps::TIMELINE_SLOTS };
     let buckets = table::buckets_for(opts.max_flows);
     let mut ebpf = aya::EbpfLoader::new()
         .override_global(aya_log::LEVEL, &level, false)
         .override_global(maps::GLOBAL_TIMELINE_ON, &(opts.timeline as u8), strict)
         .override_global(maps::GLOBAL_TIMELINE_CPUS, &timeline_cpus, strict)
+        .override_global(maps::GLOBAL_TIMELINE_SLOTS, &timeline_slots, strict)
         .override_global(maps::GLOBAL_EVENT_CPUS, &event_cpus, strict)
         .override_global(maps::GLOBAL_PMTU_DEFAULT, &opts.pmtu, strict)
         .override_global(maps::GLOBAL_MATCH_WINDOW_NS, &opts.match_window_ns, strict)
@@ -118,7 +121,7 @@ pub fn load_object(
         .map_max_entries(maps::MAP_FLOWS, opts.max_flows)
         .map_max_entries(maps::MAP_FREE_FLOW_IDS, flow_ids(opts.max_flows))
         .map_max_entries(MAP_EVENTS, opts.ringbuf_bytes)
-        .map_max_entries(maps::MAP_TIMELINE_LOG, entries(timeline_cpus, maps::TIMELINE_SLOTS))
+        .map_max_entries(maps::MAP_TIMELINE_LOG, entries(timeline_cpus, timeline_slots))
         .map_max_entries(maps::MAP_TIMELINE_HEADS, entries(timeline_cpus, maps::HEAD_STRIDE))
         .map_max_entries(maps::MAP_EVENT_LOG, entries(event_cpus, maps::EVENT_SLOTS))
         .map_max_entries(maps::MAP_EVENT_HEADS, entries(event_cpus, maps::HEAD_STRIDE))

@@ -3,8 +3,10 @@
 //! mapped into the agent's memory, with the shared ring of the CPUs without one, handed on
 //! in time order ([`InTimeOrder`]).
 
+use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::{Arc, Mutex};
 
 use analyzer_common::maps::{Event, HEAD_STRIDE};
 use analyzer_common::record::CompactRecord;
@@ -160,28 +162,120 @@ impl Drop for Mapped {
     }
 }
 
-/// The CPUs' logs of one kind (`slots` items of `T` each) and their heads, mapped, and how
-/// far this side has read each.
-pub(crate) struct CpuLogs<T> {
+/// How often the keeper ([`CpuLogs`]) copies what the CPUs wrote: far within the time a CPU
+/// takes to lap its log (a 1 MiB log lasts 43 ms of 759 k frames/s; a CPU's event log of 4096
+/// events lasts 41 ms at 100 k PFC frames/s).
+pub const KEEP_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// The bytes the keeper holds for all CPUs' logs of one kind at most (as many items as the
+/// logs themselves hold, when that is more): past it the logs lap, and their loss is counted.
+pub const KEPT_BYTES: usize = 32 << 20;
+
+/// The mapped logs and heads: read-only, read by the keeper and the drains.
+struct Source {
     log: Mapped,
     heads: Mapped,
     slots: usize,
-    /// Per CPU with a log: the next item not read.
+    cpus: usize,
+}
+
+// SAFETY: read-only shared mappings (see `Mapped`), valid while the `Source` lives.
+unsafe impl Sync for Source {}
+
+impl Source {
+    /// CPU `cpu`'s head, as the program last stored it.
+    fn head(&self, cpu: usize) -> u64 {
+        // SAFETY: within the heads mapping (cpu < cpus, HEAD_STRIDE u64s each); the program
+        // stores the u64 whole (an aligned 8-byte store).
+        unsafe { (*(self.heads.ptr as *const AtomicU64).add(cpu * HEAD_STRIDE as usize)).load(Ordering::Acquire) }
+    }
+
+    fn slot<T>(&self, cpu: usize, i: u64) -> T {
+        let at = cpu * self.slots + (i as usize & (self.slots - 1));
+        // SAFETY: within the log mapping (cpu < cpus, `slots` items each); the program may be
+        // writing it: `read_log` drops an item it may have torn.
+        unsafe { std::ptr::read_volatile((self.log.ptr as *const T).add(at)) }
+    }
+}
+
+/// What has been copied out of the logs and not yet taken by a drain.
+struct Kept<T> {
+    /// Per CPU: the next item not copied.
     tails: Vec<u64>,
+    /// Per CPU: copied, in order.
+    items: Vec<VecDeque<T>>,
+    /// Items the logs overwrote before they were copied.
+    lost: u64,
+    /// Items a CPU's queue holds at most.
+    cap: usize,
+    /// One copy's items, before they join a queue (kept for its capacity).
+    scratch: Vec<T>,
+}
+
+impl<T: Copy> Kept<T> {
+    /// Copies what each CPU wrote since the last copy into its queue, while it has room (a
+    /// full queue leaves its log to lap: that loss is counted when there is room again).
+    fn copy(&mut self, src: &Source) {
+        for cpu in 0..src.cpus {
+            let room = self.cap.saturating_sub(self.items[cpu].len()) as u64;
+            if room == 0 {
+                continue;
+            }
+            let lap = read_log(
+                || src.head(cpu),
+                |i| src.slot::<T>(cpu, i),
+                src.slots as u64,
+                &mut self.tails[cpu],
+                room,
+                &mut self.scratch,
+            );
+            self.lost += lap.lost;
+            self.items[cpu].extend(self.scratch.drain(..));
+        }
+    }
+}
+
+/// The thread that copies the logs every [`KEEP_EVERY`] ([`CpuLogs`]), stopped when dropped.
+struct Keeper {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Copies nothing while set ([`CpuLogs::keep`]).
+    paused: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+/// The CPUs' logs of one kind (`slots` items of `T` each) and their heads, mapped, and how far
+/// this side has read each. A thread of its own (the keeper) copies what the CPUs write into
+/// queues every [`KEEP_EVERY`], and the drains take from those queues: while the agent's loop
+/// is busy elsewhere (a checkpoint of 10 000 flows takes half a second) the logs do not lap,
+/// up to [`KEPT_BYTES`] more.
+pub(crate) struct CpuLogs<T> {
+    src: Arc<Source>,
+    kept: Arc<Mutex<Kept<T>>>,
+    keeper: Keeper,
     _maps: (MapData, MapData),
     /// Read, to be handed on in time order.
     pub(crate) order: InTimeOrder<T>,
-    /// Items the logs overwrote before this side read them.
-    pub(crate) lost: u64,
 }
 
-impl<T: Stamped> CpuLogs<T> {
-    /// The log array `log` (`slots` items a CPU) and its heads, taken from `ebpf`; None when
-    /// the loader gave no CPU a log (it sizes the array by them: [`super::load::log_cpus`]).
+impl<T: Stamped + Send + 'static> CpuLogs<T> {
+    /// The log array `log` and its heads, taken from `ebpf`, with its keeper started; None
+    /// when the loader gave no CPU a log. The loader sizes both by the CPUs with a log
+    /// ([`super::load::log_cpus`], a head every [`HEAD_STRIDE`]) and the log's items a CPU (a
+    /// power of two): both are read back from the maps, so this side reads the logs as they
+    /// were made.
     pub(crate) fn new(
         ebpf: &mut aya::Ebpf,
         (log_name, heads_name): (&'static str, &'static str),
-        slots: u32,
     ) -> Result<Option<Self>, KernelError> {
         let array = |ebpf: &mut aya::Ebpf, name: &'static str| match super::access::take(ebpf, name)? {
             aya::maps::Map::Array(d) => Ok(d),
@@ -189,60 +283,98 @@ impl<T: Stamped> CpuLogs<T> {
         };
         let log = array(ebpf, log_name)?;
         let heads = array(ebpf, heads_name)?;
-        let info = log.info().map_err(super::access::map_err(log_name))?;
-        let cpus = (info.max_entries() / slots) as usize;
+        let entries = |d: &MapData, name| d.info().map(|i| i.max_entries()).map_err(super::access::map_err(name));
+        let cpus = (entries(&heads, heads_name)? / HEAD_STRIDE) as usize;
         if cpus == 0 {
             return Ok(None);
         }
-        let slots = slots as usize;
-        Ok(Some(CpuLogs {
+        let slots = entries(&log, log_name)? as usize / cpus;
+        if !slots.is_power_of_two() || slots * cpus != entries(&log, log_name)? as usize {
+            return Err(KernelError::MapLayout { map: log_name, what: "not a power-of-two log per CPU with a head" });
+        }
+        let src = Arc::new(Source {
             log: Mapped::new(&log, log_name, cpus * slots * std::mem::size_of::<T>())?,
             heads: Mapped::new(&heads, heads_name, cpus * HEAD_STRIDE as usize * 8)?,
             slots,
+            cpus,
+        });
+        let cap = (KEPT_BYTES / cpus / std::mem::size_of::<T>()).max(slots);
+        let kept = Arc::new(Mutex::new(Kept {
             tails: vec![0; cpus],
+            items: (0..cpus).map(|_| VecDeque::new()).collect(),
+            lost: 0,
+            cap,
+            scratch: Vec::new(),
+        }));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let paused = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let (src, kept, stop, paused) = (src.clone(), kept.clone(), stop.clone(), paused.clone());
+            std::thread::Builder::new()
+                .name(format!("keep {log_name}"))
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::park_timeout(KEEP_EVERY);
+                        if paused.load(Ordering::Relaxed) {
+                            continue;
+                        }
+                        if let Ok(mut k) = kept.lock() {
+                            k.copy(&src);
+                        }
+                    }
+                })
+                .map_err(|source| KernelError::MapIo { map: log_name, source })?
+        };
+        Ok(Some(CpuLogs {
+            src,
+            kept,
+            keeper: Keeper { stop, paused, thread: Some(thread) },
             _maps: (log, heads),
             order: InTimeOrder::default(),
-            lost: 0,
         }))
     }
 
     /// CPUs with a log.
     pub(crate) fn cpus(&self) -> usize {
-        self.tails.len()
+        self.src.cpus
     }
 
-    /// CPU `cpu`'s head, as the program last stored it.
-    fn head(&self, cpu: usize) -> u64 {
-        // SAFETY: within the heads mapping (cpu < tails.len(), HEAD_STRIDE u64s each); the
-        // program stores the u64 whole (an aligned 8-byte store).
-        unsafe { (*(self.heads.ptr as *const AtomicU64).add(cpu * HEAD_STRIDE as usize)).load(Ordering::Acquire) }
-    }
-
-    fn slot(&self, cpu: usize, i: u64) -> T {
-        let at = cpu * self.slots + (i as usize & (self.slots - 1));
-        // SAFETY: within the log mapping (cpu < tails.len(), `slots` items each); the program
-        // may be writing it: `read_log` drops an item it may have torn.
-        unsafe { std::ptr::read_volatile((self.log.ptr as *const T).add(at)) }
+    /// Items a CPU's log holds.
+    pub(crate) fn slots(&self) -> usize {
+        self.src.slots
     }
 
     /// Items the CPUs wrote to their logs (their heads).
     pub(crate) fn written(&self) -> u64 {
-        (0..self.cpus()).map(|c| self.head(c)).sum()
+        (0..self.cpus()).map(|c| self.src.head(c)).sum()
     }
 
-    /// Reads at most `max` items of each log into `order.read`; true when any may hold more.
+    /// Whether the keeper copies the logs (it does from the start): off, only the drains read
+    /// them, and a log laps while none runs (for tests and benchmarks of the logs alone).
+    pub(crate) fn keep(&self, on: bool) {
+        self.keeper.paused.store(!on, Ordering::Relaxed);
+    }
+
+    /// Items the logs overwrote before this side copied them.
+    pub(crate) fn lost(&self) -> u64 {
+        self.kept.lock().map_or(0, |k| k.lost)
+    }
+
+    /// Copies what the logs hold now, then moves at most `max` items of each CPU's queue into
+    /// `order.read`; true when any may hold more.
     fn read(&mut self, max: u64) -> bool {
-        let (mut more, slots) = (false, self.slots as u64);
-        // Out of `self` while the closures below borrow it.
-        let mut read = std::mem::take(&mut self.order.read);
-        for cpu in 0..self.cpus() {
-            let mut tail = self.tails[cpu];
-            let lap = read_log(|| self.head(cpu), |i| self.slot(cpu, i), slots, &mut tail, max, &mut read);
-            self.tails[cpu] = tail;
-            self.lost += lap.lost;
-            more |= lap.read == max;
+        let Ok(mut kept) = self.kept.lock() else { return false };
+        kept.copy(&self.src);
+        let mut more = false;
+        for q in &mut kept.items {
+            let n = q.len().min(max as usize);
+            self.order.read.extend(q.drain(..n));
+            more |= n as u64 == max;
+            // What a stall made it hold is given back once it is taken.
+            if q.is_empty() && q.capacity() > self.src.slots {
+                q.shrink_to(self.src.slots / 8);
+            }
         }
-        self.order.read = read;
         more
     }
 

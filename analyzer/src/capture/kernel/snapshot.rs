@@ -5,9 +5,9 @@ use std::os::fd::AsFd;
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::maps::{
-    CmEvent, EVENT_SLOTS, Event, ExtraKey, FlowEntry, FlowId, KeyedRecord, MAP_COUNTERS, MAP_EVENT_HEADS,
-    MAP_EVENT_LOG, MAP_EVENTS, MAP_FLOW_EXTRA, MAP_FLOW_IDS, MAP_PFC, MAP_PFC_SLOTS, MAP_TIMELINE, MAP_TIMELINE_HEADS,
-    MAP_TIMELINE_LOG, PFC_SLOTS, PfcCounters, PfcKey, PfcSlot, TIMELINE_SLOTS, counter, event_kind, ids_kind,
+    CmEvent, Event, ExtraKey, FlowEntry, FlowId, KeyedRecord, MAP_COUNTERS, MAP_EVENT_HEADS, MAP_EVENT_LOG, MAP_EVENTS,
+    MAP_FLOW_EXTRA, MAP_FLOW_IDS, MAP_PFC, MAP_PFC_SLOTS, MAP_TIMELINE, MAP_TIMELINE_HEADS, MAP_TIMELINE_LOG,
+    PFC_SLOTS, PfcCounters, PfcKey, PfcSlot, counter, event_kind, ids_kind,
 };
 use analyzer_common::record::{CompactRecord, Record};
 use aya::maps::{MapData, PerCpuArray, RingBuf};
@@ -95,6 +95,18 @@ impl AyaMaps {
         self.record_logs.as_ref().map_or(0, |l| l.cpus())
     }
 
+    /// Whether the logs' keepers copy what the CPUs write between drains (they do from the
+    /// start); off, a log laps while no drain runs: for tests and benchmarks of the logs alone.
+    pub fn keep_logs(&self, on: bool) {
+        self.record_logs.iter().for_each(|l| l.keep(on));
+        self.event_logs.iter().for_each(|l| l.keep(on));
+    }
+
+    /// Records each CPU's timeline log holds (0 without logs).
+    pub fn timeline_slots(&self) -> usize {
+        self.record_logs.as_ref().map_or(0, |l| l.slots())
+    }
+
     /// The maps of a program [`super::load::load`]ed (which decided the CPUs with a timeline
     /// log: none with `--no-timeline`).
     pub fn new(ebpf: &mut aya::Ebpf) -> Result<Self, KernelError> {
@@ -106,9 +118,9 @@ impl AyaMaps {
             pfc_slots: PerCpuArray::try_from(take(ebpf, MAP_PFC_SLOTS)?).map_err(map_err(MAP_PFC_SLOTS))?,
             counters: PerCpuArray::try_from(take(ebpf, MAP_COUNTERS)?).map_err(map_err(MAP_COUNTERS))?,
             events: RingBuf::try_from(take(ebpf, MAP_EVENTS)?).map_err(map_err(MAP_EVENTS))?,
-            event_logs: CpuLogs::new(ebpf, (MAP_EVENT_LOG, MAP_EVENT_HEADS), EVENT_SLOTS)?,
+            event_logs: CpuLogs::new(ebpf, (MAP_EVENT_LOG, MAP_EVENT_HEADS))?,
             timeline: RingBuf::try_from(take(ebpf, MAP_TIMELINE)?).map_err(map_err(MAP_TIMELINE))?,
-            record_logs: CpuLogs::new(ebpf, (MAP_TIMELINE_LOG, MAP_TIMELINE_HEADS), TIMELINE_SLOTS)?,
+            record_logs: CpuLogs::new(ebpf, (MAP_TIMELINE_LOG, MAP_TIMELINE_HEADS))?,
             flow_ids: RingBuf::try_from(take(ebpf, MAP_FLOW_IDS)?).map_err(map_err(MAP_FLOW_IDS))?,
             ids: FlowIds::default(),
             cpus,
@@ -260,10 +272,10 @@ impl MapSource for AyaMaps {
 
     /// Also the records whose id named no flow known here.
     fn records_lost(&self) -> u64 {
-        self.record_logs.as_ref().map_or(0, |l| l.lost) + self.ids.unknown
+        self.record_logs.as_ref().map_or(0, |l| l.lost()) + self.ids.unknown
     }
 
     fn events_lost(&self) -> u64 {
-        self.event_logs.as_ref().map_or(0, |l| l.lost)
+        self.event_logs.as_ref().map_or(0, |l| l.lost())
     }
 }

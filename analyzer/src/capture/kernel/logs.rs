@@ -162,7 +162,7 @@ impl Drop for Mapped {
     }
 }
 
-/// How often the keeper ([`CpuLogs`]) copies what the CPUs wrote: far within the time a CPU
+/// How often the keeper (the thread of each kind of log) copies what the CPUs wrote: far within the time a CPU
 /// takes to lap its log (a 1 MiB log lasts 43 ms of 759 k frames/s; a CPU's event log of 4096
 /// events lasts 41 ms at 100 k PFC frames/s).
 pub const KEEP_EVERY: std::time::Duration = std::time::Duration::from_millis(5);

@@ -424,6 +424,20 @@ fn loaded_on_two_cpus(test: &str) -> Option<(aya::Ebpf, AyaMaps, u32)> {
     Some((ebpf, maps, *online.iter().max().unwrap()))
 }
 
+/// The times of the PFC/PAUSE events the maps hold, drained `batch` at a time until none is
+/// left.
+fn drained_event_times(maps: &mut AyaMaps, batch: u64) -> Vec<u64> {
+    use analyzer::capture::kernel::snapshot::KernelEvent;
+    let mut times = Vec::new();
+    while maps.drain_events(batch, &mut |e| {
+        if let KernelEvent::Frame(e) = e {
+            times.push(e.ts_ns)
+        }
+    }) > 0
+    {}
+    times
+}
+
 /// Between the agent's drains a thread of its own copies what each CPU writes to its logs:
 /// twice a timeline log's records and twice an event log's PFC events, written on one CPU in
 /// four bursts with 50 ms between them (ten of the keeper's rounds) and not one drain until
@@ -431,7 +445,6 @@ fn loaded_on_two_cpus(test: &str) -> Option<(aya::Ebpf, AyaMaps, u32)> {
 /// log laps: each loses all but its newest slots.
 #[test]
 fn the_keeper_copies_the_logs_while_no_drain_runs() {
-    use analyzer::capture::kernel::snapshot::KernelEvent;
     use analyzer_common::maps::{EVENT_SLOTS, counter};
     use analyzer_common::opcode::op;
     if !privileged("the_keeper_copies_the_logs_while_no_drain_runs") {
@@ -456,14 +469,9 @@ fn the_keeper_copies_the_logs_while_no_drain_runs() {
         }
         pin_to_cpu(0).unwrap();
         maps.release_records();
-        let (mut records, mut events) = (Vec::new(), Vec::new());
+        let mut records = Vec::new();
         while maps.drain_records(100_000, &mut |r, _| records.push(r.ts_ns)) > 0 {}
-        while maps.drain_events(100_000, &mut |e| {
-            if let KernelEvent::Frame(e) = e {
-                events.push(e.ts_ns)
-            }
-        }) > 0
-        {}
+        let events = drained_event_times(&mut maps, 100_000);
         let after = maps.snapshot().unwrap();
         let d = |i: u32| after.counter(i) - before.counter(i);
         assert_eq!((d(counter::RECORDS), d(counter::EVENTS)), (2 * slots as u64, 2 * EVENT_SLOTS as u64));
@@ -721,13 +729,7 @@ fn kernel_writes_each_cpus_pfc_events_to_its_own_log() {
     pin_to_cpu(1).unwrap();
     let before = maps.snapshot().unwrap();
     test_run(fd, &pfc(3), runs, None).unwrap();
-    let mut times = Vec::new();
-    while maps.drain_events(1000, &mut |e| {
-        if let KernelEvent::Frame(e) = e {
-            times.push(e.ts_ns)
-        }
-    }) > 0
-    {}
+    let times = drained_event_times(&mut maps, 1000);
     let after = maps.snapshot().unwrap();
     let d = |i: u32| after.counter(i) - before.counter(i);
     assert_eq!(d(counter::EVENTS), runs as u64, "every run writes its event");

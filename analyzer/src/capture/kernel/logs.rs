@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex};
 
 use analyzer_common::maps::{Event, HEAD_STRIDE};
@@ -237,9 +237,9 @@ impl<T: Copy> Kept<T> {
 
 /// The thread that copies the logs every [`KEEP_EVERY`] ([`CpuLogs`]), stopped when dropped.
 struct Keeper {
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    stop: Arc<AtomicBool>,
     /// Copies nothing while set ([`CpuLogs::keep`]).
-    paused: Arc<std::sync::atomic::AtomicBool>,
+    paused: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -288,8 +288,9 @@ impl<T: Stamped + Send + 'static> CpuLogs<T> {
         if cpus == 0 {
             return Ok(None);
         }
-        let slots = entries(&log, log_name)? as usize / cpus;
-        if !slots.is_power_of_two() || slots * cpus != entries(&log, log_name)? as usize {
+        let items = entries(&log, log_name)? as usize;
+        let slots = items / cpus;
+        if !slots.is_power_of_two() || slots * cpus != items {
             return Err(KernelError::MapLayout { map: log_name, what: "not a power-of-two log per CPU with a head" });
         }
         let src = Arc::new(Source {
@@ -306,8 +307,8 @@ impl<T: Stamped + Send + 'static> CpuLogs<T> {
             cap,
             scratch: Vec::new(),
         }));
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let paused = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let paused = Arc::new(AtomicBool::new(false));
         let thread = {
             let (src, kept, stop, paused) = (src.clone(), kept.clone(), stop.clone(), paused.clone());
             std::thread::Builder::new()

@@ -103,10 +103,11 @@ fn from_findings<'a>(findings: impl Iterator<Item = &'a Finding>) -> Vec<(u8, Di
         .into_iter()
         .map(|(code, g)| {
             let first = g.iter().min_by_key(|f| f.severity).expect("a group has a finding");
-            let mut flows: Vec<FlowRef> = Vec::new();
-            for f in &g {
-                flows.extend(f.flows.iter().filter(|x| !flows.contains(x)).cloned().collect::<Vec<_>>());
-            }
+            // Each flow once, in the findings' order (a set: thousands of findings name
+            // thousands of flows, and a search of the list for each was quadratic).
+            let mut seen = std::collections::HashSet::new();
+            let flows: Vec<FlowRef> =
+                g.iter().flat_map(|f| f.flows.iter()).filter(|x| seen.insert(*x)).cloned().collect();
             let omitted = g.iter().map(|f| f.flows_omitted).sum();
             let what = match g.len() {
                 1 => first.message.clone(),

@@ -177,8 +177,8 @@ pub struct Step {
     pub evicted: u32,
     /// A message whose LAST this capture did not hold, given up when the next began.
     pub abandoned: u32,
-    /// A retransmission of a PSN no message kept here holds (completed already, or never seen).
-    pub stray_retransmission: bool,
+    /// A PSN behind the flow's next one sent again (not a gap's arriving late): no new payload.
+    pub retransmission: bool,
     /// PSNs skipped ahead of the flow's next one.
     pub gap: u32,
     /// A PSN of a gap arriving late (first seen now, not a retransmission): how many PSNs
@@ -451,7 +451,10 @@ impl MsgFlow {
         if d >= PSN_HALF {
             match self.arrived_late(psn) {
                 true => step.late = Some(psn_diff(psn, next).saturating_sub(1)),
-                false => step.stray_retransmission = !self.retransmitted(psn, ts),
+                false => {
+                    step.retransmission = true;
+                    self.retransmitted(psn, ts);
+                }
             }
             return false;
         }
@@ -513,16 +516,12 @@ impl MsgFlow {
         true
     }
 
-    /// A retransmitted PSN: marks the message holding it; false when none here does. A gap
-    /// holding it was loss, not the capture.
-    fn retransmitted(&mut self, psn: u32, ts: u64) -> bool {
+    /// A retransmitted PSN: marks the message holding it (none when it completed already or
+    /// was never seen). A gap holding it was loss, not the capture.
+    fn retransmitted(&mut self, psn: u32, ts: u64) {
         self.lost(psn);
-        match self.holder(psn) {
-            Some(m) => {
-                m.note_retx(ts, mark::RETRANSMITTED);
-                true
-            }
-            None => false,
+        if let Some(m) = self.holder(psn) {
+            m.note_retx(ts, mark::RETRANSMITTED);
         }
     }
 
@@ -662,7 +661,7 @@ mod tests {
         // 7 _ 9 then 8 late (reordered, never seen): not a retransmission, no gap left.
         let steps: Vec<Step> =
             [7, 9, 8].iter().map(|p| f.request(&rec(op::RDMA_WRITE_ONLY, *p, 60 + *p as u64))).collect();
-        assert_eq!((steps[1].gap, steps[2].late, steps[2].stray_retransmission), (1, Some(1), false));
+        assert_eq!((steps[1].gap, steps[2].late, steps[2].retransmission), (1, Some(1), false));
         assert_eq!(f.acked(&rec(op::ACKNOWLEDGE, 9, 70), &mut |m| done.push(m)), Told::default());
         assert!(done.iter().all(|m| m.marks & mark::RETRANSMITTED == 0 || m.psn_first == 5 || m.psn_first == 6));
     }

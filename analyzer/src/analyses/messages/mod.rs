@@ -133,7 +133,8 @@ impl Messages {
         let window_ns = self.settings.window_ns.max(1);
         let w = self.window_of(r.ts_ns, window_ns);
         let frame = if analyzer_common::opcode::is_data(r.opcode) { r.frame_len as u64 } else { 0 };
-        let payload = if step.stray_retransmission { 0 } else { r.payload_len as u64 };
+        // Goodput is new payload: a PSN sent again adds none.
+        let payload = if step.retransmission { 0 } else { r.payload_len as u64 };
         // A flow's host pair is placed from its second data frame (or its first completion):
         // a flow of one frame costs no pair.
         if (frame > 0 || payload > 0) && f.note(w, frame, payload, window_ns) && f.pair == u32::MAX {
@@ -259,4 +260,53 @@ impl Messages {
 /// Per request flow: messages pending at the end, partial ones held, its goodput windows.
 pub(crate) fn flow_pending(state: &MsgFlow) -> (u64, u64) {
     (state.pending().count() as u64, state.partial() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use analyzer_common::opcode::op;
+
+    /// Goodput is new payload: a PSN sent again (held by a message in flight, or stray) adds
+    /// nothing to its flow's, its pair's or the overall windows.
+    #[test]
+    fn a_retransmission_adds_no_goodput() {
+        let settings = Settings { classes: vec![4096], link_bps: 100_000_000_000, window_ns: 1000 };
+        let mut m = Messages::new(settings, 100);
+        let mut state = None;
+        let rec = |psn: u32, ts: u64| {
+            let mut r = Record {
+                ts_ns: ts,
+                opcode: op::RDMA_WRITE_ONLY,
+                psn,
+                payload_len: 1000,
+                reth_len: 1000,
+                frame_len: 1078,
+                ip_version: 4,
+                dst_qp: 7,
+                ..Default::default()
+            };
+            r.src_ip[..4].copy_from_slice(&[10, 0, 0, 1]);
+            r.dst_ip[..4].copy_from_slice(&[10, 0, 0, 2]);
+            r
+        };
+        // 1000 B of new payload in each 1 µs window 0..=10; window 10 also carries PSN 5 again
+        // (held in flight: no ACK was seen) and PSN 0 at 10.9 µs; PSN 11 closes window 10.
+        for p in 0..10 {
+            m.request(&rec(p, p as u64 * 1000), &mut state);
+        }
+        m.request(&rec(5, 10_000), &mut state);
+        m.request(&rec(10, 10_500), &mut state);
+        m.request(&rec(0, 10_900), &mut state);
+        m.request(&rec(11, 11_000), &mut state);
+        // Windows 1..=10 are full (0 is the first, 11 still open): 1000 B a µs = 8 Gbit/s each.
+        let flow = state.as_ref().unwrap().windows().expect("rates from the second frame");
+        let pair = &m.pairs[0].windows;
+        // The pair is placed at the flow's second frame: its first window is 1.
+        for (what, w, n) in [("flow", &flow.rates, 10), ("pair", &pair.rates, 9), ("overall", &m.overall.rates, 10)] {
+            let s = steady::steadiness(w).unwrap();
+            assert_eq!(s.windows, n, "{what}");
+            assert!((s.p95 as f64 / 8e9 - 1.0).abs() < 0.01, "{what}: p95 {} (a resent PSN counted?)", s.p95);
+        }
+    }
 }

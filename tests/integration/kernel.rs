@@ -23,16 +23,9 @@ fn comparable(s: &FlowStats) -> FlowStats {
     s.last_ns = 0;
     s.sources = 0;
     s.first_event_ns = 0;
-    let sort = |c: &analyzer::engine::flows::Counts| {
-        let mut n = analyzer::engine::flows::Counts::default();
-        for (k, v) in c.sorted() {
-            n.add(k, v);
-        }
-        n
-    };
-    s.opcodes = sort(&s.opcodes);
-    s.dscp = sort(&s.dscp);
-    s.pcp = sort(&s.pcp);
+    s.opcodes = s.opcodes.in_order();
+    s.dscp = s.dscp.in_order();
+    s.pcp = s.pcp.in_order();
     s
 }
 

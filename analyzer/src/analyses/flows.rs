@@ -14,7 +14,7 @@
 //! taken again by new flows; a noted slot is always checked against the record's key.
 
 use analyzer_common::flow::FlowKey;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 
 use super::ecn::kept::FlowMarking;
 use super::incast::kept::Kept;
@@ -22,6 +22,7 @@ use super::keys::Place;
 use super::messages::kept::MsgFlow;
 use super::rtt::kept::RequestFlow;
 use crate::model::chunked::Chunked;
+use crate::model::key_hash;
 
 /// One flow's state in the ECN and RTT analyses. The fields a data record uses come first (its
 /// entry's first cache lines), the RTT analysis' requests last.
@@ -88,8 +89,9 @@ pub struct Flows {
     /// a chunk beyond them (a vector doubling to 262 144 entries held a quarter more, and both
     /// its old and new arrays while it grew).
     entries: Chunked<Entry>,
-    /// The slot of every flow in the table.
-    by_key: FxHashMap<FlowKey, u32>,
+    /// The slot of every flow in the table, found by its key where the entry keeps it (4
+    /// bytes a flow; a map with a second copy of each key took 60).
+    by_key: hashbrown::HashTable<u32>,
     /// Slots freed by [`Flows::forget`], taken before the array grows.
     free: Vec<u32>,
     /// Per flow index ([`Hint::Index`]), the slot of its entry (none: not known).
@@ -105,6 +107,8 @@ pub struct Flows {
 pub struct Slot<'a> {
     /// Whether the entry was added by this lookup.
     pub created: bool,
+    /// Its place in the table (what the RTT analysis keeps of a host pair's flows).
+    pub index: u32,
     pub(crate) flow: &'a mut PerFlow,
     markings: &'a mut usize,
     requests: &'a mut usize,
@@ -155,8 +159,8 @@ impl Flows {
             Some(s) => (s, false),
             None => {
                 let room = (wants.marking && self.markings < self.cap) || (wants.request && self.requests < self.cap);
-                let (slot, created) = match self.by_key.get(key) {
-                    Some(&s) => (s, false),
+                let (slot, created) = match self.find(key) {
+                    Some(s) => (s, false),
                     None if room => (self.add(key), true),
                     None => return None,
                 };
@@ -167,7 +171,14 @@ impl Flows {
             }
         };
         let flow = &mut self.entries.get_mut(slot as usize).flow;
-        Some(Slot { created, flow, markings: &mut self.markings, requests: &mut self.requests, cap: self.cap })
+        Some(Slot {
+            created,
+            index: slot,
+            flow,
+            markings: &mut self.markings,
+            requests: &mut self.requests,
+            cap: self.cap,
+        })
     }
 
     /// A new flow's entry: a freed slot, or a new one at the end.
@@ -183,8 +194,16 @@ impl Flows {
                 (self.entries.len() - 1) as u32
             }
         };
-        self.by_key.insert(*key, slot);
+        let entries = &self.entries;
+        self.by_key.insert_unique(key_hash(key), slot, |&s| key_hash(&entries.get(s as usize).key));
         slot
+    }
+
+    /// The slot of the flow of `key`, when it has one.
+    #[inline]
+    fn find(&self, key: &FlowKey) -> Option<u32> {
+        let entries = &self.entries;
+        self.by_key.find(key_hash(key), |&s| entries.get(s as usize).holds(key)).copied()
     }
 
     /// Notes that the flow of index `index` is in `slot`.
@@ -204,7 +223,7 @@ impl Flows {
     /// too (the entry's third line), not only its marking and incast places.
     #[inline]
     pub fn prefetch(&self, key: &FlowKey, requests: bool) -> Option<u32> {
-        let s = *self.by_key.get(key)?;
+        let s = self.find(key)?;
         self.prefetch_slot(s, requests);
         Some(s)
     }
@@ -244,7 +263,12 @@ impl Flows {
     }
 
     fn entry(&self, key: &FlowKey) -> Option<&Entry> {
-        self.by_key.get(key).map(|&s| self.entries.get(s as usize))
+        self.find(key).map(|s| self.entries.get(s as usize))
+    }
+
+    /// The flow in slot `index` ([`Slot::index`]), when one is there.
+    pub(crate) fn at(&self, index: u32) -> Option<(&FlowKey, &PerFlow)> {
+        self.entries.get_checked(index as usize).filter(|e| e.live).map(|e| (&e.key, &e.flow))
     }
 
     pub fn get(&self, key: &FlowKey) -> Option<&PerFlow> {
@@ -252,7 +276,7 @@ impl Flows {
     }
 
     pub(crate) fn get_mut(&mut self, key: &FlowKey) -> Option<&mut PerFlow> {
-        self.by_key.get(key).map(|&s| &mut self.entries.get_mut(s as usize).flow)
+        self.find(key).map(|s| &mut self.entries.get_mut(s as usize).flow)
     }
 
     pub(crate) fn request_mut(&mut self, key: &FlowKey) -> Option<&mut RequestFlow> {
@@ -280,7 +304,11 @@ impl Flows {
     /// Drops the flows in `gone` (folded away live): their slots are free for new flows.
     pub fn forget(&mut self, gone: &FxHashSet<FlowKey>) {
         for k in gone {
-            let Some(s) = self.by_key.remove(k) else { continue };
+            let Some(s) = self.find(k) else { continue };
+            let entries = &self.entries;
+            if let Ok(found) = self.by_key.find_entry(key_hash(k), |&x| x == s && entries.get(x as usize).holds(k)) {
+                found.remove();
+            }
             let e = self.entries.get_mut(s as usize);
             self.markings -= e.flow.marking.is_some() as usize;
             self.requests -= e.flow.request.is_some() as usize;

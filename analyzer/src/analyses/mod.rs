@@ -149,7 +149,8 @@ impl Analyses {
         }
         // A CNP is about the request flow whose ACKs go to its QP, when the RTT analysis has
         // paired them.
-        let paired = r.is_cnp().then(|| self.rtt.request_acked_at(&r.dst_ip, &r.src_ip, r.dst_qp)).flatten();
+        let paired =
+            r.is_cnp().then(|| self.rtt.request_acked_at(&self.flows, &r.dst_ip, &r.src_ip, r.dst_qp)).flatten();
         let flows = &self.flows;
         let history = |k: &FlowKey| -> Vec<(u64, u64)> {
             flows.get(k).and_then(|f| f.messages.as_deref()).map(|m| m.recent()).unwrap_or_default()
@@ -180,7 +181,7 @@ impl Analyses {
     /// Live, flows folded away ([`crate::engine::Engine::fold_idle`]): their per-flow state
     /// goes, so that churn does not fill the analyses' bounded maps.
     pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<analyzer_common::flow::FlowKey>) {
-        self.rtt.forget(gone);
+        self.rtt.forget(gone, &self.flows);
         self.flows.forget(gone);
         self.dcqcn.forget(gone);
         self.messages.forget(gone);

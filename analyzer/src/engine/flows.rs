@@ -7,21 +7,32 @@ use smallvec::SmallVec;
 
 use crate::frames::FrameMeta;
 use crate::model::chunked::Chunked;
+use crate::model::key_hash;
 
 /// A small map of value → count: a flow sees few distinct opcodes, DSCPs or PCPs, and a
-/// linear scan of a handful beats hashing. Three live in the flow itself (40 bytes, no
-/// allocation: a flow's memory is what bounds a run of many flows), more spill to the heap.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Counts {
-    keys: [u8; 3],
+/// linear scan of a handful beats hashing. `N` live in the flow itself (no allocation: a
+/// flow's memory is what bounds a run of many flows), more spill to the heap: three opcodes
+/// (a message's FIRST, MIDDLE, LAST) in 40 bytes, one DSCP or PCP in 24.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counts<const N: usize = 3> {
+    keys: [u8; N],
     n: u8,
-    vals: [u64; 3],
+    vals: [u64; N],
     // 8 bytes in every flow where a Vec would take 24; allocated by the rare flow with more.
     #[allow(clippy::box_collection)]
     more: Option<Box<Vec<(u8, u64)>>>,
 }
 
-impl Counts {
+/// A flow's DSCPs or PCPs: nearly always one.
+pub type OneCount = Counts<1>;
+
+impl<const N: usize> Default for Counts<N> {
+    fn default() -> Self {
+        Counts { keys: [0; N], n: 0, vals: [0; N], more: None }
+    }
+}
+
+impl<const N: usize> Counts<N> {
     #[inline]
     pub fn add(&mut self, key: u8, n: u64) {
         let inline = self.n as usize;
@@ -29,7 +40,7 @@ impl Counts {
             self.vals[i] += n;
             return;
         }
-        if inline < 3 {
+        if inline < N {
             self.keys[inline] = key;
             self.vals[inline] = n;
             self.n += 1;
@@ -45,6 +56,16 @@ impl Counts {
     fn entries(&self) -> impl Iterator<Item = (u8, u64)> + '_ {
         let inline = self.keys[..self.n as usize].iter().copied().zip(self.vals);
         inline.chain(self.more.iter().flat_map(|m| m.iter().copied()))
+    }
+
+    /// The same counts added in key order: two sets of counts compare equal this way whatever
+    /// order their values came in (the kernel's and the host's of one flow).
+    pub fn in_order(&self) -> Self {
+        let mut n = Self::default();
+        for (k, v) in self.sorted() {
+            n.add(k, v);
+        }
+        n
     }
 
     /// Entries sorted by key.
@@ -70,9 +91,9 @@ pub struct FlowStats {
     pub opcodes: Counts,
     /// Not-ECT, ECT(1)... indexed by the ECN codepoint: 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE.
     pub ecn: [u64; 4],
-    pub dscp: Counts,
+    pub dscp: OneCount,
     /// Frames by outer PCP (tagged frames only); `untagged` counts the rest.
-    pub pcp: Counts,
+    pub pcp: OneCount,
     pub untagged: u64,
     pub fecn: u64,
     pub becn: u64,
@@ -135,16 +156,6 @@ pub struct FlowTable {
     index: hashbrown::HashTable<u32>,
     keys: Chunked<FlowKey>,
     stats: Chunked<FlowStats>,
-}
-
-/// The hash of a flow key for the host's flow tables: the key's 40 bytes as five words, one
-/// FxHash step each. Its derived `Hash` costs about twice that (a length prefix and FxHash's
-/// byte-string path for each address), and the lookup is on every RoCE frame.
-pub fn key_hash(k: &FlowKey) -> u64 {
-    use std::hash::Hasher;
-    let mut h = rustc_hash::FxHasher::default();
-    k.hash_words(&mut h);
-    h.finish()
 }
 
 impl FlowTable {
@@ -228,4 +239,25 @@ pub struct Folded {
     pub flows: u64,
     pub packets: u64,
     pub bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values past the ones held inline spill to the heap and count alike, for one inline
+    /// (DSCP, PCP) and three (opcodes).
+    #[test]
+    fn counts_spill_past_their_inline_values() {
+        let mut one = OneCount::default();
+        let mut three = Counts::<3>::default();
+        for k in [26u8, 48, 26, 0, 48, 26] {
+            one.add(k, 1);
+            three.add(k, 2);
+        }
+        assert_eq!(one.sorted(), [(0, 1), (26, 3), (48, 2)]);
+        assert_eq!(three.sorted(), [(0, 2), (26, 6), (48, 4)]);
+        assert_eq!((one.get(26), one.get(7), three.get(0)), (3, 0, 2));
+        assert!(one.more.is_some() && three.more.is_none());
+    }
 }

@@ -577,8 +577,9 @@ impl Merger {
         report.flows.sort_by_key(flow_sort_key);
         let keyed: Vec<(FlowKey, u64)> = report.flows.iter().filter_map(|f| Some((flow_key(f)?, f.bytes))).collect();
         let multi = report.flows.iter().filter(|f| f.labels.len() > 1).count() as u64;
+        let refs: Vec<(&FlowKey, u64)> = keyed.iter().map(|(k, b)| (k, *b)).collect();
         report.ecmp =
-            ecmp::section((&self.by_label, Vec::new()), multi, self.tiers.as_deref().unwrap_or_default(), &keyed, true);
+            ecmp::section((&self.by_label, Vec::new()), multi, self.tiers.as_deref().unwrap_or_default(), &refs, true);
         report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
         report.visibility.extend(self.carried);
         unmerged.note(&mut report, pfc_seen && !complete, rtt_not_merged);

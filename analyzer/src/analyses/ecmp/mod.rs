@@ -26,12 +26,13 @@ pub use measure::*;
 
 /// The report's ECMP section. `by_label` (bytes and flows per vantage-point label) and
 /// `multi_label_flows` give the observed shares, `tiers` the prediction, `flows` (key, bytes)
-/// the spread; findings come in the order observed, predicted, spread.
+/// the spread; findings come in the order observed, predicted, spread. The keys are borrowed:
+/// a copy of 200 000 flows' keys was 13 MB at the report's peak.
 pub fn section(
     (by_label, in_series): (&BTreeMap<String, LabelShare>, Vec<crate::model::InSeries>),
     multi_label_flows: u64,
     tiers: &[Tier],
-    flows: &[(FlowKey, u64)],
+    flows: &[(&FlowKey, u64)],
     list_host_pairs: bool,
 ) -> Ecmp {
     let mut findings = Vec::new();

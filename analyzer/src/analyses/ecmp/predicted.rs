@@ -101,7 +101,7 @@ pub fn predict(tiers: &[Tier], flows: &[(Vec<u8>, u64)]) -> Prediction {
 
 /// The predicted section for `flows` (key, bytes) through `tiers` (none without tiers), with
 /// its findings: `ecmp_polarized`, and `crc_seed` where a tier hashes with a CRC.
-pub fn predicted(tiers: &[Tier], flows: &[(FlowKey, u64)], findings: &mut Vec<Finding>) -> Option<EcmpPredicted> {
+pub fn predicted(tiers: &[Tier], flows: &[(&FlowKey, u64)], findings: &mut Vec<Finding>) -> Option<EcmpPredicted> {
     if tiers.is_empty() {
         return None;
     }

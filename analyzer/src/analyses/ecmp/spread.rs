@@ -38,25 +38,32 @@ pub struct Spread {
     pub pairs: Vec<PairSpread>,
 }
 
-/// Flows as (version, source, destination, source port), sorted: host pairs are its runs.
-pub type Sorted = Vec<(u8, [u8; 16], [u8; 16], u16)>;
+/// Flows sorted by (version, source, destination, source port): host pairs are its runs.
+/// Borrowed keys, 8 bytes a flow (a sorted copy of those fields was 40).
+pub type Sorted<'a> = Vec<&'a FlowKey>;
 
-pub fn sorted<'a>(keys: impl Iterator<Item = &'a FlowKey>) -> Sorted {
-    let mut v: Sorted = keys.map(|k| (k.ip_version, k.src, k.dst, k.udp_sport)).collect();
-    v.sort_unstable();
+/// The fields flows are sorted by ([`Sorted`]).
+fn order(k: &FlowKey) -> (u8, [u8; 16], [u8; 16], u16) {
+    (k.ip_version, k.src, k.dst, k.udp_sport)
+}
+
+pub fn sorted<'a>(keys: impl Iterator<Item = &'a FlowKey>) -> Sorted<'a> {
+    let mut v: Sorted = keys.collect();
+    v.sort_unstable_by_key(|k| order(k));
     v
 }
 
 /// The host pairs of sorted flows, one at a time, with the flows among them that share their
 /// (pair, source port) with another.
-pub fn pairs(sorted: &[(u8, [u8; 16], [u8; 16], u16)]) -> impl Iterator<Item = (PairSpread, u64)> + '_ {
+pub fn pairs<'a>(sorted: &'a [&FlowKey]) -> impl Iterator<Item = (PairSpread, u64)> + 'a {
     let mut i = 0;
+    let pair = |k: &FlowKey| (k.ip_version, k.src, k.dst);
     std::iter::from_fn(move || {
-        let (v, a, b, _) = *sorted.get(i)?;
+        let (v, a, b) = pair(sorted.get(i)?);
         let (mut j, mut distinct, mut colliding) = (i, 0, 0);
-        while j < sorted.len() && (sorted[j].0, sorted[j].1, sorted[j].2) == (v, a, b) {
+        while j < sorted.len() && pair(sorted[j]) == (v, a, b) {
             let mut k = j;
-            while k < sorted.len() && sorted[k] == sorted[j] {
+            while k < sorted.len() && order(sorted[k]) == order(sorted[j]) {
                 k += 1;
             }
             if k - j >= 2 {
@@ -74,11 +81,11 @@ pub fn pairs(sorted: &[(u8, [u8; 16], [u8; 16], u16)]) -> impl Iterator<Item = (
 /// The spread of `flows` (key, bytes), with the findings `few_source_ports` and
 /// `elephant_flows`; `list_pairs` keeps the host pairs. Counted over the flows sorted by
 /// (host pair, source port): 40 bytes a flow for the sort, no map per pair.
-pub fn spread(flows: &[(FlowKey, u64)], list_pairs: bool, findings: &mut Vec<Finding>) -> Spread {
-    let sorted = sorted(flows.iter().map(|(k, _)| k));
+pub fn spread(flows: &[(&FlowKey, u64)], list_pairs: bool, findings: &mut Vec<Finding>) -> Spread {
+    let sorted = sorted(flows.iter().map(|(k, _)| *k));
     let mut sports: BTreeMap<u16, u64> = BTreeMap::new();
     for f in &sorted {
-        *sports.entry(f.3).or_default() += 1;
+        *sports.entry(f.udp_sport).or_default() += 1;
     }
     let (mut listed, mut colliding, mut shared_flows) = (Vec::new(), 0, 0);
     for (p, c) in pairs(&sorted) {
@@ -112,14 +119,14 @@ pub fn spread(flows: &[(FlowKey, u64)], list_pairs: bool, findings: &mut Vec<Fin
 }
 
 /// `elephant_flows`: at least four flows, and a fifth of them or fewer carry 80% of the bytes.
-fn elephants(flows: &[(FlowKey, u64)], findings: &mut Vec<Finding>) {
+fn elephants(flows: &[(&FlowKey, u64)], findings: &mut Vec<Finding>) {
     let n = flows.len() as u64;
     let total: u64 = flows.iter().map(|(_, b)| b).sum();
     if n < 4 || total == 0 {
         return;
     }
-    let mut by_bytes: Vec<&(FlowKey, u64)> = flows.iter().collect();
-    by_bytes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut by_bytes: Vec<&(&FlowKey, u64)> = flows.iter().collect();
+    by_bytes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     let (mut acc, mut k) = (0, 0);
     while acc * 10 < total * 8 {
         acc += by_bytes[k].1;

@@ -37,8 +37,17 @@ use kept::RequestFlow;
 /// PSNs an ACK may run ahead of the latest request PSN (a READ of up to 1024 PMTUs).
 pub const READ_SLACK: u32 = 1024;
 
-/// The request flows between two hosts (most have one: it lives in the map's entry).
-type HostFlows = smallvec::SmallVec<[FlowKey; 1]>;
+/// The request flows between two hosts by their slots in the analyses' [`Flows`] (most have
+/// one or two: they live in the map's entry), under the hash of the two addresses
+/// ([`hosts_hash`]): neither the addresses nor the flows' keys are copied (200 000 host pairs
+/// of one flow each took 21 MB with a copy of each key). Two pairs of one hash share a list;
+/// the flows' own keys tell them apart ([`Rtt::between`]).
+type HostFlows = smallvec::SmallVec<[u32; 2]>;
+
+fn hosts_hash(src: &[u8; 16], dst: &[u8; 16]) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one((src, dst))
+}
 
 /// RTT results of one request flow.
 #[derive(Debug, Clone, Default)]
@@ -53,9 +62,8 @@ pub struct FlowRtt {
 #[derive(Debug, Default)]
 pub struct Rtt {
     timeout_ns: u64,
-    /// (source, destination) of request flows → their keys, in order of appearance.
-    /// (Most host pairs have one: it lives in the map's entry, no allocation.)
-    by_hosts: FxHashMap<([u8; 16], [u8; 16]), HostFlows>,
+    /// (source, destination) of request flows, hashed → their slots, in order of appearance.
+    by_hosts: FxHashMap<u64, HostFlows>,
     /// ACK flow → request flow.
     paired: FxHashMap<FlowKey, FlowKey>,
     pub flows: FxHashMap<FlowKey, FlowRtt>,
@@ -85,14 +93,21 @@ impl Rtt {
         Rtt { timeout_ns, cap, ..Default::default() }
     }
 
-    /// Drops every trace of the flows in `gone` (folded away live).
-    pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<FlowKey>) {
+    /// Drops every trace of the flows in `gone` (folded away live), before `table` lets
+    /// their slots go.
+    pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<FlowKey>, table: &Flows) {
         self.flows.retain(|k, _| !gone.contains(k));
         self.paired.retain(|ack, req| !gone.contains(ack) && !gone.contains(req));
-        self.by_hosts.retain(|_, keys| {
-            keys.retain(|k| !gone.contains(k));
-            !keys.is_empty()
+        self.by_hosts.retain(|_, slots| {
+            slots.retain(|s| table.at(*s).is_some_and(|(k, _)| !gone.contains(k)));
+            !slots.is_empty()
         });
+    }
+
+    /// The request flows from `src` to `dst`, in order of appearance.
+    fn between<'t>(&self, table: &'t Flows, src: &[u8; 16], dst: &[u8; 16]) -> impl Iterator<Item = &'t FlowKey> {
+        let slots = self.by_hosts.get(&hosts_hash(src, dst)).map(|s| s.as_slice()).unwrap_or_default();
+        slots.iter().filter_map(|s| table.at(*s)).map(|(k, _)| k).filter(move |k| k.src == *src && k.dst == *dst)
     }
 
     /// Whether a record is a request this analysis follows: only reliable transports are
@@ -112,8 +127,9 @@ impl Rtt {
     pub fn request(&mut self, r: &Record, flow: Option<&mut Slot<'_>>) {
         let key = r.flow();
         let by_hosts = &mut self.by_hosts;
+        let index = flow.as_ref().map_or(u32::MAX, |s| s.index);
         let new = || {
-            by_hosts.entry((key.src, key.dst)).or_default().push(key);
+            by_hosts.entry(hosts_hash(&key.src, &key.dst)).or_default().push(index);
             RequestFlow { first_psn: r.psn, last_psn: r.psn, ..Default::default() }
         };
         let Some(f) = flow.and_then(|f| f.request(new)) else {
@@ -182,24 +198,16 @@ impl Rtt {
                 // ACK's, leaving out flows already paired with another ACK flow.
                 let cm_qp = self.cm_pairs.get(&(ack_key.src, ack_key.dst, ack_key.dst_qp)).copied();
                 let candidates: Vec<FlowKey> = self
-                    .by_hosts
-                    .get(&(ack_key.dst, ack_key.src))
-                    .map(|v| {
-                        v.iter()
-                            .filter(|k| match cm_qp {
-                                Some(qp) => k.dst_qp == qp,
-                                None => {
-                                    flows
-                                        .get(k)
-                                        .and_then(|f| f.request.as_ref())
-                                        .is_some_and(|f| Self::covers(f, r.psn))
-                                        && self.flows.get(*k).is_none_or(|f| f.ack_flow.is_none())
-                                }
-                            })
-                            .copied()
-                            .collect()
+                    .between(flows, &ack_key.dst, &ack_key.src)
+                    .filter(|k| match cm_qp {
+                        Some(qp) => k.dst_qp == qp,
+                        None => {
+                            flows.get(k).and_then(|f| f.request.as_ref()).is_some_and(|f| Self::covers(f, r.psn))
+                                && self.flows.get(*k).is_none_or(|f| f.ack_flow.is_none())
+                        }
                     })
-                    .unwrap_or_default();
+                    .copied()
+                    .collect();
                 match candidates.as_slice() {
                     [one] => {
                         self.paired.insert(ack_key, *one);
@@ -291,9 +299,10 @@ impl Rtt {
 
     /// The request flow from `sender` to `receiver` whose ACKs go to the sender's QP `qp` (a
     /// CNP to that QP is about it), when the pairing is known.
-    pub fn request_acked_at(&self, sender: &[u8; 16], receiver: &[u8; 16], qp: u32) -> Option<FlowKey> {
-        let flows = self.by_hosts.get(&(*sender, *receiver))?;
-        flows.iter().copied().find(|k| self.flows.get(k).and_then(|f| f.ack_flow).is_some_and(|a| a.dst_qp == qp))
+    pub fn request_acked_at(&self, table: &Flows, sender: &[u8; 16], receiver: &[u8; 16], qp: u32) -> Option<FlowKey> {
+        self.between(table, sender, receiver)
+            .find(|k| self.flows.get(*k).and_then(|f| f.ack_flow).is_some_and(|a| a.dst_qp == qp))
+            .copied()
     }
 }
 

@@ -234,7 +234,7 @@ pub fn incast(run: &Pipeline) -> Incast {
 /// (`list_host_pairs` false: `host_pairs` left empty, for a report whose lists are streamed).
 pub fn ecmp(run: &Pipeline, list_host_pairs: bool) -> Ecmp {
     let engine = &run.engine;
-    let flows: Vec<(FlowKey, u64)> = engine.flows.iter().map(|(k, s)| (*k, s.bytes)).collect();
+    let flows: Vec<(&FlowKey, u64)> = engine.flows.iter().map(|(k, s)| (k, s.bytes)).collect();
     let labels: BTreeSet<&str> = engine.sources.iter().map(|s| s.label.as_str()).collect();
     let mut by_label: BTreeMap<String, LabelShare> = BTreeMap::new();
     let mut multi = 0;

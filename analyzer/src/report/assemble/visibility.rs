@@ -2,8 +2,6 @@
 //! usually blind to it, not witness to its absence; the report says so instead of showing
 //! zeros.
 
-use std::collections::BTreeSet;
-
 use crate::model::{Note, NoteCode, Report};
 use crate::pipeline::Pipeline;
 
@@ -33,9 +31,9 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
     // RoCE cut before its BTH ends is RoCE seen: no "no RoCE" note then, but what the capture
     // needs.
     let bth_cut = run.engine.visibility.bth_cut;
-    let pairs: BTreeSet<(u8, [u8; 16], [u8; 16])> =
-        run.engine.flows.iter().map(|(k, _)| (k.ip_version, k.src, k.dst)).collect();
-    let one_way = one_way(&pairs, |(v, a, b)| (*v, *b, *a));
+    let pairs: Vec<(u8, &[u8; 16], &[u8; 16])> =
+        run.engine.flows.iter().map(|(k, _)| (k.ip_version, &k.src, &k.dst)).collect();
+    let one_way = one_way(pairs, |(v, a, b)| (*v, *b, *a));
     out.extend(
         report_notes(report, one_way).into_iter().filter(|n| !((bypass || bth_cut > 0) && n.code == NoteCode::NoRoce)),
     );
@@ -317,15 +315,19 @@ fn sightings_evicted(run: &Pipeline, _: &Report) -> Option<Note> {
     })
 }
 
-/// Of a set of (src, dst) host pairs, those seen one way only, and all of them.
-pub fn one_way<T: Ord>(pairs: &BTreeSet<T>, reversed: impl Fn(&T) -> T) -> (usize, usize) {
-    (pairs.iter().filter(|p| !pairs.contains(&reversed(p))).count(), pairs.len())
+/// Of (src, dst) host pairs (repeated as their flows are), those seen one way only, and all
+/// of them. A sorted vector of borrowed addresses, not a tree of copies: 200 000 flows' pairs
+/// took 15 MB as a `BTreeSet` at the report's peak.
+pub fn one_way<T: Ord>(mut pairs: Vec<T>, reversed: impl Fn(&T) -> T) -> (usize, usize) {
+    pairs.sort_unstable();
+    pairs.dedup();
+    (pairs.iter().filter(|p| pairs.binary_search(&reversed(p)).is_err()).count(), pairs.len())
 }
 
 /// The one-way host pairs of a report's flows (for a merged report).
 pub fn report_one_way(report: &Report) -> (usize, usize) {
-    let pairs: BTreeSet<(&str, &str)> = report.flows.iter().map(|f| (f.src.as_str(), f.dst.as_str())).collect();
-    one_way(&pairs, |(a, b)| (*b, *a))
+    let pairs: Vec<(&str, &str)> = report.flows.iter().map(|f| (f.src.as_str(), f.dst.as_str())).collect();
+    one_way(pairs, |(a, b)| (*b, *a))
 }
 
 /// The notes that follow from the report's totals and its host pairs seen one way only

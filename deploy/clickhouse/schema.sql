@@ -59,6 +59,15 @@ CREATE TABLE IF NOT EXISTS roce.messages (
     body String
 ) ENGINE = MergeTree PARTITION BY date ORDER BY (host, interval_end_ns);
 
+-- A host pair's messages at the interval's end (cumulative over the run), in a row when its
+-- completed messages changed since its last; 0 for a goodput or an RTT not measured.
+CREATE TABLE IF NOT EXISTS roce.message_pairs (
+    date Date, host String, label String, interface String, seq UInt64, interval_end_ns UInt64,
+    src String, dst String, completed UInt64, bytes UInt64,
+    mct_p50_ns UInt64, mct_p99_ns UInt64, mct_p999_ns UInt64, mct_max_ns UInt64,
+    goodput_bps_p50 UInt64, min_rtt_ns UInt64
+) ENGINE = MergeTree PARTITION BY date ORDER BY (src, dst, host, interval_end_ns);
+
 -- Trajectory samples (--trajectory-sample 1/one_in): the frames every agent samples alike, by
 -- identity hash (`id`), with the time this agent saw them, their ECN bits and direction (0:
 -- the source address sorts below the destination). Joined across agents: the hops between

@@ -76,10 +76,11 @@ fn agents_insert_and_the_fleet_queries_equal_their_reports() {
         assert!(!text.contains(&server.password), "{name}: the password leaked");
         reports.push(r);
     }
-    let rows_total: u64 = ["flows", "pfc", "events", "findings", "hops", "messages", "samples", "intervals"]
-        .iter()
-        .map(|t| u(&server.rows(&format!("SELECT count() AS n FROM roce.{t}"))[0]["n"]))
-        .sum();
+    let rows_total: u64 =
+        ["flows", "pfc", "events", "findings", "hops", "messages", "message_pairs", "samples", "intervals"]
+            .iter()
+            .map(|t| u(&server.rows(&format!("SELECT count() AS n FROM roce.{t}"))[0]["n"]))
+            .sum();
     assert_eq!(rows_total, reports.iter().map(|r| u(&r["export"]["lines"])).sum::<u64>(), "a row per line");
 
     // Top destinations by incast time: the reports' episodes, per destination.
@@ -184,6 +185,26 @@ fn agents_insert_and_the_fleet_queries_equal_their_reports() {
     assert!(want.values().any(|w| w.0 > 0));
     assert_eq!(got, want, "completion percentiles per agent");
 
+    // Message completion time per host pair across the agents: each pair's percentiles from
+    // the report that completed most of its messages.
+    let mut want: BTreeMap<(String, String), (u64, u64, u64)> = BTreeMap::new();
+    for p in reports.iter().filter_map(|r| r["messages"]["pairs"].as_array()).flatten() {
+        let key = (p["src"].as_str().unwrap().to_string(), p["dst"].as_str().unwrap().to_string());
+        let v = (u(&p["messages"]), u(&p["mct_ns"]["p99"]), u(&p["mct_ns"]["p999"]));
+        if want.get(&key).is_none_or(|w| w.0 < v.0) {
+            want.insert(key, v);
+        }
+    }
+    let got: BTreeMap<(String, String), (u64, u64, u64)> = query(&server, "message_completion_per_pair.sql")
+        .iter()
+        .map(|r| {
+            let key = (r["src"].as_str().unwrap().into(), r["dst"].as_str().unwrap().into());
+            (key, (u(&r["completed"]), u(&r["p99_ns"]), u(&r["p999_ns"])))
+        })
+        .collect();
+    assert!(want.len() >= 2, "pairs with completed messages: {want:?}");
+    assert_eq!(got, want, "completion percentiles per host pair");
+
     // The same schema (with its TTL) and queries on current ClickHouse (chdb), over the rows
     // `clickhouse-rows` makes of the agents' export files: the same answers.
     let exports: Vec<std::path::PathBuf> =
@@ -207,7 +228,7 @@ fn same_answers_on_chdb(server: &Server, exports: &[std::path::PathBuf], dir: &P
         .unwrap();
     assert!(out.status.success(), "chdb: {}", String::from_utf8_lossy(&out.stderr));
     let chdb: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(chdb["tables_with_ttl"], 8, "ttl.sql applies on a current server");
+    assert_eq!(chdb["tables_with_ttl"], 9, "ttl.sql applies on a current server");
     let sorted = |rows: Vec<Value>| -> Vec<Value> {
         let mut v: Vec<Value> = rows
             .into_iter()
@@ -230,7 +251,7 @@ fn same_answers_on_chdb(server: &Server, exports: &[std::path::PathBuf], dir: &P
             chdb["version"]
         );
     }
-    assert_eq!(chdb["queries"].as_object().unwrap().len(), 6);
+    assert_eq!(chdb["queries"].as_object().unwrap().len(), 7);
 }
 
 /// Trajectory samples of two collectors (issue 43 §2), inserted by two agents, joined by the
@@ -307,7 +328,7 @@ fn a_server_away_loses_nothing_within_the_buffer_and_counts_the_rest() {
     let ch = &r["export"]["clickhouse"];
     assert!(u(&ch["retries"]) >= 1, "{ch}");
     assert_eq!(u(&ch["dropped"]), 0);
-    let rows: u64 = ["flows", "pfc", "events", "findings", "hops", "messages", "samples", "intervals"]
+    let rows: u64 = ["flows", "pfc", "events", "findings", "hops", "messages", "message_pairs", "samples", "intervals"]
         .iter()
         .map(|t| u(&server.rows(&format!("SELECT count() AS n FROM roce.{t}"))[0]["n"]))
         .sum();

@@ -65,6 +65,7 @@ fn export_in_halves(f: &Fixture, dir: &Path) -> (Vec<Value>, Value) {
 fn export_lines_add_up_to_the_report() {
     let mut all = fixtures::all();
     all.extend([tests::fabric::storm(), tests::fabric::incast(), tests::fabric::cascade()]);
+    let mut with_pairs = 0;
     for f in all.into_iter().filter(|f| f.frames.len() >= 2) {
         let dir = tempfile::tempdir().unwrap();
         let (lines, report) = export_in_halves(&f, dir.path());
@@ -120,6 +121,21 @@ fn export_lines_add_up_to_the_report() {
         let exported: Vec<String> =
             of_type(&lines, "flow").iter().filter(|l| l["seq"] == 1).map(|l| flow_id(&l["total"])).collect();
         assert!(later_flows.iter().all(|id| exported.contains(id)), "{name}: {later_flows:?} vs {exported:?}");
+        // Message pairs: a line when a pair's completed messages changed, the last one the
+        // report's entry.
+        let mut pairs: BTreeMap<String, &Value> = BTreeMap::new();
+        for l in of_type(&lines, "message_pair") {
+            let id = format!("{}>{}", l["pair"]["src"], l["pair"]["dst"]);
+            if let Some(before) = pairs.insert(id.clone(), &l["pair"]) {
+                assert_ne!(before["messages"], l["pair"]["messages"], "{name}: {id} unchanged, written again");
+            }
+        }
+        let want: BTreeMap<String, &Value> = report["messages"]["pairs"]
+            .as_array()
+            .map(|v| v.iter().map(|p| (format!("{}>{}", p["src"], p["dst"]), p)).collect())
+            .unwrap_or_default();
+        assert_eq!(pairs, want, "{name}: the pairs' last lines are the report's pairs");
+        with_pairs += usize::from(!want.is_empty());
         // PFC: frames and pause time deltas add up to the report's senders.
         let mut pfc: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
         for l in of_type(&lines, "pfc") {
@@ -167,6 +183,7 @@ fn export_lines_add_up_to_the_report() {
         want.sort();
         assert_eq!(got, want, "{name}: the findings' last lines are the report's findings");
     }
+    assert!(with_pairs >= 2, "fixtures whose messages completed: {with_pairs}");
 }
 
 fn offline_report(p: &Path) -> Value {

@@ -49,11 +49,17 @@ pub enum Body {
     Messages {
         messages: Box<Messages>,
     },
+    /// A host pair's messages at the interval's end (cumulative: the report's entry of
+    /// `messages.pairs`), written when its completed messages changed since the last one: the
+    /// fleet's completion times per host pair, without a line per pair and interval.
+    MessagePair {
+        pair: MessagePair,
+    },
+    /// Trajectory samples taken in the interval (`--trajectory-sample`), as columns.
+    Samples(SamplesLine),
     /// A finding: `state` is `raised` when first seen, `final` at the end of the run when it
     /// changed since, `cleared` when a later interval no longer finds it (a PSN gap that
     /// turned out to be go-back-N).
-    /// Trajectory samples taken in the interval (`--trajectory-sample`), as columns.
-    Samples(SamplesLine),
     Finding {
         /// The finding's identity across lines: its code, flows, and its rank among findings
         /// with both the same (two hops losing the same flow's frames).

@@ -74,6 +74,9 @@ pub struct Exporter {
     /// paused interval exported.
     pfc: FxHashMap<(String, u8), (u64, u64, u64)>,
     hops: FxHashMap<(String, String), u64>,
+    /// Per host pair (source, destination): its completed messages when its line was last
+    /// written.
+    pair_messages: FxHashMap<(String, String), u64>,
     events: Events,
     /// Findings raised and not cleared: identity (code, flows) → the message exported, and
     /// the finding (for its `cleared` line).
@@ -110,6 +113,7 @@ impl Exporter {
             flows: FxHashMap::default(),
             pfc: FxHashMap::default(),
             hops: FxHashMap::default(),
+            pair_messages: FxHashMap::default(),
             events: Events::default(),
             findings: FxHashMap::default(),
             lines: 0,
@@ -200,8 +204,13 @@ impl Exporter {
         let mut findings = judged.audit;
         findings.extend(ecmp.findings);
         if let Some(mut m) = judged.messages {
+            for pair in std::mem::take(&mut m.pairs) {
+                let n = pair.stats.messages;
+                if self.pair_messages.insert((pair.src.clone(), pair.dst.clone()), n) != Some(n) {
+                    self.write(Body::MessagePair { pair })?;
+                }
+            }
             m.flows.clear();
-            m.pairs.clear();
             m.steadiness.flows.clear();
             m.steadiness.pairs.clear();
             self.write(Body::Messages { messages: Box::new(m) })?;

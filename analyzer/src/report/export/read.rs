@@ -310,6 +310,9 @@ impl Parts {
             Body::IncastEpisode { episode } => self.episodes.push(episode),
             Body::Deadlock { deadlock } => self.deadlocks.push(deadlock),
             Body::Messages { messages } => self.messages = Some(messages),
+            // The rebuilt report's messages list no pairs, as the messages line carries none
+            // (a merge of reports does not combine pairs' percentiles); the store has them.
+            Body::MessagePair { .. } => {}
             Body::Samples(l) => {
                 let (_, v) = self.samples.get_or_insert_with(|| (l.one_in, Vec::new()));
                 let cols = l.id.iter().zip(&l.ts_ns).zip(l.ecn.iter().zip(&l.dir));

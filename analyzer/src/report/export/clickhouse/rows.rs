@@ -18,18 +18,20 @@ pub enum Table {
     Findings,
     Hops,
     Messages,
+    MessagePairs,
     Samples,
     Intervals,
 }
 
 impl Table {
-    pub const ALL: [Table; 8] = [
+    pub const ALL: [Table; 9] = [
         Table::Flows,
         Table::Pfc,
         Table::Events,
         Table::Findings,
         Table::Hops,
         Table::Messages,
+        Table::MessagePairs,
         Table::Samples,
         Table::Intervals,
     ];
@@ -42,6 +44,7 @@ impl Table {
             Table::Findings => "findings",
             Table::Hops => "hops",
             Table::Messages => "messages",
+            Table::MessagePairs => "message_pairs",
             Table::Samples => "samples",
             Table::Intervals => "intervals",
         }
@@ -145,6 +148,16 @@ fn row(line: &Line) -> Option<(Table, Value)> {
                 "completed": m.completed, "mct_p50_ns": m.mct_ns.p50, "mct_p99_ns": m.mct_ns.p99,
                 "mct_p999_ns": m.mct_ns.p999, "mct_max_ns": m.mct_ns.max,
                 "body": serde_json::to_string(m).unwrap_or_default(),
+            }),
+        ),
+        Body::MessagePair { pair: p } => (
+            Table::MessagePairs,
+            json!({
+                "src": p.src, "dst": p.dst, "completed": p.stats.messages, "bytes": p.stats.bytes,
+                "mct_p50_ns": p.stats.mct_ns.p50, "mct_p99_ns": p.stats.mct_ns.p99,
+                "mct_p999_ns": p.stats.mct_ns.p999, "mct_max_ns": p.stats.mct_ns.max,
+                "goodput_bps_p50": p.stats.goodput_bps_p50.unwrap_or(0),
+                "min_rtt_ns": p.min_rtt_ns.unwrap_or(0),
             }),
         ),
         Body::Interval(i) => (Table::Intervals, interval_row(i)),

@@ -229,6 +229,11 @@ pub struct AnalyzeArgs {
     #[arg(short = 'i', long, value_name = "IFACE")]
     pub iface: Option<String>,
 
+    /// Live: the input's label in the report and the export's rows (default: the interface);
+    /// TIER:LINK names an uplink's collector for the fleet's ECMP query per tier.
+    #[arg(long, value_name = "LABEL", requires = "iface", value_parser = crate::capture::input::parse_label)]
+    pub label: Option<String>,
+
     /// XDP attach mode: native (driver), skb (generic), or auto (native, falling back to skb
     /// with a warning).
     #[arg(long, value_enum, default_value_t = AttachMode::Auto)]
@@ -427,6 +432,7 @@ fn heading(long: &str) -> &'static str {
         &["pcap", "clock-offset", "one-thread", "filter", "match-window", "progress", "input-max-bytes"];
     const LIVE: &[&str] = &[
         "iface",
+        "label",
         "xdp-mode",
         "xdp-frags",
         "interval",
@@ -784,6 +790,7 @@ impl AnalyzeArgs {
         let json_to_stdout = self.output.json.as_deref() == Some(std::path::Path::new("-"));
         Ok(crate::live::LiveOptions {
             iface: iface.to_string(),
+            label: self.label.clone().unwrap_or_else(|| iface.to_string()),
             mode: self.xdp_mode,
             frags: self.xdp_frags,
             interval: self.interval,

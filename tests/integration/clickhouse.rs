@@ -212,6 +212,58 @@ fn agents_insert_and_the_fleet_queries_equal_their_reports() {
     same_answers_on_chdb(&server, &exports, dir.path());
 }
 
+/// ECMP imbalance per tier across collectors (issue 43 §1): one collector per uplink, each its
+/// own agent labelled TIER:LINK, inserting into the store; the shipped query gives per tier the
+/// bytes, imbalance and idle links that one run over the same three captures reports (uplink3
+/// carries no RoCE: an idle link, known from its agent's interval rows).
+#[test]
+fn ecmp_imbalance_per_tier_across_collectors() {
+    let server = Server::start();
+    server.apply(&deploy_dir().join("schema.sql"));
+    let dir = tempfile::tempdir().unwrap();
+    let links = [("up1", "uplink1.pcap"), ("up2", "uplink2.pcap"), ("up3", "uplink3.pcap")];
+    let mut exports = Vec::new();
+    for (tier, wanted) in [("leaf1", &links[..]), ("spine1", &links[..2])] {
+        for (link, file) in wanted {
+            let name = format!("{tier}-{link}");
+            let (r, out) = agent(&server, dir.path(), &name, &[&format!("{tier}:{link}={file}")], &[]);
+            assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(r["export"]["clickhouse"]["inserted"], r["export"]["lines"], "{name}");
+            exports.push(dir.path().join(format!("{name}.export")));
+        }
+    }
+    // One run over the same captures (not into the store): what each tier's links carried, as
+    // the report has it.
+    let one = |files: &[(&str, &str)]| -> Value {
+        let json = dir.path().join("whole.json");
+        let mut cmd = std::process::Command::new(binary());
+        for (l, f) in files {
+            cmd.arg("-r").arg(format!("{l}={}", data_dir().join(f).display()));
+        }
+        let out = cmd.arg("-q").arg("--json").arg(&json).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        read_report(&json)["ecmp"]["observed"].clone()
+    };
+    let rows = query(&server, "ecmp_imbalance_per_tier.sql");
+    let tiers: Vec<&str> = rows.iter().map(|r| r["tier"].as_str().unwrap()).collect();
+    assert_eq!(tiers, ["leaf1", "spine1"], "the skewed tier first: {rows:?}");
+    for (row, files) in rows.iter().zip([&links[..], &links[..2]]) {
+        let o = one(files);
+        let by_label = o["by_label"].as_object().unwrap();
+        let bytes: Vec<u64> = by_label.values().map(|v| u(&v["bytes"])).collect();
+        assert_eq!(u(&row["links"]), files.len() as u64);
+        assert_eq!(u(&row["total_bytes"]), bytes.iter().sum::<u64>());
+        assert_eq!(u(&row["max_bytes"]), *bytes.iter().max().unwrap());
+        let imbalance = row["imbalance"].as_f64().unwrap();
+        assert!((imbalance - o["imbalance"].as_f64().unwrap()).abs() < 1e-9, "{row} vs {o}");
+        assert_eq!(row["idle"], o["idle"], "{row} vs {o}");
+    }
+    // Stated by hand: 70, 35 and 0 data frames on leaf1's links (max / mean = 70 / 35).
+    assert_eq!(rows[0]["imbalance"].as_f64(), Some(2.0));
+    assert_eq!(rows[0]["idle"], serde_json::json!(["up3"]));
+    same_answers_on_chdb(&server, &exports, dir.path());
+}
+
 /// Every shipped query gives the same rows on chdb (current ClickHouse, the schema and its TTL
 /// applied) over `clickhouse-rows` of `exports` as on `server`.
 fn same_answers_on_chdb(server: &Server, exports: &[std::path::PathBuf], dir: &Path) {
@@ -251,7 +303,7 @@ fn same_answers_on_chdb(server: &Server, exports: &[std::path::PathBuf], dir: &P
             chdb["version"]
         );
     }
-    assert_eq!(chdb["queries"].as_object().unwrap().len(), 7);
+    assert_eq!(chdb["queries"].as_object().unwrap().len(), 8);
 }
 
 /// Trajectory samples of two collectors (issue 43 §2), inserted by two agents, joined by the
@@ -305,24 +357,34 @@ fn a_server_away_loses_nothing_within_the_buffer_and_counts_the_rest() {
     server.apply(&deploy_dir().join("schema.sql"));
     server.pause();
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_path_buf();
-    let url = server.url();
-    let password = server.password.clone();
-    let run = std::thread::spawn(move || {
-        let mut cmd = std::process::Command::new(binary());
-        cmd.env("ROCE_ANALYZER_CLICKHOUSE_USER", USER).env("ROCE_ANALYZER_CLICKHOUSE_PASSWORD", &password);
-        cmd.args(["-q", "-r"])
-            .arg(data_dir().join("incast.pcap"))
-            .args(["--export-clickhouse", &url, "--export-wait", "60s", "--json"])
-            .arg(d.join("r.json"))
-            .output()
-            .unwrap()
-    });
+    let mut cmd = std::process::Command::new(binary());
+    cmd.env("ROCE_ANALYZER_CLICKHOUSE_USER", USER).env("ROCE_ANALYZER_CLICKHOUSE_PASSWORD", &server.password);
+    cmd.args(["-q", "-r"])
+        .arg(data_dir().join("incast.pcap"))
+        .args(["--export-clickhouse", &server.url(), "--export-wait", "60s", "--json"])
+        .arg(dir.path().join("r.json"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    // The server comes back once the agent said it is away (not after a fixed time: a busy
+    // machine may start the agent late), and at least 1.5 s after it left.
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut stderr = String::new();
+    loop {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut err, &mut line).unwrap() == 0 {
+            break;
+        }
+        stderr.push_str(&line);
+        if line.contains("--export-clickhouse") {
+            break;
+        }
+    }
     std::thread::sleep(Duration::from_millis(1500));
     server.resume();
-    let out = run.join().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    std::io::Read::read_to_string(&mut err, &mut stderr).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
     assert_eq!(stderr.matches("--export-clickhouse").count(), 1, "the outage said once: {stderr}");
     let r = read_report(&dir.path().join("r.json"));
     let ch = &r["export"]["clickhouse"];
@@ -381,6 +443,8 @@ fn a_live_agent_inserts_every_interval() {
         &url,
         "--metrics",
         &metrics,
+        "--label",
+        "leaf1:up1",
     ];
     let env =
         [("ROCE_ANALYZER_CLICKHOUSE_USER", USER), ("ROCE_ANALYZER_CLICKHOUSE_PASSWORD", server.password.as_str())];
@@ -406,5 +470,12 @@ fn a_live_agent_inserts_every_interval() {
     let bytes = u(&server.rows("SELECT sum(bytes) AS b FROM roce.flows")[0]["b"]);
     let want: u64 = r["flows"].as_array().unwrap().iter().map(|f| u(&f["bytes"])).sum();
     assert_eq!(bytes, want);
+    // --label names the live input in the report and in every row (the interface stays its
+    // name).
+    let source = &r["capture"]["sources"][0];
+    assert_eq!((source["label"].as_str(), source["kind"].as_str()), (Some("leaf1:up1"), Some("live")));
+    assert_ne!(source["name"], "leaf1:up1");
+    let labels = server.rows("SELECT DISTINCT label FROM roce.intervals");
+    assert_eq!(labels, [serde_json::json!({"label": "leaf1:up1"})]);
     assert!(!server.log().contains(&server.password));
 }

@@ -11,6 +11,20 @@ pub struct InputSpec {
     pub clock_offset_ns: i64,
 }
 
+/// Whether `label` is one an input may carry: letters, digits and `- _ . :` (a fleet's
+/// queries split `TIER:LINK` at its colon), not empty.
+pub fn valid_label(label: &str) -> bool {
+    !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+}
+
+/// `--label`: a live input's label, checked as [`InputSpec::parse`] checks a file's.
+pub fn parse_label(label: &str) -> Result<String, String> {
+    match valid_label(label) {
+        true => Ok(label.to_string()),
+        false => Err(format!("bad label {label:?}: use letters, digits and - _ . :")),
+    }
+}
+
 impl InputSpec {
     /// Parses `LABEL=FILE` or `FILE` (`-`: standard input, labelled `stdin`). The label defaults to the file name. A string that
     /// names an existing file is taken as a file even if it contains `=`.
@@ -21,7 +35,7 @@ impl InputSpec {
         if let Some((label, path)) = arg.split_once('=')
             && !Path::new(arg).exists()
         {
-            if label.is_empty() || !label.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c)) {
+            if !valid_label(label) {
                 return Err(format!("bad label {label:?} in {arg:?}: use letters, digits and - _ . : (LABEL=FILE)"));
             }
             if path.is_empty() {

@@ -159,7 +159,7 @@ async fn start<'x>(opts: &LiveOptions, exporter: Option<&'x mut Exporter>) -> Re
         opts.checkpoint.clone().map(|(path, every)| Checkpoint { path, every, last: Instant::now(), failed: false });
     let mut run = Pipeline::new(opts.config.clone());
     run.engine.timeline = opts.load.timeline;
-    let source = run.engine.add_source("live", &opts.iface, &opts.iface);
+    let source = run.engine.add_source("live", &opts.iface, &opts.label);
     run.engine.sources[source as usize].xdp =
         Some(crate::model::XdpJson { mode: attached.mode.into(), frags: attached.frags, fallback: attached.fallback });
     let live = LiveLoop::new(maps, run, source, Clock::now(), opts.idle_timeout);

@@ -9,6 +9,8 @@ use crate::capture::kernel::load::{AttachMode, FragsMode, LoadOptions};
 #[derive(Debug, Clone)]
 pub struct LiveOptions {
     pub iface: String,
+    /// The input's label (`--label`; the interface by default).
+    pub label: String,
     pub mode: AttachMode,
     /// The multi-buffer program, the single-buffer one, or the first the driver takes.
     pub frags: FragsMode,

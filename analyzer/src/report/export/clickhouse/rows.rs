@@ -243,8 +243,15 @@ impl Interval {
         let label = sources.iter().map(|s| s.label.as_str()).collect::<Vec<_>>().join(",");
         let interface =
             sources.iter().filter(|s| s.kind == "live").map(|s| s.name.as_str()).collect::<Vec<_>>().join(",");
+        // An interval with no time (a capture without frames: an idle uplink's mirror) goes in
+        // today's partition: the epoch's would fall to the TTL at once, and the collector with
+        // it (the fleet's queries count a collector by its interval rows).
+        let day_ns = match i.end_ns {
+            0 => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64),
+            t => t,
+        };
         let common = json!({
-            "date": date_of(i.end_ns), "host": line.host, "label": label, "interface": interface,
+            "date": date_of(day_ns), "host": line.host, "label": label, "interface": interface,
             "seq": line.seq, "interval_end_ns": i.end_ns,
         });
         let Value::Object(common) = common else { return None };

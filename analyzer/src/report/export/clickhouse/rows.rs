@@ -150,17 +150,19 @@ fn row(line: &Line) -> Option<(Table, Value)> {
                 "body": serde_json::to_string(m).unwrap_or_default(),
             }),
         ),
-        Body::MessagePair { pair: p } => (
-            Table::MessagePairs,
-            json!({
-                "src": p.src, "dst": p.dst, "completed": p.stats.messages, "bytes": p.stats.bytes,
-                "mct_p50_ns": p.stats.mct_ns.p50, "mct_p99_ns": p.stats.mct_ns.p99,
-                "mct_p999_ns": p.stats.mct_ns.p999, "mct_max_ns": p.stats.mct_ns.max,
-                "goodput_bps_p50": p.stats.goodput_bps_p50.unwrap_or(0),
-                "min_rtt_ns": p.min_rtt_ns.unwrap_or(0),
-            }),
-        ),
+        Body::MessagePair { pair } => (Table::MessagePairs, message_pair_row(pair)),
         Body::Interval(i) => (Table::Intervals, interval_row(i)),
+    })
+}
+
+/// A host pair's completion times (0 for a goodput or an RTT not measured).
+fn message_pair_row(p: &crate::model::MessagePair) -> Value {
+    json!({
+        "src": p.src, "dst": p.dst, "completed": p.stats.messages, "bytes": p.stats.bytes,
+        "mct_p50_ns": p.stats.mct_ns.p50, "mct_p99_ns": p.stats.mct_ns.p99,
+        "mct_p999_ns": p.stats.mct_ns.p999, "mct_max_ns": p.stats.mct_ns.max,
+        "goodput_bps_p50": p.stats.goodput_bps_p50.unwrap_or(0),
+        "min_rtt_ns": p.min_rtt_ns.unwrap_or(0),
     })
 }
 

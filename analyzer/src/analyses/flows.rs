@@ -127,14 +127,15 @@ impl Slot<'_> {
         Some(self.flow.marking.get_or_insert_with(Default::default))
     }
 
-    /// The flow's request state, added (by `new`) within the cap.
-    pub(crate) fn request(&mut self, new: impl FnOnce() -> RequestFlow) -> Option<&mut RequestFlow> {
+    /// The flow's request state, added (by `new`, given the entry's [`Slot::index`]) within the
+    /// cap.
+    pub(crate) fn request(&mut self, new: impl FnOnce(u32) -> RequestFlow) -> Option<&mut RequestFlow> {
         if self.flow.request.is_none() {
             if *self.requests >= self.cap {
                 return None;
             }
             *self.requests += 1;
-            self.flow.request = Some(new());
+            self.flow.request = Some(new(self.index));
         }
         self.flow.request.as_mut()
     }
@@ -304,11 +305,11 @@ impl Flows {
     /// Drops the flows in `gone` (folded away live): their slots are free for new flows.
     pub fn forget(&mut self, gone: &FxHashSet<FlowKey>) {
         for k in gone {
-            let Some(s) = self.find(k) else { continue };
             let entries = &self.entries;
-            if let Ok(found) = self.by_key.find_entry(key_hash(k), |&x| x == s && entries.get(x as usize).holds(k)) {
-                found.remove();
-            }
+            let Ok(found) = self.by_key.find_entry(key_hash(k), |&s| entries.get(s as usize).holds(k)) else {
+                continue;
+            };
+            let (s, _) = found.remove();
             let e = self.entries.get_mut(s as usize);
             self.markings -= e.flow.marking.is_some() as usize;
             self.requests -= e.flow.request.is_some() as usize;
@@ -338,7 +339,7 @@ mod tests {
         // Markings are full; a third flow is still kept for its requests.
         let mut s = f.slot(&key(2), both, Hint::None).unwrap();
         assert!(s.marking().is_none(), "third marking past the cap");
-        assert!(s.request(RequestFlow::default).is_some());
+        assert!(s.request(|_| RequestFlow::default()).is_some());
         assert!(f.slot(&key(3), marking, Hint::None).is_none(), "no analysis has room: not added");
         assert_eq!(f.markings().count(), 2);
         assert_eq!(f.requests().count(), 1);

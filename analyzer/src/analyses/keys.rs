@@ -22,6 +22,13 @@ pub(crate) fn bounded<'m, K: std::hash::Hash + Eq, V: Default>(
     Some(map.entry(key).or_default())
 }
 
+/// The FxHash of a value: the hash under which the analyses' tables of places find an item
+/// through its own key ([`Interned`]; the RTT analysis' flows per host pair).
+pub(crate) fn fx_hash<T: std::hash::Hash + ?Sized>(v: &T) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(v)
+}
+
 /// A place kept in a flow's entry (of an [`Interned`] item, of a destination's sender) or for
 /// a flow index (its slot in [`flows::Flows`]), in four bytes where an `Option<u32>` takes
 /// eight: the part of a flow's entry that a data record uses stays on two cache lines.
@@ -66,13 +73,8 @@ impl<K, V> Default for Interned<K, V> {
 }
 
 impl<K: std::hash::Hash + Eq + Copy, V: Default> Interned<K, V> {
-    fn hash(key: &K) -> u64 {
-        use std::hash::BuildHasher;
-        rustc_hash::FxBuildHasher.hash_one(key)
-    }
-
     fn find(&self, key: &K) -> Option<u32> {
-        self.index.find(Self::hash(key), |&i| self.items[i as usize].0 == *key).copied()
+        self.index.find(fx_hash(key), |&i| self.items[i as usize].0 == *key).copied()
     }
 
     /// The item of `key` through the place `kept` (found, or added within `cap`, and kept
@@ -91,7 +93,7 @@ impl<K: std::hash::Hash + Eq + Copy, V: Default> Interned<K, V> {
                         self.items.push((key, V::default()));
                         let i = (self.items.len() - 1) as u32;
                         let items = &self.items;
-                        self.index.insert_unique(Self::hash(&key), i, |&j| Self::hash(&items[j as usize].0));
+                        self.index.insert_unique(fx_hash(&key), i, |&j| fx_hash(&items[j as usize].0));
                         i
                     }
                 };

@@ -18,18 +18,22 @@ pub(super) struct Waiting {
     /// (PSN, time) of AckReq requests not yet acknowledged, oldest first.
     queue: VecDeque<(u32, u64)>,
     /// The PSNs in `queue` (each once), for O(1) retransmission checks, once it held more than
-    /// [`SCANNED`] (`indexed`); until then the queue is scanned: a set for each flow's one
-    /// waiting request was 13 MB at 200 000 flows.
+    /// [`SCANNED`] (and until it drains); empty before: the queue is scanned (a set for each
+    /// flow's one waiting request was 13 MB at 200 000 flows).
     psns: FxHashSet<u32>,
-    indexed: bool,
 }
 
 /// Waiting requests a flow scans for a PSN instead of keeping a set of them.
 const SCANNED: usize = 32;
 
 impl Waiting {
+    /// Whether the PSNs are in the set (else the queue is scanned).
+    fn indexed(&self) -> bool {
+        !self.psns.is_empty()
+    }
+
     fn holds(&self, psn: u32) -> bool {
-        match self.indexed {
+        match self.indexed() {
             true => self.psns.contains(&psn),
             false => self.queue.iter().any(|(p, _)| *p == psn),
         }
@@ -44,10 +48,11 @@ impl RequestFlow {
     pub(super) fn pop(&mut self) -> Option<(u32, u64)> {
         let w = self.waiting.as_mut()?;
         let front = w.queue.pop_front()?;
-        if w.indexed {
+        if w.indexed() {
             w.psns.remove(&front.0);
             if w.queue.is_empty() {
-                (w.psns, w.indexed) = (FxHashSet::default(), false);
+                // Its memory goes too.
+                w.psns = FxHashSet::default();
             }
         }
         Some(front)
@@ -65,11 +70,10 @@ impl RequestFlow {
             w.psns.remove(&old);
         }
         w.queue.push_back((psn, ts));
-        if w.indexed {
+        if w.indexed() {
             w.psns.insert(psn);
         } else if w.queue.len() > SCANNED {
             w.psns.extend(w.queue.iter().map(|(p, _)| *p));
-            w.indexed = true;
         }
         evicted
     }
@@ -99,12 +103,12 @@ mod tests {
                 // Sent again at once: the first time stays.
                 assert!(!f.wait(p, 999_999));
             }
-            assert_eq!(f.waiting.as_ref().map(|w| (w.queue.len(), w.indexed)), Some((n as usize, true)));
+            assert_eq!(f.waiting.as_ref().map(|w| (w.queue.len(), w.indexed())), Some((n as usize, true)));
             for p in 0..n {
                 assert_eq!(f.pop(), Some((p, round * 1000 + p as u64)), "round {round}");
             }
             assert_eq!(f.pop(), None);
-            assert!(!f.waiting.as_ref().unwrap().indexed, "drained: back to scanning");
+            assert!(!f.waiting.as_ref().unwrap().indexed(), "drained: back to scanning");
         }
         // Scanned: a PSN popped is new again.
         f.wait(5, 1);

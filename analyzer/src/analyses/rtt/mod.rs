@@ -45,8 +45,7 @@ pub const READ_SLACK: u32 = 1024;
 type HostFlows = smallvec::SmallVec<[u32; 2]>;
 
 fn hosts_hash(src: &[u8; 16], dst: &[u8; 16]) -> u64 {
-    use std::hash::BuildHasher;
-    rustc_hash::FxBuildHasher.hash_one((src, dst))
+    super::keys::fx_hash(&(src, dst))
 }
 
 /// RTT results of one request flow.
@@ -127,9 +126,8 @@ impl Rtt {
     pub fn request(&mut self, r: &Record, flow: Option<&mut Slot<'_>>) {
         let key = r.flow();
         let by_hosts = &mut self.by_hosts;
-        let index = flow.as_ref().map_or(u32::MAX, |s| s.index);
-        let new = || {
-            by_hosts.entry(hosts_hash(&key.src, &key.dst)).or_default().push(index);
+        let new = |slot| {
+            by_hosts.entry(hosts_hash(&key.src, &key.dst)).or_default().push(slot);
             RequestFlow { first_psn: r.psn, last_psn: r.psn, ..Default::default() }
         };
         let Some(f) = flow.and_then(|f| f.request(new)) else {

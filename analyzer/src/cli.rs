@@ -217,10 +217,10 @@ pub struct AnalyzeArgs {
     #[arg(long = "clock-offset", value_name = "LABEL=±DURATION", value_parser = clock_offset, conflicts_with = "iface")]
     pub clock_offset: Vec<(String, i64)>,
 
-    /// Offline, one input: read and classify it on the thread that analyses it, using one
-    /// core (by default a reader thread does that beside it: a third less wall time, 10–30 %
-    /// more CPU time; one thread is the default where the run may use one CPU only). Several
-    /// inputs have a reader thread each in any case.
+    /// Offline, one input: read, classify, count and analyse it on one thread, using one
+    /// core (by default a reader thread reads and classifies, the main thread counts and a
+    /// third thread runs the analyses; one thread is the default where the run may use one
+    /// CPU only). Several inputs have a reader thread each in any case.
     #[arg(long, conflicts_with = "iface")]
     pub one_thread: bool,
 

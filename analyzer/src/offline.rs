@@ -1,7 +1,8 @@
 //! The offline path: capture files → frames → the pipeline (engine and analyses).
 //!
 //! Each input is read and its frames classified on a thread of its own, in batches, while the
-//! engine and the analyses take the frames on the caller's thread: reading (the page cache's
+//! engine counts the frames on the caller's thread and the analyses take them on a third
+//! ([`crate::pipeline::queue`]): reading (the page cache's
 //! copy, the pcap framing) and classifying are about a third of an offline run, and they need
 //! nothing of the run's state. Several inputs are several vantage points: their frames are
 //! merged in time order (with each input's clock offset applied), so that copies of one frame
@@ -21,7 +22,7 @@ use crate::capture::{CaptureError, LinkType, ReadOutcome, Record, Truncation, pc
 use crate::engine::DropReason;
 use crate::frames;
 use crate::frames::FrameMeta;
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Front, Pipeline, Sink};
 use crate::report::evidence::select::Tag;
 use crate::report::evidence::spool::Spool;
 
@@ -71,21 +72,27 @@ pub fn analyze_files_spooled(
     if let ([input], [source], Threads::One) = (inputs, &sources[..], threads) {
         let spooling = spool.is_some();
         let mut f = Decoded::empty();
+        let mut front = run.front();
         let outcome = pcap::read_file(
             &input.path,
             |rec| {
                 let keep = f.decode(rec, input.clock_offset_ns, spooling, |_| (0, rec.data.len() as u32));
-                take(run, &f, *source, || keep.then_some(rec.data), spool.as_deref_mut());
+                take(&mut front, &f, *source, || keep.then_some(rec.data), spool.as_deref_mut());
             },
             |bytes| progress(&input.path, bytes),
         )?;
+        front.finish();
         settle(run, outcome, &mut truncations);
     } else {
-        for outcome in merged(run, inputs, &sources, spool, &mut progress)? {
+        let outcomes = crate::pipeline::queue::aside(run, |front| {
+            let outcomes = merged(front, inputs, &sources, spool, &mut progress)?;
+            front.finish();
+            Ok::<_, CaptureError>(outcomes)
+        })?;
+        for outcome in outcomes {
             settle(run, outcome, &mut truncations);
         }
     }
-    run.finish();
     run.engine.settle_span();
     Ok(truncations)
 }
@@ -95,7 +102,7 @@ pub fn analyze_files_spooled(
 /// frames' bytes stay behind, and reading whether they were kept costs a cache line the
 /// reader thread wrote (a tenth of the run when it was read for every frame).
 fn take<'a>(
-    run: &mut Pipeline,
+    run: &mut Front<'_, impl Sink>,
     f: &Decoded,
     source: u16,
     data: impl Fn() -> Option<&'a [u8]>,
@@ -287,7 +294,7 @@ impl Lane {
 /// Reads the inputs at once and feeds their frames to the run in time order (one input: in
 /// its order); returns each input's outcome, or the first error.
 fn merged(
-    run: &mut Pipeline,
+    run: &mut Front<'_, impl Sink>,
     inputs: &[InputSpec],
     sources: &[u16],
     mut spool: Option<&mut Spool>,

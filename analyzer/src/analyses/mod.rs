@@ -40,8 +40,6 @@ pub struct Analyses {
     pub incast: incast::Incast,
     /// PFC / PAUSE timers (fed by the frames offline, by the kernel's events live).
     pub pause: pause::Pause,
-    /// Vantage points and the frames several of them saw.
-    pub vantage: vantage::Vantage,
     /// Each sender's reaction to CNPs.
     pub dcqcn: dcqcn::Dcqcn,
     /// Messages and their completion times.
@@ -61,7 +59,6 @@ impl Analyses {
                 .with_interval(config.cnp_interval_ns),
             incast: incast::Incast::new(config.incast_window_ns, config.incast_min_senders, config.max_keys),
             pause: pause::Pause::new(config.link_speed_bps, config.pfc_storm_ns),
-            vantage: vantage::Vantage::new(config.match_window_ns, config.rate_window_ns),
             dcqcn: dcqcn::Dcqcn::new(
                 config.rate_window_ns,
                 config.dcqcn_horizon_ns,
@@ -196,12 +193,10 @@ impl Analyses {
             + self.messages.state_full
     }
 
-    /// A PFC or 802.3x PAUSE frame at `ts`.
+    /// A PFC or 802.3x PAUSE frame at `ts` (other frames are not for the timers).
     pub fn observe_pause(&mut self, ts: u64, s: &analyzer_common::PacketSummary) {
-        match s.class() {
-            analyzer_common::FrameClass::Pfc => self.pause.pfc(ts, s.src_mac, s.pfc_enable, &s.pfc_quanta),
-            analyzer_common::FrameClass::Pause => self.pause.pause(ts, s.src_mac, s.pfc_quanta[0]),
-            _ => {}
+        if let Some(f) = pause::Frame::of(s) {
+            self.pause.observe(ts, &f);
         }
     }
 }

@@ -66,7 +66,37 @@ pub struct Pause {
     pub frame_times: Vec<u64>,
 }
 
+/// A PFC or 802.3x PAUSE frame: what the timers read of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame {
+    /// PFC: the sender, the class-enable vector and the quanta per priority.
+    Pfc { mac: [u8; 6], enable: u16, quanta: [u16; 8] },
+    /// 802.3x PAUSE: the sender and its quanta.
+    Pause { mac: [u8; 6], quanta: u16 },
+}
+
+impl Frame {
+    /// The pause frame `s` is, if it is one.
+    pub fn of(s: &analyzer_common::PacketSummary) -> Option<Frame> {
+        match s.class() {
+            analyzer_common::FrameClass::Pfc => {
+                Some(Frame::Pfc { mac: s.src_mac, enable: s.pfc_enable, quanta: s.pfc_quanta })
+            }
+            analyzer_common::FrameClass::Pause => Some(Frame::Pause { mac: s.src_mac, quanta: s.pfc_quanta[0] }),
+            _ => None,
+        }
+    }
+}
+
 impl Pause {
+    /// `f`, seen at `ts`.
+    pub fn observe(&mut self, ts: u64, f: &Frame) {
+        match f {
+            Frame::Pfc { mac, enable, quanta } => self.pfc(ts, *mac, *enable, quanta),
+            Frame::Pause { mac, quanta } => self.pause(ts, *mac, *quanta),
+        }
+    }
+
     pub fn new(speed_bps: u64, storm_ns: u64) -> Self {
         Pause { speed_bps, storm_ns, ..Default::default() }
     }

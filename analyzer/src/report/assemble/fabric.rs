@@ -198,7 +198,7 @@ fn seen_at(run: &Pipeline, k: &FlowKey, sources: u64) -> Vec<(String, Option<Str
         .filter(|(i, _)| sources & crate::frames::source_bit(*i as u16) != 0)
         .map(|(_, s)| (s.label.clone(), None))
         .collect();
-    at.extend(run.analyses.vantage.points_of(k).map(|p| (p.label.clone(), p.origin.clone())));
+    at.extend(run.vantage.points_of(k).map(|p| (p.label.clone(), p.origin.clone())));
     at
 }
 
@@ -263,7 +263,7 @@ pub fn ecmp(run: &Pipeline, list_host_pairs: bool) -> Ecmp {
 /// capture of the same frames). Taken from the fewest frames up, a label joins the uplinks
 /// unless it is in series with one already there; those left out are removed from `by_label`.
 fn uplinks(run: &Pipeline, by_label: &mut BTreeMap<String, LabelShare>) -> Vec<crate::model::InSeries> {
-    let v = &run.analyses.vantage;
+    let v = &run.vantage;
     let mut frames: BTreeMap<&str, u64> = BTreeMap::new();
     for p in &v.points {
         *frames.entry(p.label.as_str()).or_default() += p.frames;

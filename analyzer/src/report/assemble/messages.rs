@@ -122,7 +122,7 @@ fn classes(run: &Pipeline) -> Vec<MessageClass> {
 fn vantage(run: &Pipeline) -> MessageVantage {
     let (position, meaning) = if run.engine.sources.iter().any(|s| s.kind == "live") {
         ("host", "measured on this host's interface: close to the sender's verb completion for its own requests")
-    } else if run.engine.visibility.encapsulated > 0 || run.analyses.vantage.points.len() > 1 {
+    } else if run.engine.visibility.encapsulated > 0 || run.vantage.points.len() > 1 {
         (
             "mirror",
             "measured at a switch's mirror: the time from a message's first packet there to its ACK there; \
@@ -217,7 +217,7 @@ fn paused(run: &Pipeline) -> Vec<Paused> {
 /// The hops between vantage points that queued: per hop, the windows in which most of its
 /// frames crossed slower than its p90.
 fn queued(run: &Pipeline) -> Vec<tail::Queued<'_>> {
-    let v = &run.analyses.vantage;
+    let v = &run.vantage;
     let name = |i: u16| v.points.get(i as usize).map_or("?", |p| p.name.as_str());
     v.hops
         .iter()
@@ -256,7 +256,7 @@ fn tail_of(run: &Pipeline) -> Tail {
     let cuts = |k: &FlowKey| a.dcqcn.cuts(k);
     let cx = context(run, &path, &cuts);
     let mut out =
-        Tail { hop_latencies_unkept: a.vantage.hops.values().map(|h| h.windows.unkept).sum(), ..Tail::default() };
+        Tail { hop_latencies_unkept: run.vantage.hops.values().map(|h| h.windows.unkept).sum(), ..Tail::default() };
     let mut examined: Vec<&Kept> = Vec::new();
     for (i, class) in m.classes.iter().enumerate().filter(|(_, c)| !c.mct.is_empty()) {
         let (threshold, from) = match (a.config.tail_threshold_ns, class.mct.quantile(0.99)) {

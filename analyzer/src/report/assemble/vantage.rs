@@ -6,7 +6,7 @@ use crate::pipeline::Pipeline;
 
 /// The section when the run had several vantage points (else none); findings go to `audit`.
 pub fn section(run: &Pipeline, audit: &mut Vec<Finding>) -> Option<Vantage> {
-    let v = &run.analyses.vantage;
+    let v = &run.vantage;
     if v.points.len() < 2 {
         return None;
     }
@@ -83,7 +83,7 @@ fn marking_profile(run: &Pipeline, hop: &Hop, audit: &mut Vec<Finding>) -> Optio
     };
     let floor = run.analyses.config.kmin_min_bytes();
     if let Some(kmin) = p.kmin_bytes.filter(|k| *k < floor) {
-        let v = &run.analyses.vantage;
+        let v = &run.vantage;
         let (from, to) = (&v.points[hop.from as usize].name, &v.points[hop.to as usize].name);
         let kmax = p.kmax_bytes.map_or_else(|| "not reached".into(), kb);
         audit.push(Finding::new(

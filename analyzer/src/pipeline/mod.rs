@@ -14,10 +14,22 @@ use crate::analyses::{Analyses, Config};
 use crate::engine::Engine;
 use crate::frames::FrameMeta;
 
+pub mod queue;
+
+use analyzer_common::filter::Filter;
+
+use crate::analyses::vantage::Vantage;
+
 #[derive(Debug)]
 pub struct Pipeline {
     pub engine: Engine,
+    /// Vantage points and the frames several of them saw: frames are matched here before the
+    /// engine counts them and the analyses take them.
+    pub vantage: Vantage,
     pub analyses: Analyses,
+    /// `--filter`'s test (the config's, copied: frames pass it while the analyses may be on a
+    /// thread of their own).
+    filter: Option<Filter>,
 }
 
 impl Default for Pipeline {
@@ -30,45 +42,144 @@ impl Pipeline {
     pub fn new(config: Config) -> Self {
         let mut engine = Engine::with_pmtu(config.pmtu);
         engine.max_flows = config.max_keys;
-        Pipeline { engine, analyses: Analyses::new(config) }
+        Pipeline {
+            engine,
+            vantage: Vantage::new(config.match_window_ns, config.rate_window_ns),
+            filter: config.filter.as_ref().map(|f| f.filter),
+            analyses: Analyses::new(config),
+        }
     }
 
+    /// The side of the run that frames meet first, handing what the analyses take straight
+    /// to them.
+    pub fn front(&mut self) -> Front<'_, &mut Analyses> {
+        let (front, analyses) = self.split();
+        front.into(analyses)
+    }
+
+    /// The front (without a sink yet) and the analyses borrowed apart: offline the analyses
+    /// take the front's output on a thread of their own ([`queue`]).
+    pub fn split(&mut self) -> (Front<'_, ()>, &mut Analyses) {
+        let Pipeline { engine, vantage, analyses, filter } = self;
+        (Front { engine, vantage, filter: *filter, sink: () }, analyses)
+    }
+
+    /// Offline: one classified frame (in time order). False when `--filter` left it out.
+    #[inline]
+    pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) -> bool {
+        self.front().observe(meta, s)
+    }
+
+    /// Several inputs are several vantage points: match their frames from the first on.
+    pub fn expect_vantage_points(&mut self) {
+        self.vantage.activate();
+    }
+
+    /// Offline, at the end of the inputs: counts the frames still held for matching.
+    pub fn finish(&mut self) {
+        self.front().finish();
+    }
+
+    /// Live: a PFC or PAUSE frame the kernel sent with its precise timestamp. Its counters are
+    /// in the kernel maps already.
+    pub fn observe_event(&mut self, meta: FrameMeta, event: &Event) {
+        if event.kind == event_kind::SIGHTING {
+            return self.observe_sighting(meta, &event.summary);
+        }
+        self.analyses.observe_pause(meta.ts_ns, &event.summary);
+    }
+
+    /// Live: a mirrored copy the kernel saw (and counted, once per frame). Matched here only for
+    /// the vantage points and their hops; the frames the matching lets go are not counted again.
+    fn observe_sighting(&mut self, meta: FrameMeta, s: &PacketSummary) {
+        let vantage = &mut self.vantage;
+        vantage.activate_live();
+        let label = self.engine.sources.get(meta.source as usize).map_or("", |s| s.label.as_str());
+        vantage.offer(meta, s, label);
+        while vantage.due(Some(meta.ts_ns)).is_some() {}
+    }
+
+    /// Live, before a report: the sightings still held are matched as they stand.
+    pub fn settle_sightings(&mut self) {
+        while self.vantage.due(None).is_some() {}
+    }
+
+    /// A CM MAD (UD SEND ONLY to QP 1) from `src` to `dst`: REQ and REP pair QPs for RTT.
+    pub fn observe_cm(&mut self, src: &[u8; 16], dst: &[u8; 16], mad: &[u8]) {
+        self.front().observe_cm(src, dst, mad);
+    }
+}
+
+/// Where the front hands what the analyses take: the analyses themselves, or a queue to
+/// their thread ([`queue::Queue`]), in the order the frames came.
+pub trait Sink {
+    fn record(&mut self, r: &Record, hint: Hint);
+    fn pause(&mut self, ts: u64, s: &PacketSummary);
+    fn cm(&mut self, src: &[u8; 16], dst: &[u8; 16], m: cm::Repr);
+}
+
+impl Sink for &mut Analyses {
+    #[inline]
+    fn record(&mut self, r: &Record, hint: Hint) {
+        self.observe_hinted(r, hint);
+    }
+
+    fn pause(&mut self, ts: u64, s: &PacketSummary) {
+        self.observe_pause(ts, s);
+    }
+
+    fn cm(&mut self, src: &[u8; 16], dst: &[u8; 16], m: cm::Repr) {
+        self.rtt.cm(src, dst, &m);
+    }
+}
+
+/// What a frame meets before the analyses: `--filter`, the vantage matching and the engine's
+/// counters; the records, pause frames and CM MADs go on to `sink`.
+pub struct Front<'a, S> {
+    pub engine: &'a mut Engine,
+    vantage: &'a mut Vantage,
+    filter: Option<Filter>,
+    pub sink: S,
+}
+
+impl<'a> Front<'a, ()> {
+    /// This front, handing what the analyses take to `sink`.
+    pub fn into<S: Sink>(self, sink: S) -> Front<'a, S> {
+        Front { engine: self.engine, vantage: self.vantage, filter: self.filter, sink }
+    }
+}
+
+impl<S: Sink> Front<'_, S> {
     /// Offline: one classified frame (in time order). With several vantage points it is held
     /// for the match window first, so that its copies count once ([`crate::analyses::vantage`]).
     /// False when `--filter` left it out.
     #[inline]
     pub fn observe(&mut self, meta: FrameMeta, s: &PacketSummary) -> bool {
-        if let Some(f) = &self.analyses.config.filter
-            && !f.filter.admits(s)
+        if let Some(f) = &self.filter
+            && !f.admits(s)
         {
             // As the XDP program does: counted, not analysed.
             self.engine.filtered += 1;
             return false;
         }
-        let vantage = &mut self.analyses.vantage;
-        if !vantage.active() && s.encap != 0 {
-            vantage.activate();
+        if !self.vantage.active() && s.encap != 0 {
+            self.vantage.activate();
         }
-        if !vantage.active() {
+        if !self.vantage.active() {
             self.count(meta, s);
             return true;
         }
         let label = self.engine.sources.get(meta.source as usize).map_or("", |s| s.label.as_str());
-        vantage.offer(meta, s, label);
-        while let Some((h, s)) = self.analyses.vantage.due_kept(Some(meta.ts_ns)) {
+        self.vantage.offer(meta, s, label);
+        while let Some((h, s)) = self.vantage.due_kept(Some(meta.ts_ns)) {
             self.count_held(h, &s);
         }
         true
     }
 
-    /// Several inputs are several vantage points: match their frames from the first on.
-    pub fn expect_vantage_points(&mut self) {
-        self.analyses.vantage.activate();
-    }
-
-    /// Offline, at the end of the inputs: counts the frames still held for matching.
+    /// At the end of the inputs: counts the frames still held for matching.
     pub fn finish(&mut self) {
-        while let Some((h, s)) = self.analyses.vantage.due_kept(None) {
+        while let Some((h, s)) = self.vantage.due_kept(None) {
             self.count_held(h, &s);
         }
     }
@@ -93,42 +204,17 @@ impl Pipeline {
         let flow = self.engine.observe(meta, s);
         match s.class() {
             FrameClass::Roce | FrameClass::Cnp => {
-                self.analyses
-                    .observe_hinted(&Record::from_summary(meta.ts_ns, s), flow.map_or(Hint::None, Hint::Index));
+                self.sink.record(&Record::from_summary(meta.ts_ns, s), flow.map_or(Hint::None, Hint::Index));
             }
-            FrameClass::Pfc | FrameClass::Pause => self.analyses.observe_pause(meta.ts_ns, s),
+            FrameClass::Pfc | FrameClass::Pause => self.sink.pause(meta.ts_ns, s),
             _ => {}
         }
-    }
-
-    /// Live: a PFC or PAUSE frame the kernel sent with its precise timestamp. Its counters are
-    /// in the kernel maps already.
-    pub fn observe_event(&mut self, meta: FrameMeta, event: &Event) {
-        if event.kind == event_kind::SIGHTING {
-            return self.observe_sighting(meta, &event.summary);
-        }
-        self.analyses.observe_pause(meta.ts_ns, &event.summary);
-    }
-
-    /// Live: a mirrored copy the kernel saw (and counted, once per frame). Matched here only for
-    /// the vantage points and their hops; the frames the matching lets go are not counted again.
-    fn observe_sighting(&mut self, meta: FrameMeta, s: &PacketSummary) {
-        let vantage = &mut self.analyses.vantage;
-        vantage.activate_live();
-        let label = self.engine.sources.get(meta.source as usize).map_or("", |s| s.label.as_str());
-        vantage.offer(meta, s, label);
-        while vantage.due(Some(meta.ts_ns)).is_some() {}
-    }
-
-    /// Live, before a report: the sightings still held are matched as they stand.
-    pub fn settle_sightings(&mut self) {
-        while self.analyses.vantage.due(None).is_some() {}
     }
 
     /// A CM MAD (UD SEND ONLY to QP 1) from `src` to `dst`: REQ and REP pair QPs for RTT.
     pub fn observe_cm(&mut self, src: &[u8; 16], dst: &[u8; 16], mad: &[u8]) {
         if let Some(m) = cm::Repr::parse(mad) {
-            self.analyses.rtt.cm(src, dst, &m);
+            self.sink.cm(src, dst, m);
         }
     }
 }

@@ -59,7 +59,7 @@ pub fn analyze_files_spooled(
     run: &mut Pipeline,
     inputs: &[InputSpec],
     threads: Threads,
-    mut spool: Option<&mut Spool>,
+    spool: Option<&mut Spool>,
     mut progress: impl FnMut(&Path, u64),
 ) -> Result<Vec<Truncation>, CaptureError> {
     let mut truncations = Vec::new();
@@ -69,19 +69,13 @@ pub fn analyze_files_spooled(
     if labels.len() > 1 {
         run.expect_vantage_points();
     }
-    if let ([input], [source], Threads::One) = (inputs, &sources[..], threads) {
-        let spooling = spool.is_some();
-        let mut f = Decoded::empty();
-        let mut front = run.front();
-        let outcome = pcap::read_file(
-            &input.path,
-            |rec| {
-                let keep = f.decode(rec, input.clock_offset_ns, spooling, |_| (0, rec.data.len() as u32));
-                take(&mut front, &f, *source, || keep.then_some(rec.data), spool.as_deref_mut());
-            },
-            |bytes| progress(&input.path, bytes),
-        )?;
-        front.finish();
+    if let ([input], [source]) = (inputs, &sources[..]) {
+        let outcome = match threads {
+            Threads::One => read_one(&mut run.front(), input, *source, spool, &mut progress),
+            Threads::Reader => {
+                crate::pipeline::queue::aside(run, |front| read_one(front, input, *source, spool, &mut progress))
+            }
+        }?;
         settle(run, outcome, &mut truncations);
     } else {
         let outcomes = crate::pipeline::queue::aside(run, |front| {
@@ -95,6 +89,28 @@ pub fn analyze_files_spooled(
     }
     run.engine.settle_span();
     Ok(truncations)
+}
+
+/// One input read, classified and counted on this thread.
+fn read_one(
+    front: &mut Front<'_, impl Sink>,
+    input: &InputSpec,
+    source: u16,
+    mut spool: Option<&mut Spool>,
+    progress: &mut impl FnMut(&Path, u64),
+) -> Result<ReadOutcome, CaptureError> {
+    let spooling = spool.is_some();
+    let mut f = Decoded::empty();
+    let outcome = pcap::read_file(
+        &input.path,
+        |rec| {
+            let keep = f.decode(rec, input.clock_offset_ns, spooling, |_| (0, rec.data.len() as u32));
+            take(front, &f, source, || keep.then_some(rec.data), spool.as_deref_mut());
+        },
+        |bytes| progress(&input.path, bytes),
+    )?;
+    front.finish();
+    Ok(outcome)
 }
 
 /// One classified frame into the run (and into the evidence spool when there is one); `data`

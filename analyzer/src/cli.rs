@@ -218,9 +218,8 @@ pub struct AnalyzeArgs {
     pub clock_offset: Vec<(String, i64)>,
 
     /// Offline, one input: read, classify, count and analyse it on one thread, using one
-    /// core (by default a reader thread reads and classifies, the main thread counts and a
-    /// third thread runs the analyses; one thread is the default where the run may use one
-    /// CPU only). Several inputs have a reader thread each in any case.
+    /// core (by default the analyses run on a second thread; one thread is the default where
+    /// the run may use one CPU only). Several inputs have a reader thread each in any case.
     #[arg(long, conflicts_with = "iface")]
     pub one_thread: bool,
 

@@ -1,14 +1,15 @@
 //! The offline path: capture files → frames → the pipeline (engine and analyses).
 //!
-//! Each input is read and its frames classified on a thread of its own, in batches, while the
-//! engine counts the frames on the caller's thread and the analyses take them on a third
-//! ([`crate::pipeline::queue`]): reading (the page cache's
-//! copy, the pcap framing) and classifying are about a third of an offline run, and they need
-//! nothing of the run's state. Several inputs are several vantage points: their frames are
-//! merged in time order (with each input's clock offset applied), so that copies of one frame
-//! meet within the match window and every analysis sees the frames in the order they happened.
-//! One input is the same merge with one lane, or is read on the caller's thread alone
-//! ([`Threads::One`]: one core, for machines where the run must not take a second).
+//! The analyses take the frames on a thread of their own ([`crate::pipeline::queue`]), the
+//! rest of the run on the caller's: they and the reading, classifying and counting each
+//! take about half of an offline run, and share nothing but the records handed over. One
+//! input is read, classified and counted on the caller's thread. Several inputs are several
+//! vantage points: each is read and its frames classified on a thread of its own, in
+//! batches, and their frames are merged in time order on the caller's thread (with each
+//! input's clock offset applied), so that copies of one frame meet within the match window
+//! and every analysis sees the frames in the order they happened. [`Threads::One`] runs one
+//! input's whole run on the caller's thread: one core, for machines where the run must not
+//! take a second.
 
 use std::collections::BinaryHeap;
 use std::path::Path;
@@ -36,10 +37,11 @@ const BATCHES_IN_FLIGHT: usize = 3;
 /// Where one input is read and classified.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Threads {
-    /// On a reader thread beside the analysing one (the default).
+    /// The analyses on a thread of their own (the default).
     #[default]
     Reader,
-    /// On the analysing thread (`--one-thread`). Several inputs have a reader each anyway.
+    /// One input read, counted and analysed on the caller's thread (`--one-thread`). Several
+    /// inputs have a reader each anyway.
     One,
 }
 

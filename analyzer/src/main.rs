@@ -373,7 +373,7 @@ fn offline(
     // A reader thread only adds its hand-over where the run may use one CPU (affinity, quota).
     let one_cpu = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);
     let threads =
-        if args.one_thread || one_cpu { analyzer::offline::Threads::One } else { analyzer::offline::Threads::Reader };
+        if args.one_thread || one_cpu { analyzer::offline::Threads::One } else { analyzer::offline::Threads::Split };
     let truncations = analyzer::offline::analyze_files_spooled(&mut run, &inputs, threads, spool, |path, bytes| {
         if let Some(b) = &bar {
             b.set_message(path.display().to_string());

@@ -34,12 +34,12 @@ const BATCH: usize = 2048;
 /// smaller batches cost a wake-up of the reader more often (512: ≈ 10 % more CPU time).
 const BATCHES_IN_FLIGHT: usize = 3;
 
-/// Where one input is read and classified.
+/// Which threads an offline run takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Threads {
     /// The analyses on a thread of their own (the default).
     #[default]
-    Reader,
+    Split,
     /// One input read, counted and analysed on the caller's thread (`--one-thread`). Several
     /// inputs have a reader each anyway.
     One,
@@ -74,7 +74,7 @@ pub fn analyze_files_spooled(
     if let ([input], [source]) = (inputs, &sources[..]) {
         let outcome = match threads {
             Threads::One => read_one(&mut run.front(), input, *source, spool, &mut progress),
-            Threads::Reader => {
+            Threads::Split => {
                 crate::pipeline::queue::aside(run, |front| read_one(front, input, *source, spool, &mut progress))
             }
         }?;

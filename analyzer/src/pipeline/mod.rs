@@ -3,22 +3,19 @@
 //! its timeline records, PFC events and CM MADs reach the analyses here, so both modes run the
 //! same analysis code on the same input. Reports are assembled from a pipeline.
 
+use analyzer_common::filter::Filter;
 use analyzer_common::maps::{Event, event_kind};
 use analyzer_common::record::Record;
 use analyzer_common::wire::cm;
 use analyzer_common::{FrameClass, PacketSummary};
 
 use crate::analyses::flows::Hint;
-use crate::analyses::vantage::Held;
+use crate::analyses::vantage::{Held, Vantage};
 use crate::analyses::{Analyses, Config};
 use crate::engine::Engine;
 use crate::frames::FrameMeta;
 
 pub mod queue;
-
-use analyzer_common::filter::Filter;
-
-use crate::analyses::vantage::Vantage;
 
 #[derive(Debug)]
 pub struct Pipeline {

@@ -88,9 +88,7 @@ pub fn read_stream(
             Ok((size, block)) => {
                 st.block(block, &mut on_record)?;
                 reader.consume(size);
-                st.offset += size as u64;
-                st.out.bytes = st.offset;
-                on_progress(st.offset);
+                st.passed(size, &mut on_progress);
             }
             Err(PcapError::Eof) => break,
             Err(PcapError::Incomplete(_)) => {
@@ -150,9 +148,7 @@ fn legacy(
                 let size = data.len() - rest.len();
                 st.block(PcapBlockOwned::from(b), on_record)?;
                 start += size;
-                st.offset += size as u64;
-                st.out.bytes = st.offset;
-                on_progress(st.offset);
+                st.passed(size, on_progress);
             }
             Err(Err::Incomplete(_)) if exhausted => {
                 if !data.is_empty() {
@@ -234,6 +230,13 @@ struct State<'p> {
 }
 
 impl State<'_> {
+    /// A block of `size` bytes taken: the offset moves past it, and progress is told.
+    fn passed(&mut self, size: usize, on_progress: &mut impl FnMut(u64)) {
+        self.offset += size as u64;
+        self.out.bytes = self.offset;
+        on_progress(self.offset);
+    }
+
     /// One block: headers update the state, packets go to `on_record`.
     fn block(
         &mut self,

@@ -16,6 +16,7 @@ mod layers;
 mod profile;
 mod soak;
 mod test;
+mod xdp_gen;
 
 use std::process::ExitCode;
 

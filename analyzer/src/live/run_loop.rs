@@ -116,6 +116,11 @@ impl<M: MapSource> LiveLoop<M> {
         LiveLoop { maps, run, acc: LiveAccount::new(source), clock, idle, keep_idle, counters: Vec::new() }
     }
 
+    /// Where the kernel state comes from (a bench's recorded logs, say).
+    pub fn maps_mut(&mut self) -> &mut M {
+        &mut self.maps
+    }
+
     /// The input index of the interface (the run's one source).
     pub fn source(&self) -> u16 {
         self.acc.source

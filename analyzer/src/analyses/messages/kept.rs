@@ -245,48 +245,73 @@ impl Rate {
     }
 }
 
-/// Messages in flight, oldest first: a vector with a head instead of a ring, its first message
-/// held inline, so that the one message most flows have costs no allocation of its own.
+/// Messages in flight, oldest first: a ring over a vector whose first message is held inline,
+/// so that the one message most flows have costs no allocation of its own, and a flow at
+/// [`MAX_IN_FLIGHT`] (a one-way capture never sees its completions: it takes one message and
+/// lets the oldest go at each) neither moves its messages nor holds more room than they take.
 #[derive(Debug, Default)]
 struct Fifo {
     v: SmallVec<[Msg; 1]>,
+    /// Where the oldest is, and how many there are from it on (wrapping at `v.len()`).
     head: u32,
+    len: u32,
 }
 
 impl Fifo {
     fn len(&self) -> usize {
-        self.v.len() - self.head as usize
+        self.len as usize
     }
     fn front(&self) -> Option<&Msg> {
-        self.v.get(self.head as usize)
+        if self.len == 0 { None } else { self.v.get(self.head as usize) }
     }
     fn front_mut(&mut self) -> Option<&mut Msg> {
-        self.v.get_mut(self.head as usize)
+        if self.len == 0 { None } else { self.v.get_mut(self.head as usize) }
     }
     fn back_mut(&mut self) -> Option<&mut Msg> {
-        if self.len() == 0 { None } else { self.v.last_mut() }
+        let n = self.v.len();
+        if self.len == 0 { None } else { self.v.get_mut((self.head as usize + self.len as usize - 1) % n) }
     }
     fn pop_front(&mut self) -> Option<Msg> {
-        let m = self.v.get(self.head as usize)?.clone();
-        self.head += 1;
-        let head = self.head as usize;
-        if head == self.v.len() {
+        let m = self.front()?.clone();
+        self.head = ((self.head as usize + 1) % self.v.len()) as u32;
+        self.len -= 1;
+        if self.len == 0 {
             self.v.clear();
-            self.head = 0;
-        } else if head >= 64 && head * 2 >= self.v.len() {
-            self.v.drain(..head);
             self.head = 0;
         }
         Some(m)
     }
+    /// At the end: in the ring's free place, or (the ring full) after its oldest moved to the
+    /// front, growing the vector.
     fn push_back(&mut self, m: Msg) {
-        self.v.push(m);
+        let n = self.v.len();
+        if self.len() < n {
+            let at = (self.head as usize + self.len()) % n;
+            self.v[at] = m;
+        } else {
+            self.v.rotate_left(self.head as usize);
+            self.head = 0;
+            self.v.push(m);
+        }
+        self.len += 1;
+    }
+    /// The messages in order: from the oldest to the vector's end, then from its start.
+    fn slices(&self) -> (&[Msg], &[Msg]) {
+        let (head, end) = (self.head as usize, self.head as usize + self.len());
+        match end.checked_sub(self.v.len()) {
+            Some(wrapped) if wrapped > 0 => (&self.v[head..], &self.v[..wrapped]),
+            _ => (&self.v[head..end], &[]),
+        }
     }
     fn iter(&self) -> impl Iterator<Item = &Msg> {
-        self.v[self.head as usize..].iter()
+        let (a, b) = self.slices();
+        a.iter().chain(b)
     }
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut Msg> {
-        self.v[self.head as usize..].iter_mut()
+        let (head, len) = (self.head as usize, self.len());
+        let (start, tail) = self.v.split_at_mut(head);
+        let wrapped = (head + len).saturating_sub(head + tail.len());
+        tail.iter_mut().take(len).chain(start[..wrapped].iter_mut())
     }
 }
 
@@ -627,6 +652,39 @@ impl Transfer {
             }
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod fifo_tests {
+    use super::*;
+
+    /// A flow at the bound for a long time: the oldest goes at each new message, the order is
+    /// kept (iterated and changed in place across the ring's wrap), and the room stays that of
+    /// the bound (a vector with a head doubled it to 2048).
+    #[test]
+    fn a_flow_at_the_bound_keeps_its_order_in_bounded_room() {
+        let mut f = Fifo::default();
+        for i in 0..20 * MAX_IN_FLIGHT as u32 {
+            if f.len() == MAX_IN_FLIGHT {
+                let oldest = f.pop_front().expect("full");
+                assert_eq!(oldest.psn_first, i - MAX_IN_FLIGHT as u32, "the oldest goes first");
+            }
+            f.push_back(Msg::sent(Kind::Write, i, i as u64, 1, 0, 0));
+            assert!(f.v.capacity() <= MAX_IN_FLIGHT, "room {} at message {i}", f.v.capacity());
+            if i % 1000 == 999 {
+                let first = (i + 1).saturating_sub(MAX_IN_FLIGHT as u32);
+                let psns: Vec<u32> = f.iter().map(|m| m.psn_first).collect();
+                assert!(psns == (first..=i).collect::<Vec<_>>(), "in order at message {i}");
+                f.iter_mut().for_each(|m| m.bytes += 1);
+                assert!(f.iter().all(|m| m.bytes == 2), "each changed once at message {i}");
+                f.iter_mut().for_each(|m| m.bytes = 1);
+                assert_eq!(f.back_mut().map(|m| m.psn_first), Some(i), "the newest at the back");
+            }
+        }
+        // Emptied as completions come: the taken ones are let go too.
+        while f.pop_front().is_some() {}
+        assert_eq!((f.len(), f.v.len()), (0, 0));
     }
 }
 

@@ -14,10 +14,8 @@ use anyhow::bail;
 
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_PROG_LOAD: libc::c_long = 5;
-const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 const BPF_PROG_TYPE_XDP: u32 = 6;
-const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 const XDP_TX: i32 = 3;
 
 /// Where the program writes in the frame (Ethernet, IPv4 without options, UDP, BTH).
@@ -111,27 +109,6 @@ struct LoadAttr {
     prog_name: [u8; 16],
 }
 
-#[repr(C, align(8))]
-#[derive(Default)]
-struct TestAttr {
-    prog_fd: u32,
-    retval: u32,
-    data_size_in: u32,
-    data_size_out: u32,
-    data_in: u64,
-    data_out: u64,
-    repeat: u32,
-    duration: u32,
-    ctx_size_in: u32,
-    ctx_size_out: u32,
-    ctx_in: u64,
-    ctx_out: u64,
-    flags: u32,
-    cpu: u32,
-    batch_size: u32,
-    _pad: u32,
-}
-
 /// The generator, loaded: the program and its counter.
 pub struct Generator {
     prog: OwnedFd,
@@ -183,21 +160,9 @@ impl Generator {
     /// `count` frames out of interface `ifindex` (of this thread's namespace), as fast as the
     /// kernel runs them.
     pub fn send(&self, ifindex: u32, count: u32) -> anyhow::Result<()> {
-        // struct xdp_md: data, data_end (the frame's length, as the kernel checks), data_meta,
-        // ingress_ifindex, rx_queue_index, egress_ifindex.
-        let ctx: [u32; 6] = [0, self.frame.len() as u32, 0, ifindex, 0, 0];
-        let mut t = TestAttr {
-            prog_fd: self.prog.as_raw_fd() as u32,
-            data_size_in: self.frame.len() as u32,
-            data_in: self.frame.as_ptr() as u64,
-            repeat: count,
-            ctx_size_in: std::mem::size_of_val(&ctx) as u32,
-            ctx_in: ctx.as_ptr() as u64,
-            flags: BPF_F_TEST_XDP_LIVE_FRAMES,
-            ..Default::default()
-        };
-        bpf(BPF_PROG_TEST_RUN, &mut t).map_err(|e| anyhow::anyhow!("live-frames test run: {e}"))?;
-        Ok(())
+        let prog = std::os::fd::AsFd::as_fd(&self.prog);
+        analyzer::capture::kernel::test_run::live_frames(prog, &self.frame, count, ifindex)
+            .map_err(|e| anyhow::anyhow!("live-frames test run: {e:#}"))
     }
 
     /// `rate` frames a second out of `ifindex` for `duration`, in runs every 10 ms (a late

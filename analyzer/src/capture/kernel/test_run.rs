@@ -73,6 +73,36 @@ pub fn test_run(
     Ok(TestRun { retval: attr.retval, duration_ns: attr.duration })
 }
 
+/// `BPF_F_TEST_XDP_LIVE_FRAMES`: the results go where the program sends them.
+const LIVE_FRAMES: u32 = 1 << 1;
+
+/// Runs the program `prog` on `frame` `repeat` times in live-frames mode, as if received on
+/// interface `ifindex` (of the calling thread's namespace): what it returns `XDP_TX` for is
+/// transmitted there (a frame generator for benchmarks; the program may rewrite each copy).
+pub fn live_frames(prog: BorrowedFd<'_>, frame: &[u8], repeat: u32, ifindex: u32) -> Result<(), KernelError> {
+    // struct xdp_md: data, data_end (the frame's length, as the kernel checks), data_meta,
+    // ingress_ifindex, rx_queue_index, egress_ifindex.
+    let ctx: [u32; 6] = [0, frame.len() as u32, 0, ifindex, 0, 0];
+    let mut attr = TestAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        data_size_in: frame.len() as u32,
+        data_in: frame.as_ptr() as u64,
+        repeat,
+        ctx_size_in: std::mem::size_of_val(&ctx) as u32,
+        ctx_in: ctx.as_ptr() as u64,
+        flags: LIVE_FRAMES,
+        ..Default::default()
+    };
+    // SAFETY: as in `test_run`; ctx_in points at ctx_size_in readable bytes.
+    let r = unsafe {
+        libc::syscall(libc::SYS_bpf, BPF_PROG_TEST_RUN, &mut attr as *mut TestAttr, std::mem::size_of::<TestAttr>())
+    };
+    if r < 0 {
+        return Err(KernelError::TestRun(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
 /// Pins the calling thread to `cpu`, so that per-CPU map slots of a test run are known.
 pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it.

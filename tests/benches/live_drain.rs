@@ -24,6 +24,7 @@ use analyzer_common::record::Record;
 use analyzer_common::{FrameClass, PacketSummary};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rustc_hash::FxHashMap;
+use tests::synth::records::round_robin;
 
 /// Records one drain tick finds: 10 ms at 500 k records/s.
 const TICK: usize = 5_000;
@@ -101,28 +102,9 @@ fn cluster_records() -> Vec<Record> {
         .collect()
 }
 
-/// 10 000 flows taking turns, one RDMA WRITE ONLY each in turn, 2 µs apart (500 k records/s).
+/// 10 000 flows taking turns ([`round_robin`]), 2 µs apart on average (500 k records/s).
 fn round_robin_records() -> Vec<Record> {
-    (0..200_000u32)
-        .map(|n| {
-            let i = n % 10_000;
-            let mut r = Record {
-                ts_ns: 1_000_000_000 + 2_000 * n as u64,
-                frame_len: 138,
-                dst_qp: 0x100 + i,
-                psn: n / 10_000,
-                udp_sport: 0xC000 | (i as u16 & 0x3FFF),
-                opcode: analyzer_common::opcode::op::RDMA_WRITE_ONLY,
-                ecn: 2,
-                dscp: 26,
-                ip_version: 4,
-                ..Default::default()
-            };
-            r.src_ip[..4].copy_from_slice(&[10, 1, (i >> 8) as u8, i as u8]);
-            r.dst_ip[..4].copy_from_slice(&[10, 2, 0, 1]);
-            r
-        })
-        .collect()
+    (0..200_000).map(|n| round_robin(n, 2_000)).collect()
 }
 
 /// The agent's loop over `records`, warmed by one lap.

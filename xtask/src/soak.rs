@@ -139,10 +139,15 @@ fn row(seconds: u64, concurrent: usize, cpus: Option<&str>, load: Load) -> anyho
     }
     let stop = Arc::new(Mutex::new(false));
     let scraping = scrapers(&ns.name, concurrent, stop.clone());
+    // The replay's calibration before the agent's CPU is read: not in its share.
+    let ready = match load {
+        Load::Replay => Ready::Replay(calibrate(&ns, dir.path(), seconds)?),
+        Load::Kernel(rate) => Ready::Kernel(rate),
+    };
     let cpu0 = cpu_seconds(pid)?;
-    let sent = match load {
-        Load::Replay => replay_senders(&ns, dir.path(), seconds)?,
-        Load::Kernel(rate) => kernel_sender(&ns.name, rate, seconds)?,
+    let sent = match ready {
+        Ready::Replay(c) => replay_senders(&ns, &c)?,
+        Ready::Kernel(rate) => kernel_sender(&ns.name, rate, seconds)?,
     };
     std::thread::sleep(Duration::from_millis(1500));
     let cpu = cpu_seconds(pid)? - cpu0;
@@ -173,18 +178,37 @@ struct Sent {
     seconds: f64,
 }
 
-/// Two senders, each calibrated alone to about `seconds`: 100 000 frames a loop. The
-/// calibration's frames count in the report's total, not in the rate.
-fn replay_senders(ns: &Netns, dir: &std::path::Path, seconds: u64) -> anyhow::Result<Sent> {
+/// A load ready to send: the replay calibrated.
+enum Ready {
+    Replay(Calibrated),
+    Kernel(u64),
+}
+
+/// The 10 000 flows' capture, and the loops a sender takes for about the soak's seconds.
+struct Calibrated {
+    flows: std::path::PathBuf,
+    loops: u64,
+    /// The calibration's frames: in the report's total, not in the rate or the CPU share.
+    frames: u64,
+}
+
+/// One sender alone for 20 loops (100 000 frames a loop), to calibrate to `seconds`.
+fn calibrate(ns: &Netns, dir: &std::path::Path, seconds: u64) -> anyhow::Result<Calibrated> {
     let flows = dir.join("flows.pcap");
     flows_capture(&flows, 10_000, 10, false)?;
-    let (one, took) = replay_loops(ns, &flows, 20, "max")?;
+    let (frames, took) = replay_loops(ns, &flows, 20, "max")?;
     let loops = ((seconds as f64 / took.as_secs_f64()) * 20.0).ceil().max(1.0) as u64;
+    Ok(Calibrated { flows, loops, frames })
+}
+
+/// Two senders at once, each for the calibrated loops.
+fn replay_senders(ns: &Netns, c: &Calibrated) -> anyhow::Result<Sent> {
+    let Calibrated { flows, loops, frames: one } = c;
     let started = Instant::now();
     let senders: Vec<_> = (0..2)
         .map(|cpu| {
             let mut c = ns.cmd(tests::tools::require("taskset"));
-            c.args(["-c", &cpu.to_string()]).arg(tests::tools::binary()).arg("replay").arg(&flows);
+            c.args(["-c", &cpu.to_string()]).arg(tests::tools::binary()).arg("replay").arg(flows);
             c.args(["-i", "va", "--loop", &loops.to_string(), "--speed", "max"]);
             c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn()
         })

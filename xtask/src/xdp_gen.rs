@@ -10,6 +10,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use analyzer::capture::kernel::sys_bpf;
 use anyhow::bail;
 
 const BPF_MAP_CREATE: libc::c_long = 0;
@@ -78,12 +79,6 @@ fn program(map_fd: i32, flows: i32) -> Vec<Insn> {
     p
 }
 
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> std::io::Result<i32> {
-    // SAFETY: attr is a valid bpf_attr prefix of the size passed, its pointers valid for the call.
-    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };
-    if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(r as i32) }
-}
-
 #[repr(C)]
 #[derive(Default)]
 struct MapAttr {
@@ -130,8 +125,8 @@ impl Generator {
             max_entries: 1,
             ..Default::default()
         };
-        // SAFETY: the fds the kernel returned are ours.
-        let map = unsafe { OwnedFd::from_raw_fd(bpf(BPF_MAP_CREATE, &mut m)?) };
+        // SAFETY: MapAttr holds no pointers; the fd the kernel returned is ours.
+        let map = unsafe { OwnedFd::from_raw_fd(sys_bpf(BPF_MAP_CREATE, &mut m)? as i32) };
         let insns = program(map.as_raw_fd(), flows as i32);
         let license = c"GPL";
         let mut log = vec![0u8; 1 << 16];
@@ -146,9 +141,10 @@ impl Generator {
             ..Default::default()
         };
         l.prog_name[..7].copy_from_slice(b"roce_tx");
-        let prog = match bpf(BPF_PROG_LOAD, &mut l) {
-            // SAFETY: as above.
-            Ok(fd) => unsafe { OwnedFd::from_raw_fd(fd) },
+        // SAFETY: the instructions, license and log outlive the call, of the lengths given.
+        let prog = match unsafe { sys_bpf(BPF_PROG_LOAD, &mut l) } {
+            // SAFETY: the fd the kernel returned is ours.
+            Ok(fd) => unsafe { OwnedFd::from_raw_fd(fd as i32) },
             Err(e) => {
                 let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
                 bail!("loading the generator: {e}: {}", String::from_utf8_lossy(&log[..end]));

@@ -3,6 +3,7 @@
 
 mod frame;
 pub mod pcap;
+pub mod records;
 pub mod scenario;
 
 pub use frame::{Encap, Ext, IpAddrs, Roce, Vlan, cm_mad, ethernet, mirror, mirror_from, pause, pfc, udp_ipv4};

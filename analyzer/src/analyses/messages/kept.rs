@@ -295,23 +295,20 @@ impl Fifo {
         }
         self.len += 1;
     }
-    /// The messages in order: from the oldest to the vector's end, then from its start.
-    fn slices(&self) -> (&[Msg], &[Msg]) {
-        let (head, end) = (self.head as usize, self.head as usize + self.len());
-        match end.checked_sub(self.v.len()) {
-            Some(wrapped) if wrapped > 0 => (&self.v[head..], &self.v[..wrapped]),
-            _ => (&self.v[head..end], &[]),
-        }
+    /// How many messages lie from the oldest to the vector's end, and how many wrapped to its
+    /// start.
+    fn split(&self) -> (usize, usize) {
+        let wrapped = (self.head as usize + self.len()).saturating_sub(self.v.len());
+        (self.len() - wrapped, wrapped)
     }
     fn iter(&self) -> impl Iterator<Item = &Msg> {
-        let (a, b) = self.slices();
-        a.iter().chain(b)
+        let ((to_end, wrapped), head) = (self.split(), self.head as usize);
+        self.v[head..head + to_end].iter().chain(&self.v[..wrapped])
     }
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut Msg> {
-        let (head, len) = (self.head as usize, self.len());
-        let (start, tail) = self.v.split_at_mut(head);
-        let wrapped = (head + len).saturating_sub(head + tail.len());
-        tail.iter_mut().take(len).chain(start[..wrapped].iter_mut())
+        let (to_end, wrapped) = self.split();
+        let (start, from_head) = self.v.split_at_mut(self.head as usize);
+        from_head[..to_end].iter_mut().chain(&mut start[..wrapped])
     }
 }
 

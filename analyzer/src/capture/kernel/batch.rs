@@ -32,13 +32,6 @@ struct ElemAttr {
     flags: u64,
 }
 
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> std::io::Result<()> {
-    // SAFETY: attr is a valid bpf_attr prefix of the size passed; its pointers are valid for
-    // the sizes the command implies (set up by the callers).
-    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };
-    if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
-}
-
 /// Calls `f(key, value)` for every element of a hash map; `value_len` is the size of one
 /// element's value as the kernel copies it (for per-CPU maps: round_up(size, 8) × possible
 /// CPUs).
@@ -65,7 +58,8 @@ pub fn for_each(
             map_fd: fd.as_raw_fd() as u32,
             ..Default::default()
         };
-        let r = bpf(BPF_MAP_LOOKUP_BATCH, &mut attr);
+        // SAFETY: the token, keys and values buffers hold `chunk` elements of the sizes given.
+        let r = unsafe { super::sys_bpf(BPF_MAP_LOOKUP_BATCH, &mut attr) }.map(drop);
         for i in 0..attr.count as usize {
             f(&keys[i * key_len..(i + 1) * key_len], &values[i * value_len..(i + 1) * value_len]);
         }
@@ -87,7 +81,8 @@ pub fn for_each(
 /// Deletes `key` from the map; a key that is already gone is not an error.
 pub fn delete(fd: BorrowedFd<'_>, key: &[u8]) -> std::io::Result<()> {
     let mut attr = ElemAttr { map_fd: fd.as_raw_fd() as u32, key: key.as_ptr() as u64, ..Default::default() };
-    match bpf(BPF_MAP_DELETE_ELEM, &mut attr) {
+    // SAFETY: `key` is the map's key size (the caller's fd and key belong together).
+    match unsafe { super::sys_bpf(BPF_MAP_DELETE_ELEM, &mut attr) }.map(drop) {
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
         r => r,
     }

@@ -68,10 +68,14 @@ impl Watched {
 
     /// The flows whose deadline is before `now`, forgotten here (to be removed from the map).
     pub fn expire(&mut self, now: u64) -> Vec<FlowKey> {
-        let old: Vec<FlowKey> = self.deadlines.iter().filter(|(_, d)| **d < now).map(|(k, _)| *k).collect();
-        for k in &old {
-            self.deadlines.remove(k);
-        }
+        let mut old = Vec::new();
+        self.deadlines.retain(|k, d| {
+            let keep = *d >= now;
+            if !keep {
+                old.push(*k);
+            }
+            keep
+        });
         self.full &= old.is_empty();
         old
     }

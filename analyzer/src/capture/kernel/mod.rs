@@ -11,6 +11,20 @@ pub mod snapshot;
 mod table;
 pub mod test_run;
 
+/// The `bpf` system call: command `cmd` on `attr`, a prefix of `union bpf_attr` of its size;
+/// the call's non-negative result (a new fd for the commands that make one). aya 0.14 wraps
+/// neither test runs nor batch lookups: the few commands used without it go through here.
+///
+/// # Safety
+/// The pointers in `attr` must be valid for what `cmd` reads and writes through them, for the
+/// call's duration.
+pub unsafe fn sys_bpf<T>(cmd: libc::c_long, attr: &mut T) -> std::io::Result<i64> {
+    // SAFETY: attr is a valid bpf_attr prefix of the size passed; its pointers are the caller's
+    // to vouch for.
+    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };
+    if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(r) }
+}
+
 /// The XDP object, built by build.rs (from source, or the committed object).
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/roce-analyzer"));
 

@@ -61,15 +61,9 @@ pub fn test_run(
         repeat,
         ..Default::default()
     };
-    // SAFETY: attr is a valid, initialised bpf_attr prefix of the size passed; data_in points
-    // at frame.len() readable bytes and data_out (if set) at data_size_out writable bytes,
-    // both outliving the call.
-    let r = unsafe {
-        libc::syscall(libc::SYS_bpf, BPF_PROG_TEST_RUN, &mut attr as *mut TestAttr, std::mem::size_of::<TestAttr>())
-    };
-    if r < 0 {
-        return Err(KernelError::TestRun(std::io::Error::last_os_error()));
-    }
+    // SAFETY: data_in points at frame.len() readable bytes and data_out (if set) at
+    // data_size_out writable bytes, both outliving the call.
+    unsafe { super::sys_bpf(BPF_PROG_TEST_RUN, &mut attr) }.map_err(KernelError::TestRun)?;
     Ok(TestRun { retval: attr.retval, duration_ns: attr.duration })
 }
 
@@ -93,13 +87,9 @@ pub fn live_frames(prog: BorrowedFd<'_>, frame: &[u8], repeat: u32, ifindex: u32
         flags: LIVE_FRAMES,
         ..Default::default()
     };
-    // SAFETY: as in `test_run`; ctx_in points at ctx_size_in readable bytes.
-    let r = unsafe {
-        libc::syscall(libc::SYS_bpf, BPF_PROG_TEST_RUN, &mut attr as *mut TestAttr, std::mem::size_of::<TestAttr>())
-    };
-    if r < 0 {
-        return Err(KernelError::TestRun(std::io::Error::last_os_error()));
-    }
+    // SAFETY: data_in points at frame.len() readable bytes and ctx_in at ctx_size_in, both
+    // outliving the call.
+    unsafe { super::sys_bpf(BPF_PROG_TEST_RUN, &mut attr) }.map_err(KernelError::TestRun)?;
     Ok(())
 }
 

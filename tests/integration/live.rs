@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tests::fixtures::{self, Fixture};
 use tests::netns::{Agent, Netns, privileged};
 use tests::synth::pcap::{PcapOptions, write_pcap};
-use tests::tools::{metric, require, run};
+use tests::tools::{assert_json_eq, metric, require, run};
 
 fn offline(p: &Path) -> Value {
     offline_with(p, &[])
@@ -120,9 +120,14 @@ fn live_report_and_log(ns: &Netns, args: &[&str], send: impl FnOnce()) -> (Value
     let mut a = vec!["--interval", "200ms", "-q", "--json", json.to_str().unwrap()];
     a.extend_from_slice(args);
     let agent = Agent::start(ns, &a);
+    let (rx, sent) = (ns.rx_packets("vb"), ns.sent());
     send();
-    // veth hands frames to XDP in NAPI context, a moment after the send returns.
-    std::thread::sleep(Duration::from_millis(400));
+    // veth hands frames to XDP in NAPI context, a moment after the send returns (much later on
+    // a busy machine): wait for all that `ns.replay` sent (or for the count to settle after
+    // another sender), then a little for the agent's last poll.
+    let replayed = ns.sent() - sent;
+    ns.wait_received("vb", (replayed > 0).then_some(rx + replayed));
+    std::thread::sleep(Duration::from_millis(200));
     let (code, _, stderr) = agent.stop();
     assert_eq!(code, Some(0), "agent: {}", stderr.join("\n"));
     (tests::tools::read_report(&json), stderr)
@@ -150,7 +155,7 @@ fn live_equals_offline_for_every_fixture() {
         assert_eq!(live["kind"], "live");
         assert_eq!(live["capture"]["sources"][0]["kind"], "live");
         let off = offline(&sent);
-        assert_eq!(comparable(&live), comparable(&off), "{}: live report differs from offline", f.name);
+        assert_json_eq(&comparable(&live), &comparable(&off), &format!("{}: live report vs offline", f.name));
         // (ECN before PFC is not compared: how far a pause onset lies after the marks before it
         // is the replay's timing, as pause time is.)
     }
@@ -171,7 +176,7 @@ fn live_equals_offline_with_tcpreplay() {
             let out = ns.cmd(&tcpreplay).args(["-q", "-i", "va", "--topspeed"]).arg(&sent).output().unwrap();
             assert!(out.status.success(), "tcpreplay {name}: {}", String::from_utf8_lossy(&out.stderr));
         });
-        assert_eq!(comparable(&live), comparable(&offline(&sent)), "{name} via tcpreplay");
+        assert_json_eq(&comparable(&live), &comparable(&offline(&sent)), &format!("{name} via tcpreplay"));
     }
 }
 
@@ -526,7 +531,7 @@ fn jumbo_frames_are_counted_whole_in_native_mode() {
     let off = offline(&p);
     let avg = |f: &Value| f["bytes"].as_u64().unwrap() / f["packets"].as_u64().unwrap();
     assert!(off["flows"].as_array().unwrap().iter().any(|f| avg(f) > 4096), "flows of 4 KB frames");
-    assert_eq!(comparable(&live), comparable(&off), "jumbo frames: live report differs from offline");
+    assert_json_eq(&comparable(&live), &comparable(&off), "jumbo frames: live report vs offline");
     assert_eq!(live["capture"]["sources"][0]["xdp"], serde_json::json!({"mode": "native", "frags": true}));
     // The single-buffer program cannot take a jumbo MTU in native mode: a clear refusal.
     let dir = tempfile::tempdir().unwrap();
@@ -556,7 +561,7 @@ fn the_single_buffer_program_gives_the_same_answers_and_says_so() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     });
     assert_eq!(live["capture"]["sources"][0]["xdp"], serde_json::json!({"mode": "native", "frags": false}));
-    assert_eq!(comparable(&live), comparable(&offline(&file)));
+    assert_json_eq(&comparable(&live), &comparable(&offline(&file)), "live vs offline");
 }
 
 /// Replays `file` at the capture's own pacing (`--speed 1`) into the agent started with `args`.
@@ -719,7 +724,7 @@ fn live_fabric_answers_equal_offline() {
             let wire = dir.path().join(format!("{name}.wire{attempt}.pcap"));
             let live = paced_live_and_wire(&ns, &file, f.frames.len(), &args, &wire);
             let off = offline_with(&wire, &args);
-            assert_eq!(comparable(&live)["pfc"], comparable(&off)["pfc"], "{name}: PFC counters");
+            assert_json_eq(&comparable(&live)["pfc"], &comparable(&off)["pfc"], &format!("{name}: PFC counters"));
             for (l, o) in
                 live["pfc"]["senders"].as_array().unwrap().iter().zip(off["pfc"]["senders"].as_array().unwrap())
             {
@@ -953,7 +958,7 @@ fn live_vantage_points_of_mirror_origins_equal_offline() {
     };
     assert_eq!(origins(&live), origins(&offline));
     assert_eq!(live["vantage"]["points"][0]["name"], "vb@192.0.2.1/session 5", "the interface is the label");
-    assert_eq!(comparable(&live), comparable(&offline), "flows counted once, CE from the last copy");
+    assert_json_eq(&comparable(&live), &comparable(&offline), "flows counted once, CE from the last copy");
 }
 
 /// Once attached, the agent runs as `--user nobody` with CAP_BPF and CAP_NET_ADMIN only (also
@@ -1148,7 +1153,11 @@ fn live_filter_equals_offline_filter() {
         assert_eq!(live["capture"]["filter"]["expr"], expr);
         let out = live["capture"]["filter"]["frames_out"].as_u64().unwrap();
         assert!(out > 0 && live["capture"]["frames"].as_u64().unwrap() > 0, "{fixture} {expr}: a filter that selects");
-        assert_eq!(comparable(&live), comparable(&offline), "{fixture} --filter {expr}: live differs from offline");
+        assert_json_eq(
+            &comparable(&live),
+            &comparable(&offline),
+            &format!("{fixture} --filter {expr}: live vs offline"),
+        );
     }
 }
 

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::tools::{binary, is_root};
@@ -43,6 +43,8 @@ pub struct Netns {
     /// Tests with a namespace run one at a time: a replay at full speed beside a paced one
     /// would put gaps on the paced one's wire (two cores), and timing is what some compare.
     _serial: Option<std::sync::MutexGuard<'static, ()>>,
+    /// Frames [`Netns::replay`] sent into `va`, in all (for [`Netns::wait_received`]).
+    sent: AtomicU64,
 }
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -115,7 +117,7 @@ impl Netns {
         let name = format!("ra-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
         let _ = ip(&["netns", "del", &name]);
         must(&["netns", "add", &name]);
-        Netns { name, _serial: serial }
+        Netns { name, _serial: serial, sent: AtomicU64::new(0) }
     }
 
     /// Sets the MTU of both veth ends.
@@ -177,7 +179,49 @@ impl Netns {
 
     /// Runs `roce-analyzer replay FILE -i va` inside the namespace.
     pub fn replay(&self, file: &Path) -> std::process::Output {
-        self.cmd(binary()).args(["replay"]).arg(file).args(["-i", "va"]).output().unwrap()
+        let out = self.cmd(binary()).args(["replay"]).arg(file).args(["-i", "va"]).output().unwrap();
+        // "replay: sent N frames (…)" on standard error.
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        let n = said.split("sent ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse::<u64>().ok());
+        self.sent.fetch_add(n.unwrap_or(0), Ordering::Relaxed);
+        out
+    }
+
+    /// Frames sent by [`Netns::replay`] so far.
+    pub fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// Frames `iface` received (its `rx_packets`: a veth with an XDP program counts a frame
+    /// when NAPI hands it to the program).
+    pub fn rx_packets(&self, iface: &str) -> u64 {
+        let path = format!("/sys/class/net/{iface}/statistics/rx_packets");
+        let out = self.cmd("cat").arg(&path).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or_else(|_| panic!("{path} in {}", self.name))
+    }
+
+    /// Waits until `iface` has received `at_least` frames, or, when the count is not known,
+    /// until its count stays the same for 300 ms; at most 20 s. A sent frame reaches XDP in
+    /// NAPI context a moment later, and much later when the machine is busy (CI runs other
+    /// tests beside these): a fixed pause left frames unseen when the agent stopped.
+    pub fn wait_received(&self, iface: &str, at_least: Option<u64>) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (mut last, mut since) = (self.rx_packets(iface), Instant::now());
+        while Instant::now() < deadline {
+            match at_least {
+                Some(n) if last >= n => return,
+                None if since.elapsed() >= Duration::from_millis(300) => return,
+                _ => {}
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            let now = self.rx_packets(iface);
+            if now != last {
+                (last, since) = (now, Instant::now());
+            }
+        }
+        if let Some(n) = at_least {
+            panic!("{iface} in {}: {last} frames received of {n} within 20 s", self.name);
+        }
     }
 
     /// Starts the same replay pinned to CPU `cpu` (`taskset`): a veth runs XDP on the CPU that

@@ -206,3 +206,43 @@ pub fn chromium(url: &str, extra: &[&str]) -> String {
     assert!(out.status.success(), "chromium: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Where two JSON values differ: each differing path (`a.b[3].c`) with both values, compact,
+/// at most `max` of them. An assertion that prints these instead of two whole reports says
+/// what differed even when the log is cut short.
+pub fn json_diff(a: &serde_json::Value, b: &serde_json::Value, max: usize) -> Vec<String> {
+    fn walk(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>, max: usize) {
+        use serde_json::Value::{Array, Object};
+        if out.len() >= max || a == b {
+            return;
+        }
+        match (a, b) {
+            (Object(x), Object(y)) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    let null = serde_json::Value::Null;
+                    walk(&format!("{path}.{k}"), x.get(k).unwrap_or(&null), y.get(k).unwrap_or(&null), out, max);
+                }
+            }
+            (Array(x), Array(y)) if x.len() == y.len() => {
+                for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                    walk(&format!("{path}[{i}]"), p, q, out, max);
+                }
+            }
+            _ => {
+                let cut = |v: &serde_json::Value| v.to_string().chars().take(300).collect::<String>();
+                out.push(format!("{path}: {} != {}", cut(a), cut(b)));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk("", a, b, &mut out, max);
+    out
+}
+
+/// Asserts two JSON values equal, naming the paths where they differ (see [`json_diff`]).
+#[track_caller]
+pub fn assert_json_eq(left: &serde_json::Value, right: &serde_json::Value, what: &str) {
+    let diff = json_diff(left, right, 20);
+    assert!(diff.is_empty(), "{what}: differs at\n  {}", diff.join("\n  "));
+}

@@ -15,6 +15,7 @@ mod messages;
 mod outputs;
 mod prometheus;
 mod readme;
+mod split;
 mod transport;
 mod tshark;
 mod tuning;

@@ -127,13 +127,19 @@ codes! {
         PfcUnplaced = "pfc_unplaced",
         TimelineOff = "timeline_off",
         CongestionTreeNotMerged = "congestion_tree_not_merged",
+        /// Older merges: incast episodes kept per report.
         IncastNotMerged = "incast_not_merged",
+        /// Incast episodes joined from several reports: peaks are a lower bound.
+        IncastJoined = "incast_joined",
         RttNotMerged = "rtt_not_merged",
         EcmpPredictedNotMerged = "ecmp_predicted_not_merged",
         VantageNotMerged = "vantage_not_merged",
         FromExport = "from_export",
         FlowsFolded = "flows_folded",
+        /// Older merges: DCQCN kept from a single report only.
         DcqcnNotMerged = "dcqcn_not_merged",
+        /// DCQCN medians of flows or hosts judged in several reports (null in the merge).
+        DcqcnMediansNotMerged = "dcqcn_medians_not_merged",
         /// Live: flows whose frames the kernel handled on more than one CPU.
         SeveralCpus = "several_cpus",
         /// Messages were sent but no completion of theirs was seen (one direction captured).

@@ -3,9 +3,10 @@
 //! the labels say so), PFC senders summed per sender and priority with their pause intervals
 //! joined on time (pause time, storms, congestion trees and deadlocks are recomputed from
 //! them), the ECMP section recomputed with the analyses' own code (shares per label, the
-//! prediction with the reports' tiers, source-port spread and findings), capture totals summed. Incast episodes and RTT
-//! percentiles need per-packet times, which reports do not carry: they are kept per report,
-//! and the report says so.
+//! prediction with the reports' tiers, source-port spread and findings), capture totals summed,
+//! incast episodes joined per destination in time (`incast_merge`), DCQCN per flow and host
+//! (`dcqcn_merge`). The RTT percentiles of a flow seen in several reports need per-packet
+//! times, which reports do not carry: the report says so.
 //! Visibility notes that depend on the whole are recomputed over the union; the others are
 //! carried over with the report they came from. NIC counters are per host and not merged.
 
@@ -138,6 +139,24 @@ fn trajectory(reports: &[(PathBuf, Report)]) -> Option<Trajectory> {
     })
 }
 
+/// Labels two reports use over the same time (two hosts' eth0): they name different points
+/// and are qualified with the file name. Reports of one label at disjoint times (a capture cut
+/// in time, an agent's successive exports) are the same point, later.
+fn shared_labels(reports: &[(PathBuf, Report)]) -> BTreeSet<String> {
+    let mut spans: BTreeMap<&String, Vec<(u64, u64)>> = BTreeMap::new();
+    for (_, r) in reports {
+        let labels: BTreeSet<&String> = r.capture.sources.iter().map(|s| &s.label).collect();
+        for l in labels {
+            spans.entry(l).or_default().push((r.capture.start_ns, r.capture.end_ns));
+        }
+    }
+    let overlap = |mut v: Vec<(u64, u64)>| {
+        v.sort_unstable();
+        v.windows(2).any(|w| w[1].0 < w[0].1)
+    };
+    spans.into_iter().filter(|(_, v)| overlap(v.clone())).map(|(l, _)| l.clone()).collect()
+}
+
 /// Sums `from` into `into` per key (`field` names the map).
 fn add_counts(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>, field: &str) -> Result<(), Overflow> {
     for (k, v) in from {
@@ -194,7 +213,8 @@ pub struct Merger {
     deadlocks: Vec<Deadlock>,
     deadlocks_omitted: u64,
     unresolved: BTreeSet<String>,
-    incast: Option<Incast>,
+    /// Each report's incast section.
+    incasts: Vec<Incast>,
     /// The DCQCN sections of the reports (kept when there is one report).
     dcqcn: Vec<Dcqcn>,
     /// Each report's messages section.
@@ -210,17 +230,10 @@ pub struct Merger {
 }
 
 impl Merger {
-    /// A merger for `reports` (it looks at their labels only; absorb each afterwards).
+    /// A merger for `reports` (it looks at their labels and spans only; absorb each
+    /// afterwards).
     pub fn new(reports: &[(PathBuf, Report)]) -> Self {
-        let mut label_reports: BTreeMap<&String, usize> = BTreeMap::new();
-        for (_, r) in reports {
-            let labels: BTreeSet<&String> = r.capture.sources.iter().map(|s| &s.label).collect();
-            for l in labels {
-                *label_reports.entry(l).or_default() += 1;
-            }
-        }
-        let shared_labels = label_reports.into_iter().filter(|(_, n)| *n > 1).map(|(l, _)| l.clone()).collect();
-        Merger { shared_labels, ..Default::default() }
+        Merger { shared_labels: shared_labels(reports), ..Default::default() }
     }
 
     fn qualify(&self, path: &Path, label: &str) -> String {
@@ -266,10 +279,7 @@ impl Merger {
         self.deadlocks.extend(r.congestion_tree.deadlocks.iter().cloned());
         self.deadlocks_omitted = self.deadlocks_omitted.saturating_add(r.congestion_tree.deadlocks_omitted);
         self.unresolved.extend(r.congestion_tree.unresolved.iter().cloned());
-        match &mut self.incast {
-            None => self.incast = Some(r.incast.clone()),
-            Some(i) => i.episodes.extend(r.incast.episodes.iter().cloned()),
-        }
+        self.incasts.push(r.incast.clone());
         for p in &r.pairs {
             let m = self.pairs.entry((p.a.clone(), p.b.clone())).or_insert_with(|| Pair {
                 data_packets: 0,
@@ -300,9 +310,7 @@ impl Merger {
         for f in &r.audit {
             self.audit.push(Finding { message: format!("{}: {}", path.display(), f.message), ..f.clone() });
         }
-        if r.rtt_ns.percentiles.samples > 0 {
-            self.rtt_reports.push(r.rtt_ns.clone());
-        }
+        self.rtt_reports.push(r.rtt_ns.clone());
         for n in r.visibility.iter().filter(|n| !n.code.recomputed_by_merge()) {
             self.carried.push(Note::new(n.code, format!("{}: {}", path.display(), n.message)));
         }
@@ -456,24 +464,41 @@ impl Merger {
     }
 
     /// The RTT over all reports: one report's as it is; several combined from their histograms
-    /// (percentiles within the histogram's relative error, not exact), and whether that could be
-    /// done (every report carries its histogram).
+    /// (percentiles within the histogram's relative error, not exact; as they are when one
+    /// report alone has samples), the others adding their counts, and whether that could be done
+    /// (every report with samples carries its histogram).
     fn merged_rtt(reports: &[RttSummary]) -> (RttSummary, bool) {
         match reports {
             [] => (RttSummary::default(), true),
             [one] => (one.clone(), true),
-            all if all.iter().all(|r| r.histogram.is_some()) => {
-                let buckets: Vec<(u32, u64)> = all
+            all if all.iter().all(|r| r.histogram.is_some() || r.percentiles.samples == 0) => {
+                // Reports without samples add their counts (requests pending, timeouts) only.
+                let with: Vec<&RttSummary> = all.iter().filter(|r| r.percentiles.samples > 0).collect();
+                let buckets: Vec<(u32, u64)> = with
                     .iter()
                     .flat_map(|r| r.histogram.iter().flat_map(|h| h.buckets.iter()))
                     .map(|[b, c]| (*b as u32, *c))
                     .collect();
-                let min = all.iter().map(|r| r.percentiles.min).min().unwrap_or(0);
-                let max = all.iter().map(|r| r.percentiles.max).max().unwrap_or(0);
+                let min = with.iter().map(|r| r.percentiles.min).min().unwrap_or(0);
+                let max = with.iter().map(|r| r.percentiles.max).max().unwrap_or(0);
                 let samples = crate::analyses::stats::Samples::from_buckets(&buckets, min, max);
+                let percentiles = match with.as_slice() {
+                    [] => all[0].percentiles,
+                    [one] => one.percentiles,
+                    _ => samples.percentiles().unwrap_or_default(),
+                };
+                let histogram = match with.as_slice() {
+                    [] => None,
+                    [one] => one.histogram.clone(),
+                    _ => Some(RttHistogram {
+                        growth: crate::analyses::stats::GROWTH,
+                        relative_error: crate::analyses::stats::RELATIVE_ERROR,
+                        buckets: samples.buckets().into_iter().map(|(b, c)| [b as u64, c]).collect(),
+                    }),
+                };
                 let sum = |f: &dyn Fn(&RttSummary) -> u64| all.iter().map(f).fold(0u64, u64::saturating_add);
                 let merged = RttSummary {
-                    percentiles: samples.percentiles().unwrap_or_default(),
+                    percentiles,
                     timeouts: sum(&|r| r.timeouts),
                     pending: sum(&|r| r.pending),
                     ambiguous_acks: sum(&|r| r.ambiguous_acks),
@@ -481,11 +506,7 @@ impl Merger {
                     cm_paired: sum(&|r| r.cm_paired),
                     pending_evicted: sum(&|r| r.pending_evicted),
                     timeout_ns: all.iter().map(|r| r.timeout_ns).max().unwrap_or(0),
-                    histogram: Some(RttHistogram {
-                        growth: crate::analyses::stats::GROWTH,
-                        relative_error: crate::analyses::stats::RELATIVE_ERROR,
-                        buckets: samples.buckets().into_iter().map(|(b, c)| [b as u64, c]).collect(),
-                    }),
+                    histogram,
                 };
                 (merged, true)
             }
@@ -511,21 +532,25 @@ impl Merger {
 
     pub fn finish(mut self, opts: &MergeOptions) -> Result<Report, MergeError> {
         let pfc = self.pfc_section();
-        let unmerged = Unmerged {
-            reports: self.reports,
-            shared_flows: self.shared_flows,
-            vantage_reports: self.vantage_reports,
-            tiers_differ: self.tiers_differ,
-            dcqcn: std::mem::take(&mut self.dcqcn),
-            vantage: self.vantage.take(),
-        };
         let Some(mut capture) = self.capture else { return Err(MergeError::Empty) };
         // No input had a frame: the span starts at 0, not at the fold's identity.
         capture.start_ns = Some(capture.start_ns).filter(|t| *t != u64::MAX).unwrap_or(0);
         capture.sources = self.sources;
         loss_ratio(&mut capture);
         let merged = super::messages_merge::merge(&self.messages.iter().collect::<Vec<_>>());
-        let messages_partly = merged.as_ref().is_some_and(|(_, partly)| *partly);
+        let (incast, incast_joined) = super::incast_merge::merge(&self.incasts.iter().collect::<Vec<_>>());
+        let (dcqcn, dcqcn_unjoined) = super::dcqcn_merge::merge(&self.dcqcn.iter().collect::<Vec<_>>())
+            .map_or((None, Default::default()), |(d, u)| (Some(d), u));
+        let unmerged = Unmerged {
+            reports: self.reports,
+            shared_flows: self.shared_flows,
+            vantage_reports: self.vantage_reports,
+            tiers_differ: self.tiers_differ,
+            vantage: self.vantage.take(),
+            messages_partly: merged.as_ref().is_some_and(|(_, partly)| *partly),
+            incast_joined,
+            dcqcn_unjoined,
+        };
         let (single_rtt, rtt_totals_merged) = Self::merged_rtt(&self.rtt_reports);
         let rtt_not_merged = !rtt_totals_merged || self.rtt_lost;
         let mut report = Report {
@@ -549,10 +574,10 @@ impl Merger {
                 deadlocks_omitted: self.deadlocks_omitted,
                 unresolved: self.unresolved.into_iter().collect(),
             },
-            incast: self.incast.unwrap_or_default(),
+            incast,
             ecmp: Ecmp::default(),
             vantage: None,
-            dcqcn: None,
+            dcqcn,
             marking: None,
             messages: merged.map(|(m, _)| m),
             load_balancing: crate::report::assemble::load_balancing::merge(
@@ -583,9 +608,6 @@ impl Merger {
         report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
         report.visibility.extend(self.carried);
         unmerged.note(&mut report, pfc_seen && !complete, rtt_not_merged);
-        if messages_partly {
-            report.visibility.push(super::messages_merge::note());
-        }
         Ok(report)
     }
 }
@@ -622,13 +644,17 @@ struct Unmerged {
     shared_flows: u64,
     vantage_reports: u64,
     tiers_differ: bool,
-    dcqcn: Vec<Dcqcn>,
     vantage: Option<Vantage>,
+    /// Messages sections only partly combined.
+    messages_partly: bool,
+    /// Incast episodes joined from several reports.
+    incast_joined: u64,
+    dcqcn_unjoined: super::dcqcn_merge::Unjoined,
 }
 
 impl Unmerged {
-    /// The sections only one report can give (DCQCN, vantage), and a note for each thing that
-    /// was not merged: congestion trees (`trees_not_merged`), incast, DCQCN, vantage, RTT
+    /// The section only one report can give (vantage), and a note for each thing that was not
+    /// merged: congestion trees (`trees_not_merged`), vantage, RTT
     /// (`rtt_not_merged`), the ECMP prediction.
     fn note(self, report: &mut Report, trees_not_merged: bool, rtt_not_merged: bool) {
         if trees_not_merged {
@@ -637,22 +663,6 @@ impl Unmerged {
                 "some reports do not list all their pause intervals (older reports, or more than 10000 per \
                  sender): congestion trees, deadlocks and storms are those of each report, and the pause time \
                  of a sender seen at several vantage points is the largest of them",
-            ));
-        }
-        if self.reports > 1 && !report.incast.episodes.is_empty() {
-            report.visibility.push(Note::new(
-                NoteCode::IncastNotMerged,
-                "incast episodes are those of each report, not recomputed over the union: the reports do not \
-                 carry per-packet times",
-            ));
-        }
-        if self.reports == 1 {
-            report.dcqcn = self.dcqcn.into_iter().next();
-        } else if !self.dcqcn.is_empty() {
-            report.visibility.push(Note::new(
-                NoteCode::DcqcnNotMerged,
-                "DCQCN reaction (the dcqcn section) is judged on per-packet times, which reports do not carry: \
-                 see each report's section",
             ));
         }
         if self.reports == 1 {
@@ -675,6 +685,15 @@ impl Unmerged {
                  histogram, older ones) cannot be combined: the merged report has those only where a single \
                  report had them; the fleet-wide rtt_ns is combined from the reports' histograms when all carry one",
             ));
+        }
+        if self.messages_partly {
+            report.visibility.push(super::messages_merge::note());
+        }
+        if self.incast_joined > 0 {
+            report.visibility.push(super::incast_merge::note(self.incast_joined));
+        }
+        if self.dcqcn_unjoined != super::dcqcn_merge::Unjoined::default() {
+            report.visibility.push(super::dcqcn_merge::note(self.dcqcn_unjoined));
         }
         if self.tiers_differ {
             report.visibility.push(Note::new(

@@ -11,10 +11,12 @@
 //! timestamps Unix ns, flows sorted by key so that two runs give byte-identical JSON.
 
 pub mod assemble;
+pub mod dcqcn_merge;
 pub mod diagnose;
 pub mod evidence;
 pub mod export;
 pub mod gates;
+pub mod incast_merge;
 pub mod merge;
 pub mod messages_merge;
 pub mod out_dir;

@@ -375,12 +375,14 @@ fn live_evidence_copies_the_frames_of_a_finding_after_it_opens() {
     // evaluation (every 10 polls), and the rounds after it are copied.
     let until = std::time::Instant::now() + Duration::from_secs(3);
     let mut rounds = 0;
+    let mark = ns.mark();
     while std::time::Instant::now() < until {
         let out = ns.replay(&fixture);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         rounds += 1;
         std::thread::sleep(Duration::from_millis(50));
     }
+    ns.wait_delivered(mark);
     std::thread::sleep(Duration::from_millis(400));
     let (code, _, stderr) = agent.stop();
     assert_eq!(code, Some(0), "agent: {}", stderr.join("\n"));

@@ -120,13 +120,12 @@ fn live_report_and_log(ns: &Netns, args: &[&str], send: impl FnOnce()) -> (Value
     let mut a = vec!["--interval", "200ms", "-q", "--json", json.to_str().unwrap()];
     a.extend_from_slice(args);
     let agent = Agent::start(ns, &a);
-    let (rx, sent) = (ns.rx_packets("vb"), ns.sent());
+    let mark = ns.mark();
     send();
     // veth hands frames to XDP in NAPI context, a moment after the send returns (much later on
     // a busy machine): wait for all that `ns.replay` sent (or for the count to settle after
     // another sender), then a little for the agent's last poll.
-    let replayed = ns.sent() - sent;
-    ns.wait_received("vb", (replayed > 0).then_some(rx + replayed));
+    ns.wait_delivered(mark);
     std::thread::sleep(Duration::from_millis(200));
     let (code, _, stderr) = agent.stop();
     assert_eq!(code, Some(0), "agent: {}", stderr.join("\n"));
@@ -994,8 +993,10 @@ fn the_running_agent_keeps_only_what_it_needs() {
     assert_eq!(field("NoNewPrivs:"), "1");
     assert!(field("Uid:").split_whitespace().all(|u| u == "65534"), "{}", field("Uid:"));
     assert_eq!(ns.get(port, "/healthz").as_deref(), Ok("ok\n"), "the metrics server runs as nobody");
+    let mark = ns.mark();
     assert!(ns.replay(&sent).status.success());
-    std::thread::sleep(Duration::from_millis(400));
+    ns.wait_delivered(mark);
+    std::thread::sleep(Duration::from_millis(200));
     let (code, _, err) = agent.stop();
     assert_eq!(code, Some(0), "{err:?}");
     let v = tests::tools::read_report(&json);

@@ -47,6 +47,13 @@ pub struct Netns {
     sent: AtomicU64,
 }
 
+/// `vb`'s received frames and the frames replayed, before a send ([`Netns::mark`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    rx: u64,
+    sent: u64,
+}
+
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Netns {
@@ -198,6 +205,18 @@ impl Netns {
         let path = format!("/sys/class/net/{iface}/statistics/rx_packets");
         let out = self.cmd("cat").arg(&path).output().unwrap();
         String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or_else(|_| panic!("{path} in {}", self.name))
+    }
+
+    /// Where `vb` stands before a send: its frames received and the frames replayed so far.
+    pub fn mark(&self) -> Mark {
+        Mark { rx: self.rx_packets("vb"), sent: self.sent() }
+    }
+
+    /// Waits until `vb` has received what [`Netns::replay`] sent since `m` (or, when nothing
+    /// was counted, until its count settles): see [`Netns::wait_received`].
+    pub fn wait_delivered(&self, m: Mark) {
+        let replayed = self.sent() - m.sent;
+        self.wait_received("vb", (replayed > 0).then_some(m.rx + replayed));
     }
 
     /// Waits until `iface` has received `at_least` frames, or, when the count is not known,

@@ -265,6 +265,9 @@ pub(crate) struct CpuLogs<T> {
     _maps: (MapData, MapData),
     /// Read, to be handed on in time order.
     pub(crate) order: InTimeOrder<T>,
+    /// What the last read makes safe to hand on: items stamped at or before it (see
+    /// [`CpuLogs::read`]).
+    until: u64,
 }
 
 impl<T: Stamped + Send + 'static> CpuLogs<T> {
@@ -332,6 +335,7 @@ impl<T: Stamped + Send + 'static> CpuLogs<T> {
             keeper: Keeper { stop, paused, thread: Some(thread) },
             _maps: (log, heads),
             order: InTimeOrder::default(),
+            until: 0,
         }))
     }
 
@@ -362,20 +366,30 @@ impl<T: Stamped + Send + 'static> CpuLogs<T> {
     }
 
     /// Copies what the logs hold now, then moves at most `max` items of each CPU's queue into
-    /// `order.read`; true when any may hold more.
+    /// `order.read`; true when any may hold more. Sets what may be handed on: items stamped
+    /// [`HOLD_NS`] before the copy began (the clock is read before it: an item stamped then
+    /// is in its log by the copy, however long the copy or a preemption of this thread takes)
+    /// and older than every item a queue still holds past `max` (those come in a later drain:
+    /// a CPU's backlog must not be overtaken by another CPU's newer items).
     fn read(&mut self, max: u64) -> bool {
+        let began = super::clock_ns(libc::CLOCK_MONOTONIC);
         let Ok(mut kept) = self.kept.lock() else { return false };
         kept.copy(&self.src);
         let mut more = false;
+        let mut left = u64::MAX;
         for q in &mut kept.items {
             let n = q.len().min(max as usize);
             self.order.read.extend(q.drain(..n));
             more |= n as u64 == max;
+            if let Some(first) = q.front() {
+                left = left.min(first.ts_ns());
+            }
             // What a stall made it hold is given back once it is taken.
             if q.is_empty() && q.capacity() > self.src.slots {
                 q.shrink_to(self.src.slots / 8);
             }
         }
+        self.until = began.saturating_sub(HOLD_NS).min(left.saturating_sub(1));
         more
     }
 
@@ -397,8 +411,7 @@ impl<T: Stamped + Send + 'static> CpuLogs<T> {
     /// The second half of [`CpuLogs::drain`], after [`CpuLogs::read_logs`] said `more`.
     pub(crate) fn hand_on_read(&mut self, max: u64, more: bool, handed: u64, f: &mut dyn FnMut(&[T])) -> u64 {
         let read = handed + self.order.read.len() as u64;
-        let now = super::clock_ns(libc::CLOCK_MONOTONIC);
-        self.order.hand_on(now.saturating_sub(HOLD_NS), f);
+        self.order.hand_on(self.until, f);
         if more { max } else { read.min(max.saturating_sub(1)) }
     }
 }

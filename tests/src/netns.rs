@@ -223,7 +223,7 @@ impl Netns {
     /// until its count stays the same for 300 ms; at most 20 s. A sent frame reaches XDP in
     /// NAPI context a moment later, and much later when the machine is busy (CI runs other
     /// tests beside these): a fixed pause left frames unseen when the agent stopped.
-    pub fn wait_received(&self, iface: &str, at_least: Option<u64>) {
+    fn wait_received(&self, iface: &str, at_least: Option<u64>) {
         let deadline = Instant::now() + Duration::from_secs(20);
         let (mut last, mut since) = (self.rx_packets(iface), Instant::now());
         while Instant::now() < deadline {

@@ -35,7 +35,7 @@ pub fn merge(sections: &[&Dcqcn]) -> Option<(Dcqcn, Unjoined)> {
         }
     }
     let mut host_flows: BTreeMap<&str, u64> = BTreeMap::new();
-    let flows: Vec<DcqcnFlow> = flows
+    let mut flows: Vec<DcqcnFlow> = flows
         .into_iter()
         .map(|((src, dst, udp_sport, dst_qp), list)| {
             *host_flows.entry(src).or_default() += 1;
@@ -44,7 +44,7 @@ pub fn merge(sections: &[&Dcqcn]) -> Option<(Dcqcn, Unjoined)> {
             DcqcnFlow { src: src.into(), dst: dst.into(), udp_sport, dst_qp, stats }
         })
         .collect();
-    let hosts: Vec<DcqcnHost> = hosts
+    let mut hosts: Vec<DcqcnHost> = hosts
         .into_iter()
         .map(|(src, list)| {
             let (stats, whole) = join(&list);
@@ -53,11 +53,9 @@ pub fn merge(sections: &[&Dcqcn]) -> Option<(Dcqcn, Unjoined)> {
         })
         .collect();
     // In the analysis' order: by address (10.0.2.2 before 10.0.2.10), not by text.
-    let mut flows = flows;
     flows.sort_by(|a, b| {
         (addr(&a.src), addr(&a.dst), a.udp_sport, a.dst_qp).cmp(&(addr(&b.src), addr(&b.dst), b.udp_sport, b.dst_qp))
     });
-    let mut hosts: Vec<DcqcnHost> = hosts;
     hosts.sort_by(|a, b| addr(&a.src).cmp(&addr(&b.src)));
     let mut plots: Vec<DcqcnPlot> = sections.iter().flat_map(|s| s.plots.iter().cloned()).collect();
     plots.truncate(crate::report::assemble::dcqcn::MAX_PLOTS);

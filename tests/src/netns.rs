@@ -213,7 +213,7 @@ impl Netns {
     }
 
     /// Waits until `vb` has received what [`Netns::replay`] sent since `m` (or, when nothing
-    /// was counted, until its count settles): see [`Netns::wait_received`].
+    /// was counted, until its count settles for 300 ms); at most 20 s, then a loud failure.
     pub fn wait_delivered(&self, m: Mark) {
         let replayed = self.sent() - m.sent;
         self.wait_received("vb", (replayed > 0).then_some(m.rx + replayed));

@@ -223,6 +223,12 @@ pub struct AnalyzeArgs {
     #[arg(long, conflicts_with = "iface")]
     pub one_thread: bool,
 
+    /// Offline: give each flow its PSN state at the capture's two ends (`flows[].edge`), so that
+    /// `merge` of captures cut in time (rotated files, a ring buffer's parts) counts its PSN
+    /// anomalies across each cut as one run over the whole would.
+    #[arg(long, conflicts_with = "iface")]
+    pub edges: bool,
+
     /// Analyse live: attach the XDP program to IFACE (a mirror/ERSPAN collector port, a tap, a
     /// soft-RoCE host). Needs CAP_BPF and CAP_NET_ADMIN.
     #[arg(short = 'i', long, value_name = "IFACE")]

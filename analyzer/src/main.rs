@@ -359,6 +359,9 @@ fn offline(
 ) -> anyhow::Result<Pipeline> {
     let mut run = Pipeline::new(args.config()?);
     run.engine.first_events = spool.is_some();
+    if args.edges {
+        run.engine.heads = Some(Default::default());
+    }
     let bar = progress_bar(args);
     let mut inputs = args.pcap.clone();
     if inputs.iter().any(|i| i.path.as_os_str() == "-") {

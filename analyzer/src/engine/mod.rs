@@ -4,6 +4,7 @@
 //! and every drop. It knows nothing of the analyses above it: [`crate::pipeline`] hands the
 //! same frames to both.
 
+pub mod edges;
 pub mod flows;
 pub mod live;
 pub mod pfc;
@@ -216,6 +217,9 @@ pub struct Engine {
     /// Offline with `--evidence`: note each flow's first trouble ([`FlowStats::first_event_ns`],
     /// where its evidence starts); off, no frame pays for it.
     pub first_events: bool,
+    /// Offline with `--edges`: each flow's first frames for `merge` in time
+    /// ([`edges::Heads`]); off, no frame pays for it.
+    pub heads: Option<edges::Heads>,
 }
 
 impl Default for Engine {
@@ -252,6 +256,7 @@ impl Engine {
             max_flows: usize::MAX,
             timeline: true,
             first_events: false,
+            heads: None,
         }
     }
 
@@ -297,6 +302,9 @@ impl Engine {
                 if class == FrameClass::Roce {
                     // As the XDP program does, with the same function.
                     psn::account(&mut stats.psn, s, &mut self.notes);
+                    if let Some(h) = self.heads.as_mut() {
+                        h.observe(i, s, &stats.psn.seq);
+                    }
                 }
                 if let Some(before) = before
                     && (s.ecn == 3 || class == FrameClass::Cnp || anomalies(&stats.psn) != before)
@@ -309,6 +317,27 @@ impl Engine {
             _ => {}
         }
         None
+    }
+
+    /// The MTU the READ RESPONSE of flow `key`'s pending READ showed (`seq.read_pending`),
+    /// when its note is here.
+    pub fn read_note(&self, key: &FlowKey, seq: &psn::PsnSeq) -> Option<u32> {
+        use psn::PeerNotes;
+        let at = PeerKey { requester: key.src, responder: key.dst, psn: seq.read_psn };
+        (seq.read_pending != 0).then(|| self.notes.get(&at)).flatten().filter(|m| *m >= psn::MIN_MTU)
+    }
+
+    /// The RNR NAK notes still held, by (requester, responder): the PSNs of requests refused
+    /// that a repeat has not taken yet (`--edges`: the next capture's repeats are refused ones).
+    pub fn rnr_notes(&self) -> FxHashMap<([u8; 16], [u8; 16]), Vec<u32>> {
+        let mut by: FxHashMap<([u8; 16], [u8; 16]), Vec<u32>> = FxHashMap::default();
+        for (k, (note, _)) in &self.notes.notes {
+            if *note == psn::NOTE_RNR {
+                by.entry((k.requester, k.responder)).or_default().push(k.psn);
+            }
+        }
+        by.values_mut().for_each(|v| v.sort_unstable());
+        by
     }
 
     /// Live, bounding memory under churn: when more than `keep` flows are idle (not in

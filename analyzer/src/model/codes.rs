@@ -132,6 +132,9 @@ codes! {
         /// Incast episodes joined from several reports: peaks are a lower bound.
         IncastJoined = "incast_joined",
         RttNotMerged = "rtt_not_merged",
+        /// Flows of reports that follow each other in time whose PSN state across the cut was
+        /// not known (reports without `--edges`, or a head whose state did not settle).
+        PsnNotStitched = "psn_not_stitched",
         EcmpPredictedNotMerged = "ecmp_predicted_not_merged",
         VantageNotMerged = "vantage_not_merged",
         FromExport = "from_export",

@@ -187,6 +187,9 @@ pub struct Flow {
     /// Present on flows that sent requests with AckReq.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_ns: Option<FlowRtt>,
+    /// Offline with `--edges`: the PSN state at the capture's two ends, for `merge` in time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<super::edge::FlowEdge>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 //! analyses or the report's code, so every layer may use it. Field names are the v1 contract.
 //!
 //! One file a section of the document: [`report`] holds the document and its capture header,
-//! [`flow`] the flows, [`pfc`] the pause senders and congestion trees, [`ecn`] CE/CNP and
+//! [`flow`] the flows ([`edge`] their PSN state at a capture's ends), [`pfc`] the pause senders and congestion trees, [`ecn`] CE/CNP and
 //! DCQCN, [`fabric`] incast and ECMP, [`load_balancing`] spraying and reordering, [`vantage`] the hops between points, [`findings`] the
 //! audit and visibility notes, [`messages`] the messages and the tail, [`evidence`] and [`nic`]
 //! the rest.
@@ -14,6 +14,7 @@ pub mod codes;
 pub mod count_map;
 pub mod counters;
 pub mod ecn;
+pub mod edge;
 pub mod errors;
 pub mod evidence;
 pub mod fabric;
@@ -34,6 +35,7 @@ pub use codes::*;
 pub use count_map::CountMap;
 pub use counters::*;
 pub use ecn::*;
+pub use edge::FlowEdge;
 pub use errors::error_chain;
 pub use evidence::*;
 pub use fabric::*;

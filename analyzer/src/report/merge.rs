@@ -1,6 +1,7 @@
 //! `merge`: one fabric report from the reports of several hosts or mirror ports. Flows are
 //! summed per key with their labels kept (a flow seen at two vantage points counts at both:
-//! the labels say so), PFC senders summed per sender and priority with their pause intervals
+//! the labels say so; a flow of reports that follow each other in time has its PSN counters
+//! stitched across each cut, `psn_stitch`), PFC senders summed per sender and priority with their pause intervals
 //! joined on time (pause time, storms, congestion trees and deadlocks are recomputed from
 //! them), the ECMP section recomputed with the analyses' own code (shares per label, the
 //! prediction with the reports' tiers, source-port spread and findings), capture totals summed,
@@ -203,8 +204,8 @@ pub struct Merger {
     audit: Vec<Finding>,
     rtt_reports: Vec<RttSummary>,
     rtt_lost: bool,
-    /// Flows found in more than one report (their packets are summed: frames cannot be matched).
-    shared_flows: u64,
+    /// Each flow's sight in each report, for the PSN state across cuts in time (`psn_stitch`).
+    parts: BTreeMap<FlowId, Vec<super::psn_stitch::Part>>,
     /// Reports with a vantage section (frames matched within them), and the first one's.
     vantage_reports: u64,
     vantage: Option<Vantage>,
@@ -271,7 +272,7 @@ impl Merger {
         }
         for f in &r.flows {
             let labels: Vec<String> = f.labels.iter().map(|l| self.qualify(path, l)).collect();
-            self.absorb_flow(f, labels)?;
+            self.absorb_flow(f, labels, (r.capture.start_ns, r.capture.end_ns))?;
         }
         self.absorb_pfc(&r.pfc)?;
         self.absorb_ecmp(path, r)?;
@@ -360,13 +361,18 @@ impl Merger {
         add_counts(&mut m.dropped, &c.dropped, "capture.dropped")
     }
 
-    fn absorb_flow(&mut self, f: &Flow, labels: Vec<String>) -> Result<(), Overflow> {
+    /// Adds a report's flow; `capture` is the report's capture span.
+    fn absorb_flow(&mut self, f: &Flow, labels: Vec<String>, capture: (u64, u64)) -> Result<(), Overflow> {
         let key = (f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp);
+        let part = super::psn_stitch::Part { start_ns: capture.0, end_ns: capture.1, edge: f.edge.clone() };
+        self.parts.entry(key.clone()).or_default().push(part);
         let Some(m) = self.flows.get_mut(&key) else {
             self.flows.insert(key, Flow { labels, ..f.clone() });
             return Ok(());
         };
-        self.shared_flows += 1;
+        // A merged flow's edges would be the first part's head and the last one's end, valid
+        // only when stitched: merged reports carry none (merge every part at once).
+        m.edge = None;
         sum!(m.packets, f.packets, "flows.packets");
         sum!(m.bytes, f.bytes, "flows.bytes");
         span(&mut m.first_ns, &mut m.last_ns, f.first_ns, f.last_ns);
@@ -530,20 +536,38 @@ impl Merger {
         }
     }
 
+    /// Flows several reports saw: at once (vantage points: their packets summed, frames cannot
+    /// be matched) or one after another (a capture cut in time: their PSN counters stitched
+    /// across each cut, [`super::psn_stitch`]). Returns how many flows were seen at once, and
+    /// how many in series could not be stitched.
+    fn stitch_flows(&mut self) -> (u64, u64) {
+        let (mut shared, mut unstitched) = (0, 0);
+        for (key, parts) in self.parts.iter_mut().filter(|(_, p)| p.len() > 1) {
+            let Some(flow) = self.flows.get_mut(key) else { continue };
+            if !super::psn_stitch::in_series(parts) {
+                shared += 1;
+                continue;
+            }
+            let applied =
+                flow_key(flow).and_then(|k| super::psn_stitch::stitch(&k, parts)).is_some_and(|c| apply(flow, &c));
+            unstitched += u64::from(!applied);
+        }
+        (shared, unstitched)
+    }
+
     pub fn finish(mut self, opts: &MergeOptions) -> Result<Report, MergeError> {
+        let (shared_flows, psn_unstitched) = self.stitch_flows();
         let pfc = self.pfc_section();
-        let Some(mut capture) = self.capture else { return Err(MergeError::Empty) };
-        // No input had a frame: the span starts at 0, not at the fold's identity.
-        capture.start_ns = Some(capture.start_ns).filter(|t| *t != u64::MAX).unwrap_or(0);
-        capture.sources = self.sources;
-        loss_ratio(&mut capture);
+        let Some(capture) = self.capture else { return Err(MergeError::Empty) };
+        let capture = settle_capture(capture, self.sources);
         let merged = super::messages_merge::merge(&self.messages.iter().collect::<Vec<_>>());
         let (incast, incast_joined) = super::incast_merge::merge(&self.incasts.iter().collect::<Vec<_>>());
         let (dcqcn, dcqcn_unjoined) = super::dcqcn_merge::merge(&self.dcqcn.iter().collect::<Vec<_>>())
             .map_or((None, Default::default()), |(d, u)| (Some(d), u));
         let unmerged = Unmerged {
             reports: self.reports,
-            shared_flows: self.shared_flows,
+            shared_flows,
+            psn_unstitched,
             vantage_reports: self.vantage_reports,
             tiers_differ: self.tiers_differ,
             vantage: self.vantage.take(),
@@ -564,7 +588,7 @@ impl Merger {
             visibility: Vec::new(),
             nic: None,
             rtt_ns: single_rtt,
-            pairs: self.pairs.into_values().collect(),
+            pairs: pairs_in_order(self.pairs),
             cnp_interval: self.cnp_interval,
             cnp_pacing: self.pacing.into_values().collect(),
             audit: self.audit,
@@ -612,6 +636,42 @@ impl Merger {
     }
 }
 
+/// The merged CE/CNP pairs in the order a report lists them: by address bytes and IP version
+/// ([`crate::analyses::keys::Addr`]), not by their text.
+fn pairs_in_order(pairs: BTreeMap<(String, String), Pair>) -> Vec<Pair> {
+    let addr = |s: &str| (addr_bytes(s).unwrap_or_default(), if s.contains(':') { 6u8 } else { 4 });
+    let mut v: Vec<Pair> = pairs.into_values().collect();
+    v.sort_by_key(|p| (addr(&p.a), addr(&p.b)));
+    v
+}
+
+/// Applies a stitch's correction to a flow's summed counters; false (and the flow unchanged)
+/// when a counter would go below zero (reports that do not fit each other).
+fn apply(flow: &mut Flow, c: &super::psn_stitch::Correction) -> bool {
+    fn fix<const N: usize>(v: &[u64; N], add: &[u64; N], sub: &[u64; N]) -> Option<[u64; N]> {
+        let mut out = *v;
+        for i in 0..N {
+            out[i] = out[i].checked_add(add[i])?.checked_sub(sub[i])?;
+        }
+        Some(out)
+    }
+    let seq = fix(&flow.psn.sequence.values, &c.add.count, &c.sub.count);
+    let responder = fix(&flow.psn.responder.values, &c.add.responder, &c.sub.responder);
+    let naks = fix(&flow.naks.values, &c.add.aeth, &c.sub.aeth);
+    let (Some(seq), Some(responder), Some(naks)) = (seq, responder, naks) else { return false };
+    (flow.psn.sequence.values, flow.psn.responder.values, flow.naks.values) = (seq, responder, naks);
+    true
+}
+
+/// The merged capture header with its sources, span and loss ratio settled.
+fn settle_capture(mut capture: Capture, sources: Vec<SourceJson>) -> Capture {
+    // No input had a frame: the span starts at 0, not at the fold's identity.
+    capture.start_ns = Some(capture.start_ns).filter(|t| *t != u64::MAX).unwrap_or(0);
+    capture.sources = sources;
+    loss_ratio(&mut capture);
+    capture
+}
+
 /// The capture's loss ratio over the merged RoCE frames.
 fn loss_ratio(capture: &mut Capture) {
     if let Some(l) = capture.loss.as_mut() {
@@ -642,6 +702,8 @@ fn rates_of(rates: &BTreeMap<u8, (u64, u64)>, senders: &[PfcSender]) -> Vec<PfcR
 struct Unmerged {
     reports: usize,
     shared_flows: u64,
+    /// Flows of reports in series whose PSN counters were not stitched across the cut.
+    psn_unstitched: u64,
     vantage_reports: u64,
     tiers_differ: bool,
     vantage: Option<Vantage>,
@@ -685,6 +747,9 @@ impl Unmerged {
                  histogram, older ones) cannot be combined: the merged report has those only where a single \
                  report had them; the fleet-wide rtt_ns is combined from the reports' histograms when all carry one",
             ));
+        }
+        if self.psn_unstitched > 0 {
+            report.visibility.push(super::psn_stitch::note(self.psn_unstitched));
         }
         if self.messages_partly {
             report.visibility.push(super::messages_merge::note());

@@ -20,6 +20,7 @@ pub mod incast_merge;
 pub mod merge;
 pub mod messages_merge;
 pub mod out_dir;
+pub mod psn_stitch;
 pub mod render;
 pub mod validate;
 pub mod write;

@@ -16,6 +16,7 @@ use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::PsnState;
 
 use crate::engine::{DropReason, FlowStats};
+use crate::model::edge::SeqJson;
 use crate::model::*;
 use crate::pipeline::Pipeline;
 
@@ -205,9 +206,30 @@ pub fn flow_items(run: &Pipeline) -> impl Iterator<Item = Flow> + '_ {
     let flows = &run.engine.flows;
     let mut order: Vec<u32> = (0..flows.len() as u32).collect();
     order.sort_unstable_by_key(|i| flow_order(flows.at(*i as usize).0));
+    let rnr = run.engine.heads.as_ref().map(|_| run.engine.rnr_notes()).unwrap_or_default();
     order.into_iter().map(move |i| {
         let (k, s) = flows.at(i as usize);
-        flow_json(run, k, s)
+        let mut edge = flow_edge(run, i as usize, k, s);
+        if let Some(e) = edge.as_mut() {
+            e.rnr_psns = rnr.get(&(k.src, k.dst)).cloned().unwrap_or_default();
+        }
+        Flow { edge, ..flow_json(run, k, s) }
+    })
+}
+
+/// A flow's edge (`--edges`): its head as the engine kept it, its state at the end.
+fn flow_edge(run: &Pipeline, i: usize, k: &FlowKey, s: &FlowStats) -> Option<FlowEdge> {
+    let head = run.engine.heads.as_ref()?.get(i);
+    let frames = head.map(|h| h.frames.clone()).unwrap_or_default();
+    let end = SeqJson::from(&s.psn.seq);
+    Some(FlowEdge {
+        complete: !head.is_some_and(|h| h.more),
+        after_head: head.and_then(|h| h.after.as_ref()).map_or(end, SeqJson::from),
+        end,
+        head: frames,
+        read_note: run.engine.read_note(k, &s.psn.seq).unwrap_or(0),
+        rnr_psns: Vec::new(),
+        default_pmtu: run.analyses.config.pmtu,
     })
 }
 
@@ -292,5 +314,6 @@ pub(crate) fn flow_json(run: &Pipeline, k: &FlowKey, s: &FlowStats) -> Flow {
         psn,
         naks,
         rtt_ns: flow_rtt(run, k),
+        edge: None,
     }
 }

@@ -1,0 +1,66 @@
+//! Offline with `--edges`: each flow's first RoCE frames as the PSN state machine read them,
+//! and its state after them (`crate::model::edge`). Off, no frame pays for it.
+
+use analyzer_common::PacketSummary;
+use analyzer_common::psn::PsnSeq;
+
+use crate::model::edge::{HEAD, HeadFrame};
+
+/// One flow's head.
+#[derive(Debug, Clone, Default)]
+pub struct Head {
+    pub frames: Vec<HeadFrame>,
+    /// The state after the last frame of `frames`, once it holds [`HEAD`].
+    pub after: Option<PsnSeq>,
+    /// A frame came after the head.
+    pub more: bool,
+}
+
+/// The heads of all flows, by the flow's index in the engine's table.
+#[derive(Debug, Default)]
+pub struct Heads {
+    heads: Vec<Head>,
+}
+
+impl Heads {
+    /// A RoCE frame of flow `i`, whose PSN state is `seq` after it.
+    pub fn observe(&mut self, i: usize, s: &PacketSummary, seq: &PsnSeq) {
+        if self.heads.len() <= i {
+            self.heads.resize_with(i + 1, Head::default);
+        }
+        let h = &mut self.heads[i];
+        if h.frames.len() == HEAD {
+            h.more = true;
+            return;
+        }
+        h.frames.push(frame_of(s));
+        if h.frames.len() == HEAD {
+            h.after = Some(*seq);
+        }
+    }
+
+    pub fn get(&self, i: usize) -> Option<&Head> {
+        self.heads.get(i)
+    }
+}
+
+/// What [`analyzer_common::psn::account`] reads of a frame (its addresses are the flow's).
+pub fn frame_of(s: &PacketSummary) -> HeadFrame {
+    HeadFrame([s.opcode as u32, s.psn, s.payload_len, s.reth_dma_len, s.aeth_syndrome as u32, s.ext as u32])
+}
+
+/// The frame a [`HeadFrame`] was taken from, as the PSN state machine sees it, between `src`
+/// and `dst` (the flow's addresses).
+pub fn summary_of(f: &HeadFrame, src: [u8; 16], dst: [u8; 16]) -> PacketSummary {
+    let [opcode, psn, payload_len, dma_len, syndrome, ext] = f.0;
+    let mut s = PacketSummary::zeroed();
+    s.opcode = opcode as u8;
+    s.psn = psn;
+    s.payload_len = payload_len;
+    s.reth_dma_len = dma_len;
+    s.aeth_syndrome = syndrome as u8;
+    s.ext = ext as u16;
+    s.src_ip = src;
+    s.dst_ip = dst;
+    s
+}

@@ -1,0 +1,106 @@
+//! `flows[].edge` (offline with `--edges`): what a flow's PSN state machine needs to continue
+//! across the end of one capture into the next, so that `merge` of captures cut in time counts
+//! a flow's PSN anomalies as one analysis of the whole would.
+//!
+//! The state machine (`analyzer_common::psn`) starts each capture fresh: the first request of
+//! a flow sets the expected PSN and is never out of sequence. Across a cut that first request
+//! may skip PSNs, or repeat some, relative to where the previous capture left the flow. So a
+//! report carries, per flow, the state it ended in (`end`), the first [`HEAD`] frames whose
+//! accounting depended on the state they started from (`head`), and the state after them
+//! (`after_head`). `merge` replays the head from the previous report's `end` and from a fresh
+//! state with the same function, and adds the difference — when both replays end in the state
+//! the report recorded (past the head the two runs then count alike).
+
+use analyzer_common::psn::PsnSeq;
+use serde::{Deserialize, Serialize};
+
+/// Frames of a flow kept as its head. Enough for the state to settle in every case we know
+/// (an out-of-sequence first request settles it at once; a run of duplicates takes as long as
+/// it lasts), small enough that an edge costs about the size of the flow's other fields.
+pub const HEAD: usize = 8;
+
+/// One frame of a head: what the PSN state machine reads of it, as
+/// `[opcode, psn, payload_len, reth_dma_len, aeth_syndrome, ext]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadFrame(pub [u32; 6]);
+
+/// A flow's PSN state as JSON: the fields of `analyzer_common::psn::PsnSeq`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeqJson {
+    pub expected: u32,
+    pub response_psn: u32,
+    pub pmtu: u32,
+    pub responder_expected: u32,
+    pub read_psn: u32,
+    pub read_len: u32,
+    pub started: u8,
+    pub in_response: u8,
+    pub mtus_excluded: u8,
+    pub read_pending: u8,
+    pub responder_nak: u8,
+}
+
+impl From<&PsnSeq> for SeqJson {
+    fn from(s: &PsnSeq) -> Self {
+        SeqJson {
+            expected: s.expected,
+            response_psn: s.response_psn,
+            pmtu: s.pmtu,
+            responder_expected: s.responder_expected,
+            read_psn: s.read_psn,
+            read_len: s.read_len,
+            started: s.started,
+            in_response: s.in_response,
+            mtus_excluded: s.mtus_excluded,
+            read_pending: s.read_pending,
+            responder_nak: s.responder_nak,
+        }
+    }
+}
+
+impl From<&SeqJson> for PsnSeq {
+    fn from(s: &SeqJson) -> Self {
+        PsnSeq {
+            expected: s.expected,
+            response_psn: s.response_psn,
+            pmtu: s.pmtu,
+            responder_expected: s.responder_expected,
+            read_psn: s.read_psn,
+            read_len: s.read_len,
+            started: s.started,
+            in_response: s.in_response,
+            mtus_excluded: s.mtus_excluded,
+            read_pending: s.read_pending,
+            responder_nak: s.responder_nak,
+            _pad: [0; 3],
+        }
+    }
+}
+
+/// `flows[].edge`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowEdge {
+    /// The flow's first RoCE frames (at most [`HEAD`]).
+    pub head: Vec<HeadFrame>,
+    /// Whether `head` is every RoCE frame of the flow in this capture.
+    pub complete: bool,
+    /// The state after `head`.
+    pub after_head: SeqJson,
+    /// The state at the end of the capture.
+    pub end: SeqJson,
+    /// When `end` waits for a READ's span (`read_pending`): the MTU its READ RESPONSE showed
+    /// by the end of the capture (0: none yet). Without it the cut cannot be stitched.
+    #[serde(default, skip_serializing_if = "is_zero32")]
+    pub read_note: u32,
+    /// PSNs of this flow's requests refused by an RNR NAK and not repeated by the end: a
+    /// repeat after the cut is taken as the refused request, not as a duplicate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rnr_psns: Vec<u32>,
+    /// `--pmtu` of the run (0: learned per flow), which the replays must use too.
+    #[serde(default, skip_serializing_if = "is_zero32")]
+    pub default_pmtu: u32,
+}
+
+fn is_zero32(n: &u32) -> bool {
+    *n == 0
+}

@@ -1,0 +1,252 @@
+//! `merge` in time: a flow's PSN counters across the cuts between captures that follow each
+//! other (`flows[].edge`, offline with `--edges`). Each capture's analysis started the flow
+//! fresh; one analysis of the whole would have met the first frames of each later part with
+//! the state the part before left. Both are replayed here with the state machine the analysis
+//! runs (`analyzer_common::psn::account`): the head of each later part from that state, and
+//! from a fresh one (what its own report counted). The difference is what the whole counts
+//! beyond the sum of the parts — exactly, when both replays end in the state the part recorded
+//! after its head, since from there on the two runs see the same frames from the same state.
+//! When they do not (a run of repeated PSNs longer than the head), the flow is not stitched
+//! and the report says so.
+//!
+//! A READ whose span was still open at a cut is settled by the MTU its READ RESPONSE showed
+//! (a note of the reverse direction): the part before carries it when it had it
+//! (`read_note`); when it had not, the response may come after the cut, before or after the
+//! next request, which the reports cannot tell: not stitched. Requests refused by an RNR NAK
+//! before the cut and repeated after it are taken as the whole takes them (the part before
+//! carries their PSNs, `rnr_psns`); a refusal after the cut that the part's own run left
+//! untaken may have come before or after the head's repeat: not stitched.
+
+use analyzer_common::flow::FlowKey;
+use analyzer_common::psn::{self, PeerKey, PeerNotes, PsnSeq, PsnState};
+
+use crate::engine::edges::summary_of;
+use crate::model::edge::{FlowEdge, SeqJson};
+
+/// One report's sight of a flow: the report's capture span and the flow's edge, if it has one.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub edge: Option<FlowEdge>,
+}
+
+/// What the whole counts beyond the parts' sum: `add` minus `sub`, counter by counter (both
+/// hold counters only; their sequence state is not used).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Correction {
+    pub add: PsnState,
+    pub sub: PsnState,
+}
+
+/// Whether the parts follow each other in time without overlapping (a capture cut in time),
+/// after sorting them by start.
+pub fn in_series(parts: &mut [Part]) -> bool {
+    parts.sort_by_key(|p| (p.start_ns, p.end_ns));
+    parts.windows(2).all(|w| w[0].end_ns <= w[1].start_ns)
+}
+
+/// The correction for a flow seen in `parts` (in series, [`in_series`]), or `None` when some
+/// part has no edge or a head's state did not settle.
+pub fn stitch(key: &FlowKey, parts: &[Part]) -> Option<Correction> {
+    let (first, rest) = parts.split_first()?;
+    let first = first.edge.as_ref()?;
+    let (mut state, mut read_note) = (PsnSeq::from(&first.end), first.read_note);
+    let mut rnr = first.rnr_psns.clone();
+    let mut c = Correction { add: PsnState::zeroed(), sub: PsnState::zeroed() };
+    for p in rest {
+        let e = p.edge.as_ref()?;
+        // A refusal this part saw and its own run did not take (its first request is never
+        // taken as a repeat): put before or after the request, the reports cannot tell.
+        if e.head.iter().any(|f| e.rnr_psns.contains(&f.0[1]) && !rnr.contains(&f.0[1])) {
+            return None;
+        }
+        let alone = replay(key, e, PsnSeq::default(), None, &[]);
+        let before = match state.read_pending {
+            0 => None,
+            _ if read_note >= psn::MIN_MTU => Some((state.read_psn, read_note)),
+            _ => return None,
+        };
+        let whole = replay(key, e, state, before, &rnr);
+        rnr.retain(|p| !e.head.iter().any(|f| f.0[1] == *p));
+        rnr.extend(&e.rnr_psns);
+        if SeqJson::from(&alone.seq) != e.after_head {
+            return None;
+        }
+        state = match (e.complete, whole.seq == alone.seq) {
+            (true, _) => whole.seq,
+            (false, true) => PsnSeq::from(&e.end),
+            (false, false) => return None,
+        };
+        // The note this part knew of the READ the state now waits for (its own READ's; a
+        // READ from before the cut keeps the note known before).
+        if state.read_psn == e.end.read_psn && e.end.read_pending != 0 {
+            read_note = e.read_note;
+        }
+        add_counts(&mut c.add, &whole);
+        add_counts(&mut c.sub, &alone);
+    }
+    Some(c)
+}
+
+/// The head of `e` accounted from state `from`, with the MTU note of a READ at a PSN that
+/// `from` waits for and the RNR NAK notes of requests refused before.
+fn replay(key: &FlowKey, e: &FlowEdge, from: PsnSeq, read: Option<(u32, u32)>, rnr: &[u32]) -> PsnState {
+    let mut st = PsnState { seq: from, ..PsnState::zeroed() };
+    let mut notes = Notes { list: Vec::new(), default_pmtu: e.default_pmtu };
+    for &psn in rnr {
+        notes.put(&PeerKey { requester: key.src, responder: key.dst, psn }, psn::NOTE_RNR);
+    }
+    if let Some((psn, mtu)) = read {
+        notes.put(&PeerKey { requester: key.src, responder: key.dst, psn }, mtu);
+    }
+    for f in &e.head {
+        psn::account(&mut st, &summary_of(f, key.src, key.dst), &mut notes);
+    }
+    st
+}
+
+fn add_counts(into: &mut PsnState, from: &PsnState) {
+    let pairs = into.count.iter_mut().zip(from.count).chain(into.aeth.iter_mut().zip(from.aeth));
+    for (a, b) in pairs.chain(into.responder.iter_mut().zip(from.responder)) {
+        *a = a.saturating_add(b);
+    }
+}
+
+/// The notes a head leaves itself (a head is a flow's own frames: the reverse direction's
+/// notes are not known here).
+struct Notes {
+    list: Vec<(PeerKey, u32)>,
+    default_pmtu: u32,
+}
+
+impl PeerNotes for Notes {
+    fn get(&self, key: &PeerKey) -> Option<u32> {
+        self.list.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+    fn put(&mut self, key: &PeerKey, note: u32) {
+        self.list.push((*key, note));
+    }
+    fn take_rnr(&mut self, key: &PeerKey) -> bool {
+        let at = self.list.iter().rposition(|(k, v)| k == key && *v == psn::NOTE_RNR);
+        at.map(|i| self.list.remove(i)).is_some()
+    }
+    fn default_pmtu(&self) -> u32 {
+        self.default_pmtu
+    }
+}
+
+/// The note of a merge with flows not stitched.
+pub fn note(flows: u64) -> crate::model::Note {
+    crate::model::Note::new(
+        crate::model::NoteCode::PsnNotStitched,
+        format!(
+            "{flows} flows appear in reports that follow each other in time without their PSN state at the \
+             cut (reports made without --edges, or a flow whose first frames after a cut repeat more PSNs than \
+             the edge holds): their PSN counters are the reports' sums, so an out-of-sequence or repeated PSN \
+             across a cut is not counted. Analyse the parts with --edges, or the whole capture in one run"
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::edges::Heads;
+    use analyzer_common::PacketSummary;
+    use analyzer_common::psn::count;
+
+    const SEND_ONLY: u8 = 0x04;
+
+    fn key() -> FlowKey {
+        let mut k = FlowKey::default();
+        k.src[..4].copy_from_slice(&[10, 0, 0, 1]);
+        k.dst[..4].copy_from_slice(&[10, 0, 0, 2]);
+        k.ip_version = 4;
+        k
+    }
+
+    /// Runs `psns` (SEND ONLY requests) through the state machine as a report's run does, and
+    /// gives its counters and edge.
+    fn run(psns: &[u32], start_ns: u64) -> (PsnState, Part) {
+        let k = key();
+        let mut st = PsnState::zeroed();
+        let mut heads = Heads::default();
+        let mut notes = Notes { list: Vec::new(), default_pmtu: 0 };
+        for &p in psns {
+            let mut s = PacketSummary::zeroed();
+            (s.opcode, s.psn, s.src_ip, s.dst_ip) = (SEND_ONLY, p, k.src, k.dst);
+            s.ext = analyzer_common::opcode::headers(SEND_ONLY);
+            psn::account(&mut st, &s, &mut notes);
+            heads.observe(0, &s, &st.seq);
+        }
+        let h = heads.get(0).cloned().unwrap_or_default();
+        let end = SeqJson::from(&st.seq);
+        let edge = FlowEdge {
+            complete: !h.more,
+            after_head: h.after.as_ref().map_or(end, SeqJson::from),
+            end,
+            head: h.frames,
+            read_note: 0,
+            rnr_psns: Vec::new(),
+            default_pmtu: 0,
+        };
+        (st, Part { start_ns, end_ns: start_ns + 1, edge: Some(edge) })
+    }
+
+    /// The whole's counters from the parts' sum and the correction.
+    fn stitched(psns: &[u32], cuts: &[usize]) -> Option<[u64; count::COUNT]> {
+        let mut bounds = vec![0];
+        bounds.extend_from_slice(cuts);
+        bounds.push(psns.len());
+        let runs: Vec<(PsnState, Part)> =
+            bounds.windows(2).enumerate().map(|(i, w)| run(&psns[w[0]..w[1]], 10 * i as u64)).collect();
+        let parts: Vec<Part> = runs.iter().map(|(_, p)| p.clone()).collect();
+        let c = stitch(&key(), &parts)?;
+        let mut sum = [0u64; count::COUNT];
+        for (i, s) in sum.iter_mut().enumerate() {
+            let parts: u64 = runs.iter().map(|(st, _)| st.count[i]).sum();
+            *s = parts + c.add.count[i] - c.sub.count[i];
+        }
+        Some(sum)
+    }
+
+    #[test]
+    fn a_gap_or_a_repeat_at_the_cut_is_counted_as_in_the_whole() {
+        // In order; a gap of 5 PSNs at the cut; a repeat at the cut that the sender resumes
+        // from (go-back-N); in order again, cut in three.
+        let cases: [(&[u32], &[usize]); 4] = [
+            (&[1, 2, 3, 4, 5, 6], &[3]),
+            (&[1, 2, 3, 9, 10, 11], &[3]),
+            (&[1, 2, 3, 4, 2, 3, 4, 5, 6], &[4]),
+            (&[7, 8, 9, 10, 11, 12, 13], &[2, 5]),
+        ];
+        for (psns, cuts) in cases {
+            let (whole, _) = run(psns, 0);
+            assert_eq!(stitched(psns, cuts), Some(whole.count), "{psns:?} cut at {cuts:?}");
+        }
+    }
+
+    #[test]
+    fn repeats_that_outlast_the_head_are_not_stitched() {
+        // The part after the cut repeats 12 PSNs already seen: past the head the whole still
+        // counts duplicates its run alone does not.
+        let mut psns: Vec<u32> = (1..=20).collect();
+        psns.extend(5..=20);
+        let (whole, _) = run(&psns, 0);
+        assert_eq!(stitched(&psns, &[20]), None);
+        // A short repeat settles within the head.
+        let mut short: Vec<u32> = (1..=20).collect();
+        short.extend(18..=30);
+        let (whole_short, _) = run(&short, 0);
+        assert_eq!(stitched(&short, &[20]), Some(whole_short.count));
+        assert!(whole.count[count::DUPLICATES] > 8);
+    }
+
+    #[test]
+    fn parts_that_overlap_are_not_in_series() {
+        let p = |s, e| Part { start_ns: s, end_ns: e, edge: None };
+        assert!(in_series(&mut [p(10, 20), p(0, 10)]));
+        assert!(!in_series(&mut [p(0, 15), p(10, 20)]));
+    }
+}

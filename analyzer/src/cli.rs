@@ -223,12 +223,6 @@ pub struct AnalyzeArgs {
     #[arg(long, conflicts_with = "iface")]
     pub one_thread: bool,
 
-    /// Offline: give each flow its PSN state at the capture's two ends (`flows[].edge`), so that
-    /// `merge` of captures cut in time (rotated files, a ring buffer's parts) counts its PSN
-    /// anomalies across each cut as one run over the whole would.
-    #[arg(long, conflicts_with = "iface")]
-    pub edges: bool,
-
     /// Analyse live: attach the XDP program to IFACE (a mirror/ERSPAN collector port, a tap, a
     /// soft-RoCE host). Needs CAP_BPF and CAP_NET_ADMIN.
     #[arg(short = 'i', long, value_name = "IFACE")]
@@ -332,6 +326,12 @@ pub struct AnalyzeArgs {
     /// Offline: the same lines once, for the whole capture. `merge` reads them back.
     #[arg(long, value_name = "PATH")]
     pub export: Option<PathBuf>,
+
+    /// Offline: give each flow its PSN state at the capture's two ends (`flows[].edge`), so that
+    /// `merge` of captures cut in time (rotated files, a ring buffer's parts) counts its PSN
+    /// anomalies across each cut as one run over the whole would.
+    #[arg(long, conflicts_with = "iface")]
+    pub edges: bool,
 
     /// Export: start a new file before one would grow past this many bytes (K, M, G suffixes).
     #[arg(long, default_value = "64M", value_parser = byte_size)]
@@ -470,6 +470,7 @@ fn heading(long: &str) -> &'static str {
     ];
     const FLEET: &[&str] = &[
         "export",
+        "edges",
         "export-max-bytes",
         "export-keep",
         "export-clickhouse",

@@ -1,7 +1,7 @@
 //! `merge` of the reports of a capture cut in time, against the report of the whole capture:
 //! every fixture cut into two and three parts by frames, each part analysed alone under the
 //! same label, the parts' reports merged. What adds up over time must come back exactly:
-//! capture totals, every flow's counts, CE and CNPs per host pair, PFC senders and their pause time, storms, congestion
+//! capture totals, every flow's counts, CE and CNPs per host pair, PFC rates per priority, PFC senders and their pause time, storms, congestion
 //! trees, ECMP, RTT timeouts and CM pairs, incast episodes (dst, senders; what falls between
 //! the cut and the moment the next part's count reaches the minimum again is lost, so their
 //! bytes and marks may only be less, their start and end within one window). The parts are
@@ -86,7 +86,7 @@ fn additive(r: &Value) -> Value {
         "capture": [c["frames"], c["classes"], c["dropped"], c["start_ns"], c["end_ns"]],
         "pairs": pairs,
         "flows": flows,
-        "pfc": [r["pfc"]["frames"], r["pfc"]["pause_8023x_frames"], senders, r["pfc"]["pause_senders"], r["pfc"]["storms"]],
+        "pfc": [r["pfc"]["frames"], r["pfc"]["pause_8023x_frames"], senders, r["pfc"]["pause_senders"], r["pfc"]["storms"], r["pfc"]["rates"]],
         "congestion_tree": r["congestion_tree"],
         "ecmp": r["ecmp"],
         "rtt": [rtt["timeouts"], rtt["cm_paired"]],

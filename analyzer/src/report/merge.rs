@@ -680,7 +680,8 @@ fn loss_ratio(capture: &mut Capture) {
     }
 }
 
-/// Per priority the reports' data frames and pause frames added, as rates.
+/// Per priority the reports' data frames and pause frames added, as rates, for the priorities
+/// PFC paused (as a report lists them; reports made with `--edges` list the others' data too).
 /// (The paused time from the merged senders: intervals joined across reports.)
 fn rates_of(rates: &BTreeMap<u8, (u64, u64)>, senders: &[PfcSender]) -> Vec<PfcRate> {
     let rate = |(p, (data, frames)): (&u8, &(u64, u64))| {
@@ -695,7 +696,7 @@ fn rates_of(rates: &BTreeMap<u8, (u64, u64)>, senders: &[PfcSender]) -> Vec<PfcR
             paused_ns_per_million: per(paused),
         }
     };
-    rates.iter().map(rate).collect()
+    rates.iter().filter(|(_, (_, frames))| *frames > 0).map(rate).collect()
 }
 
 /// What `merge` could not combine, taken from the merger before it builds the report.

@@ -81,10 +81,17 @@ fn ecn_lead(run: &Pipeline, mac: &[u8; 6], priority: u8) -> Option<EcnLead> {
     })
 }
 
-/// Per priority PFC paused: its pause frames and paused time per million data frames.
+/// Per priority PFC paused: its pause frames and paused time per million data frames. With
+/// `--edges` every priority that carried data is listed too (no pause frames: a part of a
+/// capture cut in time whose data `merge` must count, though PFC paused it in another part).
 fn rates(run: &Pipeline) -> Vec<PfcRate> {
     let a = &run.analyses;
     let mut by: BTreeMap<u8, (u64, u64)> = BTreeMap::new();
+    if run.engine.heads.is_some() {
+        for (p, _) in a.marks.data_frames.iter().enumerate().take(8).filter(|(_, n)| **n > 0) {
+            by.insert(p as u8, (0, 0));
+        }
+    }
     for ((mac, prio), c) in &run.engine.pfc.pfc {
         let e = by.entry(*prio).or_default();
         e.0 += PauseCounts::from(c).frames;

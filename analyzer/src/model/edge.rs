@@ -24,8 +24,11 @@ pub const HEAD: usize = 8;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeadFrame(pub [u32; 6]);
 
-/// A flow's PSN state as JSON: the fields of `analyzer_common::psn::PsnSeq`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// A flow's PSN state as JSON: the fields of `analyzer_common::psn::PsnSeq` through serde's
+/// remote derive (the kernel's type stays free of serde); a field added there and not here
+/// fails to compile.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "PsnSeq")]
 pub struct SeqJson {
     pub expected: u32,
     pub response_psn: u32,
@@ -38,43 +41,8 @@ pub struct SeqJson {
     pub mtus_excluded: u8,
     pub read_pending: u8,
     pub responder_nak: u8,
-}
-
-impl From<&PsnSeq> for SeqJson {
-    fn from(s: &PsnSeq) -> Self {
-        SeqJson {
-            expected: s.expected,
-            response_psn: s.response_psn,
-            pmtu: s.pmtu,
-            responder_expected: s.responder_expected,
-            read_psn: s.read_psn,
-            read_len: s.read_len,
-            started: s.started,
-            in_response: s.in_response,
-            mtus_excluded: s.mtus_excluded,
-            read_pending: s.read_pending,
-            responder_nak: s.responder_nak,
-        }
-    }
-}
-
-impl From<&SeqJson> for PsnSeq {
-    fn from(s: &SeqJson) -> Self {
-        PsnSeq {
-            expected: s.expected,
-            response_psn: s.response_psn,
-            pmtu: s.pmtu,
-            responder_expected: s.responder_expected,
-            read_psn: s.read_psn,
-            read_len: s.read_len,
-            started: s.started,
-            in_response: s.in_response,
-            mtus_excluded: s.mtus_excluded,
-            read_pending: s.read_pending,
-            responder_nak: s.responder_nak,
-            _pad: [0; 3],
-        }
-    }
+    #[serde(skip)]
+    pub _pad: [u8; 3],
 }
 
 /// `flows[].edge`.
@@ -85,9 +53,11 @@ pub struct FlowEdge {
     /// Whether `head` is every RoCE frame of the flow in this capture.
     pub complete: bool,
     /// The state after `head`.
-    pub after_head: SeqJson,
+    #[serde(with = "SeqJson")]
+    pub after_head: PsnSeq,
     /// The state at the end of the capture.
-    pub end: SeqJson,
+    #[serde(with = "SeqJson")]
+    pub end: PsnSeq,
     /// When `end` waits for a READ's span (`read_pending`): the MTU its READ RESPONSE showed
     /// by the end of the capture (0: none yet). Without it the cut cannot be stitched.
     #[serde(default, skip_serializing_if = "is_zero32")]

@@ -21,7 +21,7 @@ use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::{self, PeerKey, PeerNotes, PsnSeq, PsnState};
 
 use crate::engine::edges::summary_of;
-use crate::model::edge::{FlowEdge, SeqJson};
+use crate::model::edge::FlowEdge;
 
 /// One report's sight of a flow: the report's capture span and the flow's edge, if it has one.
 #[derive(Debug, Clone)]
@@ -51,7 +51,7 @@ pub fn in_series(parts: &mut [Part]) -> bool {
 pub fn stitch(key: &FlowKey, parts: &[Part]) -> Option<Correction> {
     let (first, rest) = parts.split_first()?;
     let first = first.edge.as_ref()?;
-    let (mut state, mut read_note) = (PsnSeq::from(&first.end), first.read_note);
+    let (mut state, mut read_note) = (first.end, first.read_note);
     let mut rnr = first.rnr_psns.clone();
     let mut c = Correction { add: PsnState::zeroed(), sub: PsnState::zeroed() };
     for p in rest {
@@ -70,12 +70,12 @@ pub fn stitch(key: &FlowKey, parts: &[Part]) -> Option<Correction> {
         let whole = replay(key, e, state, before, &rnr);
         rnr.retain(|p| !e.head.iter().any(|f| f.0[1] == *p));
         rnr.extend(&e.rnr_psns);
-        if SeqJson::from(&alone.seq) != e.after_head {
+        if alone.seq != e.after_head {
             return None;
         }
         state = match (e.complete, whole.seq == alone.seq) {
             (true, _) => whole.seq,
-            (false, true) => PsnSeq::from(&e.end),
+            (false, true) => e.end,
             (false, false) => return None,
         };
         // The note this part knew of the READ the state now waits for (its own READ's; a
@@ -181,10 +181,10 @@ mod tests {
             heads.observe(0, &s, &st.seq);
         }
         let h = heads.get(0).cloned().unwrap_or_default();
-        let end = SeqJson::from(&st.seq);
+        let end = st.seq;
         let edge = FlowEdge {
             complete: !h.more,
-            after_head: h.after.as_ref().map_or(end, SeqJson::from),
+            after_head: h.after.unwrap_or(end),
             end,
             head: h.frames,
             read_note: 0,

@@ -16,7 +16,6 @@ use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::PsnState;
 
 use crate::engine::{DropReason, FlowStats};
-use crate::model::edge::SeqJson;
 use crate::model::*;
 use crate::pipeline::Pipeline;
 
@@ -221,10 +220,10 @@ pub fn flow_items(run: &Pipeline) -> impl Iterator<Item = Flow> + '_ {
 fn flow_edge(run: &Pipeline, i: usize, k: &FlowKey, s: &FlowStats) -> Option<FlowEdge> {
     let head = run.engine.heads.as_ref()?.get(i);
     let frames = head.map(|h| h.frames.clone()).unwrap_or_default();
-    let end = SeqJson::from(&s.psn.seq);
+    let end = s.psn.seq;
     Some(FlowEdge {
         complete: !head.is_some_and(|h| h.more),
-        after_head: head.and_then(|h| h.after.as_ref()).map_or(end, SeqJson::from),
+        after_head: head.and_then(|h| h.after).unwrap_or(end),
         end,
         head: frames,
         read_note: run.engine.read_note(k, &s.psn.seq).unwrap_or(0),

@@ -4,7 +4,7 @@
 use analyzer_common::PacketSummary;
 use analyzer_common::psn::PsnSeq;
 
-use crate::model::edge::{HEAD, HeadFrame};
+use crate::model::edge::{FlowEdge, HEAD, HeadFrame};
 
 /// One flow's head.
 #[derive(Debug, Clone, Default)]
@@ -41,6 +41,20 @@ impl Heads {
 
     pub fn get(&self, i: usize) -> Option<&Head> {
         self.heads.get(i)
+    }
+}
+
+/// A flow's edge from its head (`None`: it had no RoCE frame) and its state at the end; the
+/// notes and `--pmtu` are the caller's to add.
+pub fn edge(head: Option<&Head>, end: PsnSeq) -> FlowEdge {
+    FlowEdge {
+        head: head.map(|h| h.frames.clone()).unwrap_or_default(),
+        complete: !head.is_some_and(|h| h.more),
+        after_head: head.and_then(|h| h.after).unwrap_or(end),
+        end,
+        read_note: 0,
+        rnr_psns: Vec::new(),
+        default_pmtu: 0,
     }
 }
 

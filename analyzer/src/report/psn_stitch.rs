@@ -62,6 +62,9 @@ pub fn stitch(key: &FlowKey, parts: &[Part]) -> Option<Correction> {
             return None;
         }
         let alone = replay(key, e, PsnSeq::default(), None, &[]);
+        if alone.seq != e.after_head {
+            return None;
+        }
         let before = match state.read_pending {
             0 => None,
             _ if read_note >= psn::MIN_MTU => Some((state.read_psn, read_note)),
@@ -70,9 +73,6 @@ pub fn stitch(key: &FlowKey, parts: &[Part]) -> Option<Correction> {
         let whole = replay(key, e, state, before, &rnr);
         rnr.retain(|p| !e.head.iter().any(|f| f.0[1] == *p));
         rnr.extend(&e.rnr_psns);
-        if alone.seq != e.after_head {
-            return None;
-        }
         state = match (e.complete, whole.seq == alone.seq) {
             (true, _) => whole.seq,
             (false, true) => e.end,
@@ -180,17 +180,7 @@ mod tests {
             psn::account(&mut st, &s, &mut notes);
             heads.observe(0, &s, &st.seq);
         }
-        let h = heads.get(0).cloned().unwrap_or_default();
-        let end = st.seq;
-        let edge = FlowEdge {
-            complete: !h.more,
-            after_head: h.after.unwrap_or(end),
-            end,
-            head: h.frames,
-            read_note: 0,
-            rnr_psns: Vec::new(),
-            default_pmtu: 0,
-        };
+        let edge = crate::engine::edges::edge(heads.get(0), st.seq);
         (st, Part { start_ns, end_ns: start_ns + 1, edge: Some(edge) })
     }
 

@@ -208,27 +208,25 @@ pub fn flow_items(run: &Pipeline) -> impl Iterator<Item = Flow> + '_ {
     let rnr = run.engine.heads.as_ref().map(|_| run.engine.rnr_notes()).unwrap_or_default();
     order.into_iter().map(move |i| {
         let (k, s) = flows.at(i as usize);
-        let mut edge = flow_edge(run, i as usize, k, s);
-        if let Some(e) = edge.as_mut() {
-            e.rnr_psns = rnr.get(&(k.src, k.dst)).cloned().unwrap_or_default();
-        }
-        Flow { edge, ..flow_json(run, k, s) }
+        Flow { edge: flow_edge(run, i as usize, k, s, &rnr), ..flow_json(run, k, s) }
     })
 }
 
-/// A flow's edge (`--edges`): its head as the engine kept it, its state at the end.
-fn flow_edge(run: &Pipeline, i: usize, k: &FlowKey, s: &FlowStats) -> Option<FlowEdge> {
+/// A flow's edge (`--edges`): its head as the engine kept it, its state at the end, the notes
+/// the engine still holds for it (`rnr`: [`crate::engine::Engine::rnr_notes`]).
+fn flow_edge(
+    run: &Pipeline,
+    i: usize,
+    k: &FlowKey,
+    s: &FlowStats,
+    rnr: &rustc_hash::FxHashMap<([u8; 16], [u8; 16]), Vec<u32>>,
+) -> Option<FlowEdge> {
     let head = run.engine.heads.as_ref()?.get(i);
-    let frames = head.map(|h| h.frames.clone()).unwrap_or_default();
-    let end = s.psn.seq;
     Some(FlowEdge {
-        complete: !head.is_some_and(|h| h.more),
-        after_head: head.and_then(|h| h.after).unwrap_or(end),
-        end,
-        head: frames,
         read_note: run.engine.read_note(k, &s.psn.seq).unwrap_or(0),
-        rnr_psns: Vec::new(),
+        rnr_psns: rnr.get(&(k.src, k.dst)).cloned().unwrap_or_default(),
         default_pmtu: run.analyses.config.pmtu,
+        ..crate::engine::edges::edge(head, s.psn.seq)
     })
 }
 

@@ -6,9 +6,11 @@
 //! the cut and the moment the next part's count reaches the minimum again is lost, so their
 //! bytes and marks may only be less, their start and end within one window). The parts are
 //! analysed with `--edges`, so every flow's PSN and AETH counters come back too, stitched across
-//! each cut, but for the cuts stated by hand where the reports cannot tell (the merge says so).
-//! Analyses that carry other state across the cut (RTT pairing, messages, marks judged against
-//! CNPs, DCQCN rates) do not come back whole yet: docs/usage.md, merge.
+//! each cut, but for the cuts stated by hand where the reports cannot tell (the merge says so),
+//! and their RTT samples: the RTT of every flow and of the whole is one run's wherever no request
+//! waited for its ACK at a cut (else the merge says `rtt_not_stitched`).
+//! Analyses that carry other state across the cut (messages, marks judged against CNPs, DCQCN
+//! rates) do not come back whole yet: docs/usage.md, merge.
 
 use serde_json::{Value, json};
 use tests::fixtures::{self, Fixture};
@@ -46,6 +48,12 @@ fn psn(r: &Value) -> Value {
 /// run took no note of the repeat, the report cannot say which came first); spray.pcap's third
 /// part starts with more repeated PSNs than an edge's head holds.
 const NOT_STITCHED: [(&str, usize); 4] = [("qp_mtus.pcap", 2), ("qp_mtus.pcap", 3), ("rnr.pcap", 2), ("spray.pcap", 3)];
+
+/// The RTT of the whole and of each flow.
+fn rtt(r: &Value) -> Value {
+    let flows = r["flows"].as_array().unwrap().iter().map(|f| json!([f["src"], f["dst"], f["dst_qp"], f["rtt_ns"]]));
+    json!([r["rtt_ns"], flows.collect::<Vec<_>>()])
+}
 
 /// What adds up over time, as the whole report and the merge must both give it.
 fn additive(r: &Value) -> Value {
@@ -95,7 +103,7 @@ fn additive(r: &Value) -> Value {
 }
 
 /// The same parts without their edges (older reports, or made without `--edges`): the merge
-/// sums their counters and says so.
+/// sums their counters, leaves out the RTT of flows in several parts, and says so.
 fn without_edges_says_so(dir: &std::path::Path, mut alone: Vec<Value>, what: &str) {
     let mut args = vec!["merge".to_string()];
     for (i, r) in alone.iter_mut().enumerate() {
@@ -107,7 +115,10 @@ fn without_edges_says_so(dir: &std::path::Path, mut alone: Vec<Value>, what: &st
     args.extend(["--json".into(), "-".into()]);
     let merged = report(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let codes: Vec<&str> = merged["visibility"].as_array().unwrap().iter().filter_map(|n| n["code"].as_str()).collect();
-    assert!(codes.contains(&"psn_not_stitched"), "{what} without edges: {codes:?}");
+    // Nor can it combine the RTT percentiles of a flow in several parts without their samples.
+    for said in ["psn_not_stitched", "rtt_not_merged"] {
+        assert!(codes.contains(&said), "{what} without edges: {codes:?}");
+    }
 }
 
 /// A report's PSN anomalies over all flows (out of sequence, duplicates, responder counts).
@@ -137,7 +148,7 @@ fn matched_within(f: &Fixture) -> bool {
 #[test]
 fn a_capture_cut_in_time_merges_back_to_the_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut checked, mut stitched_anomalies) = (0, 0);
+    let (mut checked, mut stitched_anomalies, mut rtt_whole) = (0, 0, 0);
     let mut not_stitched = Vec::new();
     for f in fixtures::all().into_iter().filter(|f| f.frames.len() >= 3 && !matched_within(f)) {
         let whole = analyse(dir.path(), &f, &format!("{}.whole", f.name), &[]);
@@ -180,8 +191,13 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
             }
             let codes: Vec<&str> =
                 merged["visibility"].as_array().unwrap().iter().filter_map(|n| n["code"].as_str()).collect();
-            for gone in ["incast_not_merged", "dcqcn_not_merged"] {
+            for gone in ["incast_not_merged", "dcqcn_not_merged", "rtt_not_merged"] {
                 assert!(!codes.contains(&gone), "{what}: {gone}");
+            }
+            // Requests waiting at a cut are answered in no part: said, else one run's RTT.
+            if !codes.contains(&"rtt_not_stitched") {
+                assert_json_eq(&rtt(&merged), &rtt(&whole), &format!("{what}: RTT"));
+                rtt_whole += u64::from(whole["rtt_ns"]["samples"].as_u64().unwrap() > 0);
             }
             if codes.contains(&"psn_not_stitched") {
                 not_stitched.push((f.name, parts));
@@ -204,4 +220,5 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     assert!(checked >= 80, "fixtures cut and merged: {checked}");
     assert_eq!(not_stitched, NOT_STITCHED, "merges that said psn_not_stitched");
     assert!(stitched_anomalies >= 10, "merges whose cut met a PSN gap or repeat: {stitched_anomalies}");
+    assert!(rtt_whole >= 8, "merges with RTT samples, one run's RTT: {rtt_whole}");
 }

@@ -252,6 +252,51 @@ impl Samples {
         Samples { exact: Vec::new(), hist: Some(hist), n, min, max }
     }
 
+    /// The samples themselves while they are kept exactly (None once folded into buckets).
+    pub fn exact_values(&self) -> Option<&[u64]> {
+        self.hist.is_none().then_some(self.exact.as_slice())
+    }
+
+    /// Every sample of `parts` as one set, as if pushed one by one: exact while every part is
+    /// and together they stay within [`EXACT_LIMIT`] (the same multiset gives the same nearest
+    /// ranks in any order), else their buckets summed with the smallest and largest value (a
+    /// sample's bucket does not depend on the order either). So the samples of captures cut in
+    /// time come back as the whole capture's.
+    pub fn merged<'a>(parts: impl IntoIterator<Item = &'a Samples> + Clone) -> Samples {
+        let mut all = Samples::default();
+        if parts.clone().into_iter().all(|p| p.hist.is_none()) {
+            for v in parts.into_iter().flat_map(|p| &p.exact) {
+                all.push(*v);
+            }
+            return all;
+        }
+        let with: Vec<&Samples> = parts.into_iter().filter(|p| p.n > 0).collect();
+        let buckets: Vec<(u32, u64)> = with.iter().flat_map(|p| p.buckets()).collect();
+        let min = with.iter().map(|p| p.min).min().unwrap_or(0);
+        let max = with.iter().map(|p| p.max).max().unwrap_or(0);
+        Samples::from_buckets(&buckets, min, max)
+    }
+
+    /// The samples as a flow's edge carries them (`flows[].edge.rtt`).
+    pub fn to_edge(&self) -> crate::model::edge::EdgeRtt {
+        let buckets = match self.hist {
+            None => Vec::new(),
+            Some(_) => self.buckets().into_iter().map(|(b, c)| [b as u64, c]).collect(),
+        };
+        crate::model::edge::EdgeRtt { samples: self.exact.clone(), buckets, min: self.min, max: self.max }
+    }
+
+    /// The samples an edge carried ([`Samples::to_edge`]).
+    pub fn from_edge(e: &crate::model::edge::EdgeRtt) -> Samples {
+        if e.buckets.is_empty() {
+            let mut s = Samples::default();
+            e.samples.iter().for_each(|v| s.push(*v));
+            return s;
+        }
+        let buckets: Vec<(u32, u64)> = e.buckets.iter().map(|[b, c]| (*b as u32, *c)).collect();
+        Samples::from_buckets(&buckets, e.min, e.max)
+    }
+
     /// Every sample in the histogram's buckets, as (upper bound, count) for metrics.
     pub fn values(&self) -> Vec<u64> {
         match &self.hist {
@@ -287,6 +332,30 @@ mod tests {
         one.push(7);
         assert_eq!(one.percentiles().unwrap().p999, 7);
         assert_eq!(median(&mut [5, 1, 3, 2]), 2);
+    }
+
+    #[test]
+    fn merged_parts_are_the_whole() {
+        let values: Vec<u64> = (0..500u64).map(|i| (i * 7919) % 1000 + 1).collect();
+        let mut whole = Samples::default();
+        values.iter().for_each(|v| whole.push(*v));
+        let parts: Vec<Samples> = values
+            .chunks(170)
+            .map(|c| {
+                let mut s = Samples::default();
+                c.iter().for_each(|v| s.push(*v));
+                s
+            })
+            .collect();
+        let merged = Samples::merged(&parts);
+        assert_eq!(merged.percentiles(), whole.percentiles());
+        assert_eq!(merged.exact_values().map(<[u64]>::len), Some(500));
+        // A folded part folds the merge, with the buckets the whole would have.
+        let folded = Samples::from_buckets(&parts[0].buckets(), parts[0].min, parts[0].max);
+        let rest = [folded, parts[1].clone(), parts[2].clone()];
+        let m = Samples::merged(&rest);
+        assert_eq!((m.exact_values(), m.buckets(), m.len()), (None, whole.buckets(), 500));
+        assert_eq!((m.min(), m.percentiles().map(|p| p.max)), (Some(1), Some(1000)));
     }
 
     #[test]

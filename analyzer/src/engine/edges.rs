@@ -55,6 +55,7 @@ pub fn edge(head: Option<&Head>, end: PsnSeq) -> FlowEdge {
         read_note: 0,
         rnr_psns: Vec::new(),
         default_pmtu: 0,
+        rtt: None,
     }
 }
 

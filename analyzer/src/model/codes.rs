@@ -135,6 +135,9 @@ codes! {
         /// Flows of reports that follow each other in time whose PSN state across the cut was
         /// not known (reports without `--edges`, or a head whose state did not settle).
         PsnNotStitched = "psn_not_stitched",
+        /// Requests waiting at a cut in time, or ACKs without a request after one: samples
+        /// answered across the cut are in no report.
+        RttNotStitched = "rtt_not_stitched",
         EcmpPredictedNotMerged = "ecmp_predicted_not_merged",
         VantageNotMerged = "vantage_not_merged",
         FromExport = "from_export",

@@ -10,6 +10,9 @@
 //! (`after_head`). `merge` replays the head from the previous report's `end` and from a fresh
 //! state with the same function, and adds the difference — when both replays end in the state
 //! the report recorded (past the head the two runs then count alike).
+//!
+//! A request flow's edge carries its RTT samples too ([`EdgeRtt`]): percentiles do not add,
+//! samples do.
 
 use analyzer_common::psn::PsnSeq;
 use serde::{Deserialize, Serialize};
@@ -69,6 +72,24 @@ pub struct FlowEdge {
     /// `--pmtu` of the run (0: learned per flow), which the replays must use too.
     #[serde(default, skip_serializing_if = "is_zero32")]
     pub default_pmtu: u32,
+    /// The flow's RTT samples (a request flow that had any), so that `merge` gives the
+    /// percentiles of the flow and of the whole over every part as one run would.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt: Option<EdgeRtt>,
+}
+
+/// A request flow's RTT samples (ns): every one while the run kept them exactly, else (past
+/// 2^20) their 1 % buckets, as `rtt_ns.histogram` holds them, with the smallest and largest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeRtt {
+    /// Every sample, in the order they were taken (empty when `buckets` holds them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<u64>,
+    /// [bucket index, samples], by index, once the samples were folded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<[u64; 2]>,
+    pub min: u64,
+    pub max: u64,
 }
 
 fn is_zero32(n: &u32) -> bool {

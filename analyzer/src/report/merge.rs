@@ -6,8 +6,8 @@
 //! them), the ECMP section recomputed with the analyses' own code (shares per label, the
 //! prediction with the reports' tiers, source-port spread and findings), capture totals summed,
 //! incast episodes joined per destination in time (`incast_merge`), DCQCN per flow and host
-//! (`dcqcn_merge`). The RTT percentiles of a flow seen in several reports need per-packet
-//! times, which reports do not carry: the report says so.
+//! (`dcqcn_merge`). The RTT percentiles of a flow seen in several reports come from the samples
+//! reports made with `--edges` carry (`rtt_merge`); without them the report says so.
 //! Visibility notes that depend on the whole are recomputed over the union; the others are
 //! carried over with the report they came from. NIC counters are per host and not merged.
 
@@ -203,7 +203,8 @@ pub struct Merger {
     pacing: BTreeMap<(String, u32), CnpPacing>,
     audit: Vec<Finding>,
     rtt_reports: Vec<RttSummary>,
-    rtt_lost: bool,
+    /// Requests and ACKs that cuts in time separated.
+    rtt_cuts: super::rtt_merge::Cuts,
     /// Each flow's sight in each report, for the PSN state across cuts in time (`psn_stitch`).
     parts: BTreeMap<FlowId, Vec<super::psn_stitch::Part>>,
     /// Reports with a vantage section (frames matched within them), and the first one's.
@@ -234,7 +235,11 @@ impl Merger {
     /// A merger for `reports` (it looks at their labels and spans only; absorb each
     /// afterwards).
     pub fn new(reports: &[(PathBuf, Report)]) -> Self {
-        Merger { shared_labels: shared_labels(reports), ..Default::default() }
+        Merger {
+            shared_labels: shared_labels(reports),
+            rtt_cuts: super::rtt_merge::Cuts::of(reports),
+            ..Default::default()
+        }
     }
 
     fn qualify(&self, path: &Path, label: &str) -> String {
@@ -364,7 +369,8 @@ impl Merger {
     /// Adds a report's flow; `capture` is the report's capture span.
     fn absorb_flow(&mut self, f: &Flow, labels: Vec<String>, capture: (u64, u64)) -> Result<(), Overflow> {
         let key = (f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp);
-        let part = super::psn_stitch::Part { start_ns: capture.0, end_ns: capture.1, edge: f.edge.clone() };
+        let part =
+            super::psn_stitch::Part { start_ns: capture.0, end_ns: capture.1, edge: f.edge.clone(), rtt: f.rtt_ns };
         self.parts.entry(key.clone()).or_default().push(part);
         let Some(m) = self.flows.get_mut(&key) else {
             self.flows.insert(key, Flow { labels, ..f.clone() });
@@ -388,9 +394,9 @@ impl Merger {
         sum!(m.ack_req, f.ack_req, "flows.ack_req");
         m.psn.checked_add(&f.psn).map_err(|name| Overflow(format!("flows.psn.{name}")))?;
         m.naks.checked_add(&f.naks).map_err(|name| Overflow(format!("flows.naks.{name}")))?;
-        // Percentiles of two vantage points cannot be combined without samples.
+        // Percentiles of several parts come from their samples, when the parts carry them
+        // (`rtt_merge`, at the end).
         m.rtt_ns = None;
-        self.rtt_lost = true;
         for l in labels {
             if !m.labels.contains(&l) {
                 m.labels.push(l);
@@ -538,12 +544,17 @@ impl Merger {
 
     /// Flows several reports saw: at once (vantage points: their packets summed, frames cannot
     /// be matched) or one after another (a capture cut in time: their PSN counters stitched
-    /// across each cut, [`super::psn_stitch`]). Returns how many flows were seen at once, and
-    /// how many in series could not be stitched.
-    fn stitch_flows(&mut self) -> (u64, u64) {
-        let (mut shared, mut unstitched) = (0, 0);
+    /// across each cut, [`super::psn_stitch`]); their RTT from the parts' samples
+    /// ([`super::rtt_merge`]). Returns how many flows were seen at once, how many in series
+    /// could not be stitched, and whether the RTT percentiles of some flow could not be merged.
+    fn stitch_flows(&mut self) -> (u64, u64, bool) {
+        let (mut shared, mut unstitched, mut rtt_lost) = (0, 0, false);
         for (key, parts) in self.parts.iter_mut().filter(|(_, p)| p.len() > 1) {
             let Some(flow) = self.flows.get_mut(key) else { continue };
+            match super::rtt_merge::flow_rtt(parts) {
+                Some(rtt) => flow.rtt_ns = rtt,
+                None => rtt_lost = true,
+            }
             if !super::psn_stitch::in_series(parts) {
                 shared += 1;
                 continue;
@@ -552,11 +563,23 @@ impl Merger {
                 flow_key(flow).and_then(|k| super::psn_stitch::stitch(&k, parts)).is_some_and(|c| apply(flow, &c));
             unstitched += u64::from(!applied);
         }
-        (shared, unstitched)
+        (shared, unstitched, rtt_lost)
+    }
+
+    /// `rtt_ns` over every report: its counts added, its percentiles from every sample when
+    /// the reports carry them (`--edges`), else from their histograms; and whether some RTT
+    /// (of the whole, or of a flow: `rtt_lost`) could not be merged.
+    fn rtt_section(&self, rtt_lost: bool) -> (RttSummary, bool) {
+        let (mut rtt, totals_merged) = Self::merged_rtt(&self.rtt_reports);
+        if totals_merged && let Some(all) = super::rtt_merge::overall(self.parts.values().flatten()) {
+            super::rtt_merge::set_percentiles(&mut rtt, &all);
+        }
+        (rtt, !totals_merged || rtt_lost)
     }
 
     pub fn finish(mut self, opts: &MergeOptions) -> Result<Report, MergeError> {
-        let (shared_flows, psn_unstitched) = self.stitch_flows();
+        let (shared_flows, psn_unstitched, rtt_lost) = self.stitch_flows();
+        let (single_rtt, rtt_not_merged) = self.rtt_section(rtt_lost);
         let pfc = self.pfc_section();
         let Some(capture) = self.capture else { return Err(MergeError::Empty) };
         let capture = settle_capture(capture, self.sources);
@@ -574,9 +597,8 @@ impl Merger {
             messages_partly: merged.as_ref().is_some_and(|(_, partly)| *partly),
             incast_joined,
             dcqcn_unjoined,
+            rtt_cuts: self.rtt_cuts,
         };
-        let (single_rtt, rtt_totals_merged) = Self::merged_rtt(&self.rtt_reports);
-        let rtt_not_merged = !rtt_totals_merged || self.rtt_lost;
         let mut report = Report {
             schema: SCHEMA.into(),
             tool: Tool { name: "roce-analyzer".into(), version: env!("CARGO_PKG_VERSION").into() },
@@ -713,6 +735,7 @@ struct Unmerged {
     /// Incast episodes joined from several reports.
     incast_joined: u64,
     dcqcn_unjoined: super::dcqcn_merge::Unjoined,
+    rtt_cuts: super::rtt_merge::Cuts,
 }
 
 impl Unmerged {
@@ -744,11 +767,13 @@ impl Unmerged {
         if rtt_not_merged {
             report.visibility.push(Note::new(
                 NoteCode::RttNotMerged,
-                "RTT percentiles of a flow seen in several reports (or of reports without their RTT \
-                 histogram, older ones) cannot be combined: the merged report has those only where a single \
-                 report had them; the fleet-wide rtt_ns is combined from the reports' histograms when all carry one",
+                "RTT percentiles of a flow seen in several reports made without --edges (which carry no \
+                 samples), or of reports without their RTT histogram (older ones), cannot be combined: the \
+                 merged report has those only where a single report had them; the fleet-wide rtt_ns is \
+                 combined from the reports' histograms when all carry one",
             ));
         }
+        report.visibility.extend(self.rtt_cuts.note());
         if self.psn_unstitched > 0 {
             report.visibility.push(super::psn_stitch::note(self.psn_unstitched));
         }

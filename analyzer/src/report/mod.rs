@@ -22,6 +22,7 @@ pub mod messages_merge;
 pub mod out_dir;
 pub mod psn_stitch;
 pub mod render;
+pub mod rtt_merge;
 pub mod validate;
 pub mod write;
 

@@ -23,12 +23,14 @@ use analyzer_common::psn::{self, PeerKey, PeerNotes, PsnSeq, PsnState};
 use crate::engine::edges::summary_of;
 use crate::model::edge::FlowEdge;
 
-/// One report's sight of a flow: the report's capture span and the flow's edge, if it has one.
-#[derive(Debug, Clone)]
+/// One report's sight of a flow: the report's capture span, the flow's edge, if it has one,
+/// and its RTT there (`rtt_merge`).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Part {
     pub start_ns: u64,
     pub end_ns: u64,
     pub edge: Option<FlowEdge>,
+    pub rtt: Option<crate::model::FlowRtt>,
 }
 
 /// What the whole counts beyond the parts' sum: `add` minus `sub`, counter by counter (both
@@ -181,7 +183,7 @@ mod tests {
             heads.observe(0, &s, &st.seq);
         }
         let edge = crate::engine::edges::edge(heads.get(0), st.seq);
-        (st, Part { start_ns, end_ns: start_ns + 1, edge: Some(edge) })
+        (st, Part { start_ns, end_ns: start_ns + 1, edge: Some(edge), rtt: None })
     }
 
     /// The whole's counters from the parts' sum and the correction.
@@ -235,7 +237,7 @@ mod tests {
 
     #[test]
     fn parts_that_overlap_are_not_in_series() {
-        let p = |s, e| Part { start_ns: s, end_ns: e, edge: None };
+        let p = |s, e| Part { start_ns: s, end_ns: e, edge: None, rtt: None };
         assert!(in_series(&mut [p(10, 20), p(0, 10)]));
         assert!(!in_series(&mut [p(0, 15), p(10, 20)]));
     }

@@ -181,15 +181,9 @@ pub(crate) fn rtt_waiting(run: &Pipeline) -> (u64, u64) {
 fn rtt_summary(run: &Pipeline) -> RttSummary {
     let rtt = &run.analyses.rtt;
     let (timeouts, pending) = rtt_waiting(run);
-    let overall = rtt.overall();
-    let buckets = overall.buckets();
-    RttSummary {
-        histogram: (!buckets.is_empty()).then(|| RttHistogram {
-            growth: crate::analyses::stats::GROWTH,
-            relative_error: crate::analyses::stats::RELATIVE_ERROR,
-            buckets: buckets.into_iter().map(|(b, c)| [b as u64, c]).collect(),
-        }),
-        percentiles: overall.percentiles().unwrap_or(Percentiles { exact: true, ..Default::default() }),
+    let mut summary = RttSummary {
+        histogram: None,
+        percentiles: Percentiles::default(),
         timeouts,
         pending,
         ambiguous_acks: rtt.ambiguous_acks,
@@ -197,7 +191,9 @@ fn rtt_summary(run: &Pipeline) -> RttSummary {
         cm_paired: rtt.cm_paired,
         pending_evicted: rtt.pending_evicted,
         timeout_ns: run.analyses.config.rtt_timeout_ns,
-    }
+    };
+    crate::report::rtt_merge::set_percentiles(&mut summary, &rtt.overall());
+    summary
 }
 
 /// The report's flows, in key order, one at a time.
@@ -226,6 +222,7 @@ fn flow_edge(
         read_note: run.engine.read_note(k, &s.psn.seq).unwrap_or(0),
         rnr_psns: rnr.get(&(k.src, k.dst)).cloned().unwrap_or_default(),
         default_pmtu: run.analyses.config.pmtu,
+        rtt: run.analyses.rtt.flows.get(k).filter(|r| !r.samples.is_empty()).map(|r| r.samples.to_edge()),
         ..crate::engine::edges::edge(head, s.psn.seq)
     })
 }

@@ -252,11 +252,6 @@ impl Samples {
         Samples { exact: Vec::new(), hist: Some(hist), n, min, max }
     }
 
-    /// The samples themselves while they are kept exactly (None once folded into buckets).
-    pub fn exact_values(&self) -> Option<&[u64]> {
-        self.hist.is_none().then_some(self.exact.as_slice())
-    }
-
     /// Every sample of `parts` as one set, as if pushed one by one: exact while every part is
     /// and together they stay within [`EXACT_LIMIT`] (the same multiset gives the same nearest
     /// ranks in any order), else their buckets summed with the smallest and largest value (a
@@ -349,12 +344,12 @@ mod tests {
             .collect();
         let merged = Samples::merged(&parts);
         assert_eq!(merged.percentiles(), whole.percentiles());
-        assert_eq!(merged.exact_values().map(<[u64]>::len), Some(500));
+        assert_eq!((merged.len(), merged.percentiles().map(|p| p.exact)), (500, Some(true)));
         // A folded part folds the merge, with the buckets the whole would have.
         let folded = Samples::from_buckets(&parts[0].buckets(), parts[0].min, parts[0].max);
         let rest = [folded, parts[1].clone(), parts[2].clone()];
         let m = Samples::merged(&rest);
-        assert_eq!((m.exact_values(), m.buckets(), m.len()), (None, whole.buckets(), 500));
+        assert_eq!((m.percentiles().map(|p| p.exact), m.buckets(), m.len()), (Some(false), whole.buckets(), 500));
         assert_eq!((m.min(), m.percentiles().map(|p| p.max)), (Some(1), Some(1000)));
     }
 

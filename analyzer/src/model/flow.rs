@@ -125,6 +125,18 @@ pub struct FlowRtt {
     pub pending: u64,
 }
 
+impl FlowRtt {
+    /// A flow's RTT from its samples' percentiles (none: no sample) and its undecided
+    /// requests; none at all for a flow that had no request with AckReq (as a run reports it,
+    /// and a merge).
+    pub fn of(percentiles: Option<Percentiles>, timeouts: u64, pending: u64) -> Option<FlowRtt> {
+        if percentiles.is_none() && timeouts == 0 && pending == 0 {
+            return None;
+        }
+        Some(FlowRtt { percentiles: percentiles.unwrap_or_default(), timeouts, pending })
+    }
+}
+
 /// RTT over all flows (ns), with the pairing's bookkeeping.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RttSummary {

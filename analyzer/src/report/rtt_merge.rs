@@ -23,11 +23,7 @@ pub fn flow_rtt(parts: &[Part]) -> Option<Option<FlowRtt>> {
     let merged = Samples::merged(&samples);
     let timeouts = parts.iter().filter_map(|p| p.rtt).map(|r| r.timeouts).sum();
     let pending = parts.iter().filter_map(|p| p.rtt).map(|r| r.pending).sum();
-    let percentiles = merged.percentiles();
-    if percentiles.is_none() && timeouts == 0 && pending == 0 {
-        return Some(None);
-    }
-    Some(Some(FlowRtt { percentiles: percentiles.unwrap_or_default(), timeouts, pending }))
+    Some(FlowRtt::of(merged.percentiles(), timeouts, pending))
 }
 
 /// Every sample of every part, when each carries its edge.

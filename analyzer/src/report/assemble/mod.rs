@@ -158,11 +158,7 @@ fn end_ns(run: &Pipeline) -> u64 {
 fn flow_rtt(run: &Pipeline, k: &FlowKey) -> Option<FlowRtt> {
     let rtt = &run.analyses.rtt;
     let (timeouts, pending) = rtt.outcome(&run.analyses.flows, k, end_ns(run));
-    let percentiles = rtt.flows.get(k).and_then(|r| r.samples.percentiles());
-    if percentiles.is_none() && timeouts == 0 && pending == 0 {
-        return None;
-    }
-    Some(FlowRtt { percentiles: percentiles.unwrap_or_default(), timeouts, pending })
+    FlowRtt::of(rtt.flows.get(k).and_then(|r| r.samples.percentiles()), timeouts, pending)
 }
 
 /// Requests with AckReq timed out and still pending at the end of the run, over all flows.

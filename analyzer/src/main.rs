@@ -360,7 +360,7 @@ fn offline(
     let mut run = Pipeline::new(args.config()?);
     run.engine.first_events = spool.is_some();
     if args.edges {
-        run.engine.heads = Some(Default::default());
+        run.keep_edges();
     }
     let bar = progress_bar(args);
     let mut inputs = args.pcap.clone();

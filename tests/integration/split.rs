@@ -8,7 +8,8 @@
 //! analysed with `--edges`, so every flow's PSN and AETH counters come back too, stitched across
 //! each cut, but for the cuts stated by hand where the reports cannot tell (the merge says so),
 //! and their RTT samples: the RTT of every flow and of the whole is one run's wherever no request
-//! waited for its ACK at a cut (else the merge says `rtt_not_stitched`).
+//! waited for its ACK at a cut (else the merge says `rtt_not_stitched`), and the marking over
+//! time (a later part's frames before its own first mark, which one run counts, in its edge).
 //! Analyses that carry other state across the cut (messages, marks judged against CNPs, DCQCN
 //! rates) do not come back whole yet: docs/usage.md, merge.
 
@@ -99,26 +100,37 @@ fn additive(r: &Value) -> Value {
         "ecmp": r["ecmp"],
         "rtt": [rtt["timeouts"], rtt["cm_paired"]],
         "incast": incast,
+        // Data frames and CE marks over time per class and priority, from the first mark.
+        "marking": r["marking"],
     })
 }
 
 /// The same parts without their edges (older reports, or made without `--edges`): the merge
-/// sums their counters, leaves out the RTT of flows in several parts, and says so.
-fn without_edges_says_so(dir: &std::path::Path, mut alone: Vec<Value>, what: &str) {
+/// sums what it has, and says what it could not stitch (`said`). Returns the merge.
+fn without_edges_says_so(dir: &std::path::Path, mut alone: Vec<Value>, what: &str, said: &[&str]) -> Value {
     let mut args = vec!["merge".to_string()];
     for (i, r) in alone.iter_mut().enumerate() {
         r["flows"].as_array_mut().unwrap().iter_mut().for_each(|f| _ = f.as_object_mut().unwrap().remove("edge"));
-        let p = dir.join(format!("no_edges.{i}.json"));
+        if let Some(m) = r["marking"].as_object_mut() {
+            m.remove("edge");
+        }
+        let p = dir.join(format!("no_edges.{}.{i}.json", said[0]));
         std::fs::write(&p, r.to_string()).unwrap();
         args.push(p.display().to_string());
     }
     args.extend(["--json".into(), "-".into()]);
     let merged = report(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let codes: Vec<&str> = merged["visibility"].as_array().unwrap().iter().filter_map(|n| n["code"].as_str()).collect();
-    // Nor can it combine the RTT percentiles of a flow in several parts without their samples.
-    for said in ["psn_not_stitched", "rtt_not_merged"] {
-        assert!(codes.contains(&said), "{what} without edges: {codes:?}");
+    for said in said {
+        assert!(codes.contains(said), "{what} without edges: {codes:?}");
     }
+    merged
+}
+
+/// Data frames counted in a report's marking series, over its classes.
+fn marked_frames(r: &Value) -> u64 {
+    let classes = r["marking"]["classes"].as_array().map(Vec::as_slice).unwrap_or_default();
+    classes.iter().flat_map(|c| c["frames"].as_array().unwrap()).map(|n| n.as_u64().unwrap()).sum()
 }
 
 /// A report's PSN anomalies over all flows (out of sequence, duplicates, responder counts).
@@ -148,7 +160,7 @@ fn matched_within(f: &Fixture) -> bool {
 #[test]
 fn a_capture_cut_in_time_merges_back_to_the_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut checked, mut stitched_anomalies, mut rtt_whole) = (0, 0, 0);
+    let (mut checked, mut stitched_anomalies, mut rtt_whole, mut marking_carried) = (0, 0, 0, 0);
     let mut not_stitched = Vec::new();
     for f in fixtures::all().into_iter().filter(|f| f.frames.len() >= 3 && !matched_within(f)) {
         let whole = analyse(dir.path(), &f, &format!("{}.whole", f.name), &[]);
@@ -191,7 +203,7 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
             }
             let codes: Vec<&str> =
                 merged["visibility"].as_array().unwrap().iter().filter_map(|n| n["code"].as_str()).collect();
-            for gone in ["incast_not_merged", "dcqcn_not_merged", "rtt_not_merged"] {
+            for gone in ["incast_not_merged", "dcqcn_not_merged", "rtt_not_merged", "marking_not_merged"] {
                 assert!(!codes.contains(&gone), "{what}: {gone}");
             }
             // Requests waiting at a cut are answered in no part: said, else one run's RTT.
@@ -199,18 +211,27 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
                 assert_json_eq(&rtt(&merged), &rtt(&whole), &format!("{what}: RTT"));
                 rtt_whole += u64::from(whole["rtt_ns"]["samples"].as_u64().unwrap() > 0);
             }
+            // Frames before a later part's first mark count in one run: its edge carries them.
+            let alone: Vec<Value> =
+                reports.iter().map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()).collect();
+            if marked_frames(&whole) > alone.iter().map(marked_frames).sum() {
+                marking_carried += 1;
+                if marking_carried == 1 {
+                    let m = without_edges_says_so(dir.path(), alone.clone(), &what, &["marking_not_merged"]);
+                    assert!(marked_frames(&m) < marked_frames(&whole), "{what}: marking without edges");
+                }
+            }
             if codes.contains(&"psn_not_stitched") {
                 not_stitched.push((f.name, parts));
             } else {
                 assert_json_eq(&psn(&merged), &psn(&whole), &format!("{what}: PSN counters"));
                 // Cuts that meet a gap or a repeat: the parts alone count less than the whole.
-                let alone: Vec<Value> =
-                    reports.iter().map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()).collect();
                 let sum: u64 = alone.iter().map(anomalies).sum();
                 if sum != anomalies(&whole) {
                     stitched_anomalies += 1;
                     if stitched_anomalies == 1 {
-                        without_edges_says_so(dir.path(), alone, &what);
+                        // Nor can it combine the RTT of a flow in several parts without samples.
+                        without_edges_says_so(dir.path(), alone, &what, &["psn_not_stitched", "rtt_not_merged"]);
                     }
                 }
             }
@@ -221,4 +242,5 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     assert_eq!(not_stitched, NOT_STITCHED, "merges that said psn_not_stitched");
     assert!(stitched_anomalies >= 10, "merges whose cut met a PSN gap or repeat: {stitched_anomalies}");
     assert!(rtt_whole >= 8, "merges with RTT samples, one run's RTT: {rtt_whole}");
+    assert!(marking_carried >= 5, "merges that count frames before a part's first mark: {marking_carried}");
 }

@@ -29,6 +29,7 @@ use analyzer_common::record::Record;
 use rustc_hash::FxHashMap;
 
 use super::keys::Addr;
+use super::marking::{SERIES_POINTS, Series};
 use super::stats::Samples;
 
 /// Windows before a CNP that make its "rate before".
@@ -39,50 +40,8 @@ pub const REACTED: f64 = 0.9;
 pub const SMOOTH: u64 = 2;
 /// CNPs waiting for their horizon per flow, at most (older ones are judged early).
 const MAX_PENDING: usize = 1024;
-/// Points of a flow's rate series for the HTML plot (adjacent points merge when it is full).
-pub const SERIES_POINTS: usize = 256;
-/// Flows that keep a series, at most (the first watched).
+/// Flows that keep a series, at most (the first watched): about 5 KB a flow.
 const SERIES_FLOWS: usize = 64;
-
-/// A flow's rate over its whole watched time, for a plot: bytes and CE marks per point of
-/// `windows` rate windows (doubled whenever the series would pass [`SERIES_POINTS`]), and its
-/// CNPs' times (the first [`SERIES_POINTS`]). About 5 KB a flow, for at most 64 flows.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Series {
-    pub start_window: u64,
-    pub windows: u64,
-    pub bytes: Vec<u64>,
-    /// Data frames and those CE-marked, per point (the CE fraction over time).
-    pub frames: Vec<u64>,
-    pub ce: Vec<u64>,
-    pub cnps: Vec<u64>,
-}
-
-impl Series {
-    pub fn new(start_window: u64) -> Self {
-        Series { start_window, windows: 1, ..Default::default() }
-    }
-
-    pub fn add(&mut self, w: u64, bytes: u64, ce: bool) {
-        let mut i = (w.saturating_sub(self.start_window) / self.windows) as usize;
-        while i >= SERIES_POINTS {
-            let halve = |v: &mut Vec<u64>| *v = v.chunks(2).map(|c| c.iter().sum()).collect();
-            halve(&mut self.bytes);
-            halve(&mut self.frames);
-            halve(&mut self.ce);
-            self.windows *= 2;
-            i = (w.saturating_sub(self.start_window) / self.windows) as usize;
-        }
-        if self.bytes.len() <= i {
-            self.bytes.resize(i + 1, 0);
-            self.frames.resize(i + 1, 0);
-            self.ce.resize(i + 1, 0);
-        }
-        self.bytes[i] += bytes;
-        self.frames[i] += 1;
-        self.ce[i] += ce as u64;
-    }
-}
 
 /// One CNP's outcome.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -190,12 +149,6 @@ impl RateFlow {
 #[derive(Debug, Default)]
 pub struct Dcqcn {
     window_ns: u64,
-    /// Data frames and CE marks over time per DSCP (the traffic class), once a mark is seen.
-    classes: std::collections::BTreeMap<u8, Series>,
-    /// The same per outer PCP (8: untagged).
-    priorities: std::collections::BTreeMap<u8, Series>,
-    /// Whether any data frame was CE-marked (the class series start then).
-    marked: bool,
     horizon_ns: u64,
     /// The NP's CNP pacing interval, for `close_cnps` (`--cnp-interval`, else 50 µs).
     pacing_ns: u64,
@@ -314,13 +267,6 @@ impl Dcqcn {
         if !opcode::is_data(r.opcode) {
             return None;
         }
-        // Marking over time per class, from the first CE mark on (a run without marks keeps
-        // none); classes beyond 64 DSCPs cannot exist.
-        self.marked |= r.ce();
-        if self.marked {
-            self.classes.entry(r.dscp & 63).or_insert_with(|| Series::new(w)).add(w, r.frame_len as u64, r.ce());
-            self.priorities.entry(r.pcp.min(8)).or_insert_with(|| Series::new(w)).add(w, r.frame_len as u64, r.ce());
-        }
         if watched == Some(false) && !r.ce() {
             return None;
         }
@@ -386,16 +332,6 @@ impl Dcqcn {
         }
         f.pending.push_back(r.ts_ns);
         Some(key)
-    }
-
-    /// Data frames and CE marks over time per DSCP, from the first CE mark.
-    /// Marking over time per outer PCP (8: untagged), as [`Dcqcn::classes`].
-    pub fn priorities(&self) -> &std::collections::BTreeMap<u8, Series> {
-        &self.priorities
-    }
-
-    pub fn classes(&self) -> &std::collections::BTreeMap<u8, Series> {
-        &self.classes
     }
 
     /// A watched flow's rate series, when it keeps one.
@@ -542,17 +478,6 @@ mod tests {
         e.observe(&cnp(5, 300 * US), Some(key), None);
         send(&mut e, 5, 300, 1500, 10, None);
         assert_eq!(e.flows()[0].1.no_rate_before, 1);
-    }
-
-    #[test]
-    fn a_long_series_halves_its_resolution() {
-        let mut s = Series::new(0);
-        for w in 0..1000 {
-            s.add(w, 10, w % 100 == 0);
-        }
-        assert_eq!((s.windows, s.bytes.len()), (4, 250));
-        assert!(s.bytes.iter().all(|b| *b == 40));
-        assert_eq!(s.ce.iter().sum::<u64>(), 10);
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod ecn_lead;
 pub mod flows;
 pub(crate) mod incast;
 pub mod keys;
+pub mod marking;
 pub mod marking_profile;
 pub mod messages;
 pub mod pause;
@@ -42,6 +43,8 @@ pub struct Analyses {
     pub pause: pause::Pause,
     /// Each sender's reaction to CNPs.
     pub dcqcn: dcqcn::Dcqcn,
+    /// Data frames and CE marks over time per class and priority.
+    pub marking: marking::Marking,
     /// Messages and their completion times.
     pub messages: messages::Messages,
     /// CE marks per priority in time, and data frames per priority (ECN before PFC).
@@ -65,6 +68,7 @@ impl Analyses {
                 config.cnp_interval_ns,
                 config.max_keys,
             ),
+            marking: marking::Marking::new(config.rate_window_ns),
             messages: messages::Messages::new(
                 messages::Settings {
                     classes: config.message_classes.clone(),
@@ -105,6 +109,7 @@ impl Analyses {
     #[inline]
     pub fn observe_hinted(&mut self, r: &Record, hint: flows::Hint) {
         self.marks.observe(r);
+        self.marking.observe(r);
         self.trajectory.observe(r);
         let wants = flows::Wants { marking: ecn::Ecn::wants(r), request: rtt::Rtt::wants(r) };
         // Whether DCQCN watches the record's flow, when the flows table knows (it keeps that

@@ -106,7 +106,7 @@ pub struct HopState {
     pub flows: FxHashMap<FlowKey, u64>,
     /// From the first frame CE-marked between the points on: matched frames and those marked
     /// between, per point of time (where marking starts, and how it goes on).
-    pub marking: Option<Box<super::dcqcn::Series>>,
+    pub marking: Option<Box<super::marking::Series>>,
     /// Frames and marks by queueing delay, for the hop's marking profile.
     pub marks: super::marking_profile::LatencyMarks,
 }
@@ -370,7 +370,7 @@ impl Vantage {
             let marked = ecn_q != 3 && ecn == 3;
             hop.ce_marked += marked as u64;
             if marked && hop.marking.is_none() {
-                hop.marking = Some(Box::new(super::dcqcn::Series::new(w)));
+                hop.marking = Some(Box::new(super::marking::Series::new(w)));
             }
             if let Some(m) = &mut hop.marking {
                 m.add(w, 0, marked);

@@ -153,6 +153,9 @@ codes! {
         /// PSNs skipped here that the ACKs show delivered: the capture dropped frames.
         CaptureLoss = "capture_loss",
         MessagesNotMerged = "messages_not_merged",
+        /// Marking series that miss frames before a report's first CE mark which one run
+        /// would count (a report without `--edges`, or reports overlapping the first mark).
+        MarkingNotMerged = "marking_not_merged",
         /// CE marks seen, and one vantage point: a switch's thresholds need two.
         ThresholdsNeedTwoPoints = "thresholds_need_two_points",
         /// Export lines given up by a sink (a full disk, a full --export-buffer).

@@ -9,6 +9,19 @@ pub struct Marking {
     /// The same per outer VLAN PCP (the PFC priority; `pcp` null: untagged frames).
     #[serde(default)]
     pub priorities: Vec<MarkingPriority>,
+    /// `--edges`: what `merge` needs of a capture cut in time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<MarkingEdge>,
+}
+
+/// `marking.edge`: the data frames before this report's first CE mark (every one when it has
+/// none), which one run over the whole counts when an earlier capture had the first mark.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MarkingEdge {
+    /// The time of this report's first CE-marked data frame (null: none).
+    pub first_mark_ns: Option<u64>,
+    pub classes: Vec<MarkingClass>,
+    pub priorities: Vec<MarkingPriority>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -18,7 +31,8 @@ pub struct MarkingPriority {
     pub series: MarkingSeries,
 }
 
-/// Frames and CE marks per point of `point_ns` from `start_ns`.
+/// Frames and CE marks per point of `point_ns` from `start_ns` (a multiple of `point_ns`: the
+/// points of every report of one run's rate window line up).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MarkingSeries {
     pub start_ns: u64,

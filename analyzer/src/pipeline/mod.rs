@@ -67,6 +67,13 @@ impl Pipeline {
         self.front().observe(meta, s)
     }
 
+    /// Offline with `--edges`: keep what `merge` of captures cut in time needs (each flow's
+    /// head, the frames before the first CE mark).
+    pub fn keep_edges(&mut self) {
+        self.engine.heads = Some(Default::default());
+        self.analyses.marking.keep_before();
+    }
+
     /// Several inputs are several vantage points: match their frames from the first on.
     pub fn expect_vantage_points(&mut self) {
         self.vantage.activate();

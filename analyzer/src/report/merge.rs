@@ -221,6 +221,8 @@ pub struct Merger {
     dcqcn: Vec<Dcqcn>,
     /// Each report's messages section.
     messages: Vec<Messages>,
+    /// Each report's marking section, with its span.
+    markings: Vec<super::marking_merge::Part>,
     /// Each report's load-balancing section.
     load_balancing: Vec<LoadBalancing>,
     /// Per priority: data frames and pause frames (the reports' `pfc.rates`).
@@ -270,6 +272,12 @@ impl Merger {
         self.absorb_capture(&r.capture)?;
         self.dcqcn.extend(r.dcqcn.iter().cloned());
         self.messages.extend(r.messages.iter().cloned());
+        self.markings.push(super::marking_merge::Part {
+            start_ns: r.capture.start_ns,
+            end_ns: r.capture.end_ns,
+            edges: r.flows.iter().any(|f| f.edge.is_some()) || r.marking.as_ref().is_some_and(|m| m.edge.is_some()),
+            marking: r.marking.clone(),
+        });
         self.load_balancing.extend(r.load_balancing.iter().cloned());
         if let Some(v) = &r.vantage {
             self.vantage_reports += 1;
@@ -585,6 +593,7 @@ impl Merger {
         let capture = settle_capture(capture, self.sources);
         let merged = super::messages_merge::merge(&self.messages.iter().collect::<Vec<_>>());
         let (incast, incast_joined) = super::incast_merge::merge(&self.incasts.iter().collect::<Vec<_>>());
+        let (marking, marking_exact) = super::marking_merge::merge(&self.markings);
         let (dcqcn, dcqcn_unjoined) = super::dcqcn_merge::merge(&self.dcqcn.iter().collect::<Vec<_>>())
             .map_or((None, Default::default()), |(d, u)| (Some(d), u));
         let unmerged = Unmerged {
@@ -595,6 +604,7 @@ impl Merger {
             tiers_differ: self.tiers_differ,
             vantage: self.vantage.take(),
             messages_partly: merged.as_ref().is_some_and(|(_, partly)| *partly),
+            marking_partly: !marking_exact,
             incast_joined,
             dcqcn_unjoined,
             rtt_cuts: self.rtt_cuts,
@@ -624,7 +634,7 @@ impl Merger {
             ecmp: Ecmp::default(),
             vantage: None,
             dcqcn,
-            marking: None,
+            marking,
             messages: merged.map(|(m, _)| m),
             load_balancing: crate::report::assemble::load_balancing::merge(
                 &self.load_balancing.iter().collect::<Vec<_>>(),
@@ -646,16 +656,20 @@ impl Merger {
         // Each report's evidence links point into its own directory, which this one has not.
         crate::report::evidence::unlink(&mut report);
         report.flows.sort_by_key(flow_sort_key);
-        let keyed: Vec<(FlowKey, u64)> = report.flows.iter().filter_map(|f| Some((flow_key(f)?, f.bytes))).collect();
-        let multi = report.flows.iter().filter(|f| f.labels.len() > 1).count() as u64;
-        let refs: Vec<(&FlowKey, u64)> = keyed.iter().map(|(k, b)| (k, *b)).collect();
-        report.ecmp =
-            ecmp::section((&self.by_label, Vec::new()), multi, self.tiers.as_deref().unwrap_or_default(), &refs, true);
+        report.ecmp = merged_ecmp(&report.flows, &self.by_label, self.tiers.as_deref());
         report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
         report.visibility.extend(self.carried);
         unmerged.note(&mut report, pfc_seen && !complete, rtt_not_merged);
         Ok(report)
     }
+}
+
+/// ECMP over the merged flows (bytes per flow and label), with the first report's tiers.
+fn merged_ecmp(flows: &[Flow], by_label: &BTreeMap<String, LabelShare>, tiers: Option<&[Tier]>) -> Ecmp {
+    let keyed: Vec<(FlowKey, u64)> = flows.iter().filter_map(|f| Some((flow_key(f)?, f.bytes))).collect();
+    let multi = flows.iter().filter(|f| f.labels.len() > 1).count() as u64;
+    let refs: Vec<(&FlowKey, u64)> = keyed.iter().map(|(k, b)| (k, *b)).collect();
+    ecmp::section((by_label, Vec::new()), multi, tiers.unwrap_or_default(), &refs, true)
 }
 
 /// The merged CE/CNP pairs in the order a report lists them: by address bytes and IP version
@@ -732,6 +746,7 @@ struct Unmerged {
     vantage: Option<Vantage>,
     /// Messages sections only partly combined.
     messages_partly: bool,
+    marking_partly: bool,
     /// Incast episodes joined from several reports.
     incast_joined: u64,
     dcqcn_unjoined: super::dcqcn_merge::Unjoined,
@@ -776,6 +791,9 @@ impl Unmerged {
         report.visibility.extend(self.rtt_cuts.note());
         if self.psn_unstitched > 0 {
             report.visibility.push(super::psn_stitch::note(self.psn_unstitched));
+        }
+        if self.marking_partly {
+            report.visibility.push(super::marking_merge::note());
         }
         if self.messages_partly {
             report.visibility.push(super::messages_merge::note());

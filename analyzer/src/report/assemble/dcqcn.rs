@@ -55,7 +55,7 @@ pub fn section(run: &Pipeline) -> Option<Dcqcn> {
             dst: addr_string(k.ip_version, &k.dst),
             udp_sport: k.udp_sport,
             dst_qp: k.dst_qp,
-            start_ns: s.start_window * d.window_ns(),
+            start_ns: s.first_window() * d.window_ns(),
             point_ns: s.windows * d.window_ns(),
             bytes: s.bytes.clone(),
             frames: s.frames.clone(),
@@ -165,26 +165,32 @@ fn findings_of(run: &Pipeline, flows: &[Judged]) -> Vec<Finding> {
     out
 }
 
-/// The `marking` section, when any data frame was CE-marked.
+/// The `marking` section, when any data frame was CE-marked (with `--edges`, when any data
+/// frame was seen: a part of a capture cut in time without marks has frames `merge` counts).
 pub fn marking(run: &Pipeline) -> Option<Marking> {
-    let d = &run.analyses.dcqcn;
-    let classes: Vec<MarkingClass> = d
-        .classes()
+    let m = &run.analyses.marking;
+    let (classes, priorities) = marking_sets(&m.marked, m.window_ns());
+    let edge = m.before.as_deref().map(|b| {
+        let (classes, priorities) = marking_sets(b, m.window_ns());
+        MarkingEdge { first_mark_ns: m.first_mark_ns, classes, priorities }
+    });
+    let seen = !classes.is_empty() || edge.as_ref().is_some_and(|e| !e.classes.is_empty());
+    seen.then_some(Marking { classes, priorities, edge })
+}
+
+fn marking_sets(s: &crate::analyses::marking::Sets, window_ns: u64) -> (Vec<MarkingClass>, Vec<MarkingPriority>) {
+    let classes = s.classes.iter().map(|(dscp, s)| MarkingClass { dscp: *dscp, series: series_json(s, window_ns) });
+    let priorities = s
+        .priorities
         .iter()
-        .map(|(dscp, s)| MarkingClass { dscp: *dscp, series: series_json(s, d.window_ns()) })
-        .collect();
-    let priorities = d
-        .priorities()
-        .iter()
-        .map(|(pcp, s)| MarkingPriority { pcp: (*pcp < 8).then_some(*pcp), series: series_json(s, d.window_ns()) })
-        .collect();
-    (!classes.is_empty()).then_some(Marking { classes, priorities })
+        .map(|(pcp, s)| MarkingPriority { pcp: (*pcp < 8).then_some(*pcp), series: series_json(s, window_ns) });
+    (classes.collect(), priorities.collect())
 }
 
 /// A marking series as the report gives it, its points `window_ns` × their width.
-pub fn series_json(s: &crate::analyses::dcqcn::Series, window_ns: u64) -> MarkingSeries {
+pub fn series_json(s: &crate::analyses::marking::Series, window_ns: u64) -> MarkingSeries {
     MarkingSeries {
-        start_ns: s.start_window * window_ns,
+        start_ns: s.first_window() * window_ns,
         point_ns: s.windows * window_ns,
         frames: s.frames.clone(),
         ce: s.ce.clone(),

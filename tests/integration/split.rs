@@ -9,7 +9,8 @@
 //! each cut, but for the cuts stated by hand where the reports cannot tell (the merge says so),
 //! and their RTT samples: the RTT of every flow and of the whole is one run's wherever no request
 //! waited for its ACK at a cut (else the merge says `rtt_not_stitched`), and the marking over
-//! time (a later part's frames before its own first mark, which one run counts, in its edge).
+//! time (a later part's frames before its own first mark, which one run counts, in its edge),
+//! and load balancing (over the merged flows) wherever no flow met a gap or repeat at a cut.
 //! Analyses that carry other state across the cut (messages, marks judged against CNPs, DCQCN
 //! rates) do not come back whole yet: docs/usage.md, merge.
 
@@ -161,6 +162,7 @@ fn matched_within(f: &Fixture) -> bool {
 fn a_capture_cut_in_time_merges_back_to_the_whole() {
     let dir = tempfile::tempdir().unwrap();
     let (mut checked, mut stitched_anomalies, mut rtt_whole, mut marking_carried) = (0, 0, 0, 0);
+    let (mut lb_whole, mut lb_said) = (0, 0);
     let mut not_stitched = Vec::new();
     for f in fixtures::all().into_iter().filter(|f| f.frames.len() >= 3 && !matched_within(f)) {
         let whole = analyse(dir.path(), &f, &format!("{}.whole", f.name), &[]);
@@ -211,6 +213,14 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
                 assert_json_eq(&rtt(&merged), &rtt(&whole), &format!("{what}: RTT"));
                 rtt_whole += u64::from(whole["rtt_ns"]["samples"].as_u64().unwrap() > 0);
             }
+            // Request flows and reordering over the merged flows; a late arrival just after a
+            // cut (or a listing a report cut short) is said.
+            if codes.contains(&"load_balancing_not_merged") {
+                lb_said += 1;
+            } else {
+                assert_json_eq(&merged["load_balancing"], &whole["load_balancing"], &format!("{what}: load balancing"));
+                lb_whole += u64::from(!whole["load_balancing"].is_null());
+            }
             // Frames before a later part's first mark count in one run: its edge carries them.
             let alone: Vec<Value> =
                 reports.iter().map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()).collect();
@@ -242,5 +252,6 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     assert_eq!(not_stitched, NOT_STITCHED, "merges that said psn_not_stitched");
     assert!(stitched_anomalies >= 10, "merges whose cut met a PSN gap or repeat: {stitched_anomalies}");
     assert!(rtt_whole >= 8, "merges with RTT samples, one run's RTT: {rtt_whole}");
+    assert!(lb_whole >= 40 && lb_said <= 30, "load balancing one run's in {lb_whole} merges, said in {lb_said}");
     assert!(marking_carried >= 5, "merges that count frames before a part's first mark: {marking_carried}");
 }

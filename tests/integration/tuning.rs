@@ -222,8 +222,9 @@ fn spraying_over_uplinks_is_told_from_loss() {
 /// One capture of the same traffic: no uplinks, so a flow is spread when its requests arrived
 /// reordered: the same two flows, the same reordering, `spraying_without_ooo` for the same one;
 /// the reordering stays a warning (at one point, a path that reorders may be at fault).
-/// Merged with reorder.pcap (502 after 503: 1 late, displacement 1, 6 requests): 4 flows, 3
-/// spread, density {1: 10, 2: 1}.
+/// Merged with reorder.pcap (502 after 503: 1 late, displacement 1, 6 requests): 4 flows,
+/// density {1: 10, 2: 1}; two labels are two uplinks, on which no flow was spread (each on
+/// one): what one run over both captures says.
 #[test]
 fn one_capture_judges_spreading_by_reordering_and_merges() {
     let r = report("spray.pcap", &[]);
@@ -252,12 +253,17 @@ fn one_capture_judges_spreading_by_reordering_and_merges() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let m: Value = serde_json::from_slice(&out.stdout).unwrap();
     let lb = &m["load_balancing"];
-    assert_eq!((&lb["flows"], &lb["sprayed_flows"], &lb["mode"]), (&4.into(), &3.into(), &"mixed".into()));
+    assert_eq!((&lb["flows"], &lb["sprayed_flows"], &lb["mode"]), (&4.into(), &0.into(), &"per_flow".into()));
+    assert_eq!((&lb["basis"], &lb["uplinks"]), (&"uplinks".into(), &serde_json::json!(["reorder.pcap", "spray.pcap"])));
     assert_eq!(lb["reorder"]["packets"], 69);
     assert_eq!(
         lb["reorder"]["density"],
         serde_json::json!([{"displacement": 1, "packets": 10}, {"displacement": 2, "packets": 1}])
     );
+    let (spray, reorder) = (data_dir().join("spray.pcap"), data_dir().join("reorder.pcap"));
+    let both = run(&["-q", "-r", spray.to_str().unwrap(), "-r", reorder.to_str().unwrap(), "--json", "-"]);
+    let both: Value = serde_json::from_slice(&both.stdout).unwrap();
+    assert_eq!(lb, &both["load_balancing"], "the merge of the two is one run over both");
 }
 
 /// With a topology, a pause onset is asked only about the marks on flows through the link it

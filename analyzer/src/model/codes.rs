@@ -156,6 +156,9 @@ codes! {
         /// Marking series that miss frames before a report's first CE mark which one run
         /// would count (a report without `--edges`, or reports overlapping the first mark).
         MarkingNotMerged = "marking_not_merged",
+        /// Sprayed flows whose late arrivals, NAKs or median displacement some report that saw
+        /// them did not list.
+        LoadBalancingNotMerged = "load_balancing_not_merged",
         /// CE marks seen, and one vantage point: a switch's thresholds need two.
         ThresholdsNeedTwoPoints = "thresholds_need_two_points",
         /// Export lines given up by a sink (a full disk, a full --export-buffer).

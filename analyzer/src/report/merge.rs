@@ -555,8 +555,8 @@ impl Merger {
     /// across each cut, [`super::psn_stitch`]); their RTT from the parts' samples
     /// ([`super::rtt_merge`]). Returns how many flows were seen at once, how many in series
     /// could not be stitched, and whether the RTT percentiles of some flow could not be merged.
-    fn stitch_flows(&mut self) -> (u64, u64, bool) {
-        let (mut shared, mut unstitched, mut rtt_lost) = (0, 0, false);
+    fn stitch_flows(&mut self) -> (u64, u64, bool, u64) {
+        let (mut shared, mut unstitched, mut rtt_lost, mut irregular) = (0, 0, false, 0);
         for (key, parts) in self.parts.iter_mut().filter(|(_, p)| p.len() > 1) {
             let Some(flow) = self.flows.get_mut(key) else { continue };
             match super::rtt_merge::flow_rtt(parts) {
@@ -567,11 +567,12 @@ impl Merger {
                 shared += 1;
                 continue;
             }
-            let applied =
-                flow_key(flow).and_then(|k| super::psn_stitch::stitch(&k, parts)).is_some_and(|c| apply(flow, &c));
-            unstitched += u64::from(!applied);
+            let c = flow_key(flow).and_then(|k| super::psn_stitch::stitch(&k, parts));
+            // A gap or repeat of PSNs at a cut (or one the reports cannot tell).
+            irregular += u64::from(c.as_ref().is_none_or(|c| c.add.count != c.sub.count));
+            unstitched += u64::from(!c.is_some_and(|c| apply(flow, &c)));
         }
-        (shared, unstitched, rtt_lost)
+        (shared, unstitched, rtt_lost, irregular)
     }
 
     /// `rtt_ns` over every report: its counts added, its percentiles from every sample when
@@ -586,7 +587,7 @@ impl Merger {
     }
 
     pub fn finish(mut self, opts: &MergeOptions) -> Result<Report, MergeError> {
-        let (shared_flows, psn_unstitched, rtt_lost) = self.stitch_flows();
+        let (shared_flows, psn_unstitched, rtt_lost, irregular) = self.stitch_flows();
         let (single_rtt, rtt_not_merged) = self.rtt_section(rtt_lost);
         let pfc = self.pfc_section();
         let Some(capture) = self.capture else { return Err(MergeError::Empty) };
@@ -636,9 +637,7 @@ impl Merger {
             dcqcn,
             marking,
             messages: merged.map(|(m, _)| m),
-            load_balancing: crate::report::assemble::load_balancing::merge(
-                &self.load_balancing.iter().collect::<Vec<_>>(),
-            ),
+            load_balancing: None,
             evidence: None,
             export: None,
             output_failures: Vec::new(),
@@ -657,11 +656,30 @@ impl Merger {
         crate::report::evidence::unlink(&mut report);
         report.flows.sort_by_key(flow_sort_key);
         report.ecmp = merged_ecmp(&report.flows, &self.by_label, self.tiers.as_deref());
+        let lb_whole = load_balancing_of(&self.load_balancing, &self.parts, &mut report);
         report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
         report.visibility.extend(self.carried);
         unmerged.note(&mut report, pfc_seen && !complete, rtt_not_merged);
+        if let Some(n) = super::load_balancing_merge::note(lb_whole, irregular, &report) {
+            report.visibility.push(n);
+        }
         Ok(report)
     }
+}
+
+/// `load_balancing` over the merged flows (`report.flows`); false when it is not one run's.
+fn load_balancing_of(
+    sections: &[LoadBalancing],
+    parts: &BTreeMap<FlowId, Vec<super::psn_stitch::Part>>,
+    report: &mut Report,
+) -> bool {
+    let seen =
+        |f: &Flow| parts.get(&(f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp)).map_or(1, Vec::len);
+    let sections: Vec<&LoadBalancing> = sections.iter().collect();
+    let merged = super::load_balancing_merge::merge(&sections, &report.flows, &report.ecmp, &seen);
+    let whole = merged.as_ref().is_none_or(|(_, w)| *w);
+    report.load_balancing = merged.map(|(s, _)| s);
+    whole
 }
 
 /// ECMP over the merged flows (bytes per flow and label), with the first report's tiers.

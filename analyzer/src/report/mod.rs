@@ -17,6 +17,7 @@ pub mod evidence;
 pub mod export;
 pub mod gates;
 pub mod incast_merge;
+pub mod load_balancing_merge;
 pub mod marking_merge;
 pub mod merge;
 pub mod messages_merge;

@@ -130,39 +130,3 @@ fn findings(sprayed: &[(FlowKey, SprayedFlow)], audit: &mut Vec<Finding>) {
         }
     }
 }
-
-/// The sections of several reports as one (`merge`): counts and densities added, the mode
-/// recomputed, the sprayed flows listed over all (most reordered first); judged on uplinks
-/// only when every report was.
-pub fn merge(sections: &[&LoadBalancing]) -> Option<LoadBalancing> {
-    let first = sections.first()?;
-    let mut density: BTreeMap<u32, u64> = BTreeMap::new();
-    let (mut flows, mut sprayed_flows, mut packets, mut omitted) = (0, 0, 0, 0);
-    let mut uplinks: BTreeSet<String> = BTreeSet::new();
-    let mut listed: Vec<SprayedFlow> = Vec::new();
-    for s in sections {
-        flows += s.flows;
-        sprayed_flows += s.sprayed_flows;
-        packets += s.reorder.packets;
-        omitted += s.sprayed_omitted;
-        uplinks.extend(s.uplinks.iter().cloned());
-        listed.extend(s.sprayed.iter().cloned());
-        for b in &s.reorder.density {
-            *density.entry(b.displacement).or_default() += b.packets;
-        }
-    }
-    listed.sort_by(|a, b| b.reordered.cmp(&a.reordered).then_with(|| a.flow.cmp(&b.flow)));
-    omitted += listed.len().saturating_sub(SPRAYED_LISTED) as u64;
-    listed.truncate(SPRAYED_LISTED);
-    let basis = if sections.iter().all(|s| s.basis == LbBasis::Uplinks) { first.basis } else { LbBasis::Reordering };
-    Some(LoadBalancing {
-        mode: LbMode::of(sprayed_flows, flows),
-        basis,
-        uplinks: uplinks.into_iter().collect(),
-        flows,
-        sprayed_flows,
-        reorder: stats(packets, &density),
-        sprayed: listed,
-        sprayed_omitted: omitted,
-    })
-}

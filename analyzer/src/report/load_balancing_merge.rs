@@ -1,0 +1,157 @@
+//! `merge` of the load-balancing sections. The uplinks are the labels the merged ECMP observed,
+//! as a run takes them. The request flows (two requests or more) and their
+//! requests are counted over the merged flows, a flow seen by several reports once with its
+//! requests added (summing the sections counted it in each, and missed one with a request in
+//! each of two). On uplinks a flow's paths are the uplinks among the labels of all its reports.
+//! Late arrivals are added per flow and over all; a flow's median displacement is kept where
+//! its reports agree (the lower median of a union of sets with one lower median is that
+//! median). Where a sprayed flow was not listed by every report that saw it (past a report's
+//! listed flows, or spread there by nothing), or its reports' medians differ, or a flow met a
+//! gap or repeat of PSNs at a cut in time (a late arrival across the cut), the merge says so
+//! (`load_balancing_not_merged`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use analyzer_common::psn::count;
+
+use crate::model::*;
+
+/// The merged section (none without request flows), and whether it is one run's. `flows` and
+/// `ecmp` are the merged report's (the uplinks are the labels ECMP observed, as a run takes
+/// them); `seen` tells how many reports saw a flow.
+pub fn merge(
+    sections: &[&LoadBalancing],
+    flows: &[Flow],
+    ecmp: &Ecmp,
+    seen: &dyn Fn(&Flow) -> usize,
+) -> Option<(LoadBalancing, bool)> {
+    let uplinks: BTreeSet<&str> = ecmp.observed.iter().flat_map(|o| o.by_label.keys().map(String::as_str)).collect();
+    let basis = if uplinks.len() >= 2 { LbBasis::Uplinks } else { LbBasis::Reordering };
+    let mut density: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut whole = sections.iter().all(|s| s.sprayed_omitted == 0);
+    let mut listed: BTreeMap<&FlowRef, (SprayedFlow, usize)> = BTreeMap::new();
+    for s in sections {
+        for b in &s.reorder.density {
+            *density.entry(b.displacement).or_default() += b.packets;
+        }
+        for f in &s.sprayed {
+            let fresh = || SprayedFlow { reordered: 0, displacement_max: None, psn_sequence_naks: 0, ..f.clone() };
+            let (m, n) = listed.entry(&f.flow).or_insert_with(|| (fresh(), 0));
+            *n += 1;
+            whole &= join(m, f);
+        }
+    }
+    let (mut total, mut packets) = (0, 0);
+    let mut sprayed: Vec<SprayedFlow> = Vec::new();
+    for f in flows.iter().filter(|f| f.psn.sequence[count::REQUESTS] >= 2) {
+        let requests = f.psn.sequence[count::REQUESTS];
+        (total, packets) = (total + 1, packets + requests);
+        let flow = FlowRef { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp };
+        let paths = (basis == LbBasis::Uplinks)
+            .then(|| f.labels.iter().filter(|l| uplinks.contains(l.as_str())).count() as u32);
+        let entry = listed.remove(&flow);
+        let spread = paths.map_or_else(|| entry.as_ref().is_some_and(|(e, _)| e.reordered > 0), |n| n >= 2);
+        if !spread {
+            continue;
+        }
+        // Every report that saw it listed it: its late arrivals and NAKs are all here.
+        whole &= entry.as_ref().is_some_and(|(_, n)| *n == seen(f));
+        let base = SprayedFlow {
+            flow,
+            uplinks: None,
+            requests,
+            reordered: 0,
+            displacement_p50: None,
+            displacement_max: None,
+            psn_sequence_naks: 0,
+        };
+        sprayed.push(SprayedFlow { uplinks: paths, requests, ..entry.map_or(base, |(e, _)| e) });
+    }
+    if total == 0 {
+        return None;
+    }
+    // As a run lists them: most reordered first, then by key.
+    sprayed.sort_by_key(|f| (std::cmp::Reverse(f.reordered), flow_ref_key(&f.flow)));
+    let sprayed_flows = sprayed.len() as u64;
+    let omitted = sprayed_flows.saturating_sub(SPRAYED_LISTED as u64);
+    sprayed.truncate(SPRAYED_LISTED);
+    let section = LoadBalancing {
+        mode: LbMode::of(sprayed_flows, total),
+        basis,
+        uplinks: uplinks.into_iter().map(str::to_string).collect(),
+        flows: total,
+        sprayed_flows,
+        reorder: crate::report::assemble::load_balancing::stats(packets, &density),
+        sprayed,
+        sprayed_omitted: omitted,
+    };
+    Some((section, whole))
+}
+
+/// Adds one report's listing of a flow to the merged one; false when their medians differ.
+fn join(m: &mut SprayedFlow, f: &SprayedFlow) -> bool {
+    let agree = f.reordered == 0 || m.reordered == 0 || m.displacement_p50 == f.displacement_p50;
+    if f.reordered > 0 {
+        m.displacement_p50 = if agree { f.displacement_p50 } else { None };
+    }
+    m.reordered += f.reordered;
+    m.displacement_max = m.displacement_max.max(f.displacement_max);
+    m.psn_sequence_naks += f.psn_sequence_naks;
+    agree
+}
+
+/// The note of a merge whose load balancing may not be one run's: `listed` false when a
+/// sprayed flow's listing was not whole; `irregular` flows met a gap or repeat of PSNs at a cut
+/// in time (a late arrival there fills a gap of the part before: neither part saw it late).
+pub fn note(listed: bool, irregular: u64, report: &Report) -> Option<Note> {
+    if report.load_balancing.is_none() || (listed && irregular == 0) {
+        return None;
+    }
+    let mut why = Vec::new();
+    if irregular > 0 {
+        why.push(format!(
+            "{irregular} flows met a gap or a repeat of PSNs at a cut in time: a request arriving late just after \
+             the cut fills a gap of the part before, and neither part saw it late"
+        ));
+    }
+    if !listed {
+        why.push(
+            "a sprayed flow was not listed by every report that saw it (past a report's listed flows, or not \
+             spread there), or its reports' median displacements differ: its late arrivals, NAKs or median are \
+             those of the reports that listed it"
+                .to_string(),
+        );
+    }
+    Some(Note::new(NoteCode::LoadBalancingNotMerged, format!("load_balancing: {}", why.join("; "))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(reordered: u64, p50: u32, max: u32) -> SprayedFlow {
+        SprayedFlow {
+            flow: FlowRef { src: "10.0.0.1".into(), dst: "10.0.0.2".into(), udp_sport: 1, dst_qp: 2 },
+            uplinks: None,
+            requests: 10,
+            reordered,
+            displacement_p50: Some(p50),
+            displacement_max: Some(max),
+            psn_sequence_naks: 1,
+        }
+    }
+
+    #[test]
+    fn a_flow_listed_twice_adds_up_and_keeps_a_median_both_agree_on() {
+        let mut m = SprayedFlow { reordered: 0, displacement_max: None, psn_sequence_naks: 0, ..listed(0, 0, 0) };
+        assert!(join(&mut m, &listed(3, 1, 2)));
+        assert!(join(&mut m, &listed(5, 1, 4)));
+        assert_eq!(
+            (m.reordered, m.displacement_p50, m.displacement_max, m.psn_sequence_naks),
+            (8, Some(1), Some(4), 2)
+        );
+        // Lower medians 1 and 3: the union's lies between, unknown here.
+        assert!(!join(&mut m, &listed(2, 3, 3)));
+        assert_eq!((m.reordered, m.displacement_p50), (10, None));
+    }
+}

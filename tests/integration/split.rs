@@ -10,9 +10,11 @@
 //! and their RTT samples: the RTT of every flow and of the whole is one run's wherever no request
 //! waited for its ACK at a cut (else the merge says `rtt_not_stitched`), and the marking over
 //! time (a later part's frames before its own first mark, which one run counts, in its edge),
-//! and load balancing (over the merged flows) wherever no flow met a gap or repeat at a cut.
-//! Analyses that carry other state across the cut (messages, marks judged against CNPs, DCQCN
-//! rates) do not come back whole yet: docs/usage.md, merge.
+//! load balancing (over the merged flows) wherever no flow met a gap or repeat at a cut, and
+//! how each CE mark was answered and each QP's CNP pacing (the pairs' edges replay the marks
+//! waiting at a cut against the next part's CNPs).
+//! Analyses that carry other state across the cut (messages, DCQCN rates) do not come back
+//! whole yet: docs/usage.md, merge.
 
 use serde_json::{Value, json};
 use tests::fixtures::{self, Fixture};
@@ -85,16 +87,27 @@ fn additive(r: &Value) -> Value {
             json!([e["dst"], s])
         })
         .collect();
-    // CE marks and CNPs per host pair (how marks were answered needs the CNPs after a cut).
+    // CE marks and CNPs per host pair, how each mark was answered (a mark waiting at a cut is
+    // answered by the next part's CNP: the edges replay it), and the CNP pacing per QP.
     let pairs: Vec<Value> = r["pairs"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| json!([p["a"], p["b"], p["data_packets"], p["ce"], p["cnp_back"]]))
+        .map(|p| {
+            let keys = ["a", "b", "data_packets", "ce", "cnp_back", "ce_unanswered", "ce_covered", "ce_pending"];
+            Value::Object(keys.iter().map(|k| (k.to_string(), p[*k].clone())).collect())
+        })
+        .collect();
+    let pacing: Vec<Value> = r["cnp_pacing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| json!([c["dst"], c["dst_qp"], c["cnps"], c["min_gap_ns"], c["median_gap_ns"]]))
         .collect();
     json!({
         "capture": [c["frames"], c["classes"], c["dropped"], c["start_ns"], c["end_ns"]],
         "pairs": pairs,
+        "cnp_pacing": [pacing, r["cnp_interval"]],
         "flows": flows,
         "pfc": [r["pfc"]["frames"], r["pfc"]["pause_8023x_frames"], senders, r["pfc"]["pause_senders"], r["pfc"]["storms"], r["pfc"]["rates"]],
         "congestion_tree": r["congestion_tree"],
@@ -114,6 +127,9 @@ fn without_edges_says_so(dir: &std::path::Path, mut alone: Vec<Value>, what: &st
         r["flows"].as_array_mut().unwrap().iter_mut().for_each(|f| _ = f.as_object_mut().unwrap().remove("edge"));
         if let Some(m) = r["marking"].as_object_mut() {
             m.remove("edge");
+        }
+        for list in ["pairs", "cnp_pacing"] {
+            r[list].as_array_mut().unwrap().iter_mut().for_each(|x| _ = x.as_object_mut().unwrap().remove("edge"));
         }
         let p = dir.join(format!("no_edges.{}.{i}.json", said[0]));
         std::fs::write(&p, r.to_string()).unwrap();
@@ -205,7 +221,9 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
             }
             let codes: Vec<&str> =
                 merged["visibility"].as_array().unwrap().iter().filter_map(|n| n["code"].as_str()).collect();
-            for gone in ["incast_not_merged", "dcqcn_not_merged", "rtt_not_merged", "marking_not_merged"] {
+            for gone in
+                ["incast_not_merged", "dcqcn_not_merged", "rtt_not_merged", "marking_not_merged", "ecn_not_stitched"]
+            {
                 assert!(!codes.contains(&gone), "{what}: {gone}");
             }
             // Requests waiting at a cut are answered in no part: said, else one run's RTT.
@@ -227,7 +245,8 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
             if marked_frames(&whole) > alone.iter().map(marked_frames).sum() {
                 marking_carried += 1;
                 if marking_carried == 1 {
-                    let m = without_edges_says_so(dir.path(), alone.clone(), &what, &["marking_not_merged"]);
+                    let said = ["marking_not_merged", "ecn_not_stitched"];
+                    let m = without_edges_says_so(dir.path(), alone.clone(), &what, &said);
                     assert!(marked_frames(&m) < marked_frames(&whole), "{what}: marking without edges");
                 }
             }

@@ -159,6 +159,9 @@ codes! {
         /// Sprayed flows whose late arrivals, NAKs or median displacement some report that saw
         /// them did not list.
         LoadBalancingNotMerged = "load_balancing_not_merged",
+        /// CE/CNP timing of reports that overlap in time or carry no edges: pairs' answered,
+        /// unanswered, covered and pending marks and the QPs' pacing are each report's.
+        EcnNotStitched = "ecn_not_stitched",
         /// CE marks seen, and one vantage point: a switch's thresholds need two.
         ThresholdsNeedTwoPoints = "thresholds_need_two_points",
         /// Export lines given up by a sink (a full disk, a full --export-buffer).

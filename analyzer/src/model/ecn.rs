@@ -138,6 +138,28 @@ pub struct Pair {
     /// neither answered nor unanswered (ce = answered + unanswered + covered + pending).
     #[serde(default)]
     pub ce_pending: u64,
+    /// `--edges` (a pair with CE marks or CNPs): what `merge` of captures cut in time needs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<PairEdge>,
+}
+
+/// `pairs[].edge`: the pair's marks and CNPs in time, so that `merge` answers a mark waiting at
+/// the end of one capture with the next one's first CNP, gives the first marks of the next the
+/// distance to this one's last CNP, and judges every distance by the whole's pacing interval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairEdge {
+    /// `--cnp-timeout` of the run.
+    pub timeout_ns: u64,
+    /// Marks that got no CNP within the timeout (before the end).
+    pub unanswered: u64,
+    /// Of those, the time since the CNP before each (those within 10 ms).
+    pub after_cnp_ns: Vec<u64>,
+    /// Of those, the times of the marks with no CNP before them in this capture.
+    pub first_ns: Vec<u64>,
+    /// Marks still waiting for a CNP at the end: [time, time since the CNP before or null].
+    pub waiting: Vec<(u64, Option<u64>)>,
+    pub first_cnp_ns: Option<u64>,
+    pub last_cnp_ns: Option<u64>,
 }
 
 /// The CNP pacing interval the audit used: `source` is `inferred` (the smallest CNP gap of a
@@ -162,4 +184,17 @@ pub struct CnpPacing {
     pub cnps: u64,
     pub min_gap_ns: u64,
     pub median_gap_ns: u64,
+    /// `--edges`: the QP's CNPs in time, so that `merge` counts the gap across a cut and takes
+    /// the median of every gap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<PacingEdge>,
+}
+
+/// `cnp_pacing[].edge`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PacingEdge {
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// Every gap between consecutive CNPs, in order.
+    pub gaps_ns: Vec<u64>,
 }

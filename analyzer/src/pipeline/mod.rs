@@ -68,10 +68,11 @@ impl Pipeline {
     }
 
     /// Offline with `--edges`: keep what `merge` of captures cut in time needs (each flow's
-    /// head, the frames before the first CE mark).
+    /// head, the frames before the first CE mark, the CE/CNP timing of each pair).
     pub fn keep_edges(&mut self) {
         self.engine.heads = Some(Default::default());
         self.analyses.marking.keep_before();
+        self.analyses.ecn.edges = true;
     }
 
     /// Several inputs are several vantage points: match their frames from the first on.

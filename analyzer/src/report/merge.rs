@@ -223,6 +223,8 @@ pub struct Merger {
     messages: Vec<Messages>,
     /// Each report's marking section, with its span.
     markings: Vec<super::marking_merge::Part>,
+    /// Each report's CE/CNP pairs, pacing and interval, with its span.
+    ecn: Vec<super::ecn_merge::Part>,
     /// Each report's load-balancing section.
     load_balancing: Vec<LoadBalancing>,
     /// Per priority: data frames and pause frames (the reports' `pfc.rates`).
@@ -272,12 +274,9 @@ impl Merger {
         self.absorb_capture(&r.capture)?;
         self.dcqcn.extend(r.dcqcn.iter().cloned());
         self.messages.extend(r.messages.iter().cloned());
-        self.markings.push(super::marking_merge::Part {
-            start_ns: r.capture.start_ns,
-            end_ns: r.capture.end_ns,
-            edges: r.flows.iter().any(|f| f.edge.is_some()) || r.marking.as_ref().is_some_and(|m| m.edge.is_some()),
-            marking: r.marking.clone(),
-        });
+        let (start_ns, end_ns, edges) = (r.capture.start_ns, r.capture.end_ns, has_edges(r));
+        self.markings.push(super::marking_merge::Part { start_ns, end_ns, edges, marking: r.marking.clone() });
+
         self.load_balancing.extend(r.load_balancing.iter().cloned());
         if let Some(v) = &r.vantage {
             self.vantage_reports += 1;
@@ -294,6 +293,20 @@ impl Merger {
         self.deadlocks_omitted = self.deadlocks_omitted.saturating_add(r.congestion_tree.deadlocks_omitted);
         self.unresolved.extend(r.congestion_tree.unresolved.iter().cloned());
         self.incasts.push(r.incast.clone());
+        self.absorb_ecn(r)?;
+        for f in &r.audit {
+            self.audit.push(Finding { message: format!("{}: {}", path.display(), f.message), ..f.clone() });
+        }
+        self.rtt_reports.push(r.rtt_ns.clone());
+        for n in r.visibility.iter().filter(|n| !n.code.recomputed_by_merge()) {
+            self.carried.push(Note::new(n.code, format!("{}: {}", path.display(), n.message)));
+        }
+        Ok(())
+    }
+
+    /// The CE/CNP pairs, pacing and interval: added (with overflow checked), and kept with the
+    /// report's span for [`super::ecn_merge`] to replay.
+    fn absorb_ecn(&mut self, r: &Report) -> Result<(), Overflow> {
         for p in &r.pairs {
             let m = self.pairs.entry((p.a.clone(), p.b.clone())).or_insert_with(|| Pair {
                 data_packets: 0,
@@ -302,6 +315,7 @@ impl Merger {
                 ce_unanswered: 0,
                 ce_covered: 0,
                 ce_pending: 0,
+                edge: None,
                 ..p.clone()
             });
             sum!(m.data_packets, p.data_packets, "pairs.data_packets");
@@ -320,15 +334,32 @@ impl Merger {
             if c.cnps > slot.cnps {
                 *slot = c.clone();
             }
+            slot.edge = None;
         }
-        for f in &r.audit {
-            self.audit.push(Finding { message: format!("{}: {}", path.display(), f.message), ..f.clone() });
-        }
-        self.rtt_reports.push(r.rtt_ns.clone());
-        for n in r.visibility.iter().filter(|n| !n.code.recomputed_by_merge()) {
-            self.carried.push(Note::new(n.code, format!("{}: {}", path.display(), n.message)));
-        }
+        self.ecn.push(super::ecn_merge::Part {
+            start_ns: r.capture.start_ns,
+            end_ns: r.capture.end_ns,
+            edges: has_edges(r),
+            pairs: r.pairs.clone(),
+            pacing: r.cnp_pacing.clone(),
+            interval: r.cnp_interval.clone(),
+        });
         Ok(())
+    }
+
+    /// The ECN sections: replayed in time when the reports allow it, else the sums (and
+    /// whether the merge must say so).
+    fn ecn_sections(&mut self) -> (Vec<Pair>, Vec<CnpPacing>, CnpInterval, bool) {
+        let timed = self.pairs.values().any(|p| p.ce + p.cnp_back > 0) || !self.pacing.is_empty();
+        match super::ecn_merge::merge(std::mem::take(&mut self.ecn)) {
+            Some(m) => (pairs_in_order(m.pairs), m.pacing, m.interval, false),
+            None => (
+                pairs_in_order(std::mem::take(&mut self.pairs)),
+                std::mem::take(&mut self.pacing).into_values().collect(),
+                self.cnp_interval.clone(),
+                timed && self.reports > 1,
+            ),
+        }
     }
 
     fn absorb_capture(&mut self, c: &Capture) -> Result<(), Overflow> {
@@ -590,6 +621,7 @@ impl Merger {
         let (shared_flows, psn_unstitched, rtt_lost, irregular) = self.stitch_flows();
         let (single_rtt, rtt_not_merged) = self.rtt_section(rtt_lost);
         let pfc = self.pfc_section();
+        let (pairs, cnp_pacing, cnp_interval, ecn_unstitched) = self.ecn_sections();
         let Some(capture) = self.capture else { return Err(MergeError::Empty) };
         let capture = settle_capture(capture, self.sources);
         let merged = super::messages_merge::merge(&self.messages.iter().collect::<Vec<_>>());
@@ -606,6 +638,7 @@ impl Merger {
             vantage: self.vantage.take(),
             messages_partly: merged.as_ref().is_some_and(|(_, partly)| *partly),
             marking_partly: !marking_exact,
+            ecn_unstitched,
             incast_joined,
             dcqcn_unjoined,
             rtt_cuts: self.rtt_cuts,
@@ -621,9 +654,9 @@ impl Merger {
             visibility: Vec::new(),
             nic: None,
             rtt_ns: single_rtt,
-            pairs: pairs_in_order(self.pairs),
-            cnp_interval: self.cnp_interval,
-            cnp_pacing: self.pacing.into_values().collect(),
+            pairs,
+            cnp_interval,
+            cnp_pacing,
             audit: self.audit,
             congestion_tree: CongestionTrees {
                 trees: self.trees,
@@ -656,30 +689,38 @@ impl Merger {
         crate::report::evidence::unlink(&mut report);
         report.flows.sort_by_key(flow_sort_key);
         report.ecmp = merged_ecmp(&report.flows, &self.by_label, self.tiers.as_deref());
-        let lb_whole = load_balancing_of(&self.load_balancing, &self.parts, &mut report);
         report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
         report.visibility.extend(self.carried);
         unmerged.note(&mut report, pfc_seen && !complete, rtt_not_merged);
-        if let Some(n) = super::load_balancing_merge::note(lb_whole, irregular, &report) {
-            report.visibility.push(n);
-        }
+        load_balancing_of(&self.load_balancing, &self.parts, irregular, &mut report);
         Ok(report)
     }
 }
 
-/// `load_balancing` over the merged flows (`report.flows`); false when it is not one run's.
+/// `load_balancing` over the merged flows (`report.flows`), with its note when it may not be
+/// one run's (`irregular` flows met a gap or repeat of PSNs at a cut).
 fn load_balancing_of(
     sections: &[LoadBalancing],
     parts: &BTreeMap<FlowId, Vec<super::psn_stitch::Part>>,
+    irregular: u64,
     report: &mut Report,
-) -> bool {
+) {
     let seen =
         |f: &Flow| parts.get(&(f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp)).map_or(1, Vec::len);
     let sections: Vec<&LoadBalancing> = sections.iter().collect();
     let merged = super::load_balancing_merge::merge(&sections, &report.flows, &report.ecmp, &seen);
     let whole = merged.as_ref().is_none_or(|(_, w)| *w);
     report.load_balancing = merged.map(|(s, _)| s);
-    whole
+    report.visibility.extend(super::load_balancing_merge::note(whole, irregular, report));
+}
+
+/// Whether a report carries the edges `--edges` gives (every flow, the marking, every pair
+/// with CE marks or CNPs and every QP's pacing); a report with none of those has nothing to lose.
+fn has_edges(r: &Report) -> bool {
+    r.flows.iter().all(|f| f.edge.is_some())
+        && r.marking.as_ref().is_none_or(|m| m.edge.is_some())
+        && r.pairs.iter().all(|p| p.ce + p.cnp_back == 0 || p.edge.is_some())
+        && r.cnp_pacing.iter().all(|c| c.edge.is_some())
 }
 
 /// ECMP over the merged flows (bytes per flow and label), with the first report's tiers.
@@ -765,6 +806,7 @@ struct Unmerged {
     /// Messages sections only partly combined.
     messages_partly: bool,
     marking_partly: bool,
+    ecn_unstitched: bool,
     /// Incast episodes joined from several reports.
     incast_joined: u64,
     dcqcn_unjoined: super::dcqcn_merge::Unjoined,
@@ -812,6 +854,9 @@ impl Unmerged {
         }
         if self.marking_partly {
             report.visibility.push(super::marking_merge::note());
+        }
+        if self.ecn_unstitched {
+            report.visibility.push(super::ecn_merge::note());
         }
         if self.messages_partly {
             report.visibility.push(super::messages_merge::note());

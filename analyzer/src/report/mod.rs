@@ -13,6 +13,7 @@
 pub mod assemble;
 pub mod dcqcn_merge;
 pub mod diagnose;
+pub mod ecn_merge;
 pub mod evidence;
 pub mod export;
 pub mod gates;

@@ -45,6 +45,26 @@ struct Marks {
     waiting: VecDeque<(u64, Option<u64>)>,
     /// The latest CNP b → a.
     last_cnp: Option<u64>,
+    /// The first CNP b → a.
+    first_cnp: Option<u64>,
+    /// `--edges`: the times of unanswered marks with no CNP before them here (one before this
+    /// capture, in the one before, gives them their distance in a merge).
+    unanswered_first: Option<Vec<u64>>,
+}
+
+/// `--edges`: a pair's CE/CNP timing as a merge of captures cut in time continues it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PairEdge {
+    /// Marks with no CNP back within the timeout (none of them still waiting).
+    pub unanswered: u64,
+    /// Of those, the time since the CNP before each (within [`MAX_INTERVAL_NS`]).
+    pub after_cnp: Vec<u64>,
+    /// Of those, the times of the ones with no CNP before them here.
+    pub first: Vec<u64>,
+    /// Marks still waiting at the end, with the time since the CNP before each.
+    pub waiting: Vec<(u64, Option<u64>)>,
+    pub first_cnp: Option<u64>,
+    pub last_cnp: Option<u64>,
 }
 
 /// A QP's CNP gaps count toward the pacing interval from this many CNPs on.
@@ -76,7 +96,8 @@ impl Interval {
 #[derive(Debug, Clone, Default)]
 pub struct Pacing {
     pub cnps: u64,
-    last: Option<u64>,
+    pub first: Option<u64>,
+    pub last: Option<u64>,
     pub gaps: Vec<u64>,
 }
 
@@ -96,6 +117,8 @@ pub struct Ecn {
     pub state_full: u64,
     /// `--cnp-interval`, when given.
     pub given_interval_ns: Option<u64>,
+    /// `--edges`: keep what [`PairStats::edge`] needs.
+    pub edges: bool,
 }
 
 impl Ecn {
@@ -161,11 +184,12 @@ impl Ecn {
                 if let Some(last) = p.last {
                     p.gaps.push(r.ts_ns.saturating_sub(last));
                 }
+                p.first.get_or_insert(r.ts_ns);
                 p.last = Some(r.ts_ns);
             }
             let Some(pair) = self.pairs.place_mut((dst, src), &mut m.cnp_pair, cap, full) else { return };
             pair.cnp_back += 1;
-            let m = pair.marks.get_or_insert_with(Default::default);
+            let m = pair.marks.get_or_insert_with(|| Box::new(Marks::new(self.edges)));
             while let Some(&(t, since_cnp)) = m.waiting.front() {
                 if t > r.ts_ns {
                     break;
@@ -174,9 +198,10 @@ impl Ecn {
                 if r.ts_ns - t <= self.timeout_ns {
                     m.ce_answered += 1;
                 } else {
-                    m.unanswered(since_cnp);
+                    m.unanswered(t, since_cnp);
                 }
             }
+            m.first_cnp.get_or_insert(r.ts_ns);
             m.last_cnp = Some(r.ts_ns);
         } else if opcode::is_data(r.opcode) {
             m.data += 1;
@@ -191,7 +216,7 @@ impl Ecn {
             pair.data_packets += 1;
             if r.ce() {
                 pair.ce += 1;
-                pair.marks.get_or_insert_with(Default::default);
+                pair.marks.get_or_insert_with(|| Box::new(Marks::new(self.edges)));
             }
             let Some(m) = pair.marks.as_deref_mut() else { return };
             while let Some(&(t, since_cnp)) = m.waiting.front() {
@@ -199,7 +224,7 @@ impl Ecn {
                     break;
                 }
                 m.waiting.pop_front();
-                m.unanswered(since_cnp);
+                m.unanswered(t, since_cnp);
             }
             if r.ce() {
                 let since_cnp = m.last_cnp.map(|c| r.ts_ns.saturating_sub(c));
@@ -210,10 +235,18 @@ impl Ecn {
 }
 
 impl Marks {
-    fn unanswered(&mut self, since_cnp: Option<u64>) {
+    fn new(edges: bool) -> Self {
+        Marks { unanswered_first: edges.then(Vec::new), ..Default::default() }
+    }
+
+    /// A mark at `t` got no CNP within the timeout.
+    fn unanswered(&mut self, t: u64, since_cnp: Option<u64>) {
         self.ce_unanswered += 1;
         if let Some(d) = since_cnp.filter(|d| *d <= MAX_INTERVAL_NS) {
             self.unanswered_after_cnp.push(d);
+        }
+        if let (None, Some(first)) = (since_cnp, self.unanswered_first.as_mut()) {
+            first.push(t);
         }
     }
 }
@@ -231,6 +264,19 @@ impl PairStats {
     pub fn pending(&self, end_ns: u64, timeout_ns: u64) -> u64 {
         let Some(m) = self.marks.as_deref() else { return 0 };
         m.waiting.iter().filter(|(t, _)| end_ns.saturating_sub(*t) <= timeout_ns).count() as u64
+    }
+
+    /// `--edges`: the pair's timing for a merge (none when it had no CE mark or CNP).
+    pub fn edge(&self) -> Option<PairEdge> {
+        let m = self.marks.as_deref()?;
+        Some(PairEdge {
+            unanswered: m.ce_unanswered,
+            after_cnp: m.unanswered_after_cnp.clone(),
+            first: m.unanswered_first.clone().unwrap_or_default(),
+            waiting: m.waiting.iter().copied().collect(),
+            first_cnp: m.first_cnp,
+            last_cnp: m.last_cnp,
+        })
     }
 
     /// CE marks with a CNP back within the timeout.

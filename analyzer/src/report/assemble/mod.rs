@@ -241,6 +241,15 @@ pub fn pair_items(run: &Pipeline) -> impl Iterator<Item = Pair> + '_ {
             ce_unanswered,
             ce_covered,
             ce_pending: p.pending(end_ns(run), e.timeout_ns),
+            edge: e.edges.then(|| p.edge()).flatten().map(|x| PairEdge {
+                timeout_ns: e.timeout_ns,
+                unanswered: x.unanswered,
+                after_cnp_ns: x.after_cnp,
+                first_ns: x.first,
+                waiting: x.waiting,
+                first_cnp_ns: x.first_cnp,
+                last_cnp_ns: x.last_cnp,
+            }),
         }
     })
 }
@@ -267,6 +276,11 @@ fn pacing_json(run: &Pipeline) -> Vec<CnpPacing> {
                 cnps: p.cnps,
                 min_gap_ns: gaps.iter().copied().min().unwrap_or(0),
                 median_gap_ns: crate::analyses::stats::median(&mut gaps),
+                edge: run.analyses.ecn.edges.then(|| PacingEdge {
+                    first_ns: p.first.unwrap_or(0),
+                    last_ns: p.last.unwrap_or(0),
+                    gaps_ns: p.gaps.clone(),
+                }),
             }
         })
         .collect()

@@ -1,0 +1,257 @@
+//! `merge` of the CE/CNP pairs, the CNP pacing per QP and the pacing interval. Counts add up;
+//! what needs the time between marks and CNPs is replayed when the reports are one capture cut
+//! in time and carry their edges (`--edges`), as the ECN analysis would have run over the whole:
+//! a mark waiting at the end of a report is answered by the next report's first CNP on the pair
+//! within `--cnp-timeout`, or is unanswered; a mark with no CNP before it in its report is at the
+//! distance of the report before's last CNP; the gap between a QP's last CNP in one report and
+//! its first in the next is one more gap; the interval is inferred from every gap, and each
+//! unanswered mark within it after a CNP is covered. Reports that overlap in time (several
+//! points) or have no edges keep the sums and each QP's busiest report's pacing (`Merger`),
+//! and the merge says so when any had a CE mark or a CNP (`ecn_not_stitched`).
+
+use std::collections::BTreeMap;
+
+use crate::analyses::ecn::{MAX_INTERVAL_NS, PACED_MIN_CNPS};
+use crate::model::*;
+
+/// One report's ECN sections and where it lies in time.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Made with `--edges`.
+    pub edges: bool,
+    pub pairs: Vec<Pair>,
+    pub pacing: Vec<CnpPacing>,
+    pub interval: CnpInterval,
+}
+
+/// The merged pairs (by their addresses' text: `merge` puts them in report order), pacing and
+/// interval.
+pub struct Merged {
+    pub pairs: BTreeMap<(String, String), Pair>,
+    pub pacing: Vec<CnpPacing>,
+    pub interval: CnpInterval,
+}
+
+/// The reports replayed in time order; none when they cannot be (they overlap in time, or one
+/// has no edges): the merge keeps the sums then, and says so. The counts were added once
+/// already without overflow (`Merger::absorb`).
+pub fn merge(mut parts: Vec<Part>) -> Option<Merged> {
+    parts.sort_by_key(|p| (p.start_ns, p.end_ns));
+    let in_series = parts.windows(2).all(|w| w[0].end_ns <= w[1].start_ns);
+    if !in_series || !parts.iter().all(|p| p.edges) {
+        return None;
+    }
+    let pacing = pacing(&parts);
+    let interval = interval(&parts, &pacing);
+    let end = parts.iter().map(|p| p.end_ns).max().unwrap_or(0);
+    let mut pairs: BTreeMap<(String, String), Timing> = BTreeMap::new();
+    for p in &parts {
+        for x in &p.pairs {
+            pairs.entry((x.a.clone(), x.b.clone())).or_insert_with(|| Timing::new(x)).add(x);
+        }
+    }
+    let known = (interval.source != "none").then_some(interval.ns);
+    let pairs = pairs.into_iter().map(|(k, t)| (k, t.finish(end, known))).collect();
+    Some(Merged { pairs, pacing, interval })
+}
+
+/// One pair replayed over the reports in time order.
+struct Timing {
+    /// Its counts added.
+    pair: Pair,
+    timeout_ns: u64,
+    /// Marks waiting for a CNP: (time, time since the CNP before).
+    waiting: Vec<(u64, Option<u64>)>,
+    last_cnp: Option<u64>,
+    unanswered: u64,
+    /// Distances of unanswered marks to the CNP before them (within `MAX_INTERVAL_NS`).
+    after_cnp: Vec<u64>,
+}
+
+impl Timing {
+    fn new(x: &Pair) -> Self {
+        Timing {
+            pair: Pair { data_packets: 0, ce: 0, cnp_back: 0, edge: None, ..x.clone() },
+            timeout_ns: 0,
+            waiting: Vec::new(),
+            last_cnp: None,
+            unanswered: 0,
+            after_cnp: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, x: &Pair) {
+        let sum = &mut self.pair;
+        sum.data_packets = sum.data_packets.saturating_add(x.data_packets);
+        sum.ce = sum.ce.saturating_add(x.ce);
+        sum.cnp_back = sum.cnp_back.saturating_add(x.cnp_back);
+        let Some(e) = &x.edge else { return };
+        self.timeout_ns = e.timeout_ns;
+        if let Some(c) = e.first_cnp_ns {
+            // The first CNP takes every mark before it: answered within the timeout.
+            for (t, since) in std::mem::take(&mut self.waiting) {
+                if c.saturating_sub(t) > self.timeout_ns {
+                    self.unanswered(since);
+                }
+            }
+        }
+        let before = self.last_cnp;
+        let since = |t: u64, s: Option<u64>| s.or_else(|| before.map(|l| t.saturating_sub(l)));
+        self.unanswered = self.unanswered.saturating_add(e.unanswered);
+        self.after_cnp.extend(&e.after_cnp_ns);
+        // Unanswered marks before this report's first CNP: counted above, distance from here.
+        for t in &e.first_ns {
+            self.after_cnp.extend(since(*t, None).filter(|d| *d <= MAX_INTERVAL_NS));
+        }
+        self.waiting.extend(e.waiting.iter().map(|(t, s)| (*t, since(*t, *s))));
+        self.last_cnp = e.last_cnp_ns.or(self.last_cnp);
+    }
+
+    fn unanswered(&mut self, since: Option<u64>) {
+        self.unanswered += 1;
+        self.after_cnp.extend(since.filter(|d| *d <= MAX_INTERVAL_NS));
+    }
+
+    /// The pair at the whole's end: marks still waiting are unanswered when older than the
+    /// timeout, else pending; unanswered ones within the interval after a CNP are covered.
+    fn finish(self, end: u64, interval: Option<u64>) -> Pair {
+        let mut pair = self.pair;
+        let (expired, young): (Vec<_>, Vec<_>) =
+            self.waiting.iter().partition(|(t, _)| end.saturating_sub(*t) > self.timeout_ns);
+        let within = |d: &u64| interval.is_some_and(|i| *d <= i);
+        let covered = self.after_cnp.iter().filter(|d| within(d)).count()
+            + expired.iter().filter(|(_, d)| d.as_ref().is_some_and(within)).count();
+        let all = self.unanswered + expired.len() as u64;
+        pair.ce_unanswered = all - covered as u64;
+        pair.ce_covered = covered as u64;
+        pair.ce_pending = young.len() as u64;
+        pair
+    }
+}
+
+/// A QP's CNPs so far: counts added, every gap, the latest CNP.
+type QpCnps = (CnpPacing, Vec<u64>, Option<u64>);
+
+/// Every QP's CNPs over the reports in time order: the gaps of each and the one across each cut.
+fn pacing(parts: &[Part]) -> Vec<CnpPacing> {
+    let mut qps: BTreeMap<(String, u32), QpCnps> = BTreeMap::new();
+    for c in parts.iter().flat_map(|p| &p.pacing) {
+        let (sum, gaps, last) = qps
+            .entry((c.dst.clone(), c.dst_qp))
+            .or_insert_with(|| (CnpPacing { cnps: 0, edge: None, ..c.clone() }, Vec::new(), None));
+        sum.cnps = sum.cnps.saturating_add(c.cnps);
+        if let Some(e) = &c.edge {
+            gaps.extend(last.map(|l| e.first_ns.saturating_sub(l)));
+            gaps.extend(&e.gaps_ns);
+            *last = Some(e.last_ns);
+        }
+    }
+    let mut out: Vec<CnpPacing> = qps
+        .into_values()
+        .map(|(mut c, mut gaps, _)| {
+            c.min_gap_ns = gaps.iter().copied().min().unwrap_or(0);
+            c.median_gap_ns = crate::analyses::stats::median(&mut gaps);
+            c
+        })
+        .collect();
+    // As a report lists them: by address bytes (and version), then QP.
+    out.sort_by_key(|c| (addr_bytes(&c.dst).unwrap_or_default(), c.dst.contains(':'), c.dst_qp));
+    out
+}
+
+/// The interval one run would use: given, or the smallest gap of a QP with enough CNPs.
+fn interval(parts: &[Part], pacing: &[CnpPacing]) -> CnpInterval {
+    if let Some(given) = parts.iter().find(|p| p.interval.source == "given") {
+        return given.interval.clone();
+    }
+    pacing
+        .iter()
+        .filter(|c| c.cnps >= PACED_MIN_CNPS && c.min_gap_ns <= MAX_INTERVAL_NS)
+        .map(|c| c.min_gap_ns)
+        .min()
+        .map_or_else(CnpInterval::default, |ns| CnpInterval { ns, source: "inferred".into() })
+}
+
+/// The note of a merge that could not replay the CE/CNP timing.
+pub fn note() -> Note {
+    Note::new(
+        NoteCode::EcnNotStitched,
+        "pairs, cnp_pacing: the reports overlap in time (several points) or carry no edges (analyse with \
+         --edges): CE marks answered, unanswered, covered and pending are each report's added, a mark waiting \
+         at the end of one report is not answered by the next one's CNP, and each QP's pacing is that of the \
+         report with the most CNPs",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(ce: u64, cnps: u64, edge: PairEdge) -> Pair {
+        let (a, b) = ("10.0.0.1".to_string(), "10.0.0.2".to_string());
+        Pair {
+            a,
+            b,
+            data_packets: ce,
+            ce,
+            cnp_back: cnps,
+            ce_unanswered: 0,
+            ce_covered: 0,
+            ce_pending: 0,
+            edge: Some(edge),
+        }
+    }
+
+    fn edge(
+        unanswered: u64,
+        first_ns: Vec<u64>,
+        waiting: Vec<(u64, Option<u64>)>,
+        cnps: Option<(u64, u64)>,
+    ) -> PairEdge {
+        PairEdge {
+            timeout_ns: 1_000,
+            unanswered,
+            after_cnp_ns: Vec::new(),
+            first_ns,
+            waiting,
+            first_cnp_ns: cnps.map(|c| c.0),
+            last_cnp_ns: cnps.map(|c| c.1),
+        }
+    }
+
+    fn part(start_ns: u64, end_ns: u64, p: Pair) -> Part {
+        let interval = CnpInterval { ns: 80, source: "given".into() };
+        Part { start_ns, end_ns, edges: true, pairs: vec![p], pacing: Vec::new(), interval }
+    }
+
+    fn key() -> (String, String) {
+        ("10.0.0.1".to_string(), "10.0.0.2".to_string())
+    }
+
+    /// By hand, timeout 1000 ns, interval 80 ns given. Part 1 [0, 2000]: CNPs at 500 and 1990,
+    /// a mark at 1995 waiting at its end (5 after the CNP). Part 2 [2050, 9000]: CNPs at 3500
+    /// and 4900; a mark at 2060 with no CNP before it here, unanswered at 3500; one at 4950
+    /// (50 after 4900) unanswered; one at 8500 waiting at the end. One run: 1995 unanswered at
+    /// 3500 (1505 later), 5 after a CNP: covered; 2060 is 70 after the CNP at 1990 (part 1's):
+    /// covered; 4950 covered; 8500 pending (500 before the end).
+    #[test]
+    fn marks_across_a_cut_are_judged_as_one_run() {
+        let one = part(0, 2000, pair(1, 2, edge(0, Vec::new(), vec![(1995, Some(5))], Some((500, 1990)))));
+        let mut two_edge = edge(2, vec![2060], vec![(8500, Some(3600))], Some((3500, 4900)));
+        two_edge.after_cnp_ns = vec![50];
+        let two = part(2050, 9000, pair(3, 2, two_edge));
+        let m = merge(vec![two.clone(), one.clone()]).unwrap();
+        let p = &m.pairs[&key()];
+        assert_eq!((p.ce, p.cnp_back, p.ce_unanswered, p.ce_covered, p.ce_pending), (4, 4, 0, 3, 1));
+        // A part with no CNP: 1995 waits on and expires at the whole's end (3100), still 5
+        // after its CNP; 3050 is 1060 after the CNP at 1990 and pending.
+        let quiet = part(3000, 3100, pair(1, 0, edge(0, Vec::new(), vec![(3050, None)], None)));
+        let m = merge(vec![one, quiet]).unwrap();
+        let p = &m.pairs[&key()];
+        assert_eq!((p.ce_unanswered, p.ce_covered, p.ce_pending), (0, 1, 1));
+        // Reports that overlap in time cannot be replayed.
+        assert!(merge(vec![two.clone(), two]).is_none());
+    }
+}

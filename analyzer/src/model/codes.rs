@@ -162,6 +162,9 @@ codes! {
         /// CE/CNP timing of reports that overlap in time or carry no edges: pairs' answered,
         /// unanswered, covered and pending marks and the QPs' pacing are each report's.
         EcnNotStitched = "ecn_not_stitched",
+        /// PFC senders paused in several reports whose onsets could not be judged against
+        /// the marks before them as one run.
+        EcnLeadNotMerged = "ecn_lead_not_merged",
         /// CE marks seen, and one vantage point: a switch's thresholds need two.
         ThresholdsNeedTwoPoints = "thresholds_need_two_points",
         /// Export lines given up by a sink (a full disk, a full --export-buffer).

@@ -57,6 +57,10 @@ pub struct EcnLead {
     /// only marks on flows through it counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
+    /// `--edges`: every onset with the time from the first mark before it (null: none), so
+    /// that `merge` judges the onsets of a capture cut in time as one run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<Vec<(u64, Option<u64>)>>,
 }
 
 /// How often PFC triggers on a priority, against its data frames seen here.

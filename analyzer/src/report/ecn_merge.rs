@@ -174,6 +174,56 @@ fn interval(parts: &[Part], pacing: &[CnpPacing]) -> CnpInterval {
         .map_or_else(CnpInterval::default, |ns| CnpInterval { ns, source: "inferred".into() })
 }
 
+/// One report's view of a PFC sender's onsets (`pfc.senders[].ecn_lead`), with its start.
+pub type LeadPart = (u64, Option<EcnLead>);
+
+/// ECN before PFC of a sender several reports of one capture cut in time saw: its onsets are
+/// the starts of its merged paused intervals (a pause across a cut is one), each judged as
+/// its report judged it — exact unless the window before it (and a run of marks) reaches back
+/// past its report's start into an earlier report (`first_start`: the earliest report's),
+/// whose marks that report did not see. None when some report has no edge, the intervals are
+/// not complete, or an onset is not known.
+pub fn lead(parts: &[LeadPart], intervals: &[[u64; 2]], first_start: u64) -> Option<EcnLead> {
+    let mut known: BTreeMap<u64, (u64, Option<u64>)> = BTreeMap::new();
+    let mut base: Option<&EcnLead> = None;
+    for (start, l) in parts {
+        let l = l.as_ref()?;
+        base.get_or_insert(l);
+        for (t, lead) in l.edge.as_ref()? {
+            known.insert(*t, (*start, *lead));
+        }
+    }
+    let base = base?;
+    let reach = base.window_ns + crate::analyses::ecn_lead::RUN_GAP_NS;
+    let mut leads = Vec::new();
+    for [t, _] in intervals {
+        let (start, lead) = known.get(t)?;
+        if *start > first_start && t.saturating_sub(*start) < reach {
+            return None;
+        }
+        leads.extend(*lead);
+    }
+    Some(EcnLead {
+        onsets: intervals.len() as u64,
+        preceded: leads.len() as u64,
+        lead_ns_p50: (!leads.is_empty()).then(|| crate::analyses::stats::median(&mut leads)),
+        edge: None,
+        ..base.clone()
+    })
+}
+
+/// The note of a merge that could not judge some PFC senders' onsets.
+pub fn lead_note(senders: u64) -> Note {
+    Note::new(
+        NoteCode::EcnLeadNotMerged,
+        format!(
+            "pfc.senders[].ecn_lead: {senders} senders paused in several reports whose onsets could not be judged \
+             as one run (an onset within the ECN-lead window of its report's start, whose marks before it another \
+             report held; reports without edges, or with incomplete pause intervals): null"
+        ),
+    )
+}
+
 /// The note of a merge that could not replay the CE/CNP timing.
 pub fn note() -> Note {
     Note::new(
@@ -253,5 +303,31 @@ mod tests {
         assert_eq!((p.ce_unanswered, p.ce_covered, p.ce_pending), (0, 1, 1));
         // Reports that overlap in time cannot be replayed.
         assert!(merge(vec![two.clone(), two]).is_none());
+    }
+
+    fn onsets(each: Vec<(u64, Option<u64>)>) -> Option<EcnLead> {
+        let preceded = each.iter().filter(|e| e.1.is_some()).count() as u64;
+        let onsets = each.len() as u64;
+        Some(EcnLead { onsets, preceded, window_ns: 100, lead_ns_p50: None, link: None, edge: Some(each) })
+    }
+
+    /// By hand, window 100 ns (+ a run gap of 1000). Part 1 from 0: onsets at 500 (a mark 40
+    /// before) and 1900, paused until 2200; part 2 from 2000 sees that pause go on from 2000
+    /// (one interval in one run: no onset) and onsets at 5000 (lead 10) and 9000 (none). One
+    /// run: 4 onsets (500, 1900, 5000, 9000), 2 preceded, median lead of 40 and 10: 10.
+    #[test]
+    fn onsets_across_a_cut_are_judged_as_one_run() {
+        let one = (0, onsets(vec![(500, Some(40)), (1900, None)]));
+        let two = (2000, onsets(vec![(2000, None), (5000, Some(10)), (9000, None)]));
+        let intervals = [[500, 600], [1900, 2200], [5000, 5100], [9000, 9100]];
+        let l = lead(&[one.clone(), two.clone()], &intervals, 0).unwrap();
+        assert_eq!((l.onsets, l.preceded, l.lead_ns_p50, l.edge), (4, 2, Some(10), None));
+        // An onset of part 2 within the window and a run gap of its start: its marks before
+        // may be part 1's.
+        let early = (2000, onsets(vec![(2500, Some(10))]));
+        assert_eq!(lead(&[one.clone(), early], &[[500, 600], [1900, 2200], [2500, 2600]], 0), None);
+        // A report without edges cannot be judged.
+        let bare = (2000, Some(EcnLead { edge: None, ..onsets(vec![(5000, None)]).unwrap() }));
+        assert_eq!(lead(&[one, bare], &[[500, 600], [1900, 2200], [5000, 5100]], 0), None);
     }
 }

@@ -225,6 +225,8 @@ pub struct Merger {
     markings: Vec<super::marking_merge::Part>,
     /// Each report's CE/CNP pairs, pacing and interval, with its span.
     ecn: Vec<super::ecn_merge::Part>,
+    /// Per PFC sender and priority, each report's view of its onsets, with the report's start.
+    leads: BTreeMap<(String, u8), Vec<super::ecn_merge::LeadPart>>,
     /// Each report's load-balancing section.
     load_balancing: Vec<LoadBalancing>,
     /// Per priority: data frames and pause frames (the reports' `pfc.rates`).
@@ -286,7 +288,7 @@ impl Merger {
             let labels: Vec<String> = f.labels.iter().map(|l| self.qualify(path, l)).collect();
             self.absorb_flow(f, labels, (r.capture.start_ns, r.capture.end_ns))?;
         }
-        self.absorb_pfc(&r.pfc)?;
+        self.absorb_pfc(&r.pfc, r.capture.start_ns)?;
         self.absorb_ecmp(path, r)?;
         self.trees.extend(r.congestion_tree.trees.iter().cloned());
         self.deadlocks.extend(r.congestion_tree.deadlocks.iter().cloned());
@@ -444,7 +446,7 @@ impl Merger {
         Ok(())
     }
 
-    fn absorb_pfc(&mut self, p: &Pfc) -> Result<(), Overflow> {
+    fn absorb_pfc(&mut self, p: &Pfc, start_ns: u64) -> Result<(), Overflow> {
         sum!(self.pfc_frames, p.frames, "pfc.frames");
         sum!(self.pause_frames, p.pause_8023x_frames, "pfc.pause_8023x_frames");
         self.link_speed_bps.get_or_insert(p.link_speed_bps);
@@ -457,8 +459,9 @@ impl Merger {
             });
             e.counts.checked_add(&s.counts).map_err(|f| Overflow(format!("pfc.senders.{f}")))?;
             e.pause.join(&s.pause);
-            // A sender several reports saw: its onsets and the marks before them need the frames
-            // of all (an interval split between two captures is one onset).
+            // A sender several reports saw: its onsets and the marks before them are judged
+            // over all at the end (an interval split between two captures is one onset).
+            self.leads.entry((s.mac.clone(), s.priority)).or_default().push((start_ns, s.ecn_lead.clone()));
             if !new {
                 e.ecn_lead = None;
             }
@@ -678,12 +681,7 @@ impl Merger {
             samples: None,
             export_identity: None,
         };
-        let complete = report.pfc.senders.iter().all(|s| s.pause.intervals_complete)
-            && report.pfc.pause_senders.iter().all(|s| s.pause.intervals_complete);
-        let pfc_seen = report.pfc.frames + report.pfc.pause_8023x_frames > 0;
-        if complete && pfc_seen {
-            fabric_from_intervals(&mut report, opts);
-        }
+        let trees_not_merged = fabric_from_intervals(&mut report, opts);
         report.pfc.rates = rates_of(&self.rates, &report.pfc.senders);
         // Each report's evidence links point into its own directory, which this one has not.
         crate::report::evidence::unlink(&mut report);
@@ -691,8 +689,9 @@ impl Merger {
         report.ecmp = merged_ecmp(&report.flows, &self.by_label, self.tiers.as_deref());
         report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
         report.visibility.extend(self.carried);
-        unmerged.note(&mut report, pfc_seen && !complete, rtt_not_merged);
+        unmerged.note(&mut report, trees_not_merged, rtt_not_merged);
         load_balancing_of(&self.load_balancing, &self.parts, irregular, &mut report);
+        judge_leads(&mut report, &self.leads, self.markings.iter().map(|m| m.start_ns).min().unwrap_or(0));
         Ok(report)
     }
 }
@@ -877,8 +876,33 @@ impl Unmerged {
     }
 }
 
-/// Recomputes pause time, storms, congestion trees and deadlocks from the joined intervals.
-fn fabric_from_intervals(report: &mut Report, opts: &MergeOptions) {
+/// PFC senders several reports saw: their onsets judged over all ([`super::ecn_merge::lead`]),
+/// null where they cannot be, and said.
+fn judge_leads(report: &mut Report, leads: &BTreeMap<(String, u8), Vec<super::ecn_merge::LeadPart>>, first: u64) {
+    let mut unjudged = 0;
+    for s in &mut report.pfc.senders {
+        if let Some(l) = s.ecn_lead.as_mut() {
+            l.edge = None;
+        }
+        let Some(parts) = leads.get(&(s.mac.clone(), s.priority)).filter(|p| p.len() > 1) else { continue };
+        let complete = s.pause.intervals_complete;
+        s.ecn_lead = complete.then(|| super::ecn_merge::lead(parts, &s.pause.intervals, first)).flatten();
+        unjudged += u64::from(s.ecn_lead.is_none() && parts.iter().any(|(_, l)| l.is_some()));
+    }
+    if unjudged > 0 {
+        report.visibility.push(super::ecn_merge::lead_note(unjudged));
+    }
+}
+
+/// Recomputes pause time, storms, congestion trees and deadlocks from the intervals joined
+/// across reports; true when some report did not list them all (trees not merged).
+fn fabric_from_intervals(report: &mut Report, opts: &MergeOptions) -> bool {
+    let complete = report.pfc.senders.iter().all(|s| s.pause.intervals_complete)
+        && report.pfc.pause_senders.iter().all(|s| s.pause.intervals_complete);
+    let pfc_seen = report.pfc.frames + report.pfc.pause_8023x_frames > 0;
+    if !(complete && pfc_seen) {
+        return pfc_seen && !complete;
+    }
     let mut pause = Pause::new(1, opts.pfc_storm_ns);
     let mut unite = |mac: &str, prio: u8, t: &mut PauseTime| {
         let u = tree::union(t.intervals.iter().map(|[a, b]| (*a, *b)).collect());
@@ -897,6 +921,7 @@ fn fabric_from_intervals(report: &mut Report, opts: &MergeOptions) {
     report.pfc.storms = fabric::storms(&pause, topo);
     let flows: Vec<FlowSpan> = report.flows.iter().filter_map(flow_span).collect();
     report.congestion_tree = tree::build(&pause, topo, &flows, opts.deadlock_min_ns);
+    false
 }
 
 /// What the congestion trees read of a report's flow.

@@ -71,8 +71,10 @@ fn ecn_lead(run: &Pipeline, mac: &[u8; 6], priority: u8) -> Option<EcnLead> {
         }
         None => a.marks.first_before(priority, t, window_ns),
     };
-    let mut leads: Vec<u64> = onsets.iter().filter_map(|t| first(*t).map(|m| t - m)).collect();
+    let each: Vec<(u64, Option<u64>)> = onsets.iter().map(|t| (*t, first(*t).map(|m| t - m))).collect();
+    let mut leads: Vec<u64> = each.iter().filter_map(|(_, l)| *l).collect();
     Some(EcnLead {
+        edge: run.engine.heads.is_some().then_some(each),
         onsets: onsets.len() as u64,
         preceded: leads.len() as u64,
         window_ns,

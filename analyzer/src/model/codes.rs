@@ -131,6 +131,8 @@ codes! {
         IncastNotMerged = "incast_not_merged",
         /// Incast episodes joined from several reports: peaks are a lower bound.
         IncastJoined = "incast_joined",
+        /// Incast episodes at a cut in time: the next part's first moments are in none.
+        IncastCut = "incast_cut",
         RttNotMerged = "rtt_not_merged",
         /// Flows of reports that follow each other in time whose PSN state across the cut was
         /// not known (reports without `--edges`, or a head whose state did not settle).
@@ -146,6 +148,8 @@ codes! {
         DcqcnNotMerged = "dcqcn_not_merged",
         /// DCQCN medians of flows or hosts judged in several reports (null in the merge).
         DcqcnMediansNotMerged = "dcqcn_medians_not_merged",
+        /// Several reports judged CNPs, each on its own rate windows.
+        DcqcnNotStitched = "dcqcn_not_stitched",
         /// Live: flows whose frames the kernel handled on more than one CPU.
         SeveralCpus = "several_cpus",
         /// Messages were sent but no completion of theirs was seen (one direction captured).
@@ -165,6 +169,8 @@ codes! {
         /// PFC senders paused in several reports whose onsets could not be judged against
         /// the marks before them as one run.
         EcnLeadNotMerged = "ecn_lead_not_merged",
+        /// Flows with PSNs skipped before or at a cut that an ACK after it may cover.
+        CaptureLossNotStitched = "capture_loss_not_stitched",
         /// CE marks seen, and one vantage point: a switch's thresholds need two.
         ThresholdsNeedTwoPoints = "thresholds_need_two_points",
         /// Export lines given up by a sink (a full disk, a full --export-buffer).

@@ -4,7 +4,8 @@
 //! report alone judged CNPs of that kind (the median of its samples is the median of all),
 //! and is null where several did: the reports carry medians, not the samples behind them.
 //! Hosts are recomputed over the merged flows the same way: counts added over every report,
-//! medians where one report alone holds the host's samples.
+//! medians where one report alone holds the host's samples. Each report judged its CNPs on its
+//! own frames: a merge of several reports says so (`dcqcn_not_stitched`).
 
 use std::collections::BTreeMap;
 
@@ -15,15 +16,18 @@ use crate::model::*;
 pub struct Unjoined {
     pub flows: u64,
     pub hosts: u64,
+    /// Reports with DCQCN flows or plots (each judged its CNPs on its own frames).
+    pub reports: u64,
 }
 
 /// The DCQCN sections joined (none when no report had one).
 pub fn merge(sections: &[&Dcqcn]) -> Option<(Dcqcn, Unjoined)> {
     let first = sections.first()?;
+    let with = sections.iter().filter(|s| !s.flows.is_empty() || !s.plots.is_empty()).count() as u64;
+    let mut unjoined = Unjoined { reports: with, ..Default::default() };
     if let [one] = sections {
-        return Some(((*one).clone(), Unjoined::default()));
+        return Some(((*one).clone(), unjoined));
     }
-    let mut unjoined = Unjoined::default();
     let mut flows: BTreeMap<(&str, &str, u16, u32), Vec<&DcqcnStats>> = BTreeMap::new();
     let mut hosts: BTreeMap<&str, Vec<&DcqcnStats>> = BTreeMap::new();
     for s in sections {
@@ -106,6 +110,20 @@ fn join(list: &[&DcqcnStats]) -> (DcqcnStats, bool) {
     (stats, whole)
 }
 
+/// The note of a merge of several reports, `reports` of them with DCQCN flows: each judged
+/// its CNPs on its own frames.
+pub fn stitch_note(reports: u64) -> Note {
+    Note::new(
+        NoteCode::DcqcnNotStitched,
+        format!(
+            "DCQCN: {reports} of the reports judged CNPs, each on its own frames' rate windows (the rate before a \
+             CNP, its reaction and recovery within --dcqcn-horizon) and for the flows it watched: a CNP near a cut \
+             in time has no rate before or no recovery in its report, frames another report held are not in its \
+             rates, and the plots are each report's series"
+        ),
+    )
+}
+
 /// The note of a merge that could not keep some medians.
 pub fn note(u: Unjoined) -> Note {
     Note::new(
@@ -159,7 +177,7 @@ mod tests {
         // Flow a/1 again, its CNPs not judged here (no rate before): a's medians stand.
         let b = section(vec![("a", 1, stats(2, None, None))]);
         let (m, u) = merge(&[&a, &b]).unwrap();
-        assert_eq!(u, Unjoined::default());
+        assert_eq!(u, Unjoined { reports: 2, ..Default::default() });
         assert_eq!(m.unattributed_cnps, 2);
         let f = &m.flows[0].stats;
         assert_eq!((f.cnps, f.reacted, f.unreacted_cnps, f.no_rate_before), (6, 3, 3, 2));
@@ -176,7 +194,7 @@ mod tests {
         let a = section(vec![("a", 1, stats(4, Some(0.5), Some(900)))]);
         let b = section(vec![("a", 1, stats(4, Some(0.7), Some(100)))]);
         let (m, u) = merge(&[&a, &b]).unwrap();
-        assert_eq!(u, Unjoined { flows: 1, hosts: 1 });
+        assert_eq!(u, Unjoined { flows: 1, hosts: 1, reports: 2 });
         let f = &m.flows[0].stats;
         assert_eq!((f.cnps, f.cut_ratio_p50, f.worst_cut_ratio, f.reaction_ns_p50), (8, None, Some(0.25), None));
         assert_eq!(m.hosts[0].stats.cut_ratio_p50, None);
@@ -185,7 +203,7 @@ mod tests {
     #[test]
     fn one_section_is_kept_as_it_is() {
         let a = section(vec![("a", 1, stats(4, Some(0.5), Some(900)))]);
-        assert_eq!(merge(&[&a]), Some((a.clone(), Unjoined::default())));
+        assert_eq!(merge(&[&a]), Some((a.clone(), Unjoined { reports: 1, ..Default::default() })));
         assert_eq!(merge(&[]), None);
     }
 }

@@ -80,6 +80,37 @@ fn join(group: &[&Episode]) -> Episode {
     }
 }
 
+/// Episodes within a window of the end of their report (`spans[i]` is `sections[i]`'s) when
+/// another report begins at or after that end, or of its start when another ended at or
+/// before it: a capture cut there, whose next part counts the destination's senders afresh
+/// (what it sees before they reach the minimum again is in no episode, and an episode that
+/// begins just after the cut may have begun with senders of the part before).
+pub fn at_cuts(sections: &[Incast], spans: &[(u64, u64)]) -> u64 {
+    let continued = |end: u64| spans.iter().any(|(s, _)| *s >= end);
+    let preceded = |start: u64| spans.iter().any(|(_, e)| *e <= start && start > 0);
+    let mut n = 0;
+    for (s, (start, end)) in sections.iter().zip(spans) {
+        let w = s.window_ns;
+        let at_end = |e: &&Episode| continued(*end) && e.end_ns + w >= *end;
+        let at_start = |e: &&Episode| preceded(*start) && e.start_ns <= start + w;
+        n += s.episodes.iter().filter(|e| at_end(e) || at_start(e)).count() as u64;
+    }
+    n
+}
+
+/// The note of a merge with episodes at a cut in time.
+pub fn cut_note(episodes: u64) -> Note {
+    Note::new(
+        NoteCode::IncastCut,
+        format!(
+            "{episodes} incast episodes reached a cut in time between reports: the part after it counts the \
+             destination's senders afresh, so its data, marks and CNPs until they reach the minimum again are in \
+             no episode, and an episode it begins may have begun earlier with the part before's senders (the \
+             merged episode's start, bytes, marks and CNPs may differ from one run's)"
+        ),
+    )
+}
+
 /// The note of a merge that joined episodes.
 pub fn note(joined: u64) -> Note {
     Note::new(

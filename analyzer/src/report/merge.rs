@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::collections::BTreeSet;
 
 use analyzer_common::flow::FlowKey;
+use analyzer_common::psn::count;
 
 use crate::analyses::ecmp::{self, Tier};
 use crate::analyses::pause::{ALL_PRIORITIES, Pause, Timer};
@@ -182,6 +183,21 @@ fn span(first: &mut u64, last: &mut u64, f: u64, l: u64) {
 
 type FlowId = (u8, String, String, u16, u32);
 
+/// What stitching the flows seen in several reports found.
+#[derive(Debug, Default)]
+struct Stitched {
+    /// Flows seen by reports that overlap in time (several points).
+    shared: u64,
+    /// Flows in series whose PSN counters could not be stitched.
+    unstitched: u64,
+    /// Some flow's RTT percentiles could not be merged.
+    rtt_lost: bool,
+    /// Flows that met a gap or repeat of PSNs at a cut.
+    irregular: u64,
+    /// Flows with PSNs skipped before or at a cut that no ACK there showed delivered.
+    loss_open: u64,
+}
+
 /// A merge in progress: [`Merger::absorb`] takes one report at a time, [`Merger::finish`]
 /// recomputes what depends on the whole and returns the merged report.
 #[derive(Debug, Default)]
@@ -217,6 +233,8 @@ pub struct Merger {
     unresolved: BTreeSet<String>,
     /// Each report's incast section.
     incasts: Vec<Incast>,
+    /// Each report's span, in the order of `incasts`.
+    spans: Vec<(u64, u64)>,
     /// The DCQCN sections of the reports (kept when there is one report).
     dcqcn: Vec<Dcqcn>,
     /// Each report's messages section.
@@ -295,6 +313,7 @@ impl Merger {
         self.deadlocks_omitted = self.deadlocks_omitted.saturating_add(r.congestion_tree.deadlocks_omitted);
         self.unresolved.extend(r.congestion_tree.unresolved.iter().cloned());
         self.incasts.push(r.incast.clone());
+        self.spans.push((r.capture.start_ns, r.capture.end_ns));
         self.absorb_ecn(r)?;
         for f in &r.audit {
             self.audit.push(Finding { message: format!("{}: {}", path.display(), f.message), ..f.clone() });
@@ -410,16 +429,18 @@ impl Merger {
     /// Adds a report's flow; `capture` is the report's capture span.
     fn absorb_flow(&mut self, f: &Flow, labels: Vec<String>, capture: (u64, u64)) -> Result<(), Overflow> {
         let key = (f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp);
-        let part =
-            super::psn_stitch::Part { start_ns: capture.0, end_ns: capture.1, edge: f.edge.clone(), rtt: f.rtt_ns };
+        let part = super::psn_stitch::Part {
+            start_ns: capture.0,
+            end_ns: capture.1,
+            edge: f.edge.clone(),
+            rtt: f.rtt_ns,
+            open_skips: f.psn.sequence[count::PSN_SKIPPED].saturating_sub(f.psn.capture_missed),
+        };
         self.parts.entry(key.clone()).or_default().push(part);
         let Some(m) = self.flows.get_mut(&key) else {
             self.flows.insert(key, Flow { labels, ..f.clone() });
             return Ok(());
         };
-        // A merged flow's edges would be the first part's head and the last one's end, valid
-        // only when stitched: merged reports carry none (merge every part at once).
-        m.edge = None;
         sum!(m.packets, f.packets, "flows.packets");
         sum!(m.bytes, f.bytes, "flows.bytes");
         span(&mut m.first_ns, &mut m.last_ns, f.first_ns, f.last_ns);
@@ -589,24 +610,28 @@ impl Merger {
     /// across each cut, [`super::psn_stitch`]); their RTT from the parts' samples
     /// ([`super::rtt_merge`]). Returns how many flows were seen at once, how many in series
     /// could not be stitched, and whether the RTT percentiles of some flow could not be merged.
-    fn stitch_flows(&mut self) -> (u64, u64, bool, u64) {
-        let (mut shared, mut unstitched, mut rtt_lost, mut irregular) = (0, 0, false, 0);
+    fn stitch_flows(&mut self) -> Stitched {
+        let mut st = Stitched::default();
         for (key, parts) in self.parts.iter_mut().filter(|(_, p)| p.len() > 1) {
             let Some(flow) = self.flows.get_mut(key) else { continue };
             match super::rtt_merge::flow_rtt(parts) {
                 Some(rtt) => flow.rtt_ns = rtt,
-                None => rtt_lost = true,
+                None => st.rtt_lost = true,
             }
             if !super::psn_stitch::in_series(parts) {
-                shared += 1;
+                st.shared += 1;
                 continue;
             }
             let c = flow_key(flow).and_then(|k| super::psn_stitch::stitch(&k, parts));
             // A gap or repeat of PSNs at a cut (or one the reports cannot tell).
-            irregular += u64::from(c.as_ref().is_none_or(|c| c.add.count != c.sub.count));
-            unstitched += u64::from(!c.is_some_and(|c| apply(flow, &c)));
+            st.irregular += u64::from(c.as_ref().is_none_or(|c| c.add.count != c.sub.count));
+            // PSNs skipped before a cut (or at it) that an ACK after it may show delivered.
+            let skipped_at_cut =
+                c.as_ref().is_some_and(|c| c.add.count[count::PSN_SKIPPED] > c.sub.count[count::PSN_SKIPPED]);
+            st.loss_open += u64::from(skipped_at_cut || parts[..parts.len() - 1].iter().any(|p| p.open_skips > 0));
+            st.unstitched += u64::from(!c.is_some_and(|c| apply(flow, &c)));
         }
-        (shared, unstitched, rtt_lost, irregular)
+        st
     }
 
     /// `rtt_ns` over every report: its counts added, its percentiles from every sample when
@@ -621,8 +646,8 @@ impl Merger {
     }
 
     pub fn finish(mut self, opts: &MergeOptions) -> Result<Report, MergeError> {
-        let (shared_flows, psn_unstitched, rtt_lost, irregular) = self.stitch_flows();
-        let (single_rtt, rtt_not_merged) = self.rtt_section(rtt_lost);
+        let st = self.stitch_flows();
+        let (single_rtt, rtt_not_merged) = self.rtt_section(st.rtt_lost);
         let pfc = self.pfc_section();
         let (pairs, cnp_pacing, cnp_interval, ecn_unstitched) = self.ecn_sections();
         let Some(capture) = self.capture else { return Err(MergeError::Empty) };
@@ -634,8 +659,9 @@ impl Merger {
             .map_or((None, Default::default()), |(d, u)| (Some(d), u));
         let unmerged = Unmerged {
             reports: self.reports,
-            shared_flows,
-            psn_unstitched,
+            shared_flows: st.shared,
+            psn_unstitched: st.unstitched,
+            loss_open: st.loss_open,
             vantage_reports: self.vantage_reports,
             tiers_differ: self.tiers_differ,
             vantage: self.vantage.take(),
@@ -643,6 +669,7 @@ impl Merger {
             marking_partly: !marking_exact,
             ecn_unstitched,
             incast_joined,
+            incast_cut: super::incast_merge::at_cuts(&self.incasts, &self.spans),
             dcqcn_unjoined,
             rtt_cuts: self.rtt_cuts,
         };
@@ -652,7 +679,8 @@ impl Merger {
             kind: "merged".into(),
             diagnosis: Vec::new(),
             capture,
-            flows: self.flows.into_values().collect(),
+            // Edges are valid only in their report: merged reports carry none (merge every part at once).
+            flows: self.flows.into_values().map(|f| Flow { edge: None, ..f }).collect(),
             pfc,
             visibility: Vec::new(),
             nic: None,
@@ -690,7 +718,7 @@ impl Merger {
         report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
         report.visibility.extend(self.carried);
         unmerged.note(&mut report, trees_not_merged, rtt_not_merged);
-        load_balancing_of(&self.load_balancing, &self.parts, irregular, &mut report);
+        load_balancing_of(&self.load_balancing, &self.parts, st.irregular, &mut report);
         judge_leads(&mut report, &self.leads, self.markings.iter().map(|m| m.start_ns).min().unwrap_or(0));
         Ok(report)
     }
@@ -806,7 +834,11 @@ struct Unmerged {
     messages_partly: bool,
     marking_partly: bool,
     ecn_unstitched: bool,
+    /// Flows whose capture loss (ACK-inferred) may cross a cut.
+    loss_open: u64,
     /// Incast episodes joined from several reports.
+    /// Episodes that reached the end of a report another continues.
+    incast_cut: u64,
     incast_joined: u64,
     dcqcn_unjoined: super::dcqcn_merge::Unjoined,
     rtt_cuts: super::rtt_merge::Cuts,
@@ -854,6 +886,17 @@ impl Unmerged {
         if self.marking_partly {
             report.visibility.push(super::marking_merge::note());
         }
+        if self.loss_open > 0 {
+            report.visibility.push(Note::new(
+                NoteCode::CaptureLossNotStitched,
+                format!(
+                    "capture.loss, flows[].psn.capture_missed: {} flows had PSNs skipped before or at a cut in \
+                     time that no ACK in their part showed delivered; an ACK after the cut may have (one run would \
+                     count them missed by the capture, not skipped)",
+                    self.loss_open
+                ),
+            ));
+        }
         if self.ecn_unstitched {
             report.visibility.push(super::ecn_merge::note());
         }
@@ -863,8 +906,15 @@ impl Unmerged {
         if self.incast_joined > 0 {
             report.visibility.push(super::incast_merge::note(self.incast_joined));
         }
-        if self.dcqcn_unjoined != super::dcqcn_merge::Unjoined::default() {
+        if self.incast_cut > 0 {
+            report.visibility.push(super::incast_merge::cut_note(self.incast_cut));
+        }
+        if self.dcqcn_unjoined.flows + self.dcqcn_unjoined.hosts > 0 {
             report.visibility.push(super::dcqcn_merge::note(self.dcqcn_unjoined));
+        }
+        // A CNP's rate before and after are judged on the frames of its report only.
+        if self.reports > 1 && self.dcqcn_unjoined.reports > 0 {
+            report.visibility.push(super::dcqcn_merge::stitch_note(self.dcqcn_unjoined.reports));
         }
         if self.tiers_differ {
             report.visibility.push(Note::new(

@@ -113,7 +113,13 @@ mod tests {
             ..Default::default()
         });
         let flow = FlowRtt { timeouts, ..Default::default() };
-        Part { start_ns: 0, end_ns: 0, edge: Some(crate::model::edge::FlowEdge { rtt, ..edge }), rtt: Some(flow) }
+        Part {
+            start_ns: 0,
+            end_ns: 0,
+            edge: Some(crate::model::edge::FlowEdge { rtt, ..edge }),
+            rtt: Some(flow),
+            open_skips: 0,
+        }
     }
 
     #[test]

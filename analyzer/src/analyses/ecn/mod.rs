@@ -52,21 +52,6 @@ struct Marks {
     unanswered_first: Option<Vec<u64>>,
 }
 
-/// `--edges`: a pair's CE/CNP timing as a merge of captures cut in time continues it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PairEdge {
-    /// Marks with no CNP back within the timeout (none of them still waiting).
-    pub unanswered: u64,
-    /// Of those, the time since the CNP before each (within [`MAX_INTERVAL_NS`]).
-    pub after_cnp: Vec<u64>,
-    /// Of those, the times of the ones with no CNP before them here.
-    pub first: Vec<u64>,
-    /// Marks still waiting at the end, with the time since the CNP before each.
-    pub waiting: Vec<(u64, Option<u64>)>,
-    pub first_cnp: Option<u64>,
-    pub last_cnp: Option<u64>,
-}
-
 /// A QP's CNP gaps count toward the pacing interval from this many CNPs on.
 pub const PACED_MIN_CNPS: u64 = 3;
 /// Pacing intervals above this are not pacing (a mark further from a CNP is never covered).
@@ -266,16 +251,18 @@ impl PairStats {
         m.waiting.iter().filter(|(t, _)| end_ns.saturating_sub(*t) <= timeout_ns).count() as u64
     }
 
-    /// `--edges`: the pair's timing for a merge (none when it had no CE mark or CNP).
-    pub fn edge(&self) -> Option<PairEdge> {
+    /// `--edges`: the pair's timing for a merge of captures cut in time (none when it had no
+    /// CE mark or CNP).
+    pub fn edge(&self, timeout_ns: u64) -> Option<crate::model::PairEdge> {
         let m = self.marks.as_deref()?;
-        Some(PairEdge {
+        Some(crate::model::PairEdge {
+            timeout_ns,
             unanswered: m.ce_unanswered,
-            after_cnp: m.unanswered_after_cnp.clone(),
-            first: m.unanswered_first.clone().unwrap_or_default(),
+            after_cnp_ns: m.unanswered_after_cnp.clone(),
+            first_ns: m.unanswered_first.clone().unwrap_or_default(),
             waiting: m.waiting.iter().copied().collect(),
-            first_cnp: m.first_cnp,
-            last_cnp: m.last_cnp,
+            first_cnp_ns: m.first_cnp,
+            last_cnp_ns: m.last_cnp,
         })
     }
 

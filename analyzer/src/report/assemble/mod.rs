@@ -241,15 +241,7 @@ pub fn pair_items(run: &Pipeline) -> impl Iterator<Item = Pair> + '_ {
             ce_unanswered,
             ce_covered,
             ce_pending: p.pending(end_ns(run), e.timeout_ns),
-            edge: e.edges.then(|| p.edge()).flatten().map(|x| PairEdge {
-                timeout_ns: e.timeout_ns,
-                unanswered: x.unanswered,
-                after_cnp_ns: x.after_cnp,
-                first_ns: x.first,
-                waiting: x.waiting,
-                first_cnp_ns: x.first_cnp,
-                last_cnp_ns: x.last_cnp,
-            }),
+            edge: e.edges.then(|| p.edge(e.timeout_ns)).flatten(),
         }
     })
 }

@@ -43,7 +43,7 @@ impl Series {
     }
 
     fn index(&self, w: u64) -> usize {
-        ((w / self.windows).saturating_sub(self.start_window / self.windows)) as usize
+        point(self.start_window, w, self.windows) as usize
     }
 
     pub fn add(&mut self, w: u64, bytes: u64, ce: bool) {
@@ -79,6 +79,13 @@ impl Series {
         }
         self.windows *= 2;
     }
+}
+
+/// The point holding `at` in a series of points `width` wide (aligned to multiples of their
+/// width) whose first point holds `first`; 0 for `at` before it. The series' growth and
+/// `merge`'s joining of series both place points by it.
+pub fn point(first: u64, at: u64, width: u64) -> u64 {
+    (at / width).saturating_sub(first / width)
 }
 
 /// Series per class and per priority.

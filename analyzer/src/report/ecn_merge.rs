@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::analyses::ecn::{MAX_INTERVAL_NS, PACED_MIN_CNPS};
+use crate::analyses::ecn::{gap_stats, infer_interval, kept_distance, pending, split};
 use crate::model::*;
 
 /// One report's ECN sections and where it lies in time.
@@ -103,7 +103,7 @@ impl Timing {
         self.after_cnp.extend(&e.after_cnp_ns);
         // Unanswered marks before this report's first CNP: counted above, distance from here.
         for t in &e.first_ns {
-            self.after_cnp.extend(since(*t, None).filter(|d| *d <= MAX_INTERVAL_NS));
+            self.after_cnp.extend(kept_distance(since(*t, None)));
         }
         self.waiting.extend(e.waiting.iter().map(|(t, s)| (*t, since(*t, *s))));
         self.last_cnp = e.last_cnp_ns.or(self.last_cnp);
@@ -111,23 +111,16 @@ impl Timing {
 
     fn unanswered(&mut self, since: Option<u64>) {
         self.unanswered += 1;
-        self.after_cnp.extend(since.filter(|d| *d <= MAX_INTERVAL_NS));
+        self.after_cnp.extend(kept_distance(since));
     }
 
-    /// The pair at the whole's end: marks still waiting are unanswered when older than the
-    /// timeout, else pending; unanswered ones within the interval after a CNP are covered.
+    /// The pair at the whole's end, by the analysis' rules ([`split`], [`pending`]).
     fn finish(self, end: u64, interval: Option<u64>) -> Pair {
-        let mut pair = self.pair;
-        let (expired, young): (Vec<_>, Vec<_>) =
-            self.waiting.iter().partition(|(t, _)| end.saturating_sub(*t) > self.timeout_ns);
-        let within = |d: &u64| interval.is_some_and(|i| *d <= i);
-        let covered = self.after_cnp.iter().filter(|d| within(d)).count()
-            + expired.iter().filter(|(_, d)| d.as_ref().is_some_and(within)).count();
-        let all = self.unanswered + expired.len() as u64;
-        pair.ce_unanswered = all - covered as u64;
-        pair.ce_covered = covered as u64;
-        pair.ce_pending = young.len() as u64;
-        pair
+        let waiting = self.waiting.iter();
+        let (ce_unanswered, ce_covered) =
+            split(self.unanswered, &self.after_cnp, waiting.clone(), end, self.timeout_ns, interval);
+        let ce_pending = pending(waiting, end, self.timeout_ns);
+        Pair { ce_unanswered, ce_covered, ce_pending, ..self.pair }
     }
 }
 
@@ -151,8 +144,7 @@ fn pacing(parts: &[Part]) -> Vec<CnpPacing> {
     let mut out: Vec<CnpPacing> = qps
         .into_values()
         .map(|(mut c, mut gaps, _)| {
-            c.min_gap_ns = gaps.iter().copied().min().unwrap_or(0);
-            c.median_gap_ns = crate::analyses::stats::median(&mut gaps);
+            (c.min_gap_ns, c.median_gap_ns) = gap_stats(&mut gaps);
             c
         })
         .collect();
@@ -166,11 +158,8 @@ fn interval(parts: &[Part], pacing: &[CnpPacing]) -> CnpInterval {
     if let Some(given) = parts.iter().find(|p| p.interval.source == "given") {
         return given.interval.clone();
     }
-    pacing
-        .iter()
-        .filter(|c| c.cnps >= PACED_MIN_CNPS && c.min_gap_ns <= MAX_INTERVAL_NS)
-        .map(|c| c.min_gap_ns)
-        .min()
+    // A QP with the CNPs to count has gaps: its `min_gap_ns` is the smallest of them.
+    infer_interval(pacing.iter().map(|c| (c.cnps, Some(c.min_gap_ns))))
         .map_or_else(CnpInterval::default, |ns| CnpInterval { ns, source: "inferred".into() })
 }
 

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::analyses::marking::SERIES_POINTS;
+use crate::analyses::marking::{SERIES_POINTS, point};
 use crate::model::*;
 
 /// One report's marking and where it lies in time.
@@ -112,18 +112,18 @@ fn join(list: &[&MarkingSeries]) -> (MarkingSeries, bool) {
     let start = list.iter().map(|s| s.start_ns).min().unwrap_or(0);
     let last = list.iter().map(|s| s.start_ns + (s.frames.len() as u64 - 1) * s.point_ns).max().unwrap_or(0);
     let mut width = widest;
-    while last / width - start / width >= SERIES_POINTS as u64 {
+    while point(start, last, width) >= SERIES_POINTS as u64 {
         width *= 2;
     }
     let first = start / width;
-    let points = (last / width - first + 1) as usize;
+    let points = point(start, last, width) as usize + 1;
     let mut out =
         MarkingSeries { start_ns: first * width, point_ns: width, frames: vec![0; points], ce: vec![0; points] };
     let mut nested = true;
     for s in &list {
         nested &= width % s.point_ns == 0 && s.start_ns % s.point_ns == 0;
         for (i, (n, ce)) in s.frames.iter().zip(&s.ce).enumerate() {
-            let at = ((s.start_ns + i as u64 * s.point_ns) / width - first) as usize;
+            let at = point(start, s.start_ns + i as u64 * s.point_ns, width) as usize;
             out.frames[at] += n;
             out.ce[at] += ce;
         }

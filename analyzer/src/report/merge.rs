@@ -233,7 +233,7 @@ pub struct Merger {
     unresolved: BTreeSet<String>,
     /// Each report's incast section.
     incasts: Vec<Incast>,
-    /// Each report's span, in the order of `incasts`.
+    /// Each report's span (start, end), in the order absorbed (that of `incasts`).
     spans: Vec<(u64, u64)>,
     /// The DCQCN sections of the reports (kept when there is one report).
     dcqcn: Vec<Dcqcn>,
@@ -295,8 +295,8 @@ impl Merger {
         self.dcqcn.extend(r.dcqcn.iter().cloned());
         self.messages.extend(r.messages.iter().cloned());
         let (start_ns, end_ns, edges) = (r.capture.start_ns, r.capture.end_ns, has_edges(r));
+        self.spans.push((start_ns, end_ns));
         self.markings.push(super::marking_merge::Part { start_ns, end_ns, edges, marking: r.marking.clone() });
-
         self.load_balancing.extend(r.load_balancing.iter().cloned());
         if let Some(v) = &r.vantage {
             self.vantage_reports += 1;
@@ -313,8 +313,7 @@ impl Merger {
         self.deadlocks_omitted = self.deadlocks_omitted.saturating_add(r.congestion_tree.deadlocks_omitted);
         self.unresolved.extend(r.congestion_tree.unresolved.iter().cloned());
         self.incasts.push(r.incast.clone());
-        self.spans.push((r.capture.start_ns, r.capture.end_ns));
-        self.absorb_ecn(r)?;
+        self.absorb_ecn(r, edges)?;
         for f in &r.audit {
             self.audit.push(Finding { message: format!("{}: {}", path.display(), f.message), ..f.clone() });
         }
@@ -327,7 +326,7 @@ impl Merger {
 
     /// The CE/CNP pairs, pacing and interval: added (with overflow checked), and kept with the
     /// report's span for [`super::ecn_merge`] to replay.
-    fn absorb_ecn(&mut self, r: &Report) -> Result<(), Overflow> {
+    fn absorb_ecn(&mut self, r: &Report, edges: bool) -> Result<(), Overflow> {
         for p in &r.pairs {
             let m = self.pairs.entry((p.a.clone(), p.b.clone())).or_insert_with(|| Pair {
                 data_packets: 0,
@@ -360,7 +359,7 @@ impl Merger {
         self.ecn.push(super::ecn_merge::Part {
             start_ns: r.capture.start_ns,
             end_ns: r.capture.end_ns,
-            edges: has_edges(r),
+            edges,
             pairs: r.pairs.clone(),
             pacing: r.cnp_pacing.clone(),
             interval: r.cnp_interval.clone(),
@@ -719,7 +718,7 @@ impl Merger {
         report.visibility.extend(self.carried);
         unmerged.note(&mut report, trees_not_merged, rtt_not_merged);
         load_balancing_of(&self.load_balancing, &self.parts, st.irregular, &mut report);
-        judge_leads(&mut report, &self.leads, self.markings.iter().map(|m| m.start_ns).min().unwrap_or(0));
+        judge_leads(&mut report, &self.leads, self.spans.iter().map(|s| s.0).min().unwrap_or(0));
         Ok(report)
     }
 }
@@ -836,9 +835,9 @@ struct Unmerged {
     ecn_unstitched: bool,
     /// Flows whose capture loss (ACK-inferred) may cross a cut.
     loss_open: u64,
-    /// Incast episodes joined from several reports.
-    /// Episodes that reached the end of a report another continues.
+    /// Incast episodes at a cut in time (`incast_merge::at_cuts`).
     incast_cut: u64,
+    /// Incast episodes joined from several reports.
     incast_joined: u64,
     dcqcn_unjoined: super::dcqcn_merge::Unjoined,
     rtt_cuts: super::rtt_merge::Cuts,

@@ -121,12 +121,7 @@ impl Ecn {
         if let Some(n) = self.given_interval_ns {
             return Interval::Given(n);
         }
-        self.pacing
-            .values()
-            .filter(|p| p.cnps >= PACED_MIN_CNPS)
-            .filter_map(|p| p.gaps.iter().min().copied())
-            .filter(|g| *g <= MAX_INTERVAL_NS)
-            .min()
+        infer_interval(self.pacing.values().map(|p| (p.cnps, p.gaps.iter().min().copied())))
             .map_or(Interval::Unknown, Interval::Inferred)
     }
 
@@ -227,9 +222,7 @@ impl Marks {
     /// A mark at `t` got no CNP within the timeout.
     fn unanswered(&mut self, t: u64, since_cnp: Option<u64>) {
         self.ce_unanswered += 1;
-        if let Some(d) = since_cnp.filter(|d| *d <= MAX_INTERVAL_NS) {
-            self.unanswered_after_cnp.push(d);
-        }
+        self.unanswered_after_cnp.extend(kept_distance(since_cnp));
         if let (None, Some(first)) = (since_cnp, self.unanswered_first.as_mut()) {
             first.push(t);
         }
@@ -248,7 +241,7 @@ impl PairStats {
     /// CE marks still waiting for a CNP at `end_ns`, younger than the timeout: undecided.
     pub fn pending(&self, end_ns: u64, timeout_ns: u64) -> u64 {
         let Some(m) = self.marks.as_deref() else { return 0 };
-        m.waiting.iter().filter(|(t, _)| end_ns.saturating_sub(*t) <= timeout_ns).count() as u64
+        pending(m.waiting.iter(), end_ns, timeout_ns)
     }
 
     /// `--edges`: the pair's timing for a merge of captures cut in time (none when it had no
@@ -274,18 +267,56 @@ impl PairStats {
 
 impl Marks {
     fn split(&self, end_ns: u64, timeout_ns: u64, interval: Interval) -> (u64, u64) {
-        let expired = self.waiting.iter().filter(|(t, _)| end_ns.saturating_sub(*t) > timeout_ns);
-        let all = self.ce_unanswered + expired.clone().count() as u64;
-        let covered = match interval.ns() {
-            None => 0,
-            Some(i) => {
-                let within = |d: &u64| *d <= i;
-                (self.unanswered_after_cnp.iter().filter(|d| within(d)).count()
-                    + expired.filter(|(_, d)| d.as_ref().is_some_and(within)).count()) as u64
-            }
-        };
-        (all - covered, covered)
+        let waiting = self.waiting.iter();
+        split(self.ce_unanswered, &self.unanswered_after_cnp, waiting, end_ns, timeout_ns, interval.ns())
     }
+}
+
+/// The distance of an unanswered mark to the CNP before it, as kept for covering (none past
+/// [`MAX_INTERVAL_NS`]).
+pub fn kept_distance(since_cnp: Option<u64>) -> Option<u64> {
+    since_cnp.filter(|d| *d <= MAX_INTERVAL_NS)
+}
+
+/// Marks without a CNP back at `end_ns`, as (unanswered, covered): `unanswered` already
+/// judged so, with the distances of those `after_cnp` ([`kept_distance`]), and the `waiting`
+/// marks (time, distance) older than the timeout; covered ones came within the pacing
+/// `interval` after a CNP. The run's rule, which `merge` applies to captures cut in time.
+pub fn split<'a>(
+    unanswered: u64,
+    after_cnp: &[u64],
+    waiting: impl Iterator<Item = &'a (u64, Option<u64>)> + Clone,
+    end_ns: u64,
+    timeout_ns: u64,
+    interval: Option<u64>,
+) -> (u64, u64) {
+    let expired = waiting.filter(|(t, _)| end_ns.saturating_sub(*t) > timeout_ns);
+    let all = unanswered + expired.clone().count() as u64;
+    let covered = match interval {
+        None => 0,
+        Some(i) => {
+            let within = |d: &u64| *d <= i;
+            (after_cnp.iter().filter(|d| within(d)).count()
+                + expired.filter(|(_, d)| d.as_ref().is_some_and(within)).count()) as u64
+        }
+    };
+    (all - covered, covered)
+}
+
+/// Of the `waiting` marks, those younger than the timeout at `end_ns`: undecided.
+pub fn pending<'a>(waiting: impl Iterator<Item = &'a (u64, Option<u64>)>, end_ns: u64, timeout_ns: u64) -> u64 {
+    waiting.filter(|(t, _)| end_ns.saturating_sub(*t) <= timeout_ns).count() as u64
+}
+
+/// The pacing interval inferred from the QPs' (CNPs, smallest gap): the smallest gap of a QP
+/// with at least [`PACED_MIN_CNPS`] CNPs, within [`MAX_INTERVAL_NS`].
+pub fn infer_interval(qps: impl Iterator<Item = (u64, Option<u64>)>) -> Option<u64> {
+    qps.filter(|(cnps, _)| *cnps >= PACED_MIN_CNPS).filter_map(|(_, g)| g).filter(|g| *g <= MAX_INTERVAL_NS).min()
+}
+
+/// A QP's smallest and median CNP gap (0 without gaps), as the report gives them.
+pub fn gap_stats(gaps: &mut [u64]) -> (u64, u64) {
+    (gaps.iter().copied().min().unwrap_or(0), super::stats::median(gaps))
 }
 
 #[cfg(test)]

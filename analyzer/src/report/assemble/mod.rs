@@ -261,13 +261,13 @@ fn pacing_json(run: &Pipeline) -> Vec<CnpPacing> {
     pacing
         .into_iter()
         .map(|(((addr, v), qp), p)| {
-            let mut gaps = p.gaps.clone();
+            let (min_gap_ns, median_gap_ns) = crate::analyses::ecn::gap_stats(&mut p.gaps.clone());
             CnpPacing {
                 dst: addr_string(*v, addr),
                 dst_qp: *qp,
                 cnps: p.cnps,
-                min_gap_ns: gaps.iter().copied().min().unwrap_or(0),
-                median_gap_ns: crate::analyses::stats::median(&mut gaps),
+                min_gap_ns,
+                median_gap_ns,
                 edge: run.analyses.ecn.edges.then(|| PacingEdge {
                     first_ns: p.first.unwrap_or(0),
                     last_ns: p.last.unwrap_or(0),

@@ -7,8 +7,9 @@
 //! bytes and marks may only be less, their start and end within one window). The parts are
 //! analysed with `--edges`, so every flow's PSN and AETH counters come back too, stitched across
 //! each cut, but for the cuts stated by hand where the reports cannot tell (the merge says so),
-//! and their RTT samples: the RTT of every flow and of the whole is one run's wherever no request
-//! waited for its ACK at a cut (else the merge says `rtt_not_stitched`), and the marking over
+//! and their RTT samples: the RTT of every flow and of the whole is one run's, requests waiting
+//! at a cut paired with the ACKs after it from the edges (else the merge says
+//! `rtt_not_stitched`: a repeat after the cut, an ambiguous pairing), and the marking over
 //! time (a later part's frames before its own first mark, which one run counts, in its edge),
 //! load balancing (over the merged flows) wherever no flow met a gap or repeat at a cut, and
 //! how each CE mark was answered and each QP's CNP pacing (the pairs' edges replay the marks
@@ -215,7 +216,7 @@ fn matched_within(f: &Fixture) -> bool {
 fn a_capture_cut_in_time_merges_back_to_the_whole() {
     let dir = tempfile::tempdir().unwrap();
     let (mut checked, mut stitched_anomalies, mut rtt_whole, mut marking_carried) = (0, 0, 0, 0);
-    let (mut lb_whole, mut lb_said, mut leads_judged, mut sections_equal) = (0, 0, 0, 0);
+    let (mut lb_whole, mut lb_said, mut leads_judged, mut sections_equal, mut rtt_stitched) = (0, 0, 0, 0, 0);
     let mut not_stitched = Vec::new();
     for f in fixtures::all().into_iter().filter(|f| f.frames.len() >= 3 && !matched_within(f)) {
         let whole = analyse(dir.path(), &f, &format!("{}.whole", f.name), &[]);
@@ -268,10 +269,16 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
             {
                 assert!(!codes.contains(&gone), "{what}: {gone}");
             }
-            // Requests waiting at a cut are answered in no part: said, else one run's RTT.
+            let alone: Vec<Value> =
+                reports.iter().map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()).collect();
+            // A request waiting at a cut is answered after it: the merge pairs them from the
+            // edges (one run's RTT), or says why it cannot.
             if !codes.contains(&"rtt_not_stitched") {
                 assert_json_eq(&rtt(&merged), &rtt(&whole), &format!("{what}: RTT"));
                 rtt_whole += u64::from(whole["rtt_ns"]["samples"].as_u64().unwrap() > 0);
+                let sum = |k: &str| alone.iter().map(|r| r["rtt_ns"][k].as_u64().unwrap()).sum::<u64>();
+                rtt_stitched +=
+                    u64::from(["samples", "pending", "unpaired_acks"].iter().any(|k| sum(k) != whole["rtt_ns"][k]));
             }
             // Request flows and reordering over the merged flows; a late arrival just after a
             // cut (or a listing a report cut short) is said.
@@ -282,8 +289,6 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
                 lb_whole += u64::from(!whole["load_balancing"].is_null());
             }
             // Frames before a later part's first mark count in one run: its edge carries them.
-            let alone: Vec<Value> =
-                reports.iter().map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()).collect();
             if marked_frames(&whole) > alone.iter().map(marked_frames).sum() {
                 marking_carried += 1;
                 if marking_carried == 1 {
@@ -313,6 +318,8 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     assert_eq!(not_stitched, NOT_STITCHED, "merges that said psn_not_stitched");
     assert!(stitched_anomalies >= 10, "merges whose cut met a PSN gap or repeat: {stitched_anomalies}");
     assert!(rtt_whole >= 8, "merges with RTT samples, one run's RTT: {rtt_whole}");
+    // 8 when this was written: requests answered, and ACKs paired, across a cut.
+    assert!(rtt_stitched >= 8, "merges whose RTT was stitched across a cut: {rtt_stitched}");
     assert!(lb_whole >= 40 && lb_said <= 30, "load balancing one run's in {lb_whole} merges, said in {lb_said}");
     // 15 sections in each merge: 1250 came back exactly when this was written (messages and
     // DCQCN rarely yet; the others wherever no note says why not).

@@ -278,7 +278,13 @@ impl Samples {
             None => Vec::new(),
             Some(_) => self.buckets().into_iter().map(|(b, c)| [b as u64, c]).collect(),
         };
-        crate::model::edge::EdgeRtt { samples: self.exact.clone(), buckets, min: self.min, max: self.max }
+        crate::model::edge::EdgeRtt {
+            samples: self.exact.clone(),
+            buckets,
+            min: self.min,
+            max: self.max,
+            ..Default::default()
+        }
     }
 
     /// The samples an edge carried ([`Samples::to_edge`]).

@@ -56,6 +56,7 @@ pub fn edge(head: Option<&Head>, end: PsnSeq) -> FlowEdge {
         rnr_psns: Vec::new(),
         default_pmtu: 0,
         rtt: None,
+        acks: None,
     }
 }
 

@@ -12,7 +12,9 @@
 //! the report recorded (past the head the two runs then count alike).
 //!
 //! A request flow's edge carries its RTT samples too ([`EdgeRtt`]): percentiles do not add,
-//! samples do.
+//! samples do; and the requests still waiting for their ACK at the end, with the flow that
+//! carries its ACKs. An ACK flow's edge carries its first ACKs ([`EdgeAcks`]): a request waiting
+//! at the end of one capture is answered by one of those in the next.
 
 use analyzer_common::psn::PsnSeq;
 use serde::{Deserialize, Serialize};
@@ -76,10 +78,31 @@ pub struct FlowEdge {
     /// percentiles of the flow and of the whole over every part as one run would.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt: Option<EdgeRtt>,
+    /// An ACK flow's first ACKs and the ACKs the run could not pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acks: Option<EdgeAcks>,
+}
+
+/// ACKs an ACK flow's edge keeps, at most.
+pub const ACK_HEAD: usize = 16;
+
+/// Waiting requests a request flow's edge lists, at most (an RNIC has far fewer outstanding).
+pub const EDGE_WAITING: usize = 1024;
+
+/// `flows[].edge.acks`: an ACK flow's first ACKs (ACK-type AETH) as `[time, psn]`, whether that
+/// is every one, and how many of all its ACKs found no request flow (`unpaired`) or several
+/// (`ambiguous`) in this capture.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeAcks {
+    pub head: Vec<[u64; 2]>,
+    pub complete: bool,
+    pub unpaired: u64,
+    pub ambiguous: u64,
 }
 
 /// A request flow's RTT samples (ns): every one while the run kept them exactly, else (past
-/// 2^20) their 1 % buckets, as `rtt_ns.histogram` holds them, with the smallest and largest.
+/// 2^20) their 1 % buckets, as `rtt_ns.histogram` holds them, with the smallest and largest;
+/// and what pairs requests with ACKs across a cut.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EdgeRtt {
     /// Every sample, in the order they were taken (empty when `buckets` holds them).
@@ -90,6 +113,17 @@ pub struct EdgeRtt {
     pub buckets: Vec<[u64; 2]>,
     pub min: u64,
     pub max: u64,
+    /// Requests with AckReq still waiting for their ACK at the end, as `[psn, time]`, oldest
+    /// first (those older than the timeout too: the report counted them timeouts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<[u64; 2]>,
+    /// More requests were waiting than [`EDGE_WAITING`], or the flow's queue was full (some
+    /// may have been let go): `waiting` is not all of them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waiting_cut: bool,
+    /// The flow that carried this flow's ACKs, once paired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_flow: Option<super::FlowRef>,
 }
 
 fn is_zero32(n: &u32) -> bool {

@@ -73,6 +73,7 @@ impl Pipeline {
         self.engine.heads = Some(Default::default());
         self.analyses.marking.keep_before();
         self.analyses.ecn.edges = true;
+        self.analyses.rtt.edges = Some(Default::default());
     }
 
     /// Several inputs are several vantage points: match their frames from the first on.

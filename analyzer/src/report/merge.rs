@@ -181,7 +181,7 @@ fn span(first: &mut u64, last: &mut u64, f: u64, l: u64) {
     *last = (*last).max(l);
 }
 
-type FlowId = (u8, String, String, u16, u32);
+use super::rtt_stitch::FlowId;
 
 /// What stitching the flows seen in several reports found.
 #[derive(Debug, Default)]
@@ -196,6 +196,8 @@ struct Stitched {
     irregular: u64,
     /// Flows with PSNs skipped before or at a cut that no ACK there showed delivered.
     loss_open: u64,
+    /// Requests answered across cuts (`rtt_stitch`).
+    rtt: super::rtt_stitch::Stitched,
 }
 
 /// A merge in progress: [`Merger::absorb`] takes one report at a time, [`Merger::finish`]
@@ -434,6 +436,8 @@ impl Merger {
             edge: f.edge.clone(),
             rtt: f.rtt_ns,
             open_skips: f.psn.sequence[count::PSN_SKIPPED].saturating_sub(f.psn.capture_missed),
+            report: self.reports - 1,
+            repeats: f.psn.sequence[count::DUPLICATES],
         };
         self.parts.entry(key.clone()).or_default().push(part);
         let Some(m) = self.flows.get_mut(&key) else {
@@ -610,12 +614,16 @@ impl Merger {
     /// ([`super::rtt_merge`]). Returns how many flows were seen at once, how many in series
     /// could not be stitched, and whether the RTT percentiles of some flow could not be merged.
     fn stitch_flows(&mut self) -> Stitched {
-        let mut st = Stitched::default();
-        for (key, parts) in self.parts.iter_mut().filter(|(_, p)| p.len() > 1) {
-            let Some(flow) = self.flows.get_mut(key) else { continue };
-            match super::rtt_merge::flow_rtt(parts) {
+        let mut st = Stitched { rtt: super::rtt_stitch::stitch(&self.parts, &self.rtt_spans()), ..Default::default() };
+        for (key, parts) in self.parts.iter_mut() {
+            let fix = st.rtt.flows.get(key);
+            let Some(flow) = self.flows.get_mut(key).filter(|_| parts.len() > 1 || fix.is_some()) else { continue };
+            match super::rtt_merge::flow_rtt(parts, fix) {
                 Some(rtt) => flow.rtt_ns = rtt,
                 None => st.rtt_lost = true,
+            }
+            if parts.len() == 1 {
+                continue;
             }
             if !super::psn_stitch::in_series(parts) {
                 st.shared += 1;
@@ -636,17 +644,29 @@ impl Merger {
     /// `rtt_ns` over every report: its counts added, its percentiles from every sample when
     /// the reports carry them (`--edges`), else from their histograms; and whether some RTT
     /// (of the whole, or of a flow: `rtt_lost`) could not be merged.
-    fn rtt_section(&self, rtt_lost: bool) -> (RttSummary, bool) {
+    fn rtt_section(&self, st: &Stitched) -> (RttSummary, bool) {
         let (mut rtt, totals_merged) = Self::merged_rtt(&self.rtt_reports);
-        if totals_merged && let Some(all) = super::rtt_merge::overall(self.parts.values().flatten()) {
+        if totals_merged && let Some(mut all) = super::rtt_merge::overall(self.parts.values().flatten()) {
+            for fix in st.rtt.flows.values() {
+                fix.extra.iter().for_each(|v| all.push(*v));
+            }
             super::rtt_merge::set_percentiles(&mut rtt, &all);
         }
-        (rtt, !totals_merged || rtt_lost)
+        super::rtt_merge::apply_totals(&mut rtt, &st.rtt);
+        (rtt, !totals_merged || st.rtt_lost)
+    }
+
+    /// Each report's span and RTT timeout, by report.
+    fn rtt_spans(&self) -> Vec<super::rtt_stitch::Span> {
+        let spans = self.spans.iter().zip(&self.rtt_reports);
+        spans
+            .map(|((s, e), r)| super::rtt_stitch::Span { start_ns: *s, end_ns: *e, timeout_ns: r.timeout_ns })
+            .collect()
     }
 
     pub fn finish(mut self, opts: &MergeOptions) -> Result<Report, MergeError> {
         let st = self.stitch_flows();
-        let (single_rtt, rtt_not_merged) = self.rtt_section(st.rtt_lost);
+        let (single_rtt, rtt_not_merged) = self.rtt_section(&st);
         let pfc = self.pfc_section();
         let (pairs, cnp_pacing, cnp_interval, ecn_unstitched) = self.ecn_sections();
         let Some(capture) = self.capture else { return Err(MergeError::Empty) };
@@ -670,7 +690,7 @@ impl Merger {
             incast_joined,
             incast_cut: super::incast_merge::at_cuts(&self.incasts, &self.spans),
             dcqcn_unjoined,
-            rtt_cuts: self.rtt_cuts,
+            rtt_cuts: self.rtt_cuts.less(&st.rtt),
         };
         let mut report = Report {
             schema: SCHEMA.into(),

@@ -26,6 +26,7 @@ pub mod out_dir;
 pub mod psn_stitch;
 pub mod render;
 pub mod rtt_merge;
+pub mod rtt_stitch;
 pub mod validate;
 pub mod write;
 

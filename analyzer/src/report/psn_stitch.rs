@@ -34,6 +34,11 @@ pub struct Part {
     /// PSNs this part saw skipped that no ACK here showed delivered (`psn_skipped` −
     /// `capture_missed`): an ACK in a later part may (capture loss across a cut).
     pub open_skips: u64,
+    /// The report it is from (its index in the merge).
+    pub report: usize,
+    /// Duplicate PSNs this part counted (a request repeated after a cut keeps its first time
+    /// in one run: `rtt_stitch`).
+    pub repeats: u64,
 }
 
 /// What the whole counts beyond the parts' sum: `add` minus `sub`, counter by counter (both
@@ -186,7 +191,7 @@ mod tests {
             heads.observe(0, &s, &st.seq);
         }
         let edge = crate::engine::edges::edge(heads.get(0), st.seq);
-        (st, Part { start_ns, end_ns: start_ns + 1, edge: Some(edge), rtt: None, open_skips: 0 })
+        (st, Part { start_ns, end_ns: start_ns + 1, edge: Some(edge), rtt: None, open_skips: 0, report: 0, repeats: 0 })
     }
 
     /// The whole's counters from the parts' sum and the correction.
@@ -240,7 +245,7 @@ mod tests {
 
     #[test]
     fn parts_that_overlap_are_not_in_series() {
-        let p = |s, e| Part { start_ns: s, end_ns: e, edge: None, rtt: None, open_skips: 0 };
+        let p = |s, e| Part { start_ns: s, end_ns: e, edge: None, rtt: None, open_skips: 0, report: 0, repeats: 0 };
         assert!(in_series(&mut [p(10, 20), p(0, 10)]));
         assert!(!in_series(&mut [p(0, 15), p(10, 20)]));
     }

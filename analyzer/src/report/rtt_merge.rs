@@ -4,26 +4,45 @@
 //! the samples are). Without edges a flow's percentiles cannot be combined (`rtt_not_merged`).
 //!
 //! A cut in time also separates requests from their ACKs: a request still waiting at the end of
-//! one part is answered in the next, where its ACK finds no request (`unpaired_acks`). Neither
-//! part has that sample, so the merge cannot have it: it says how many such requests and ACKs
-//! there were (`rtt_not_stitched`), and is as one run only when there were none.
+//! one part is answered in the next, where its ACK finds no request (`unpaired_acks`).
+//! [`super::rtt_stitch`] pairs them again from the edges; what it cannot pair the merge counts
+//! ([`Cuts`]) and says (`rtt_not_stitched`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::psn_stitch::Part;
+use super::rtt_stitch::{Fix, Stitched};
 use crate::analyses::stats::Samples;
 use crate::model::{FlowRtt, Note, NoteCode, Percentiles, Report, RttHistogram, RttSummary};
 
 /// A flow's RTT over its parts: `None` when a part has no edge (its samples are not known),
 /// else the flow's RTT as one run would report it (itself `None` when it had no requests with
 /// AckReq), its timeouts and pending requests summed.
-pub fn flow_rtt(parts: &[Part]) -> Option<Option<FlowRtt>> {
+pub fn flow_rtt(parts: &[Part], fix: Option<&Fix>) -> Option<Option<FlowRtt>> {
     let samples: Vec<Samples> = parts.iter().map(samples_of).collect::<Option<_>>()?;
-    let merged = Samples::merged(&samples);
-    let timeouts = parts.iter().filter_map(|p| p.rtt).map(|r| r.timeouts).sum();
-    let pending = parts.iter().filter_map(|p| p.rtt).map(|r| r.pending).sum();
+    let mut merged = Samples::merged(&samples);
+    let timeouts: u64 = parts.iter().filter_map(|p| p.rtt).map(|r| r.timeouts).sum();
+    let pending: u64 = parts.iter().filter_map(|p| p.rtt).map(|r| r.pending).sum();
+    let Some(fix) = fix else { return Some(FlowRtt::of(merged.percentiles(), timeouts, pending)) };
+    fix.extra.iter().for_each(|v| merged.push(*v));
+    let (timeouts, pending) = (shift(timeouts, fix.timeouts), shift(pending, fix.pending));
     Some(FlowRtt::of(merged.percentiles(), timeouts, pending))
+}
+
+/// `n` moved by `by` (a count a stitch decided otherwise).
+fn shift(n: u64, by: i64) -> u64 {
+    n.saturating_add_signed(by)
+}
+
+/// `rtt_ns`'s counts as one run over the stitched reports: requests decided across cuts moved
+/// from pending or timeouts, ACKs paired across cuts no longer unpaired.
+pub fn apply_totals(rtt: &mut RttSummary, st: &Stitched) {
+    for fix in st.flows.values() {
+        rtt.timeouts = shift(rtt.timeouts, fix.timeouts);
+        rtt.pending = shift(rtt.pending, fix.pending);
+    }
+    rtt.unpaired_acks = rtt.unpaired_acks.saturating_sub(st.unpaired);
 }
 
 /// Every sample of every part, when each carries its edge.
@@ -82,6 +101,14 @@ impl Cuts {
         cuts
     }
 
+    /// What is left once the stitch paired requests and ACKs across cuts.
+    pub fn less(self, st: &Stitched) -> Cuts {
+        Cuts {
+            waiting: self.waiting.saturating_sub(st.waiting),
+            unpaired: self.unpaired.saturating_sub(st.unpaired + st.unpaired_kept),
+        }
+    }
+
     /// The note when a cut separated requests from ACKs.
     pub fn note(self) -> Option<Note> {
         (self != Cuts::default()).then(|| {
@@ -89,9 +116,10 @@ impl Cuts {
                 NoteCode::RttNotStitched,
                 format!(
                     "{} requests were waiting for their ACK at the end of a report that another continues, and {} \
-                     ACKs in the reports after a cut found no request (or several) to pair with: a request answered \
-                     across a cut is in neither report's samples, so the merged RTT misses those samples (each \
-                     report counts them pending or unpaired); one run over the whole capture has them",
+                     ACKs in the reports after a cut found no request (or several) to pair with, that the reports' \
+                     edges could not pair again (no --edges, a request repeated after the cut, an ACK flow paired \
+                     ambiguously): their samples are in neither report (each counts them pending or unpaired); one \
+                     run over the whole capture has them",
                     self.waiting, self.unpaired
                 ),
             )
@@ -119,17 +147,19 @@ mod tests {
             edge: Some(crate::model::edge::FlowEdge { rtt, ..edge }),
             rtt: Some(flow),
             open_skips: 0,
+            report: 0,
+            repeats: 0,
         }
     }
 
     #[test]
     fn a_flow_in_parts_gets_the_percentiles_of_all_its_samples() {
         let parts = [part(&[10, 40], 1), part(&[], 0), part(&[20, 30, 50], 2)];
-        let r = flow_rtt(&parts).unwrap().unwrap();
+        let r = flow_rtt(&parts, None).unwrap().unwrap();
         let p = r.percentiles;
         assert_eq!((p.samples, p.min, p.p50, p.p90, p.max, p.exact, r.timeouts), (5, 10, 30, 50, 50, true, 3));
         let no_edge = Part { edge: None, ..part(&[10], 0) };
-        assert_eq!(flow_rtt(&[parts[0].clone(), no_edge]), None, "samples of a part unknown");
-        assert_eq!(flow_rtt(&[part(&[], 0), part(&[], 0)]), Some(None), "no requests with AckReq");
+        assert_eq!(flow_rtt(&[parts[0].clone(), no_edge], None), None, "samples of a part unknown");
+        assert_eq!(flow_rtt(&[part(&[], 0), part(&[], 0)], None), Some(None), "no requests with AckReq");
     }
 }

@@ -20,6 +20,7 @@
 //! waiting PSNs are a queue with a set beside it), and a flow keeps at most [`MAX_WAITING`]
 //! requests: beyond that the oldest is dropped undecided and counted (`pending_evicted`).
 
+pub mod edge;
 pub(crate) mod kept;
 
 use analyzer_common::flow::FlowKey;
@@ -84,6 +85,8 @@ pub struct Rtt {
     cap: usize,
     /// Requests of flows beyond the flows table's cap, CM messages beyond `cap` (not followed).
     pub state_full: u64,
+    /// Offline with `--edges`: each ACK flow's first ACKs ([`edge::AckHeads`]).
+    pub edges: Option<edge::AckHeads>,
 }
 
 impl Rtt {
@@ -96,6 +99,9 @@ impl Rtt {
     /// their slots go.
     pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<FlowKey>, table: &Flows) {
         self.flows.retain(|k, _| !gone.contains(k));
+        if let Some(e) = &mut self.edges {
+            e.forget(gone);
+        }
         self.paired.retain(|ack, req| !gone.contains(ack) && !gone.contains(req));
         self.by_hosts.retain(|_, slots| {
             slots.retain(|s| table.at(*s).is_some_and(|(k, _)| !gone.contains(k)));
@@ -228,7 +234,17 @@ impl Rtt {
     /// An ACK ([`Rtt::is_ack`]): the requests of its paired flow in `flows` that it covers.
     /// Returns that flow, when paired.
     pub fn ack(&mut self, r: &Record, flows: &mut Flows) -> Option<FlowKey> {
-        let req_key = self.pair(r, flows, true)?;
+        let ambiguous = self.ambiguous_acks;
+        let paired = self.pair(r, flows, true);
+        if let Some(e) = &mut self.edges {
+            let how = match paired {
+                Some(_) => edge::Paired::Yes,
+                None if self.ambiguous_acks > ambiguous => edge::Paired::Ambiguous,
+                None => edge::Paired::Unpaired,
+            };
+            e.observe(r.flow(), r.ts_ns, r.psn, how);
+        }
+        let req_key = paired?;
         let f = flows.request_mut(&req_key).expect("paired flows are request flows");
         let stats = self.flows.entry(req_key).or_default();
         while let Some((psn, t)) = f.front() {
@@ -264,6 +280,16 @@ impl Rtt {
             all.extend(&f.samples);
         }
         all
+    }
+
+    /// A request flow's waiting requests as its edge lists them (`[psn, time]`, oldest first),
+    /// and whether that is not all (more than [`crate::model::edge::EDGE_WAITING`], or the
+    /// queue was full and may have let some go).
+    pub fn waiting_list(&self, flows: &Flows, key: &FlowKey) -> (Vec<[u64; 2]>, bool) {
+        let Some(f) = flows.get(key).and_then(|f| f.request.as_ref()) else { return (Vec::new(), false) };
+        let n = f.queue().count();
+        let cut = n > crate::model::edge::EDGE_WAITING || n == MAX_WAITING;
+        (f.queue().take(crate::model::edge::EDGE_WAITING).map(|(p, t)| [*p as u64, *t]).collect(), cut)
     }
 
     /// Requests still waiting at `end_ns`: (older than the timeout, younger). Read-only, so

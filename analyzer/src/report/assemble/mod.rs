@@ -218,9 +218,25 @@ fn flow_edge(
         read_note: run.engine.read_note(k, &s.psn.seq).unwrap_or(0),
         rnr_psns: rnr.get(&(k.src, k.dst)).cloned().unwrap_or_default(),
         default_pmtu: run.analyses.config.pmtu,
-        rtt: run.analyses.rtt.flows.get(k).filter(|r| !r.samples.is_empty()).map(|r| r.samples.to_edge()),
+        rtt: rtt_edge(run, k),
+        acks: run.analyses.rtt.edges.as_ref().and_then(|e| e.get(k)).cloned(),
         ..crate::engine::edges::edge(head, s.psn.seq)
     })
+}
+
+/// A request flow's RTT edge: its samples, its requests waiting at the end, its ACK flow
+/// (none for a flow with none of them).
+fn rtt_edge(run: &Pipeline, k: &FlowKey) -> Option<crate::model::edge::EdgeRtt> {
+    let rtt = &run.analyses.rtt;
+    let f = rtt.flows.get(k);
+    let (waiting, waiting_cut) = rtt.waiting_list(&run.analyses.flows, k);
+    let ack_flow = f.and_then(|f| f.ack_flow).map(|a| crate::model::flow_ref(&a));
+    let samples = f.map(|f| &f.samples).filter(|s| !s.is_empty());
+    if samples.is_none() && waiting.is_empty() && ack_flow.is_none() {
+        return None;
+    }
+    let e = samples.map(|s| s.to_edge()).unwrap_or_default();
+    Some(crate::model::edge::EdgeRtt { waiting, waiting_cut, ack_flow, ..e })
 }
 
 /// The report's CE/CNP pairs, in key order, one at a time.

@@ -1,0 +1,442 @@
+//! RTT across cuts in time: a request waiting for its ACK at the end of one capture is
+//! answered in the next, where its ACK finds no request. Reports made with `--edges` carry
+//! what pairs them again: each request flow its waiting requests and its ACK flow
+//! (`flows[].edge.rtt`), each ACK flow its first ACKs and the ACKs it could not pair
+//! (`flows[].edge.acks`). [`stitch`] replays those ACKs on the waiting requests in time order,
+//! as the RTT analysis' `ack` does (a sample when the ACK came within the timeout, else a
+//! timeout), and says what the whole counts beyond the parts' sum: the samples found, the
+//! timeouts and pending requests moved, the ACKs paired.
+//!
+//! A flow is stitched only where the reports tell the whole story; else its requests and ACKs
+//! stay as each report counted them and the merge says so (`rtt_not_stitched`): an ACK flow some
+//! report found ambiguous or paired with another flow, waiting requests not all listed, an ACK
+//! head that ends before a waiting request's timeout, requests repeated after a cut (a
+//! retransmission keeps its first time, Karn), an ACK that pairs only by the PSN span of the
+//! whole.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use analyzer_common::psn::{PSN_HALF, psn_diff};
+
+use super::psn_stitch::Part;
+use crate::model::FlowRef;
+use crate::model::edge::{EdgeAcks, EdgeRtt};
+
+/// A flow as `merge` keys it: (IP version, source, destination, UDP source port, QP).
+pub type FlowId = (u8, String, String, u16, u32);
+
+/// What the whole counts for one request flow beyond the sum of its parts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fix {
+    /// Samples of requests answered across a cut.
+    pub extra: Vec<u64>,
+    /// Timeouts and pending requests, relative to the parts' counts.
+    pub timeouts: i64,
+    pub pending: i64,
+}
+
+/// The stitched flows and what they resolve of the cuts.
+#[derive(Debug, Default)]
+pub struct Stitched {
+    pub flows: BTreeMap<FlowId, Fix>,
+    /// ACKs after a cut that their report could not pair and the whole pairs.
+    pub unpaired: u64,
+    /// Requests pending at the end of a report that another follows, now decided.
+    pub waiting: u64,
+    /// ACKs after a cut that one run could not pair either (no requests the other way).
+    pub unpaired_kept: u64,
+}
+
+/// One report: its span, its RTT timeout.
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub timeout_ns: u64,
+}
+
+/// A request waiting across a cut: its PSN, its time, and whether its report counted it a
+/// timeout (else pending).
+#[derive(Debug, Clone, Copy)]
+struct Waiting {
+    psn: u32,
+    ts: u64,
+    counted_timeout: bool,
+}
+
+/// Why a flow cannot be stitched (the reports do not tell).
+struct Untold;
+
+/// The queue of requests waiting across cuts, and what replaying ACKs on it decided.
+struct Queue {
+    timeout_ns: u64,
+    waiting: VecDeque<Waiting>,
+    fix: Fix,
+}
+
+impl Queue {
+    /// A request decided: a sample of `rtt` (within the timeout) or a timeout.
+    fn decide(&mut self, w: Waiting, rtt: Option<u64>) {
+        match rtt.filter(|r| *r <= self.timeout_ns) {
+            Some(r) => {
+                self.fix.extra.push(r);
+                *if w.counted_timeout { &mut self.fix.timeouts } else { &mut self.fix.pending } -= 1;
+            }
+            None if !w.counted_timeout => {
+                self.fix.pending -= 1;
+                self.fix.timeouts += 1;
+            }
+            None => {}
+        }
+    }
+
+    /// An ACK at `ts` for `psn`: the requests it covers, from the oldest (as `Rtt::ack`).
+    fn ack(&mut self, ts: u64, psn: u32) -> Result<(), Untold> {
+        while let Some(w) = self.waiting.front().copied() {
+            if psn_diff(w.psn, psn) >= PSN_HALF {
+                // One run may have let an old front go at a request of its own (not listed),
+                // and this ACK would then cover the requests behind it.
+                let timed_out = ts.saturating_sub(w.ts) > self.timeout_ns;
+                if timed_out && self.waiting.iter().any(|x| psn_diff(x.psn, psn) < PSN_HALF) {
+                    return Err(Untold);
+                }
+                return Ok(());
+            }
+            self.waiting.pop_front();
+            self.decide(w, Some(ts.saturating_sub(w.ts)));
+        }
+        Ok(())
+    }
+
+    /// Whether a report's requests (`p`) are all new to the requests waiting: one run keeps a
+    /// waiting request's first time when it is sent again (Karn), where the report alone timed
+    /// it from the repeat. Told by its first request's PSN being past every waiting one and no
+    /// repeat after it.
+    fn after_waiting(&self, p: &Part) -> bool {
+        let mut psns = self.waiting.iter().map(|w| w.psn);
+        let Some(first) = psns.next() else { return true };
+        // The latest waiting PSN, in 24-bit serial order.
+        let last = psns.fold(first, |l, p| if psn_diff(l, p) < PSN_HALF { p } else { l });
+        let head = p.edge.iter().flat_map(|e| &e.head);
+        let first = head.map(|f| f.0).find(|f| analyzer_common::opcode::is_request(f[0] as u8));
+        p.repeats == 0 && first.is_none_or(|f| (1..PSN_HALF).contains(&psn_diff(last, f[1])))
+    }
+
+    /// Whether an ACK for `psn` falls within the waiting requests' PSNs (up to
+    /// [`crate::analyses::rtt::READ_SLACK`] past the latest): the request flow's span covers it.
+    fn spans(&self, psn: u32) -> bool {
+        let Some(first) = self.waiting.front() else { return false };
+        let reach =
+            self.waiting.iter().map(|w| psn_diff(first.psn, w.psn)).filter(|d| *d < PSN_HALF).max().unwrap_or(0);
+        psn_diff(first.psn, psn) <= reach + crate::analyses::rtt::READ_SLACK
+    }
+
+    /// A report's ACKs of the flow, when the flow is paired in the whole.
+    fn acks(&mut self, a: &EdgeAcks) -> Result<(), Untold> {
+        for [ts, psn] in &a.head {
+            if self.waiting.is_empty() {
+                return Ok(());
+            }
+            self.ack(*ts, *psn as u32)?;
+        }
+        if a.complete || self.waiting.is_empty() {
+            return Ok(());
+        }
+        // Past the head: every request still waiting is decided a timeout if the head's last
+        // ACK came after its timeout (whatever ACK or request then lets it go).
+        let last = a.head.last().map_or(0, |[ts, _]| *ts);
+        if self.waiting.iter().any(|w| last.saturating_sub(w.ts) <= self.timeout_ns) {
+            return Err(Untold);
+        }
+        while let Some(w) = self.waiting.pop_front() {
+            self.decide(w, None);
+        }
+        Ok(())
+    }
+
+    /// The requests still waiting at the end of the whole (`end_ns`): timeouts or pending.
+    fn finish(mut self, end_ns: u64) -> Fix {
+        while let Some(w) = self.waiting.pop_front() {
+            let timeout = end_ns.saturating_sub(w.ts) > self.timeout_ns;
+            if timeout != w.counted_timeout {
+                self.decide(w, None);
+            }
+        }
+        self.fix
+    }
+}
+
+/// The flow a request flow's ACKs travel on, as `merge` keys it.
+fn ack_id(ip_version: u8, a: &FlowRef) -> FlowId {
+    (ip_version, a.src.clone(), a.dst.clone(), a.udp_sport, a.dst_qp)
+}
+
+fn rtt_of(p: &Part) -> Option<&EdgeRtt> {
+    p.edge.as_ref()?.rtt.as_ref()
+}
+
+/// The request flows across cuts and their RTT as one run over the reports (`spans`, by
+/// report index; `parts`: each flow's, with the report they are from).
+pub fn stitch(parts: &BTreeMap<FlowId, Vec<Part>>, spans: &[Span]) -> Stitched {
+    let mut out = Stitched::default();
+    let mut order: Vec<usize> = (0..spans.len()).collect();
+    order.sort_by_key(|i| (spans[*i].start_ns, spans[*i].end_ns));
+    let in_series = order.windows(2).all(|w| spans[w[0]].end_ns <= spans[w[1]].start_ns);
+    let timeout_ns = spans.first().map_or(0, |s| s.timeout_ns);
+    if !in_series || spans.len() < 2 || spans.iter().any(|s| s.timeout_ns != timeout_ns) {
+        return out;
+    }
+    // Each ACK flow's request flows, as the reports paired them.
+    let mut claimed: BTreeMap<FlowId, Vec<&FlowId>> = BTreeMap::new();
+    for (id, ps) in parts {
+        for a in ps.iter().filter_map(rtt_of).filter_map(|r| r.ack_flow.as_ref()) {
+            let v = claimed.entry(ack_id(id.0, a)).or_default();
+            if !v.contains(&id) {
+                v.push(id);
+            }
+        }
+    }
+    let end_ns = spans.iter().map(|s| s.end_ns).max().unwrap_or(0);
+    let hosts = Hosts::of(parts);
+    for (id, ps) in parts {
+        let rtts: Vec<&EdgeRtt> = ps.iter().filter_map(rtt_of).collect();
+        let acks: Vec<&FlowRef> = rtts.iter().filter_map(|r| r.ack_flow.as_ref()).collect();
+        let (ack, inferred) = match acks.first() {
+            Some(a) => (Some(ack_id(id.0, a)), false),
+            None if rtts.iter().any(|r| !r.waiting.is_empty()) => match hosts.lone_ack_flow(&claimed, id) {
+                Some(a) => (Some(a), true),
+                // No ACK could answer its requests in one run either: decided by time.
+                None if !hosts.acks_back(id) => (None, false),
+                None => continue,
+            },
+            None => continue,
+        };
+        if let Some(ack) = &ack
+            && (acks.iter().any(|a| ack_id(id.0, a) != *ack) || claimed.get(ack).is_some_and(|c| c.len() > 1))
+        {
+            continue;
+        }
+        let ack_parts = match &ack {
+            Some(a) => match parts.get(a) {
+                Some(p) => p.as_slice(),
+                None => continue,
+            },
+            None => &[],
+        };
+        let flow = Flow { parts: ps, acks: ack_parts, inferred };
+        if let Ok((fix, unpaired, waiting)) = flow.replay(&order, spans, timeout_ns, end_ns)
+            && (fix != Fix::default() || unpaired > 0 || waiting > 0)
+        {
+            out.unpaired += unpaired;
+            out.waiting += waiting;
+            out.flows.insert(id.clone(), fix);
+        }
+    }
+    out.unpaired_kept = hosts.unpaired_kept(&order);
+    out
+}
+
+fn acks_of(p: &Part) -> Option<&EdgeAcks> {
+    p.edge.as_ref()?.acks.as_ref()
+}
+
+/// Whether a flow sent requests in some report.
+fn sends_requests(ps: &[Part]) -> bool {
+    let head = ps.iter().filter_map(|p| p.edge.as_ref()).flat_map(|e| &e.head);
+    ps.iter().any(|p| rtt_of(p).is_some()) || head.clone().any(|f| analyzer_common::opcode::is_request(f.0[0] as u8))
+}
+
+/// The flows by (IP version, source, destination): what one run's pairing looks at.
+struct Hosts<'a>(BTreeMap<(u8, &'a str, &'a str), Vec<Sight<'a>>>);
+
+/// A flow and its parts.
+type Sight<'a> = (&'a FlowId, &'a [Part]);
+
+impl<'a> Hosts<'a> {
+    fn of(parts: &'a BTreeMap<FlowId, Vec<Part>>) -> Self {
+        let mut m: BTreeMap<_, Vec<_>> = BTreeMap::new();
+        for (id, ps) in parts {
+            m.entry((id.0, id.1.as_str(), id.2.as_str())).or_default().push((id, ps.as_slice()));
+        }
+        Hosts(m)
+    }
+
+    /// The flows from `id`'s source to its destination (`back`: the other way).
+    fn along(&self, id: &'a FlowId, back: bool) -> &[Sight<'a>] {
+        let (src, dst) = if back { (&id.2, &id.1) } else { (&id.1, &id.2) };
+        self.0.get(&(id.0, src.as_str(), dst.as_str())).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// Whether some flow the other way carried ACKs in some report.
+    fn acks_back(&self, id: &'a FlowId) -> bool {
+        self.along(id, true).iter().any(|(_, ps)| ps.iter().any(|p| acks_of(p).is_some()))
+    }
+
+    /// ACKs after a cut (in reports but the first, `order`) that one run could not pair
+    /// either: no flow sent requests the other way in any report.
+    fn unpaired_kept(&self, order: &[usize]) -> u64 {
+        let first = order.first().copied();
+        let mut n = 0;
+        for (id, ps) in self.0.values().flatten() {
+            if self.along(id, true).iter().any(|(_, rs)| sends_requests(rs)) {
+                continue;
+            }
+            let later = ps.iter().filter(|p| Some(p.report) != first).filter_map(acks_of);
+            n += later.map(|a| a.unpaired + a.ambiguous).sum::<u64>();
+        }
+        n
+    }
+
+    /// The ACK flow of a request flow no report paired (`id`), as one run pairs them by PSN:
+    /// when `id` is the only request flow from its source to its destination, and one flow back,
+    /// which no report paired with another, had ACKs its report could not pair.
+    fn lone_ack_flow(&self, claimed: &BTreeMap<FlowId, Vec<&FlowId>>, id: &'a FlowId) -> Option<FlowId> {
+        if self.along(id, false).iter().any(|(f, ps)| *f != id && sends_requests(ps)) {
+            return None;
+        }
+        let unpaired = |ps: &[Part]| ps.iter().filter_map(acks_of).any(|a| a.unpaired > 0);
+        let mut back = self.along(id, true).iter().filter(|(f, ps)| !claimed.contains_key(*f) && unpaired(ps));
+        match (back.next(), back.next()) {
+            (Some((f, _)), None) => Some((*f).clone()),
+            _ => None,
+        }
+    }
+}
+
+/// A request flow's parts and its ACK flow's (`inferred`: no report paired them).
+struct Flow<'a> {
+    parts: &'a [Part],
+    acks: &'a [Part],
+    inferred: bool,
+}
+
+impl Flow<'_> {
+    fn part(parts: &[Part], report: usize) -> Option<&Part> {
+        parts.iter().find(|p| p.report == report)
+    }
+
+    /// Replays the reports in time order: the fix, the ACKs paired across cuts, and the
+    /// requests pending at a cut now decided.
+    fn replay(&self, order: &[usize], spans: &[Span], timeout_ns: u64, end_ns: u64) -> Result<(Fix, u64, u64), Untold> {
+        let mut q = Queue { timeout_ns, waiting: VecDeque::new(), fix: Fix::default() };
+        let (mut paired, mut seen, mut unpaired, mut waiting) = (false, false, 0, 0);
+        for (n, &j) in order.iter().enumerate() {
+            let (req, ack) = (Self::part(self.parts, j), Self::part(self.acks, j));
+            if req.is_some_and(|p| p.edge.is_none()) || ack.is_some_and(|p| p.edge.is_none()) {
+                return Err(Untold);
+            }
+            let names = req.and_then(rtt_of).and_then(|r| r.ack_flow.as_ref()).is_some();
+            if req.is_some_and(|p| !q.after_waiting(p)) {
+                return Err(Untold);
+            }
+            if let Some(a) = ack.and_then(acks_of) {
+                // An inferred pair is one at the first ACK that covers a waiting request within
+                // the PSN span one run would give the request flow.
+                paired |= self.inferred && a.head.first().is_some_and(|[_, psn]| q.spans(*psn as u32));
+                let carried = paired || (names && a.unpaired == 0);
+                if (a.ambiguous > 0 && seen) || (!carried && (!q.waiting.is_empty() || (seen && a.unpaired > 0))) {
+                    return Err(Untold);
+                }
+                if paired {
+                    unpaired += a.unpaired;
+                }
+                q.acks(a)?;
+            }
+            paired |= names;
+            seen |= req.is_some();
+            if let Some(r) = req.and_then(rtt_of) {
+                let last = n + 1 == order.len();
+                if r.waiting_cut && !last {
+                    return Err(Untold);
+                }
+                for [psn, ts] in &r.waiting {
+                    let counted_timeout = spans[j].end_ns.saturating_sub(*ts) > timeout_ns;
+                    waiting += u64::from(!counted_timeout && !last);
+                    q.waiting.push_back(Waiting { psn: *psn as u32, ts: *ts, counted_timeout });
+                }
+            }
+        }
+        Ok((q.finish(end_ns), unpaired, waiting))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::edge::FlowEdge;
+
+    const T: u64 = 1000;
+
+    fn edge(rtt: Option<EdgeRtt>, acks: Option<EdgeAcks>) -> FlowEdge {
+        FlowEdge { rtt, acks, ..crate::engine::edges::edge(None, Default::default()) }
+    }
+
+    fn part(report: usize, e: FlowEdge) -> Part {
+        Part { start_ns: 0, end_ns: 0, edge: Some(e), rtt: None, open_skips: 0, report, repeats: 0 }
+    }
+
+    fn id(qp: u32) -> FlowId {
+        (4, "10.0.0.1".into(), "10.0.0.2".into(), 1, qp)
+    }
+
+    fn ack_ref() -> FlowRef {
+        FlowRef { src: "10.0.0.2".into(), dst: "10.0.0.1".into(), udp_sport: 2, dst_qp: 9 }
+    }
+
+    fn ack_key() -> FlowId {
+        (4, "10.0.0.2".into(), "10.0.0.1".into(), 2, 9)
+    }
+
+    fn waiting(list: &[[u64; 2]], paired: bool) -> EdgeRtt {
+        EdgeRtt { waiting: list.to_vec(), ack_flow: paired.then(ack_ref), ..Default::default() }
+    }
+
+    fn acks(head: &[[u64; 2]], complete: bool, unpaired: u64) -> EdgeAcks {
+        EdgeAcks { head: head.to_vec(), complete, unpaired, ambiguous: 0 }
+    }
+
+    fn spans(cuts: &[(u64, u64)]) -> Vec<Span> {
+        cuts.iter().map(|(s, e)| Span { start_ns: *s, end_ns: *e, timeout_ns: T }).collect()
+    }
+
+    /// A capture cut at 10 000 ns: requests 3 (at 8 000: the first part counted it a timeout
+    /// already), 5 and 6 (at 9 500, 9 900) wait at the end of the first part. After the cut the
+    /// ACK flow's first ACK (10 100, PSN 5) covers 3 (2 100 ns: a timeout still) and 5 (600 ns);
+    /// the next (10 400, PSN 7) covers 6 (500 ns). The second part could pair neither ACK (its
+    /// own requests start at PSN 8): both counted unpaired there.
+    #[test]
+    fn requests_before_a_cut_get_the_acks_after_it() {
+        let mut parts = BTreeMap::new();
+        let first = part(0, edge(Some(waiting(&[[3, 8000], [5, 9500], [6, 9900]], true)), None));
+        parts.insert(id(7), vec![first, part(1, edge(Some(waiting(&[], true)), None))]);
+        let head = acks(&[[10_100, 5], [10_400, 7], [10_900, 8]], true, 2);
+        parts.insert(ack_key(), vec![part(0, edge(None, None)), part(1, edge(None, Some(head)))]);
+        let s = stitch(&parts, &spans(&[(0, 10_000), (10_050, 20_000)]));
+        let fix = &s.flows[&id(7)];
+        // Samples 600 and 500; the two pending became samples; the timeout stays one.
+        assert_eq!((fix.extra.clone(), fix.pending, fix.timeouts), (vec![600, 500], -2, 0));
+        assert_eq!((s.unpaired, s.waiting), (2, 2));
+    }
+
+    /// A request that no ACK after the cut answers: pending at the end of the whole when it is
+    /// young there, else a timeout; a head that ends too soon to tell leaves the flow alone.
+    #[test]
+    fn unanswered_requests_and_heads_that_cannot_tell() {
+        let mut parts = BTreeMap::new();
+        parts.insert(id(7), vec![part(0, edge(Some(waiting(&[[5, 9500]], true)), None))]);
+        parts.insert(ack_key(), vec![part(1, edge(None, Some(acks(&[[10_100, 4]], true, 0))))]);
+        let s = stitch(&parts, &spans(&[(0, 10_000), (10_050, 10_200)]));
+        // Still pending at the end of the whole: nothing moves, and the request is decided.
+        assert_eq!((&s.flows[&id(7)], s.waiting), (&Fix::default(), 1));
+        let s = stitch(&parts, &spans(&[(0, 10_000), (10_050, 20_000)]));
+        assert_eq!((s.flows[&id(7)].pending, s.flows[&id(7)].timeouts, s.waiting), (-1, 1, 1));
+        // The head holds one ACK, 600 ns after the request, and there were more: untold.
+        parts.insert(ack_key(), vec![part(1, edge(None, Some(acks(&[[10_100, 4]], false, 0))))]);
+        assert!(stitch(&parts, &spans(&[(0, 10_000), (10_050, 20_000)])).flows.is_empty());
+        // Another request flow paired with the same ACK flow: untold.
+        parts.insert(ack_key(), vec![part(1, edge(None, Some(acks(&[[10_100, 5]], true, 0))))]);
+        assert_eq!(stitch(&parts, &spans(&[(0, 10_000), (10_050, 20_000)])).flows[&id(7)].extra, vec![600]);
+        parts.insert(id(8), vec![part(1, edge(Some(waiting(&[], true)), None))]);
+        assert!(stitch(&parts, &spans(&[(0, 10_000), (10_050, 20_000)])).flows.is_empty());
+    }
+}

@@ -9,7 +9,9 @@
 //! each cut, but for the cuts stated by hand where the reports cannot tell (the merge says so),
 //! and their RTT samples: the RTT of every flow and of the whole is one run's, requests waiting
 //! at a cut paired with the ACKs after it from the edges (else the merge says
-//! `rtt_not_stitched`: a repeat after the cut, an ambiguous pairing), and the marking over
+//! `rtt_not_stitched`: a repeat after the cut, an ambiguous pairing), the capture's own loss
+//! (PSNs skipped before a cut that an ACK after it covers, from the edges' open gaps; else
+//! `capture_loss_not_stitched`), and the marking over
 //! time (a later part's frames before its own first mark, which one run counts, in its edge),
 //! load balancing (over the merged flows) wherever no flow met a gap or repeat at a cut, and
 //! how each CE mark was answered and each QP's CNP pacing (the pairs' edges replay the marks
@@ -217,6 +219,7 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     let dir = tempfile::tempdir().unwrap();
     let (mut checked, mut stitched_anomalies, mut rtt_whole, mut marking_carried) = (0, 0, 0, 0);
     let (mut lb_whole, mut lb_said, mut leads_judged, mut sections_equal, mut rtt_stitched) = (0, 0, 0, 0, 0);
+    let mut loss_told = 0;
     let mut not_stitched = Vec::new();
     for f in fixtures::all().into_iter().filter(|f| f.frames.len() >= 3 && !matched_within(f)) {
         let whole = analyse(dir.path(), &f, &format!("{}.whole", f.name), &[]);
@@ -280,6 +283,12 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
                 rtt_stitched +=
                     u64::from(["samples", "pending", "unpaired_acks"].iter().any(|k| sum(k) != whole["rtt_ns"][k]));
             }
+            // PSNs skipped before a cut that an ACK after it covered: missed by the capture.
+            let missed = |r: &Value| r["capture"]["loss"]["frames_missed"].as_u64().unwrap_or(0);
+            if !codes.contains(&"capture_loss_not_stitched") {
+                assert_eq!(missed(&merged), missed(&whole), "{what}: capture loss");
+                loss_told += u64::from(missed(&merged) > alone.iter().map(missed).sum());
+            }
             // Request flows and reordering over the merged flows; a late arrival just after a
             // cut (or a listing a report cut short) is said.
             if codes.contains(&"load_balancing_not_merged") {
@@ -320,6 +329,7 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     assert!(rtt_whole >= 8, "merges with RTT samples, one run's RTT: {rtt_whole}");
     // 8 when this was written: requests answered, and ACKs paired, across a cut.
     assert!(rtt_stitched >= 8, "merges whose RTT was stitched across a cut: {rtt_stitched}");
+    assert!(loss_told >= 1, "merges whose capture loss was told by ACKs after a cut: {loss_told}");
     assert!(lb_whole >= 40 && lb_said <= 30, "load balancing one run's in {lb_whole} merges, said in {lb_said}");
     // 15 sections in each merge: 1250 came back exactly when this was written (messages and
     // DCQCN rarely yet; the others wherever no note says why not).

@@ -57,6 +57,7 @@ pub fn edge(head: Option<&Head>, end: PsnSeq) -> FlowEdge {
         default_pmtu: 0,
         rtt: None,
         acks: None,
+        gaps: Vec::new(),
     }
 }
 

@@ -81,6 +81,11 @@ pub struct FlowEdge {
     /// An ACK flow's first ACKs and the ACKs the run could not pair.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acks: Option<EdgeAcks>,
+    /// A request flow's PSNs skipped and not told apart by the end, as `[first, count, lost]`
+    /// (lost 1: a NAK or a retransmission touched them): an ACK after the cut that covers them
+    /// tells one run they were delivered and missed by the capture (`capture.loss`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<[u32; 3]>,
 }
 
 /// ACKs an ACK flow's edge keeps, at most.

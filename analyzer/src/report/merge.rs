@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::collections::BTreeSet;
 
 use analyzer_common::flow::FlowKey;
-use analyzer_common::psn::count;
+use analyzer_common::psn::{aeth, count};
 
 use crate::analyses::ecmp::{self, Tier};
 use crate::analyses::pause::{ALL_PRIORITIES, Pause, Timer};
@@ -198,6 +198,16 @@ struct Stitched {
     loss_open: u64,
     /// Requests answered across cuts (`rtt_stitch`).
     rtt: super::rtt_stitch::Stitched,
+    /// PSNs skipped before a cut that ACKs after it showed delivered (`loss_stitch`).
+    loss_told: u64,
+}
+
+impl Stitched {
+    /// `n` PSNs of `flow` skipped before a cut that ACKs after it showed delivered.
+    fn tell_loss(&mut self, flow: &mut Flow, n: u64) {
+        flow.psn.capture_missed = flow.psn.capture_missed.saturating_add(n);
+        self.loss_told = self.loss_told.saturating_add(n);
+    }
 }
 
 /// A merge in progress: [`Merger::absorb`] takes one report at a time, [`Merger::finish`]
@@ -438,6 +448,8 @@ impl Merger {
             open_skips: f.psn.sequence[count::PSN_SKIPPED].saturating_sub(f.psn.capture_missed),
             report: self.reports - 1,
             repeats: f.psn.sequence[count::DUPLICATES],
+            out_of_sequence: f.psn.sequence[count::OUT_OF_SEQUENCE],
+            naks: f.naks.total().saturating_sub(f.naks[aeth::RNR]),
         };
         self.parts.entry(key.clone()).or_default().push(part);
         let Some(m) = self.flows.get_mut(&key) else {
@@ -614,15 +626,28 @@ impl Merger {
     /// ([`super::rtt_merge`]). Returns how many flows were seen at once, how many in series
     /// could not be stitched, and whether the RTT percentiles of some flow could not be merged.
     fn stitch_flows(&mut self) -> Stitched {
-        let mut st = Stitched { rtt: super::rtt_stitch::stitch(&self.parts, &self.rtt_spans()), ..Default::default() };
+        let spans = self.rtt_spans();
+        let rtt = super::rtt_stitch::stitch(&self.parts, &spans);
+        let loss = super::loss_stitch::stitch(&self.parts, &spans);
+        let mut st = Stitched { rtt, ..Default::default() };
         for (key, parts) in self.parts.iter_mut() {
             let fix = st.rtt.flows.get(key);
-            let Some(flow) = self.flows.get_mut(key).filter(|_| parts.len() > 1 || fix.is_some()) else { continue };
+            let told = loss.get(key).copied();
+            let Some(flow) = self.flows.get_mut(key).filter(|_| parts.len() > 1 || fix.is_some() || told.is_some())
+            else {
+                continue;
+            };
             match super::rtt_merge::flow_rtt(parts, fix) {
                 Some(rtt) => flow.rtt_ns = rtt,
                 None => st.rtt_lost = true,
             }
             if parts.len() == 1 {
+                // A flow whose gaps at the end of its part the ACKs after it tell.
+                match told {
+                    Some(Some(n)) => st.tell_loss(flow, n),
+                    Some(None) => st.loss_open += 1,
+                    None => {}
+                }
                 continue;
             }
             if !super::psn_stitch::in_series(parts) {
@@ -632,10 +657,17 @@ impl Merger {
             let c = flow_key(flow).and_then(|k| super::psn_stitch::stitch(&k, parts));
             // A gap or repeat of PSNs at a cut (or one the reports cannot tell).
             st.irregular += u64::from(c.as_ref().is_none_or(|c| c.add.count != c.sub.count));
-            // PSNs skipped before a cut (or at it) that an ACK after it may show delivered.
+            // PSNs skipped before a cut (or at it) that an ACK after it may show delivered, and
+            // the ACKs after it could not tell apart (`loss_stitch`).
             let skipped_at_cut =
                 c.as_ref().is_some_and(|c| c.add.count[count::PSN_SKIPPED] > c.sub.count[count::PSN_SKIPPED]);
-            st.loss_open += u64::from(skipped_at_cut || parts[..parts.len() - 1].iter().any(|p| p.open_skips > 0));
+            let untold = told.is_some_and(|t| t.is_none())
+                || (skipped_at_cut && told.is_none())
+                || parts[..parts.len() - 1].iter().any(|p| p.edge.is_none() && p.open_skips > 0);
+            st.loss_open += u64::from(untold);
+            if let Some(Some(n)) = told {
+                st.tell_loss(flow, n);
+            }
             st.unstitched += u64::from(!c.is_some_and(|c| apply(flow, &c)));
         }
         st
@@ -670,7 +702,7 @@ impl Merger {
         let pfc = self.pfc_section();
         let (pairs, cnp_pacing, cnp_interval, ecn_unstitched) = self.ecn_sections();
         let Some(capture) = self.capture else { return Err(MergeError::Empty) };
-        let capture = settle_capture(capture, self.sources);
+        let capture = settle_capture(with_loss(capture, st.loss_told), self.sources);
         let merged = super::messages_merge::merge(&self.messages.iter().collect::<Vec<_>>());
         let (incast, incast_joined) = super::incast_merge::merge(&self.incasts.iter().collect::<Vec<_>>());
         let (marking, marking_exact) = super::marking_merge::merge(&self.markings);
@@ -813,6 +845,15 @@ fn settle_capture(mut capture: Capture, sources: Vec<SourceJson>) -> Capture {
     capture
 }
 
+/// The capture with `told` more frames it missed (PSNs before a cut that ACKs after it showed
+/// delivered).
+fn with_loss(mut capture: Capture, told: u64) -> Capture {
+    if told > 0 {
+        capture.loss.get_or_insert(CaptureLoss { frames_missed: 0, ratio: 0.0 }).frames_missed += told;
+    }
+    capture
+}
+
 /// The capture's loss ratio over the merged RoCE frames.
 fn loss_ratio(capture: &mut Capture) {
     if let Some(l) = capture.loss.as_mut() {
@@ -910,8 +951,10 @@ impl Unmerged {
                 NoteCode::CaptureLossNotStitched,
                 format!(
                     "capture.loss, flows[].psn.capture_missed: {} flows had PSNs skipped before or at a cut in \
-                     time that no ACK in their part showed delivered; an ACK after the cut may have (one run would \
-                     count them missed by the capture, not skipped)",
+                     time that no ACK in their part showed delivered, and the ACKs after the cut could not be \
+                     replayed on them (no --edges, a NAK or a retransmission after the cut, an ACK flow not paired): \
+                     an ACK after the cut may have covered them (one run would count them missed by the capture, \
+                     not skipped)",
                     self.loss_open
                 ),
             ));

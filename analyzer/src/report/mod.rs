@@ -19,6 +19,7 @@ pub mod export;
 pub mod gates;
 pub mod incast_merge;
 pub mod load_balancing_merge;
+pub mod loss_stitch;
 pub mod marking_merge;
 pub mod merge;
 pub mod messages_merge;

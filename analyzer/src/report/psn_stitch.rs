@@ -25,7 +25,7 @@ use crate::model::edge::FlowEdge;
 
 /// One report's sight of a flow: the report's capture span, the flow's edge, if it has one,
 /// and its RTT there (`rtt_merge`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Part {
     pub start_ns: u64,
     pub end_ns: u64,
@@ -39,6 +39,10 @@ pub struct Part {
     /// Duplicate PSNs this part counted (a request repeated after a cut keeps its first time
     /// in one run: `rtt_stitch`).
     pub repeats: u64,
+    /// Out-of-sequence arrivals (each opened a gap: `loss_stitch`).
+    pub out_of_sequence: u64,
+    /// NAKs other than RNR this flow carried (each marks a gap lost: `loss_stitch`).
+    pub naks: u64,
 }
 
 /// What the whole counts beyond the parts' sum: `add` minus `sub`, counter by counter (both
@@ -191,7 +195,20 @@ mod tests {
             heads.observe(0, &s, &st.seq);
         }
         let edge = crate::engine::edges::edge(heads.get(0), st.seq);
-        (st, Part { start_ns, end_ns: start_ns + 1, edge: Some(edge), rtt: None, open_skips: 0, report: 0, repeats: 0 })
+        (
+            st,
+            Part {
+                start_ns,
+                end_ns: start_ns + 1,
+                edge: Some(edge),
+                rtt: None,
+                open_skips: 0,
+                report: 0,
+                repeats: 0,
+                out_of_sequence: 0,
+                naks: 0,
+            },
+        )
     }
 
     /// The whole's counters from the parts' sum and the correction.
@@ -245,7 +262,17 @@ mod tests {
 
     #[test]
     fn parts_that_overlap_are_not_in_series() {
-        let p = |s, e| Part { start_ns: s, end_ns: e, edge: None, rtt: None, open_skips: 0, report: 0, repeats: 0 };
+        let p = |s, e| Part {
+            start_ns: s,
+            end_ns: e,
+            edge: None,
+            rtt: None,
+            open_skips: 0,
+            report: 0,
+            repeats: 0,
+            out_of_sequence: 0,
+            naks: 0,
+        };
         assert!(in_series(&mut [p(10, 20), p(0, 10)]));
         assert!(!in_series(&mut [p(0, 15), p(10, 20)]));
     }

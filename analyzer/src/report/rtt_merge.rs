@@ -149,6 +149,8 @@ mod tests {
             open_skips: 0,
             report: 0,
             repeats: 0,
+            out_of_sequence: 0,
+            naks: 0,
         }
     }
 

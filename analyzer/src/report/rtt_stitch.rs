@@ -175,55 +175,82 @@ fn rtt_of(p: &Part) -> Option<&EdgeRtt> {
     p.edge.as_ref()?.rtt.as_ref()
 }
 
+/// The reports in time order (indices into `spans`), when they follow each other without
+/// overlapping (a capture cut in time) and there are several.
+pub fn in_series(spans: &[Span]) -> Option<Vec<usize>> {
+    let mut order: Vec<usize> = (0..spans.len()).collect();
+    order.sort_by_key(|i| (spans[*i].start_ns, spans[*i].end_ns));
+    let in_series = order.windows(2).all(|w| spans[w[0]].end_ns <= spans[w[1]].start_ns);
+    (in_series && spans.len() > 1).then_some(order)
+}
+
+/// How one run pairs request flows with the flows that carry their ACKs, as far as the
+/// reports tell.
+pub struct Pairing<'a> {
+    parts: &'a BTreeMap<FlowId, Vec<Part>>,
+    /// Each ACK flow's request flows, as the reports paired them.
+    claimed: BTreeMap<FlowId, Vec<&'a FlowId>>,
+    hosts: Hosts<'a>,
+}
+
+/// A request flow's ACK flow in one run: its parts (none: no ACK could answer its requests),
+/// and whether no report paired them (inferred).
+pub struct AckFlow<'a> {
+    pub parts: &'a [Part],
+    pub inferred: bool,
+}
+
+impl<'a> Pairing<'a> {
+    pub fn of(parts: &'a BTreeMap<FlowId, Vec<Part>>) -> Self {
+        let mut claimed: BTreeMap<FlowId, Vec<&FlowId>> = BTreeMap::new();
+        for (id, ps) in parts {
+            for a in ps.iter().filter_map(rtt_of).filter_map(|r| r.ack_flow.as_ref()) {
+                let v = claimed.entry(ack_id(id.0, a)).or_default();
+                if !v.contains(&id) {
+                    v.push(id);
+                }
+            }
+        }
+        Pairing { parts, claimed, hosts: Hosts::of(parts) }
+    }
+
+    /// The ACK flow of request flow `id` (its parts `ps`), or `None` when the reports cannot
+    /// tell; `carried`: the flow has something waiting across a cut, which an ACK flow no
+    /// report paired may answer.
+    pub fn ack_of(&self, id: &'a FlowId, ps: &[Part], carried: bool) -> Option<AckFlow<'a>> {
+        let acks: Vec<&FlowRef> = ps.iter().filter_map(rtt_of).filter_map(|r| r.ack_flow.as_ref()).collect();
+        let (ack, inferred) = match acks.first() {
+            Some(a) => (Some(ack_id(id.0, a)), false),
+            None if carried => match self.hosts.lone_ack_flow(&self.claimed, id) {
+                Some(a) => (Some(a), true),
+                // No ACK could answer its requests in one run either.
+                None if !self.hosts.acks_back(id) => (None, false),
+                None => return None,
+            },
+            None => return None,
+        };
+        let Some(ack) = ack else { return Some(AckFlow { parts: &[], inferred }) };
+        if acks.iter().any(|a| ack_id(id.0, a) != ack) || self.claimed.get(&ack).is_some_and(|c| c.len() > 1) {
+            return None;
+        }
+        Some(AckFlow { parts: self.parts.get(&ack)?, inferred })
+    }
+}
+
 /// The request flows across cuts and their RTT as one run over the reports (`spans`, by
 /// report index; `parts`: each flow's, with the report they are from).
 pub fn stitch(parts: &BTreeMap<FlowId, Vec<Part>>, spans: &[Span]) -> Stitched {
     let mut out = Stitched::default();
-    let mut order: Vec<usize> = (0..spans.len()).collect();
-    order.sort_by_key(|i| (spans[*i].start_ns, spans[*i].end_ns));
-    let in_series = order.windows(2).all(|w| spans[w[0]].end_ns <= spans[w[1]].start_ns);
     let timeout_ns = spans.first().map_or(0, |s| s.timeout_ns);
-    if !in_series || spans.len() < 2 || spans.iter().any(|s| s.timeout_ns != timeout_ns) {
+    let Some(order) = in_series(spans).filter(|_| spans.iter().all(|s| s.timeout_ns == timeout_ns)) else {
         return out;
-    }
-    // Each ACK flow's request flows, as the reports paired them.
-    let mut claimed: BTreeMap<FlowId, Vec<&FlowId>> = BTreeMap::new();
-    for (id, ps) in parts {
-        for a in ps.iter().filter_map(rtt_of).filter_map(|r| r.ack_flow.as_ref()) {
-            let v = claimed.entry(ack_id(id.0, a)).or_default();
-            if !v.contains(&id) {
-                v.push(id);
-            }
-        }
-    }
+    };
     let end_ns = spans.iter().map(|s| s.end_ns).max().unwrap_or(0);
-    let hosts = Hosts::of(parts);
+    let pairing = Pairing::of(parts);
     for (id, ps) in parts {
-        let rtts: Vec<&EdgeRtt> = ps.iter().filter_map(rtt_of).collect();
-        let acks: Vec<&FlowRef> = rtts.iter().filter_map(|r| r.ack_flow.as_ref()).collect();
-        let (ack, inferred) = match acks.first() {
-            Some(a) => (Some(ack_id(id.0, a)), false),
-            None if rtts.iter().any(|r| !r.waiting.is_empty()) => match hosts.lone_ack_flow(&claimed, id) {
-                Some(a) => (Some(a), true),
-                // No ACK could answer its requests in one run either: decided by time.
-                None if !hosts.acks_back(id) => (None, false),
-                None => continue,
-            },
-            None => continue,
-        };
-        if let Some(ack) = &ack
-            && (acks.iter().any(|a| ack_id(id.0, a) != *ack) || claimed.get(ack).is_some_and(|c| c.len() > 1))
-        {
-            continue;
-        }
-        let ack_parts = match &ack {
-            Some(a) => match parts.get(a) {
-                Some(p) => p.as_slice(),
-                None => continue,
-            },
-            None => &[],
-        };
-        let flow = Flow { parts: ps, acks: ack_parts, inferred };
+        let waiting = ps.iter().filter_map(rtt_of).any(|r| !r.waiting.is_empty());
+        let Some(ack) = pairing.ack_of(id, ps, waiting) else { continue };
+        let flow = Flow { parts: ps, acks: ack.parts, inferred: ack.inferred };
         if let Ok((fix, unpaired, waiting)) = flow.replay(&order, spans, timeout_ns, end_ns)
             && (fix != Fix::default() || unpaired > 0 || waiting > 0)
         {
@@ -232,11 +259,11 @@ pub fn stitch(parts: &BTreeMap<FlowId, Vec<Part>>, spans: &[Span]) -> Stitched {
             out.flows.insert(id.clone(), fix);
         }
     }
-    out.unpaired_kept = hosts.unpaired_kept(&order);
+    out.unpaired_kept = pairing.hosts.unpaired_kept(&order);
     out
 }
 
-fn acks_of(p: &Part) -> Option<&EdgeAcks> {
+pub fn acks_of(p: &Part) -> Option<&EdgeAcks> {
     p.edge.as_ref()?.acks.as_ref()
 }
 
@@ -372,7 +399,17 @@ mod tests {
     }
 
     fn part(report: usize, e: FlowEdge) -> Part {
-        Part { start_ns: 0, end_ns: 0, edge: Some(e), rtt: None, open_skips: 0, report, repeats: 0 }
+        Part {
+            start_ns: 0,
+            end_ns: 0,
+            edge: Some(e),
+            rtt: None,
+            open_skips: 0,
+            report,
+            repeats: 0,
+            out_of_sequence: 0,
+            naks: 0,
+        }
     }
 
     fn id(qp: u32) -> FlowId {

@@ -609,6 +609,12 @@ impl MsgFlow {
         self.in_flight.iter().chain(self.open_ref()).filter(|m| m.marks & mark::PARTIAL == 0)
     }
 
+    /// PSNs skipped and not told apart yet, as `[first, count, lost]` (`--edges`: an ACK after
+    /// a cut may tell them).
+    pub(crate) fn open_gaps(&self) -> Vec<[u32; 3]> {
+        self.gaps.iter().flat_map(|g| g.iter()).map(|g| [g.first, g.n, g.lost as u32]).collect()
+    }
+
     /// Partial messages still held (their start was not seen).
     pub(super) fn partial(&self) -> usize {
         self.in_flight.iter().chain(self.open_ref()).filter(|m| m.marks & mark::PARTIAL != 0).count()

@@ -220,6 +220,7 @@ fn flow_edge(
         default_pmtu: run.analyses.config.pmtu,
         rtt: rtt_edge(run, k),
         acks: run.analyses.rtt.edges.as_ref().and_then(|e| e.get(k)).cloned(),
+        gaps: run.analyses.flows.get(k).and_then(|f| f.messages.as_ref()).map(|m| m.open_gaps()).unwrap_or_default(),
         ..crate::engine::edges::edge(head, s.psn.seq)
     })
 }

@@ -688,12 +688,8 @@ impl Merger {
         (rtt, !totals_merged || st.rtt_lost)
     }
 
-    /// Each report's span and RTT timeout, by report.
     fn rtt_spans(&self) -> Vec<super::rtt_stitch::Span> {
-        let spans = self.spans.iter().zip(&self.rtt_reports);
-        spans
-            .map(|((s, e), r)| super::rtt_stitch::Span { start_ns: *s, end_ns: *e, timeout_ns: r.timeout_ns })
-            .collect()
+        rtt_spans(&self.spans, &self.rtt_reports)
     }
 
     pub fn finish(mut self, opts: &MergeOptions) -> Result<Report, MergeError> {
@@ -771,8 +767,17 @@ impl Merger {
         unmerged.note(&mut report, trees_not_merged, rtt_not_merged);
         load_balancing_of(&self.load_balancing, &self.parts, st.irregular, &mut report);
         judge_leads(&mut report, &self.leads, self.spans.iter().map(|s| s.0).min().unwrap_or(0));
+        if super::rtt_stitch::in_series(&rtt_spans(&self.spans, &self.rtt_reports)).is_some() {
+            super::audit_merge::recompute(&mut report, &self.parts);
+        }
         Ok(report)
     }
+}
+
+/// Each report's span and RTT timeout, by report.
+fn rtt_spans(spans: &[(u64, u64)], rtt: &[RttSummary]) -> Vec<super::rtt_stitch::Span> {
+    let spans = spans.iter().zip(rtt);
+    spans.map(|((s, e), r)| super::rtt_stitch::Span { start_ns: *s, end_ns: *e, timeout_ns: r.timeout_ns }).collect()
 }
 
 /// `load_balancing` over the merged flows (`report.flows`), with its note when it may not be

@@ -11,6 +11,7 @@
 //! timestamps Unix ns, flows sorted by key so that two runs give byte-identical JSON.
 
 pub mod assemble;
+pub mod audit_merge;
 pub mod dcqcn_merge;
 pub mod diagnose;
 pub mod ecn_merge;

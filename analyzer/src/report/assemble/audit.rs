@@ -10,7 +10,6 @@ use crate::analyses::ecn::{FlowMarking, Interval};
 use crate::analyses::flows::Flows;
 use crate::model::{Finding, FindingCode, FlowRef, Severity, addr_string, flow_ref};
 use crate::pipeline::Pipeline;
-use analyzer_common::psn::PsnState;
 
 fn finding(severity: Severity, code: FindingCode, message: String, flows: Vec<FlowRef>) -> Finding {
     Finding::new(severity, code, message, flows)
@@ -33,10 +32,15 @@ pub fn findings(run: &Pipeline) -> Vec<Finding> {
     out.extend(feedback(run));
     out.extend(transport(run));
     out.extend(super::dcqcn::findings(run));
+    sort(&mut out);
+    out
+}
+
+/// Findings in report order: errors first, then by code, flows and message.
+pub fn sort(out: &mut [Finding]) {
     out.sort_by(|a, b| {
         (a.severity, a.code.name(), &a.flows, &a.message).cmp(&(b.severity, b.code.name(), &b.flows, &b.message))
     });
-    out
 }
 
 /// A finding over the flows whose marking `count` is not zero; `message` gets the total count
@@ -181,34 +185,65 @@ pub(super) fn reverse_aeth(run: &Pipeline, hosts: &HostAeth, k: &FlowKey, kind: 
     }
 }
 
+/// What the transport findings read of one flow: its PSN counters and AETHs, the NAKs of each
+/// kind its receiver sent back, the skipped PSNs the ACKs showed the capture missed, its RTT
+/// timeouts. A run reads them from its engine, `merge` from the merged flows, so that a report
+/// merged from a capture cut in time gets one run's findings ([`transport_findings`]).
+#[derive(Debug, Clone)]
+pub struct FlowFacts {
+    pub flow: FlowRef,
+    pub count: [u64; count::COUNT],
+    pub aeth: [u64; aeth::COUNT],
+    /// PSN-sequence-error and RNR NAKs from the receiver (on the paired ACK flow, else on every
+    /// flow back).
+    pub naks_back: u64,
+    pub rnrs_back: u64,
+    pub missed: u64,
+    pub rtt_timeouts: u64,
+}
+
 /// PSN and NAK patterns per flow.
 fn transport(run: &Pipeline) -> Vec<Finding> {
-    let mut out = Vec::new();
     let hosts = host_aeth(run);
-    for (k, s) in run.engine.flows.iter() {
-        let p = &s.psn;
-        let one = || vec![flow_ref(k)];
-        let naks = reverse_aeth(run, &hosts, k, aeth::PSN_SEQUENCE_ERROR);
-        let rnrs = reverse_aeth(run, &hosts, k, aeth::RNR);
-        let missed = run.analyses.messages.capture_missed.get(k).copied().unwrap_or(0);
-        sequence(&mut out, p, (naks, rnrs, missed), &one);
-        nak_kinds(&mut out, p, &one);
-        {
-            let (t, _) = run.analyses.rtt.outcome(&run.analyses.flows, k, run.engine.last_ns.unwrap_or(0));
-            if t > 0 {
-                out.push(finding(
-                    Severity::Warning,
-                    FindingCode::RttTimeout,
-                    format!(
-                        "{t} requests with AckReq not acknowledged within {}",
-                        ns_text(run.analyses.config.rtt_timeout_ns)
-                    ),
-                    one(),
-                ));
-            }
+    let end = run.engine.last_ns.unwrap_or(0);
+    let facts = run.engine.flows.iter().map(|(k, s)| FlowFacts {
+        flow: flow_ref(k),
+        count: s.psn.count,
+        aeth: s.psn.aeth,
+        naks_back: reverse_aeth(run, &hosts, k, aeth::PSN_SEQUENCE_ERROR),
+        rnrs_back: reverse_aeth(run, &hosts, k, aeth::RNR),
+        missed: run.analyses.messages.capture_missed.get(k).copied().unwrap_or(0),
+        rtt_timeouts: run.analyses.rtt.outcome(&run.analyses.flows, k, end).0,
+    });
+    transport_findings(facts, run.analyses.config.rtt_timeout_ns)
+}
+
+/// The transport findings of every flow (`rtt_timeout_ns`: the timeout its RTT was judged by).
+pub fn transport_findings(facts: impl Iterator<Item = FlowFacts>, rtt_timeout_ns: u64) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for f in facts {
+        let one = || vec![f.flow.clone()];
+        sequence(&mut out, &f.count, (f.naks_back, f.rnrs_back, f.missed), &one);
+        nak_kinds(&mut out, &f.count, &f.aeth, &one);
+        if f.rtt_timeouts > 0 {
+            out.push(finding(
+                Severity::Warning,
+                FindingCode::RttTimeout,
+                format!("{} requests with AckReq not acknowledged within {}", f.rtt_timeouts, ns_text(rtt_timeout_ns)),
+                one(),
+            ));
         }
     }
     out
+}
+
+/// Whether a finding is of the transport family ([`transport_findings`]).
+pub fn is_transport(code: FindingCode) -> bool {
+    use FindingCode::*;
+    matches!(
+        code,
+        GoBackN | Reordering | PsnGap | RnrRetry | Retransmission | ReadResponseGap | RnrNak | NakError | RttTimeout
+    )
 }
 
 /// The one finding a flow's PSN sequence gives, if any: go-back-N (duplicates after
@@ -217,56 +252,56 @@ fn transport(run: &Pipeline) -> Vec<Finding> {
 /// are the receiver's NAKs of each kind.
 fn sequence(
     out: &mut Vec<Finding>,
-    p: &PsnState,
+    c: &[u64; count::COUNT],
     (naks, rnrs, missed): (u64, u64, u64),
     one: &dyn Fn() -> Vec<FlowRef>,
 ) {
-    if p.count[count::DUPLICATES] > 0 && naks > 0 {
+    if c[count::DUPLICATES] > 0 && naks > 0 {
         out.push(finding(
             Severity::Warning,
             FindingCode::GoBackN,
             format!(
                 "{} duplicate PSNs after {naks} PSN-sequence-error NAKs from the receiver: go-back-N retransmission after loss ({} out-of-sequence arrivals skipping {} PSNs)",
-                p.count[count::DUPLICATES], p.count[count::OUT_OF_SEQUENCE], p.count[count::PSN_SKIPPED]
+                c[count::DUPLICATES], c[count::OUT_OF_SEQUENCE], c[count::PSN_SKIPPED]
             ),
             one(),
         ));
-    } else if p.count[count::OUT_OF_SEQUENCE] > 0 && p.count[count::DUPLICATES] > 0 {
+    } else if c[count::OUT_OF_SEQUENCE] > 0 && c[count::DUPLICATES] > 0 {
         out.push(finding(
             Severity::Warning,
             FindingCode::Reordering,
             format!(
                 "{} out-of-sequence and {} duplicate PSNs with no PSN-sequence NAK: packets are reordered in the fabric (adaptive routing or packet spraying)",
-                p.count[count::OUT_OF_SEQUENCE], p.count[count::DUPLICATES]
+                c[count::OUT_OF_SEQUENCE], c[count::DUPLICATES]
             ),
             one(),
         ));
-    } else if p.count[count::OUT_OF_SEQUENCE] > 0 && p.count[count::PSN_SKIPPED] > missed {
+    } else if c[count::OUT_OF_SEQUENCE] > 0 && c[count::PSN_SKIPPED] > missed {
         out.push(finding(
             Severity::Warning,
             FindingCode::PsnGap,
             format!(
                 "{} out-of-sequence arrivals skipping {} PSNs{}, no retransmission seen and no ACK covering them: loss before this vantage point, or the capture dropped packets",
-                p.count[count::OUT_OF_SEQUENCE],
-                p.count[count::PSN_SKIPPED] - missed,
+                c[count::OUT_OF_SEQUENCE],
+                c[count::PSN_SKIPPED] - missed,
                 if missed > 0 { format!(" (and {missed} more the ACKs show delivered)") } else { String::new() }
             ),
             one(),
         ));
-    } else if p.count[count::DUPLICATES] > 0 && rnrs > 0 {
+    } else if c[count::DUPLICATES] > 0 && rnrs > 0 {
         out.push(finding(
             Severity::Warning,
             FindingCode::RnrRetry,
-            format!("{} duplicate PSNs: retries after {rnrs} RNR NAKs from the receiver", p.count[count::DUPLICATES]),
+            format!("{} duplicate PSNs: retries after {rnrs} RNR NAKs from the receiver", c[count::DUPLICATES]),
             one(),
         ));
-    } else if p.count[count::DUPLICATES] > 0 {
+    } else if c[count::DUPLICATES] > 0 {
         out.push(finding(
             Severity::Warning,
             FindingCode::Retransmission,
             format!(
                 "{} duplicate PSNs with no gap seen here: retransmissions after a loss past this vantage point or an ACK timeout",
-                p.count[count::DUPLICATES]
+                c[count::DUPLICATES]
             ),
             one(),
         ));
@@ -274,25 +309,22 @@ fn sequence(
 }
 
 /// READ RESPONSE gaps, RNR NAKs and the NAKs that end a QP.
-fn nak_kinds(out: &mut Vec<Finding>, p: &PsnState, one: &dyn Fn() -> Vec<FlowRef>) {
-    if p.count[count::RESPONSE_OUT_OF_SEQUENCE] > 0 {
+fn nak_kinds(out: &mut Vec<Finding>, c: &[u64; count::COUNT], a: &[u64; aeth::COUNT], one: &dyn Fn() -> Vec<FlowRef>) {
+    if c[count::RESPONSE_OUT_OF_SEQUENCE] > 0 {
         out.push(finding(
             Severity::Warning,
             FindingCode::ReadResponseGap,
-            format!(
-                "{} READ RESPONSE packets out of sequence within a response",
-                p.count[count::RESPONSE_OUT_OF_SEQUENCE]
-            ),
+            format!("{} READ RESPONSE packets out of sequence within a response", c[count::RESPONSE_OUT_OF_SEQUENCE]),
             one(),
         ));
     }
-    if p.aeth[aeth::RNR] > 0 {
+    if a[aeth::RNR] > 0 {
         out.push(finding(
             Severity::Warning,
             FindingCode::RnrNak,
             format!(
                 "{} RNR NAKs: the receiver had no receive WQE posted (receiver not ready); the sender backs off by the RNR timer",
-                p.aeth[aeth::RNR]
+                a[aeth::RNR]
             ),
             one(),
         ));
@@ -304,7 +336,7 @@ fn nak_kinds(out: &mut Vec<Finding>, p: &PsnState, one: &dyn Fn() -> Vec<FlowRef
         (aeth::INVALID_RD_REQUEST, "invalid RD request"),
     ];
     let parts: Vec<String> =
-        fatal.iter().filter(|(i, _)| p.aeth[*i] > 0).map(|(i, name)| format!("{} {name}", p.aeth[*i])).collect();
+        fatal.iter().filter(|(i, _)| a[*i] > 0).map(|(i, name)| format!("{} {name}", a[*i])).collect();
     if !parts.is_empty() {
         out.push(finding(
             Severity::Error,

@@ -1,0 +1,63 @@
+//! The audit of a merged report. Reports of one capture cut in time: the transport findings
+//! (PSN, NAK and RTT patterns per flow) are computed again over the merged flows, whose counters
+//! were stitched across the cuts, with the function a run uses, so they are one run's findings
+//! (one per flow, not one per part); the others (marking, CE/CNP feedback, DCQCN) stay each
+//! report's, named by its file. Reports of several points keep every finding per report: their
+//! flows' counts are sums of several views.
+
+use std::collections::BTreeMap;
+
+use analyzer_common::psn::aeth;
+
+use super::assemble::audit::{FlowFacts, is_transport, sort, transport_findings};
+use super::psn_stitch::Part;
+use super::rtt_stitch::FlowId;
+use crate::model::{Flow, FlowRef, Report};
+
+fn id_of(f: &Flow) -> FlowId {
+    (f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp)
+}
+
+/// Request flows and the flows of their ACKs, both ways, as the parts paired them.
+fn peers(parts: &BTreeMap<FlowId, Vec<Part>>) -> BTreeMap<FlowId, FlowId> {
+    let mut m = BTreeMap::new();
+    for (id, ps) in parts {
+        let acks = ps.iter().filter_map(|p| p.edge.as_ref()?.rtt.as_ref()?.ack_flow.as_ref());
+        if let Some(a) = acks.into_iter().next() {
+            let ack = (id.0, a.src.clone(), a.dst.clone(), a.udp_sport, a.dst_qp);
+            m.entry(ack.clone()).or_insert_with(|| id.clone());
+            m.entry(id.clone()).or_insert(ack);
+        }
+    }
+    m
+}
+
+/// Replaces the reports' transport findings with those of the merged flows (`parts`: each
+/// flow's sight in each report, for the pairing of requests and ACKs).
+pub fn recompute(report: &mut Report, parts: &BTreeMap<FlowId, Vec<Part>>) {
+    let peers = peers(parts);
+    let aeths: BTreeMap<FlowId, [u64; aeth::COUNT]> = report.flows.iter().map(|f| (id_of(f), f.naks.values)).collect();
+    // AETHs per (source, destination), over the flows that carried any.
+    let mut hosts: BTreeMap<(u8, &str, &str), [u64; aeth::COUNT]> = BTreeMap::new();
+    for f in report.flows.iter().filter(|f| f.naks.values.iter().any(|n| *n > 0)) {
+        let e = hosts.entry((f.ip_version, &f.src, &f.dst)).or_default();
+        e.iter_mut().zip(f.naks.values).for_each(|(t, v)| *t += v);
+    }
+    let back = |f: &Flow, kind: usize| match peers.get(&id_of(f)) {
+        Some(peer) => aeths.get(peer).map_or(0, |a| a[kind]),
+        None => hosts.get(&(f.ip_version, f.dst.as_str(), f.src.as_str())).map_or(0, |a| a[kind]),
+    };
+    let facts = report.flows.iter().map(|f| FlowFacts {
+        flow: FlowRef { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp },
+        count: f.psn.sequence.values,
+        aeth: f.naks.values,
+        naks_back: back(f, aeth::PSN_SEQUENCE_ERROR),
+        rnrs_back: back(f, aeth::RNR),
+        missed: f.psn.capture_missed,
+        rtt_timeouts: f.rtt_ns.map_or(0, |r| r.timeouts),
+    });
+    let mut audit = transport_findings(facts, report.rtt_ns.timeout_ns);
+    audit.extend(report.audit.drain(..).filter(|f| !is_transport(f.code)));
+    sort(&mut audit);
+    report.audit = audit;
+}

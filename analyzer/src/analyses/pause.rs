@@ -27,6 +27,8 @@ pub struct Timer {
     /// The running interval: (start, end as the last frame set it).
     running: Option<(u64, u64)>,
     last_ts: u64,
+    /// The first frame's time (XOFF or XON).
+    pub first_ts: Option<u64>,
 }
 
 impl Timer {
@@ -122,6 +124,7 @@ impl Pause {
         // Live events of two CPUs may arrive slightly out of order: never go back in time.
         let ts = ts.max(t.last_ts);
         t.last_ts = ts;
+        t.first_ts.get_or_insert(ts);
         let until = ts + quanta_ns(quanta, self.speed_bps);
         t.running = match t.running {
             // Still paused: the new frame replaces the timer (XON ends it now).

@@ -94,11 +94,16 @@ pub struct PauseTime {
     /// False when older intervals were left out (more than [`MAX_INTERVALS`]).
     #[serde(default = "yes")]
     pub intervals_complete: bool,
+    /// The time of the sender's first pause frame for it (XOFF or XON) in this capture: where
+    /// one run over a capture cut in time let a frame after the cut replace a pause the part
+    /// before projected past its end (`merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_frame_ns: Option<u64>,
 }
 
 impl Default for PauseTime {
     fn default() -> Self {
-        PauseTime { paused_ns: 0, intervals: Vec::new(), intervals_complete: true }
+        PauseTime { paused_ns: 0, intervals: Vec::new(), intervals_complete: true, first_frame_ns: None }
     }
 }
 
@@ -110,6 +115,7 @@ impl PauseTime {
             paused_ns: all.iter().map(|(s, e)| e - s).sum(),
             intervals: all[from..].iter().map(|(s, e)| [*s, *e]).collect(),
             intervals_complete: from == 0,
+            first_frame_ns: None,
         }
     }
 
@@ -118,6 +124,10 @@ impl PauseTime {
     pub fn join(&mut self, o: &PauseTime) {
         self.paused_ns = self.paused_ns.max(o.paused_ns);
         self.intervals.extend_from_slice(&o.intervals);
+        self.first_frame_ns = match (self.first_frame_ns, o.first_frame_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         // A report from before intervals were listed has pause time but no intervals.
         self.intervals_complete &= o.intervals_complete && !(o.intervals.is_empty() && o.paused_ns > 0);
     }

@@ -259,6 +259,9 @@ pub struct Merger {
     leads: BTreeMap<(String, u8), Vec<super::ecn_merge::LeadPart>>,
     /// Each report's load-balancing section.
     load_balancing: Vec<LoadBalancing>,
+    /// Per sender and priority (`ALL_PRIORITIES`: 802.3x), each report's last interval and
+    /// first frame (`pause_merge`).
+    pause_tails: BTreeMap<(String, u8), Vec<super::pause_merge::Tail>>,
     /// Per priority: data frames and pause frames (the reports' `pfc.rates`).
     rates: BTreeMap<u8, (u64, u64)>,
     by_label: BTreeMap<String, LabelShare>,
@@ -318,7 +321,7 @@ impl Merger {
             let labels: Vec<String> = f.labels.iter().map(|l| self.qualify(path, l)).collect();
             self.absorb_flow(f, labels, (r.capture.start_ns, r.capture.end_ns))?;
         }
-        self.absorb_pfc(&r.pfc, r.capture.start_ns)?;
+        self.absorb_pfc(&r.pfc, (r.capture.start_ns, r.capture.end_ns))?;
         self.absorb_ecmp(path, r)?;
         self.trees.extend(r.congestion_tree.trees.iter().cloned());
         self.deadlocks.extend(r.congestion_tree.deadlocks.iter().cloned());
@@ -450,6 +453,7 @@ impl Merger {
             repeats: f.psn.sequence[count::DUPLICATES],
             out_of_sequence: f.psn.sequence[count::OUT_OF_SEQUENCE],
             naks: f.naks.total().saturating_sub(f.naks[aeth::RNR]),
+            skipped: f.psn.sequence[count::PSN_SKIPPED],
         };
         self.parts.entry(key.clone()).or_default().push(part);
         let Some(m) = self.flows.get_mut(&key) else {
@@ -482,7 +486,19 @@ impl Merger {
         Ok(())
     }
 
-    fn absorb_pfc(&mut self, p: &Pfc, start_ns: u64) -> Result<(), Overflow> {
+    fn absorb_pfc(&mut self, p: &Pfc, (start_ns, end_ns): (u64, u64)) -> Result<(), Overflow> {
+        let report = self.reports - 1;
+        let tail = |mac: &str, prio: u8, t: &PauseTime| {
+            let first_frame_ns = t.first_frame_ns;
+            let tail = super::pause_merge::Tail {
+                report,
+                start_ns,
+                end_ns,
+                first_frame_ns,
+                last: t.intervals.last().copied(),
+            };
+            ((mac.to_string(), prio), tail)
+        };
         sum!(self.pfc_frames, p.frames, "pfc.frames");
         sum!(self.pause_frames, p.pause_8023x_frames, "pfc.pause_8023x_frames");
         self.link_speed_bps.get_or_insert(p.link_speed_bps);
@@ -495,6 +511,8 @@ impl Merger {
             });
             e.counts.checked_add(&s.counts).map_err(|f| Overflow(format!("pfc.senders.{f}")))?;
             e.pause.join(&s.pause);
+            let (k, t) = tail(&s.mac, s.priority, &s.pause);
+            self.pause_tails.entry(k).or_default().push(t);
             // A sender several reports saw: its onsets and the marks before them are judged
             // over all at the end (an interval split between two captures is one onset).
             self.leads.entry((s.mac.clone(), s.priority)).or_default().push((start_ns, s.ecn_lead.clone()));
@@ -514,6 +532,8 @@ impl Merger {
             });
             e.counts.checked_add(&s.counts).map_err(|f| Overflow(format!("pfc.pause_senders.{f}")))?;
             e.pause.join(&s.pause);
+            let (k, t) = tail(&s.mac, ALL_PRIORITIES, &s.pause);
+            self.pause_tails.entry(k).or_default().push(t);
         }
         self.storms.extend(p.storms.iter().cloned());
         Ok(())
@@ -609,6 +629,14 @@ impl Merger {
     /// deadlocks follow from it), the ECMP section recomputed, the notes of the whole.
     /// The PFC section of the reports folded so far (its rates are added at the end).
     fn pfc_section(&mut self) -> Pfc {
+        // Reports in series: a pause one projected past its end ends at a later one's frame.
+        if super::rtt_stitch::in_series(&self.rtt_spans()).is_some() {
+            let senders = self.senders.iter_mut().map(|(k, s)| (k.clone(), &mut s.pause));
+            let pause = self.pause.iter_mut().map(|(m, s)| ((m.clone(), ALL_PRIORITIES), &mut s.pause));
+            for (k, p) in senders.chain(pause) {
+                super::pause_merge::clip(&mut p.intervals, self.pause_tails.get(&k).map_or(&[], Vec::as_slice));
+            }
+        }
         Pfc {
             frames: self.pfc_frames,
             pause_8023x_frames: self.pause_frames,
@@ -661,8 +689,11 @@ impl Merger {
             // the ACKs after it could not tell apart (`loss_stitch`).
             let skipped_at_cut =
                 c.as_ref().is_some_and(|c| c.add.count[count::PSN_SKIPPED] > c.sub.count[count::PSN_SKIPPED]);
+            // A flow whose PSN state did not cross the cut: its later parts told their skips apart
+            // from their own start, not from where the part before left it.
             let untold = told.is_some_and(|t| t.is_none())
                 || (skipped_at_cut && told.is_none())
+                || (c.is_none() && parts.iter().any(|p| p.skipped > 0))
                 || parts[..parts.len() - 1].iter().any(|p| p.edge.is_none() && p.open_skips > 0);
             st.loss_open += u64::from(untold);
             if let Some(Some(n)) = told {

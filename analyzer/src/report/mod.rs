@@ -25,6 +25,7 @@ pub mod marking_merge;
 pub mod merge;
 pub mod messages_merge;
 pub mod out_dir;
+pub mod pause_merge;
 pub mod psn_stitch;
 pub mod render;
 pub mod rtt_merge;

@@ -43,6 +43,8 @@ pub struct Part {
     pub out_of_sequence: u64,
     /// NAKs other than RNR this flow carried (each marks a gap lost: `loss_stitch`).
     pub naks: u64,
+    /// PSNs this part saw skipped (told apart or not).
+    pub skipped: u64,
 }
 
 /// What the whole counts beyond the parts' sum: `add` minus `sub`, counter by counter (both
@@ -195,20 +197,7 @@ mod tests {
             heads.observe(0, &s, &st.seq);
         }
         let edge = crate::engine::edges::edge(heads.get(0), st.seq);
-        (
-            st,
-            Part {
-                start_ns,
-                end_ns: start_ns + 1,
-                edge: Some(edge),
-                rtt: None,
-                open_skips: 0,
-                report: 0,
-                repeats: 0,
-                out_of_sequence: 0,
-                naks: 0,
-            },
-        )
+        (st, Part { start_ns, end_ns: start_ns + 1, edge: Some(edge), rtt: None, ..Part::default() })
     }
 
     /// The whole's counters from the parts' sum and the correction.
@@ -262,17 +251,7 @@ mod tests {
 
     #[test]
     fn parts_that_overlap_are_not_in_series() {
-        let p = |s, e| Part {
-            start_ns: s,
-            end_ns: e,
-            edge: None,
-            rtt: None,
-            open_skips: 0,
-            report: 0,
-            repeats: 0,
-            out_of_sequence: 0,
-            naks: 0,
-        };
+        let p = |s, e| Part { start_ns: s, end_ns: e, ..Part::default() };
         assert!(in_series(&mut [p(10, 20), p(0, 10)]));
         assert!(!in_series(&mut [p(0, 15), p(10, 20)]));
     }

@@ -146,11 +146,7 @@ mod tests {
             end_ns: 0,
             edge: Some(crate::model::edge::FlowEdge { rtt, ..edge }),
             rtt: Some(flow),
-            open_skips: 0,
-            report: 0,
-            repeats: 0,
-            out_of_sequence: 0,
-            naks: 0,
+            ..Part::default()
         }
     }
 

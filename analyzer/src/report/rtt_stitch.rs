@@ -399,17 +399,7 @@ mod tests {
     }
 
     fn part(report: usize, e: FlowEdge) -> Part {
-        Part {
-            start_ns: 0,
-            end_ns: 0,
-            edge: Some(e),
-            rtt: None,
-            open_skips: 0,
-            report,
-            repeats: 0,
-            out_of_sequence: 0,
-            naks: 0,
-        }
+        Part { edge: Some(e), report, ..Part::default() }
     }
 
     fn id(qp: u32) -> FlowId {

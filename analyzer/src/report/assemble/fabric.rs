@@ -20,8 +20,12 @@ pub fn pfc(run: &Pipeline) -> Pfc {
     let t = &run.engine.pfc;
     let a = &run.analyses;
     let topo = a.config.topology.as_ref();
+    // (`--edges`: with the first frame's time, for `merge` across cuts in time.)
+    let edges = run.engine.heads.is_some();
     let pause = |mac: &[u8; 6], prio: u8| {
-        PauseTime::of(&a.pause.timers.get(&(*mac, prio)).map(|t| t.all_intervals()).unwrap_or_default())
+        let timer = a.pause.timers.get(&(*mac, prio));
+        let first_frame_ns = timer.and_then(|t| t.first_ts).filter(|_| edges);
+        PauseTime { first_frame_ns, ..PauseTime::of(&timer.map(|t| t.all_intervals()).unwrap_or_default()) }
     };
     Pfc {
         frames: t.pfc_frames,

@@ -37,10 +37,7 @@ pub fn stitch(parts: &BTreeMap<FlowId, Vec<Part>>, spans: &[Span]) -> Told {
             continue;
         }
         let t = match &order {
-            Some(order) => match pairing.ack_of(id, ps, true).filter(|a| !a.inferred) {
-                Some(ack) => replay(order, ps, ack.parts),
-                None => Err(Untold),
-            },
+            Some(order) => replay(order, ps, pairing.ack_of(id, ps, true).filter(|a| !a.inferred).map(|a| a.parts)),
             None => Err(Untold),
         };
         match t {
@@ -85,12 +82,14 @@ fn covered(g: &[u32; 3], psn: u32) -> bool {
 
 /// The reports in `order`: each one's ACKs on the gaps carried into it, then its own open gaps
 /// carried on. Returns the PSNs told missed by the capture.
-fn replay(order: &[usize], req: &[Part], acks: &[Part]) -> Result<Option<u64>, Untold> {
+/// (`acks`: the ACK flow's parts, `None` when the reports cannot pair it: untold if a gap
+/// crosses a cut.)
+fn replay(order: &[usize], req: &[Part], acks: Option<&[Part]>) -> Result<Option<u64>, Untold> {
     let part = |ps: &[Part], j: usize| ps.iter().find(|p| p.report == j).cloned();
     let (mut gaps, mut paired, mut told): (Vec<[u32; 3]>, bool, u64) = (Vec::new(), false, 0);
     let (mut before, mut carried): (Option<PsnSeq>, bool) = (None, false);
     for &j in order {
-        let (r, a) = (part(req, j), part(acks, j));
+        let (r, a) = (part(req, j), acks.and_then(|acks| part(acks, j)));
         if r.as_ref().is_some_and(|p| p.edge.is_none()) || a.as_ref().is_some_and(|p| p.edge.is_none()) {
             return Err(Untold);
         }
@@ -100,6 +99,9 @@ fn replay(order: &[usize], req: &[Part], acks: &[Part]) -> Result<Option<u64>, U
             gaps.push(g);
         }
         carried |= gaps.iter().any(|g| g[2] != 1);
+        if acks.is_none() && !gaps.is_empty() {
+            return Err(Untold);
+        }
         let names = r.as_ref().and_then(|p| p.edge.as_ref()?.rtt.as_ref()?.ack_flow.as_ref()).is_some();
         if !gaps.is_empty() {
             if let Some(r) = &r {

@@ -365,7 +365,7 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
 }
 
 /// The synthetic cluster of the benchmarks (16 hosts in a ring, 64 KiB WRITEs with ACKs, CE
-/// marks and CNPs, PFC, a READ, retransmissions), cut in two at several places: every section
+/// marks and CNPs, PFC, a READ, retransmissions), cut in two and three at several places: every section
 /// of the merge is one run's, or a note says why. (A flow whose PSN state did not cross a cut
 /// once counted the skips of the part after it from its own start, and `capture.loss` differed
 /// from one run's with no note.)
@@ -384,29 +384,33 @@ fn a_cluster_cut_in_time_merges_back_or_says_why() {
     };
     let whole = report(&["-q", "-r", &format!("cap={}", write("whole.pcap", &recs)), "--json", "-"]);
     let mut equal = 0;
-    for cut in (1..10).map(|k| recs.len() * k / 10) {
-        let parts: Vec<String> = [&recs[..cut], &recs[cut..]]
-            .iter()
+    // Cut in two at 9 places, and in three at 4 pairs of places.
+    let n = recs.len();
+    let mut cuts: Vec<Vec<usize>> = (1..10).map(|k| vec![n * k / 10]).collect();
+    cuts.extend((1..5).map(|k| vec![n * k / 10, n * (k + 4) / 10]));
+    for at in &cuts {
+        let bounds: Vec<usize> = std::iter::once(0).chain(at.iter().copied()).chain(std::iter::once(n)).collect();
+        let name = at.iter().map(|c| c.to_string()).collect::<Vec<_>>().join("-");
+        let parts: Vec<String> = bounds
+            .windows(2)
             .enumerate()
-            .map(|(i, part)| {
-                let pcap = write(&format!("{cut}.{i}.pcap"), part);
+            .map(|(i, w)| {
+                let pcap = write(&format!("{name}.{i}.pcap"), &recs[w[0]..w[1]]);
                 let r = report(&["-q", "-r", &format!("cap={pcap}"), "--edges", "--json", "-"]);
-                let p = dir.path().join(format!("{cut}.{i}.json"));
+                let p = dir.path().join(format!("{name}.{i}.json"));
                 std::fs::write(&p, r.to_string()).unwrap();
                 p.display().to_string()
             })
             .collect();
-        let merged = report(&["merge", &parts[0], &parts[1], "--json", "-"]);
+        let mut args = vec!["merge"];
+        args.extend(parts.iter().map(String::as_str));
+        args.extend(["--json", "-"]);
+        let merged = report(&args);
         let codes: Vec<&str> =
             merged["visibility"].as_array().unwrap().iter().filter_map(|n| n["code"].as_str()).collect();
-        let (silent, n) = unsaid(&merged, &whole, &codes);
-        assert_eq!(
-            silent,
-            Vec::<&str>::new(),
-            "cut at frame {cut} of {}: sections unlike one run's, unsaid",
-            recs.len()
-        );
-        equal += n;
+        let (silent, k) = unsaid(&merged, &whole, &codes);
+        assert_eq!(silent, Vec::<&str>::new(), "cut at frames {name} of {n}: sections unlike one run's, unsaid");
+        equal += k;
     }
-    assert!(equal >= 60, "sections equal to one run's over 9 cuts: {equal}");
+    assert!(equal >= 140, "sections equal to one run's over 13 merges (147 when written): {equal}");
 }

@@ -12,7 +12,8 @@
 //! `rtt_not_stitched`: a repeat after the cut, an ambiguous pairing), the capture's own loss
 //! (PSNs skipped before a cut that an ACK after it covers, from the edges' open gaps; else
 //! `capture_loss_not_stitched`), the findings of each flow's PSNs, NAKs and RTT (computed again
-//! over the merged flows: one per flow, as one run gives them), and the marking over
+//! over the merged flows: one per flow, as one run gives them) and of CE marks and CNPs (over the
+//! merged pairs), and the marking over
 //! time (a later part's frames before its own first mark, which one run counts, in its edge),
 //! load balancing (over the merged flows) wherever no flow met a gap or repeat at a cut, and
 //! how each CE mark was answered and each QP's CNP pacing (the pairs' edges replay the marks
@@ -89,20 +90,27 @@ fn psn(r: &Value) -> Value {
 /// The transport findings (PSN, NAK and RTT patterns per flow): one per flow over the merged
 /// flows, as one run gives them.
 fn transport(r: &Value) -> Value {
-    const CODES: [&str; 9] = [
-        "go_back_n",
-        "reordering",
-        "psn_gap",
-        "rnr_retry",
-        "retransmission",
-        "read_response_gap",
-        "rnr_nak",
-        "nak_error",
-        "rtt_timeout",
-    ];
-    let audit = r["audit"].as_array().unwrap().iter().filter(|f| CODES.contains(&f["code"].as_str().unwrap()));
+    findings(r, &TRANSPORT)
+}
+
+/// The findings of `codes`, as [code, message, flows].
+fn findings(r: &Value, codes: &[&str]) -> Value {
+    let audit = r["audit"].as_array().unwrap().iter().filter(|f| codes.contains(&f["code"].as_str().unwrap()));
     Value::Array(audit.map(|f| json!([f["code"], f["message"], f["flows"]])).collect())
 }
+
+/// The transport findings' codes.
+const TRANSPORT: [&str; 9] = [
+    "go_back_n",
+    "reordering",
+    "psn_gap",
+    "rnr_retry",
+    "retransmission",
+    "read_response_gap",
+    "rnr_nak",
+    "nak_error",
+    "rtt_timeout",
+];
 
 /// The cuts whose PSN state a merge cannot stitch, stated by hand: qp_mtus.pcap has a READ
 /// open at both cuts whose READ RESPONSE (the MTU that gives its span) comes after the cut;
@@ -238,7 +246,7 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     let dir = tempfile::tempdir().unwrap();
     let (mut checked, mut stitched_anomalies, mut rtt_whole, mut marking_carried) = (0, 0, 0, 0);
     let (mut lb_whole, mut lb_said, mut leads_judged, mut sections_equal, mut rtt_stitched) = (0, 0, 0, 0, 0);
-    let (mut loss_told, mut findings_whole) = (0, 0);
+    let (mut loss_told, mut findings_whole, mut feedback_whole) = (0, 0, 0);
     let mut not_stitched = Vec::new();
     for f in fixtures::all().into_iter().filter(|f| f.frames.len() >= 3 && !matched_within(f)) {
         let whole = analyse(dir.path(), &f, &format!("{}.whole", f.name), &[]);
@@ -308,6 +316,12 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
                 assert_json_eq(&transport(&merged), &transport(&whole), &format!("{what}: transport findings"));
                 findings_whole += u64::from(transport(&whole) != json!([]));
             }
+            // The CE/CNP findings over the merged pairs: one run's wherever the pairs are.
+            if !codes.contains(&"ecn_not_stitched") {
+                let ecn = |r: &Value| findings(r, &["ce_without_cnp", "cnp_without_ce"]);
+                assert_json_eq(&ecn(&merged), &ecn(&whole), &format!("{what}: CE/CNP findings"));
+                feedback_whole += u64::from(ecn(&whole) != json!([]));
+            }
             // PSNs skipped before a cut that an ACK after it covered: missed by the capture.
             let missed = |r: &Value| r["capture"]["loss"]["frames_missed"].as_u64().unwrap_or(0);
             if !codes.contains(&"capture_loss_not_stitched") {
@@ -356,6 +370,7 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     assert!(rtt_stitched >= 8, "merges whose RTT was stitched across a cut: {rtt_stitched}");
     assert!(loss_told >= 1, "merges whose capture loss was told by ACKs after a cut: {loss_told}");
     assert!(findings_whole >= 30, "merges with one run's transport findings: {findings_whole}");
+    assert!(feedback_whole >= 15, "merges with one run's CE/CNP findings: {feedback_whole}");
     assert!(lb_whole >= 40 && lb_said <= 30, "load balancing one run's in {lb_whole} merges, said in {lb_said}");
     // 15 sections in each merge: 1250 came back exactly when this was written (messages and
     // DCQCN rarely yet; the others wherever no note says why not).

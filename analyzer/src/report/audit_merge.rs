@@ -1,7 +1,8 @@
 //! The audit of a merged report. Reports of one capture cut in time: the transport findings
 //! (PSN, NAK and RTT patterns per flow) are computed again over the merged flows, whose counters
-//! were stitched across the cuts, with the function a run uses, so they are one run's findings
-//! (one per flow, not one per part); the others (marking, CE/CNP feedback, DCQCN) stay each
+//! were stitched across the cuts, and the CE/CNP findings over the merged pairs (when the parts
+//! carry `--cnp-timeout` in their pairs' edges), with the functions a run uses, so they are one
+//! run's findings (one per flow or pair, not one per part); the others (marking, DCQCN) stay each
 //! report's, named by its file. Reports of several points keep every finding per report: their
 //! flows' counts are sums of several views.
 
@@ -9,10 +10,13 @@ use std::collections::BTreeMap;
 
 use analyzer_common::psn::aeth;
 
-use super::assemble::audit::{FlowFacts, is_transport, sort, transport_findings};
+use super::assemble::audit::{
+    Carrier, FlowFacts, PairFacts, feedback_findings, is_feedback, is_transport, sort, transport_findings,
+};
 use super::psn_stitch::Part;
 use super::rtt_stitch::FlowId;
-use crate::model::{Flow, FlowRef, Report};
+use crate::analyses::ecn::Interval;
+use crate::model::{CnpInterval, Flow, FlowRef, Report, names};
 
 fn id_of(f: &Flow) -> FlowId {
     (f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp)
@@ -32,9 +36,51 @@ fn peers(parts: &BTreeMap<FlowId, Vec<Part>>) -> BTreeMap<FlowId, FlowId> {
     m
 }
 
+/// The interval a report's `cnp_interval` names.
+fn interval_of(i: &CnpInterval) -> Interval {
+    match i.source.as_str() {
+        "given" => Interval::Given(i.ns),
+        "inferred" => Interval::Inferred(i.ns),
+        _ => Interval::Unknown,
+    }
+}
+
+/// The merged pairs' CE/CNP findings, when `--cnp-timeout` is known (`timeout_ns`, from the
+/// parts' pair edges).
+fn feedback(report: &Report, timeout_ns: u64) -> Vec<crate::model::Finding> {
+    let pairs: Vec<PairFacts> = report
+        .pairs
+        .iter()
+        .map(|p| PairFacts {
+            a: p.a.clone(),
+            b: p.b.clone(),
+            ce: p.ce,
+            cnp_back: p.cnp_back,
+            unanswered: p.ce_unanswered,
+            covered: p.ce_covered,
+        })
+        .collect();
+    // A flow carried data when it has a data opcode, CNPs when it has CNPs (as the run counts).
+    let data: std::collections::BTreeSet<&str> = (0..=255u8)
+        .filter(|o| analyzer_common::opcode::is_data(*o) && *o != analyzer_common::opcode::CNP)
+        .map(names::opcode_name_static)
+        .collect();
+    let carriers = || {
+        let flows = report.flows.iter().map(|f| {
+            let carried = |name: &str| f.opcodes.iter().any(|(n, c)| *c > 0 && n == name);
+            let has_data = f.opcodes.iter().any(|(n, c)| *c > 0 && data.contains(n));
+            let flow = FlowRef { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp };
+            (flow, has_data, carried("CNP"))
+        });
+        flows.filter(|(_, d, c)| *d || *c).collect::<Vec<Carrier>>()
+    };
+    feedback_findings(&pairs, interval_of(&report.cnp_interval), timeout_ns, carriers)
+}
+
 /// Replaces the reports' transport findings with those of the merged flows (`parts`: each
-/// flow's sight in each report, for the pairing of requests and ACKs).
-pub fn recompute(report: &mut Report, parts: &BTreeMap<FlowId, Vec<Part>>) {
+/// flow's sight in each report, for the pairing of requests and ACKs), and their CE/CNP findings
+/// with those of the merged pairs when `cnp_timeout_ns` is known.
+pub fn recompute(report: &mut Report, parts: &BTreeMap<FlowId, Vec<Part>>, cnp_timeout_ns: Option<u64>) {
     let peers = peers(parts);
     let aeths: BTreeMap<FlowId, [u64; aeth::COUNT]> = report.flows.iter().map(|f| (id_of(f), f.naks.values)).collect();
     // AETHs per (source, destination), over the flows that carried any.
@@ -57,7 +103,12 @@ pub fn recompute(report: &mut Report, parts: &BTreeMap<FlowId, Vec<Part>>) {
         rtt_timeouts: f.rtt_ns.map_or(0, |r| r.timeouts),
     });
     let mut audit = transport_findings(facts, report.rtt_ns.timeout_ns);
-    audit.extend(report.audit.drain(..).filter(|f| !is_transport(f.code)));
+    if let Some(t) = cnp_timeout_ns {
+        audit.extend(feedback(report, t));
+    }
+    let recomputed =
+        |f: &crate::model::Finding| is_transport(f.code) || (cnp_timeout_ns.is_some() && is_feedback(f.code));
+    audit.extend(report.audit.drain(..).filter(|f| !recomputed(f)));
     sort(&mut audit);
     report.audit = audit;
 }

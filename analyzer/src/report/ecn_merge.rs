@@ -26,6 +26,18 @@ pub struct Part {
     pub interval: CnpInterval,
 }
 
+/// `--cnp-timeout` of the parts, as their pairs' edges carry it (`None`: no edge, or parts
+/// that differ). A part without CE marks or CNPs has no pair to tell it and no say.
+pub fn cnp_timeout(parts: &[Part]) -> Option<u64> {
+    let mut t = parts
+        .iter()
+        .flat_map(|p| &p.pairs)
+        .filter(|p| p.ce + p.cnp_back > 0)
+        .map(|p| p.edge.as_ref().map(|e| e.timeout_ns));
+    let first = t.next()??;
+    t.all(|x| x == Some(first)).then_some(first)
+}
+
 /// The merged pairs (by their addresses' text: `merge` puts them in report order), pacing and
 /// interval.
 pub struct Merged {

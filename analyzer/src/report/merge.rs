@@ -255,6 +255,8 @@ pub struct Merger {
     markings: Vec<super::marking_merge::Part>,
     /// Each report's CE/CNP pairs, pacing and interval, with its span.
     ecn: Vec<super::ecn_merge::Part>,
+    /// `--cnp-timeout` of the reports, when their pairs' edges tell it (`ecn_merge::cnp_timeout`).
+    cnp_timeout: Option<u64>,
     /// Per PFC sender and priority, each report's view of its onsets, with the report's start.
     leads: BTreeMap<(String, u8), Vec<super::ecn_merge::LeadPart>>,
     /// Each report's load-balancing section.
@@ -386,6 +388,7 @@ impl Merger {
     /// whether the merge must say so).
     fn ecn_sections(&mut self) -> (Vec<Pair>, Vec<CnpPacing>, CnpInterval, bool) {
         let timed = self.pairs.values().any(|p| p.ce + p.cnp_back > 0) || !self.pacing.is_empty();
+        self.cnp_timeout = super::ecn_merge::cnp_timeout(&self.ecn);
         match super::ecn_merge::merge(std::mem::take(&mut self.ecn)) {
             Some(m) => (pairs_in_order(m.pairs), m.pacing, m.interval, false),
             None => (
@@ -799,7 +802,7 @@ impl Merger {
         load_balancing_of(&self.load_balancing, &self.parts, st.irregular, &mut report);
         judge_leads(&mut report, &self.leads, self.spans.iter().map(|s| s.0).min().unwrap_or(0));
         if super::rtt_stitch::in_series(&rtt_spans(&self.spans, &self.rtt_reports)).is_some() {
-            super::audit_merge::recompute(&mut report, &self.parts);
+            super::audit_merge::recompute(&mut report, &self.parts, self.cnp_timeout);
         }
         Ok(report)
     }

@@ -93,44 +93,62 @@ fn marking(run: &Pipeline) -> Vec<Finding> {
     .collect()
 }
 
+/// What the CE/CNP findings read of a direction of an IP pair: its marks, the CNPs back, the
+/// marks no CNP answered and those a CNP's pacing covered (a run's from its ECN analysis,
+/// `merge`'s from the merged pairs).
+#[derive(Debug, Clone)]
+pub struct PairFacts {
+    pub a: String,
+    pub b: String,
+    pub ce: u64,
+    pub cnp_back: u64,
+    pub unanswered: u64,
+    pub covered: u64,
+}
+
+/// A flow as the CE/CNP findings name it: whether it carried data, whether CNPs.
+pub type Carrier = (FlowRef, bool, bool);
+
 /// CE marks and the CNPs that answer them, per direction of an IP pair.
 fn feedback(run: &Pipeline) -> Vec<Finding> {
     let e = &run.analyses.ecn;
     let end = run.engine.last_ns.unwrap_or(0);
-    let mut out = Vec::new();
     let interval = e.interval();
-    // Flows by (source, destination), once, for the pairs a finding will name (a fabric of
-    // many pairs has few with CE/CNP trouble: no index of every flow).
-    type Marked<'a> = Vec<(&'a FlowKey, &'a FlowMarking)>;
-    let mut by_hosts: FxHashMap<([u8; 16], [u8; 16]), Marked> = FxHashMap::default();
-    for (((a, _), (b, _)), p) in e.pairs() {
-        if p.split(end, e.timeout_ns, interval).0 > 0 {
-            by_hosts.entry((*a, *b)).or_default();
-        }
-        if p.cnp_back > 0 && p.ce == 0 {
-            by_hosts.entry((*b, *a)).or_default();
-        }
-    }
-    if !by_hosts.is_empty() {
-        for (k, m) in run.analyses.flows.markings() {
-            if let Some(v) = by_hosts.get_mut(&(k.src, k.dst)) {
-                v.push((k, m));
-            }
-        }
-    }
-    let named = |src: &[u8; 16], dst: &[u8; 16], cnp: bool| -> Vec<FlowRef> {
-        let flows = by_hosts.get(&(*src, *dst)).into_iter().flatten();
-        flows.filter(|(_, m)| if cnp { m.cnps > 0 } else { m.data > 0 }).map(|(k, _)| flow_ref(k)).collect()
+    let pairs: Vec<PairFacts> = e
+        .pairs()
+        .map(|(((a, v), (b, _)), p)| {
+            let (unanswered, covered) = p.split(end, e.timeout_ns, interval);
+            let (a, b) = (addr_string(*v, a), addr_string(*v, b));
+            PairFacts { a, b, ce: p.ce, cnp_back: p.cnp_back, unanswered, covered }
+        })
+        .collect();
+    let carriers = || run.analyses.flows.markings().map(|(k, m)| (flow_ref(k), m.data > 0, m.cnps > 0)).collect();
+    feedback_findings(&pairs, interval, e.timeout_ns, carriers)
+}
+
+/// The CE/CNP findings of `pairs`, with the pacing `interval` and `--cnp-timeout`; `carriers`
+/// (asked only when a finding names flows) are the flows with data or CNPs.
+pub fn feedback_findings(
+    pairs: &[PairFacts],
+    interval: Interval,
+    timeout_ns: u64,
+    carriers: impl FnOnce() -> Vec<Carrier>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let troubled = |p: &PairFacts| p.unanswered > 0 || (p.cnp_back > 0 && p.ce == 0);
+    let flows: Vec<Carrier> = if pairs.iter().any(troubled) { carriers() } else { Vec::new() };
+    let named = |src: &str, dst: &str, cnp: bool| -> Vec<FlowRef> {
+        let of = flows.iter().filter(|(f, _, _)| f.src == src && f.dst == dst);
+        of.filter(|(_, data, cnps)| if cnp { *cnps } else { *data }).map(|(f, _, _)| f.clone()).collect()
     };
-    for (((a, v), (b, _)), p) in e.pairs() {
-        let (sa, sb) = (addr_string(*v, a), addr_string(*v, b));
-        let (unanswered, covered) = p.split(end, e.timeout_ns, interval);
-        if unanswered > 0 {
+    for p in pairs {
+        let (sa, sb) = (&p.a, &p.b);
+        if p.unanswered > 0 {
             let paced = match interval {
                 Interval::Unknown => " (too few CNPs to tell their pacing interval: give --cnp-interval)".to_string(),
                 i => format!(
                     "; {} within the CNP pacing interval ({}, {}) after a CNP",
-                    if covered > 0 { format!("{covered} more came, covered by it,") } else { "none came".into() },
+                    if p.covered > 0 { format!("{} more came, covered by it,", p.covered) } else { "none came".into() },
                     ns_text(i.ns().unwrap_or(0)),
                     if matches!(i, Interval::Given(_)) { "given" } else { "inferred from the CNP gaps" }
                 ),
@@ -139,11 +157,12 @@ fn feedback(run: &Pipeline) -> Vec<Finding> {
                 Severity::Error,
                 FindingCode::CeWithoutCnp,
                 format!(
-                    "{sa} → {sb}: {unanswered} of {} CE-marked packets got no CNP back within {} and none just before{paced}: the notification point (the receiving NIC) does not send CNPs, or they are lost",
+                    "{sa} → {sb}: {} of {} CE-marked packets got no CNP back within {} and none just before{paced}: the notification point (the receiving NIC) does not send CNPs, or they are lost",
+                    p.unanswered,
                     p.ce,
-                    ns_text(e.timeout_ns)
+                    ns_text(timeout_ns)
                 ),
-                named(a, b, false),
+                named(sa, sb, false),
             ));
         }
         if p.cnp_back > 0 && p.ce == 0 {
@@ -154,11 +173,16 @@ fn feedback(run: &Pipeline) -> Vec<Finding> {
                     "{sb} → {sa}: {} CNPs with no CE mark seen from {sa} to {sb}: some NICs send CNPs on NAKs, or the marks were on packets this vantage point did not see; not an error by itself",
                     p.cnp_back
                 ),
-                named(b, a, true),
+                named(sb, sa, true),
             ));
         }
     }
     out
+}
+
+/// Whether a finding is of the CE/CNP family ([`feedback_findings`]).
+pub fn is_feedback(code: FindingCode) -> bool {
+    matches!(code, FindingCode::CeWithoutCnp | FindingCode::CnpWithoutCe)
 }
 
 /// AETHs by kind ([`aeth`] index) per (source, destination) address pair, over all flows.

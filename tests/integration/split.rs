@@ -32,6 +32,26 @@ fn report(args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Writes a part's report as `NAME.json` in `dir`; returns its path.
+fn keep(dir: &std::path::Path, name: &str, r: &Value) -> String {
+    let p = dir.join(format!("{name}.json"));
+    std::fs::write(&p, r.to_string()).unwrap();
+    p.display().to_string()
+}
+
+/// The merge of the reports at `paths`.
+fn merge_of(paths: &[String]) -> Value {
+    let mut args = vec!["merge"];
+    args.extend(paths.iter().map(String::as_str));
+    args.extend(["--json", "-"]);
+    report(&args)
+}
+
+/// The codes of a report's visibility notes.
+fn codes(r: &Value) -> Vec<&str> {
+    r["visibility"].as_array().unwrap().iter().filter_map(|n| n["code"].as_str()).collect()
+}
+
 fn analyse(dir: &std::path::Path, f: &Fixture, name: &str, extra: &[&str]) -> Value {
     let path = dir.join(name);
     std::fs::write(&path, f.bytes()).unwrap();
@@ -260,18 +280,12 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
                     let part = Fixture { frames: chunk.to_vec(), ..f.clone() };
                     let r = analyse(dir.path(), &part, &format!("{}.{parts}.{i}", f.name), &["--edges"]);
                     assert_eq!(schema_errors(&r), Vec::<String>::new(), "{} part {i} of {parts} with --edges", f.name);
-                    let p = dir.path().join(format!("{}.{parts}.{i}.json", f.name));
-                    std::fs::write(&p, r.to_string()).unwrap();
-                    p.display().to_string()
+                    keep(dir.path(), &format!("{}.{parts}.{i}", f.name), &r)
                 })
                 .collect();
-            let mut args = vec!["merge"];
-            args.extend(reports.iter().map(String::as_str));
-            args.extend(["--json", "-"]);
-            let merged = report(&args);
+            let merged = merge_of(&reports);
             let what = format!("{} cut in {parts}", f.name);
-            let codes: Vec<&str> =
-                merged["visibility"].as_array().unwrap().iter().filter_map(|n| n["code"].as_str()).collect();
+            let codes = codes(&merged);
             let leads = !codes.contains(&"ecn_lead_not_merged");
             leads_judged += u64::from(leads && !whole["pfc"]["senders"].as_array().unwrap().is_empty());
             assert_json_eq(&additive(&merged, leads), &additive(&whole, leads), &what);
@@ -412,18 +426,11 @@ fn a_cluster_cut_in_time_merges_back_or_says_why() {
             .map(|(i, w)| {
                 let pcap = write(&format!("{name}.{i}.pcap"), &recs[w[0]..w[1]]);
                 let r = report(&["-q", "-r", &format!("cap={pcap}"), "--edges", "--json", "-"]);
-                let p = dir.path().join(format!("{name}.{i}.json"));
-                std::fs::write(&p, r.to_string()).unwrap();
-                p.display().to_string()
+                keep(dir.path(), &format!("{name}.{i}"), &r)
             })
             .collect();
-        let mut args = vec!["merge"];
-        args.extend(parts.iter().map(String::as_str));
-        args.extend(["--json", "-"]);
-        let merged = report(&args);
-        let codes: Vec<&str> =
-            merged["visibility"].as_array().unwrap().iter().filter_map(|n| n["code"].as_str()).collect();
-        let (silent, k) = unsaid(&merged, &whole, &codes);
+        let merged = merge_of(&parts);
+        let (silent, k) = unsaid(&merged, &whole, &codes(&merged));
         assert_eq!(silent, Vec::<&str>::new(), "cut at frames {name} of {n}: sections unlike one run's, unsaid");
         equal += k;
     }

@@ -12,8 +12,9 @@
 //! `rtt_not_stitched`: a repeat after the cut, an ambiguous pairing), the capture's own loss
 //! (PSNs skipped before a cut that an ACK after it covers, from the edges' open gaps; else
 //! `capture_loss_not_stitched`), the findings of each flow's PSNs, NAKs and RTT (computed again
-//! over the merged flows: one per flow, as one run gives them) and of CE marks and CNPs (over the
-//! merged pairs), and the marking over
+//! over the merged flows: one per flow, as one run gives them), of CE marks and CNPs (over the
+//! merged pairs) and of ECN capability and DSCPs (over the flows' marking counts), and the
+//! marking over
 //! time (a later part's frames before its own first mark, which one run counts, in its edge),
 //! load balancing (over the merged flows) wherever no flow met a gap or repeat at a cut, and
 //! how each CE mark was answered and each QP's CNP pacing (the pairs' edges replay the marks
@@ -267,6 +268,7 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     let (mut checked, mut stitched_anomalies, mut rtt_whole, mut marking_carried) = (0, 0, 0, 0);
     let (mut lb_whole, mut lb_said, mut leads_judged, mut sections_equal, mut rtt_stitched) = (0, 0, 0, 0, 0);
     let (mut loss_told, mut findings_whole, mut feedback_whole) = (0, 0, 0);
+    let (mut marking_whole, mut audit_whole) = (0, 0);
     let mut not_stitched = Vec::new();
     for f in fixtures::all().into_iter().filter(|f| f.frames.len() >= 3 && !matched_within(f)) {
         let whole = analyse(dir.path(), &f, &format!("{}.whole", f.name), &[]);
@@ -336,6 +338,11 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
                 assert_json_eq(&ecn(&merged), &ecn(&whole), &format!("{what}: CE/CNP findings"));
                 feedback_whole += u64::from(ecn(&whole) != json!([]));
             }
+            // The marking findings over the flows' marking counts (every part has its edges).
+            let marking = |r: &Value| findings(r, &["not_ect", "roce_dscp", "cnp_dscp"]);
+            assert_json_eq(&marking(&merged), &marking(&whole), &format!("{what}: marking findings"));
+            marking_whole += u64::from(marking(&whole) != json!([]));
+            audit_whole += u64::from(merged["audit"] == whole["audit"]);
             // PSNs skipped before a cut that an ACK after it covered: missed by the capture.
             let missed = |r: &Value| r["capture"]["loss"]["frames_missed"].as_u64().unwrap_or(0);
             if !codes.contains(&"capture_loss_not_stitched") {
@@ -385,6 +392,10 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     assert!(loss_told >= 1, "merges whose capture loss was told by ACKs after a cut: {loss_told}");
     assert!(findings_whole >= 30, "merges with one run's transport findings: {findings_whole}");
     assert!(feedback_whole >= 15, "merges with one run's CE/CNP findings: {feedback_whole}");
+    assert!(marking_whole >= 10, "merges with one run's marking findings: {marking_whole}");
+    // The whole audit (DCQCN's findings and those of flows not stitched stay each part's): 60
+    // of 88 when written.
+    assert!(audit_whole >= 55, "merges whose audit is one run's: {audit_whole}");
     assert!(lb_whole >= 40 && lb_said <= 30, "load balancing one run's in {lb_whole} merges, said in {lb_said}");
     // 15 sections in each merge: 1250 came back exactly when this was written (messages and
     // DCQCN rarely yet; the others wherever no note says why not).

@@ -58,6 +58,7 @@ pub fn edge(head: Option<&Head>, end: PsnSeq) -> FlowEdge {
         rtt: None,
         acks: None,
         gaps: Vec::new(),
+        marking: None,
     }
 }
 

@@ -86,6 +86,28 @@ pub struct FlowEdge {
     /// tells one run they were delivered and missed by the capture (`capture.loss`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gaps: Vec<[u32; 3]>,
+    /// The flow's data packets and CNPs as the audit's marking findings count them: `merge` of
+    /// captures cut in time adds them and finds what one run finds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marking: Option<EdgeMarking>,
+}
+
+/// `flows[].edge.marking`: data packets, those Not-ECT and those in another DSCP than
+/// `roce_dscp`, CNPs and those in another DSCP than `cnp_dscp`, and the first other DSCP seen on
+/// each (the run's expected DSCPs beside them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeMarking {
+    pub data: u64,
+    pub data_not_ect: u64,
+    pub data_other_dscp: u64,
+    pub cnps: u64,
+    pub cnp_other_dscp: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_data_dscp: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_cnp_dscp: Option<u8>,
+    pub roce_dscp: u8,
+    pub cnp_dscp: u8,
 }
 
 /// ACKs an ACK flow's edge keeps, at most.

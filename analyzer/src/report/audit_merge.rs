@@ -1,8 +1,9 @@
 //! The audit of a merged report. Reports of one capture cut in time: the transport findings
 //! (PSN, NAK and RTT patterns per flow) are computed again over the merged flows, whose counters
 //! were stitched across the cuts, and the CE/CNP findings over the merged pairs (when the parts
-//! carry `--cnp-timeout` in their pairs' edges), with the functions a run uses, so they are one
-//! run's findings (one per flow or pair, not one per part); the others (marking, DCQCN) stay each
+//! carry `--cnp-timeout` in their pairs' edges) and the marking findings over the flows' marking
+//! counts (when every part carries its edges), with the functions a run uses, so they are one
+//! run's findings (one per flow or pair, not one per part); the DCQCN findings stay each
 //! report's, named by its file. Reports of several points keep every finding per report: their
 //! flows' counts are sums of several views.
 
@@ -11,7 +12,8 @@ use std::collections::BTreeMap;
 use analyzer_common::psn::aeth;
 
 use super::assemble::audit::{
-    Carrier, FlowFacts, PairFacts, feedback_findings, is_feedback, is_transport, sort, transport_findings,
+    Carrier, FlowFacts, PairFacts, feedback_findings, is_feedback, is_marking, is_transport, marking_findings, sort,
+    transport_findings,
 };
 use super::psn_stitch::Part;
 use super::rtt_stitch::FlowId;
@@ -77,6 +79,37 @@ fn feedback(report: &Report, timeout_ns: u64) -> Vec<crate::model::Finding> {
     feedback_findings(&pairs, interval_of(&report.cnp_interval), timeout_ns, carriers)
 }
 
+/// The merged flows' marking findings, when every part carries its edge and the parts expected
+/// the same DSCPs: each flow's counts added, the first other DSCP its earliest part saw.
+fn marking(parts: &BTreeMap<FlowId, Vec<Part>>) -> Option<Vec<crate::model::Finding>> {
+    let mut expected = None;
+    let mut flows = Vec::new();
+    for (id, ps) in parts {
+        let mut ps: Vec<&Part> = ps.iter().collect();
+        ps.sort_by_key(|p| p.start_ns);
+        let mut m = crate::analyses::ecn::FlowMarking::default();
+        let mut any = false;
+        for e in ps.iter().map(|p| p.edge.as_ref().map(|e| e.marking)) {
+            let Some(e) = e? else { continue };
+            if *expected.get_or_insert((e.roce_dscp, e.cnp_dscp)) != (e.roce_dscp, e.cnp_dscp) {
+                return None;
+            }
+            (m.data, m.data_not_ect, m.data_other_dscp) =
+                (m.data + e.data, m.data_not_ect + e.data_not_ect, m.data_other_dscp + e.data_other_dscp);
+            (m.cnps, m.cnp_other_dscp) = (m.cnps + e.cnps, m.cnp_other_dscp + e.cnp_other_dscp);
+            m.seen_data_dscp = m.seen_data_dscp.or(e.seen_data_dscp);
+            m.seen_cnp_dscp = m.seen_cnp_dscp.or(e.seen_cnp_dscp);
+            any = true;
+        }
+        let flow = FlowRef { src: id.1.clone(), dst: id.2.clone(), udp_sport: id.3, dst_qp: id.4 };
+        if let (true, Some(key)) = (any, crate::model::flow_ref_key(&flow)) {
+            flows.push((key, m));
+        }
+    }
+    let (roce, cnp) = expected.unwrap_or_default();
+    Some(marking_findings(&|| flows.iter().map(|(k, m)| (k, m)), roce, cnp))
+}
+
 /// Replaces the reports' transport findings with those of the merged flows (`parts`: each
 /// flow's sight in each report, for the pairing of requests and ACKs), and their CE/CNP findings
 /// with those of the merged pairs when `cnp_timeout_ns` is known.
@@ -106,8 +139,12 @@ pub fn recompute(report: &mut Report, parts: &BTreeMap<FlowId, Vec<Part>>, cnp_t
     if let Some(t) = cnp_timeout_ns {
         audit.extend(feedback(report, t));
     }
-    let recomputed =
-        |f: &crate::model::Finding| is_transport(f.code) || (cnp_timeout_ns.is_some() && is_feedback(f.code));
+    let marks = marking(parts);
+    let marked = marks.is_some();
+    audit.extend(marks.into_iter().flatten());
+    let recomputed = |f: &crate::model::Finding| {
+        is_transport(f.code) || (cnp_timeout_ns.is_some() && is_feedback(f.code)) || (marked && is_marking(f.code))
+    };
     audit.extend(report.audit.drain(..).filter(|f| !recomputed(f)));
     sort(&mut audit);
     report.audit = audit;

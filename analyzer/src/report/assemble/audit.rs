@@ -7,7 +7,6 @@ use analyzer_common::psn::{aeth, count};
 use rustc_hash::FxHashMap;
 
 use crate::analyses::ecn::{FlowMarking, Interval};
-use crate::analyses::flows::Flows;
 use crate::model::{Finding, FindingCode, FlowRef, Severity, addr_string, flow_ref};
 use crate::pipeline::Pipeline;
 
@@ -43,16 +42,16 @@ pub fn sort(out: &mut [Finding]) {
     });
 }
 
-/// A finding over the flows whose marking `count` is not zero; `message` gets the total count
-/// and those flows.
-fn over_flows(
-    flows: &Flows,
+/// A finding over the flows whose marking `count` is not zero (of `each`'s); `message` gets the
+/// total count and those flows.
+fn over_flows<'a, I: Iterator<Item = (&'a FlowKey, &'a FlowMarking)>>(
+    each: &impl Fn() -> I,
     count: impl Fn(&FlowMarking) -> u64,
     severity: Severity,
     code: FindingCode,
     message: impl FnOnce(u64, &[(&FlowKey, &FlowMarking)]) -> String,
 ) -> Option<Finding> {
-    let hit: Vec<(&FlowKey, &FlowMarking)> = flows.markings().filter(|(_, m)| count(m) > 0).collect();
+    let hit: Vec<(&FlowKey, &FlowMarking)> = each().filter(|(_, m)| count(m) > 0).collect();
     if hit.is_empty() {
         return None;
     }
@@ -63,34 +62,48 @@ fn over_flows(
 /// ECN capability and DSCP of data and CNPs.
 fn marking(run: &Pipeline) -> Vec<Finding> {
     let cfg = &run.analyses.config;
-    let flows = &run.analyses.flows;
+    marking_findings(&|| run.analyses.flows.markings(), cfg.roce_dscp, cfg.cnp_dscp)
+}
+
+/// The marking findings of the flows `each` gives, against the expected DSCPs of RoCE data and
+/// CNPs (a run's flows, or `merge`'s merged ones).
+pub fn marking_findings<'a, I: Iterator<Item = (&'a FlowKey, &'a FlowMarking)>>(
+    each: &impl Fn() -> I,
+    roce_dscp: u8,
+    cnp_dscp: u8,
+) -> Vec<Finding> {
     [
-        over_flows(flows, |m| m.data_not_ect, Severity::Error, FindingCode::NotEct, |n, hit| {
+        over_flows(each, |m| m.data_not_ect, Severity::Error, FindingCode::NotEct, |n, hit| {
             format!(
                 "{n} RoCE data packets in {} flows are Not-ECT: switches cannot CE-mark them, so DCQCN cannot react to congestion",
                 hit.len()
             )
         }),
-        over_flows(flows, |m| m.data_other_dscp, Severity::Warning, FindingCode::RoceDscp, |n, hit| {
+        over_flows(each, |m| m.data_other_dscp, Severity::Warning, FindingCode::RoceDscp, |n, hit| {
             format!(
                 "{n} RoCE data packets in {} flows carry DSCP {} instead of {}: they may miss the lossless (PFC) queue",
                 hit.len(),
                 dscps(hit.iter().filter_map(|(_, m)| m.seen_data_dscp)),
-                cfg.roce_dscp
+                roce_dscp
             )
         }),
-        over_flows(flows, |m| m.cnp_other_dscp, Severity::Warning, FindingCode::CnpDscp, |n, hit| {
+        over_flows(each, |m| m.cnp_other_dscp, Severity::Warning, FindingCode::CnpDscp, |n, hit| {
             format!(
                 "{n} CNPs in {} flows carry DSCP {} instead of {}: CNPs should ride a high-priority class so they are not delayed behind the congestion they report",
                 hit.len(),
                 dscps(hit.iter().filter_map(|(_, m)| m.seen_cnp_dscp)),
-                cfg.cnp_dscp
+                cnp_dscp
             )
         }),
     ]
     .into_iter()
     .flatten()
     .collect()
+}
+
+/// Whether a finding is of the marking family ([`marking_findings`]).
+pub fn is_marking(code: FindingCode) -> bool {
+    matches!(code, FindingCode::NotEct | FindingCode::RoceDscp | FindingCode::CnpDscp)
 }
 
 /// What the CE/CNP findings read of a direction of an IP pair: its marks, the CNPs back, the

@@ -221,8 +221,25 @@ fn flow_edge(
         rtt: rtt_edge(run, k),
         acks: run.analyses.rtt.edges.as_ref().and_then(|e| e.get(k)).cloned(),
         gaps: run.analyses.flows.get(k).and_then(|f| f.messages.as_ref()).map(|m| m.open_gaps()).unwrap_or_default(),
+        marking: run.analyses.flows.get(k).and_then(|f| f.marking.as_ref()).map(|m| edge_marking(run, m)),
         ..crate::engine::edges::edge(head, s.psn.seq)
     })
+}
+
+/// A flow's marking as its edge carries it, with the run's expected DSCPs.
+fn edge_marking(run: &Pipeline, m: &crate::analyses::ecn::FlowMarking) -> crate::model::edge::EdgeMarking {
+    let cfg = &run.analyses.config;
+    crate::model::edge::EdgeMarking {
+        data: m.data,
+        data_not_ect: m.data_not_ect,
+        data_other_dscp: m.data_other_dscp,
+        cnps: m.cnps,
+        cnp_other_dscp: m.cnp_other_dscp,
+        seen_data_dscp: m.seen_data_dscp,
+        seen_cnp_dscp: m.seen_cnp_dscp,
+        roce_dscp: cfg.roce_dscp,
+        cnp_dscp: cfg.cnp_dscp,
+    }
 }
 
 /// A request flow's RTT edge: its samples, its requests waiting at the end, its ACK flow

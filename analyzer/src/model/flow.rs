@@ -52,6 +52,13 @@ pub type PsnJson = Counters<PsnNames, { psn::count::COUNT }>;
 /// `duplicate_request`), named by `analyzer_common::psn::responder`.
 pub type Responder = Counters<ResponderNames, { psn::responder::COUNT }>;
 
+impl Flow {
+    /// The flow as findings and analyses name it.
+    pub fn flow_ref(&self) -> FlowRef {
+        FlowRef { src: self.src.clone(), dst: self.dst.clone(), udp_sport: self.udp_sport, dst_qp: self.dst_qp }
+    }
+}
+
 /// `flows[].psn`: the observer's sequence counters, and the responder model's under
 /// `responder`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

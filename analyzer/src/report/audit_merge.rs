@@ -16,13 +16,9 @@ use super::assemble::audit::{
     transport_findings,
 };
 use super::psn_stitch::Part;
-use super::rtt_stitch::FlowId;
+use super::rtt_stitch::{FlowId, ack_id, id_of};
 use crate::analyses::ecn::Interval;
 use crate::model::{CnpInterval, Flow, FlowRef, Report, names};
-
-fn id_of(f: &Flow) -> FlowId {
-    (f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp)
-}
 
 /// Request flows and the flows of their ACKs, both ways, as the parts paired them.
 fn peers(parts: &BTreeMap<FlowId, Vec<Part>>) -> BTreeMap<FlowId, FlowId> {
@@ -30,7 +26,7 @@ fn peers(parts: &BTreeMap<FlowId, Vec<Part>>) -> BTreeMap<FlowId, FlowId> {
     for (id, ps) in parts {
         let acks = ps.iter().filter_map(|p| p.edge.as_ref()?.rtt.as_ref()?.ack_flow.as_ref());
         if let Some(a) = acks.into_iter().next() {
-            let ack = (id.0, a.src.clone(), a.dst.clone(), a.udp_sport, a.dst_qp);
+            let ack = ack_id(id.0, a);
             m.entry(ack.clone()).or_insert_with(|| id.clone());
             m.entry(id.clone()).or_insert(ack);
         }
@@ -67,12 +63,12 @@ fn feedback(report: &Report, timeout_ns: u64) -> Vec<crate::model::Finding> {
         .filter(|o| analyzer_common::opcode::is_data(*o) && *o != analyzer_common::opcode::CNP)
         .map(names::opcode_name_static)
         .collect();
-    let carriers = || {
-        let flows = report.flows.iter().map(|f| {
+    let carriers = |wanted: &[(&str, &str)]| {
+        let named = report.flows.iter().filter(|f| wanted.contains(&(f.src.as_str(), f.dst.as_str())));
+        let flows = named.map(|f| {
             let carried = |name: &str| f.opcodes.iter().any(|(n, c)| *c > 0 && n == name);
             let has_data = f.opcodes.iter().any(|(n, c)| *c > 0 && data.contains(n));
-            let flow = FlowRef { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp };
-            (flow, has_data, carried("CNP"))
+            (f.flow_ref(), has_data, carried("CNP"))
         });
         flows.filter(|(_, d, c)| *d || *c).collect::<Vec<Carrier>>()
     };
@@ -127,7 +123,7 @@ pub fn recompute(report: &mut Report, parts: &BTreeMap<FlowId, Vec<Part>>, cnp_t
         None => hosts.get(&(f.ip_version, f.dst.as_str(), f.src.as_str())).map_or(0, |a| a[kind]),
     };
     let facts = report.flows.iter().map(|f| FlowFacts {
-        flow: FlowRef { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp },
+        flow: f.flow_ref(),
         count: f.psn.sequence.values,
         aeth: f.naks.values,
         naks_back: back(f, aeth::PSN_SEQUENCE_ERROR),

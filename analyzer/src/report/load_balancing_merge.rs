@@ -46,7 +46,7 @@ pub fn merge(
     for f in flows.iter().filter(|f| f.psn.sequence[count::REQUESTS] >= 2) {
         let requests = f.psn.sequence[count::REQUESTS];
         (total, packets) = (total + 1, packets + requests);
-        let flow = FlowRef { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp };
+        let flow = f.flow_ref();
         let paths = (basis == LbBasis::Uplinks)
             .then(|| f.labels.iter().filter(|l| uplinks.contains(l.as_str())).count() as u32);
         let entry = listed.remove(&flow);

@@ -26,12 +26,11 @@ pub type Told = BTreeMap<FlowId, Option<u64>>;
 
 /// The flows with gaps open at a cut (`parts` by flow, `spans` by report) and what the ACKs
 /// after it tell of them.
-pub fn stitch(parts: &BTreeMap<FlowId, Vec<Part>>, spans: &[Span]) -> Told {
+pub fn stitch(pairing: &Pairing, spans: &[Span]) -> Told {
     let order = in_series(spans);
     let last = order.as_ref().and_then(|o| o.last().copied());
-    let pairing = Pairing::of(parts);
     let mut told = Told::new();
-    for (id, ps) in parts {
+    for (id, ps) in pairing.parts {
         let open = |p: &Part| p.edge.as_ref().is_some_and(|e| e.gaps.iter().any(|g| g[2] == 0));
         if !ps.iter().any(|p| Some(p.report) != last && open(p)) && ps.len() < 2 {
             continue;
@@ -53,11 +52,8 @@ pub fn stitch(parts: &BTreeMap<FlowId, Vec<Part>>, spans: &[Span]) -> Told {
 /// (`before`) to the first request after the cut (`after`), if it skipped any. Told only by an
 /// ACK at or past that request (an earlier one may precede the gap's opening).
 fn cut_gap(before: &PsnSeq, after: &Part) -> Result<Option<[u32; 3]>, Untold> {
-    let head = after.edge.iter().flat_map(|e| &e.head);
-    let Some(first) = head.map(|f| f.0).find(|f| analyzer_common::opcode::is_request(f[0] as u8)) else {
-        return Ok(None);
-    };
-    let d = psn_diff(before.expected, first[1]);
+    let Some(first) = after.first_request() else { return Ok(None) };
+    let d = psn_diff(before.expected, first);
     match (before.started, before.read_pending, d) {
         (0, _, _) | (_, _, 0) => Ok(None),
         // A READ's responses take PSNs the request flow does not send.
@@ -85,15 +81,14 @@ fn covered(g: &[u32; 3], psn: u32) -> bool {
 /// (`acks`: the ACK flow's parts, `None` when the reports cannot pair it: untold if a gap
 /// crosses a cut.)
 fn replay(order: &[usize], req: &[Part], acks: Option<&[Part]>) -> Result<Option<u64>, Untold> {
-    let part = |ps: &[Part], j: usize| ps.iter().find(|p| p.report == j).cloned();
     let (mut gaps, mut paired, mut told): (Vec<[u32; 3]>, bool, u64) = (Vec::new(), false, 0);
     let (mut before, mut carried): (Option<PsnSeq>, bool) = (None, false);
     for &j in order {
-        let (r, a) = (part(req, j), acks.and_then(|acks| part(acks, j)));
+        let (r, a) = (Part::of(req, j), acks.and_then(|acks| Part::of(acks, j)));
         if r.as_ref().is_some_and(|p| p.edge.is_none()) || a.as_ref().is_some_and(|p| p.edge.is_none()) {
             return Err(Untold);
         }
-        if let (Some(b), Some(r)) = (&before, &r)
+        if let (Some(b), Some(r)) = (&before, r)
             && let Some(g) = cut_gap(b, r)?
         {
             gaps.push(g);
@@ -104,14 +99,14 @@ fn replay(order: &[usize], req: &[Part], acks: Option<&[Part]>) -> Result<Option
         }
         let names = r.as_ref().and_then(|p| p.edge.as_ref()?.rtt.as_ref()?.ack_flow.as_ref()).is_some();
         if !gaps.is_empty() {
-            if let Some(r) = &r {
+            if let Some(r) = r {
                 let head = r.edge.iter().flat_map(|e| &e.head);
                 let touches = head.clone().any(|f| gaps.iter().any(|g| psn_diff(g[0], f.0[1]) < g[1]));
                 if r.repeats > 0 || touches || gaps.len() as u64 + r.out_of_sequence > MAX_GAPS as u64 {
                     return Err(Untold);
                 }
             }
-            if let Some(a) = &a {
+            if let Some(a) = a {
                 let heads = acks_of(a);
                 let carried = paired || (names && heads.is_some_and(|h| h.unpaired == 0));
                 if a.naks > 0 || !carried {
@@ -183,15 +178,15 @@ mod tests {
     fn acks_after_a_cut_tell_the_gaps_before_it() {
         let key = (4, "10.0.0.1".to_string(), "10.0.0.2".to_string(), 1, 7);
         let m = flows(req(&[[5, 2, 0], [9, 1, 1]], &[]), req(&[], &[13, 14]), acks(&[8, 12], true));
-        assert_eq!(stitch(&m, &spans())[&key], Some(2));
+        assert_eq!(stitch(&Pairing::of(&m), &spans())[&key], Some(2));
         // An ACK head that ends before covering them (more ACKs came): untold.
         let m = flows(req(&[[5, 2, 0]], &[]), req(&[], &[13]), acks(&[4], false));
-        assert_eq!(stitch(&m, &spans())[&key], None);
+        assert_eq!(stitch(&Pairing::of(&m), &spans())[&key], None);
         // A PSN of the gap sent again after the cut: untold (a retransmission marks it lost).
         let m = flows(req(&[[5, 2, 0]], &[]), req(&[], &[6, 13]), acks(&[8], true));
-        assert_eq!(stitch(&m, &spans())[&key], None);
+        assert_eq!(stitch(&Pairing::of(&m), &spans())[&key], None);
         // No ACK after the cut covers it: told, nothing missed (still open, as in one run).
         let m = flows(req(&[[5, 2, 0]], &[]), req(&[], &[13]), acks(&[4], true));
-        assert_eq!(stitch(&m, &spans())[&key], Some(0));
+        assert_eq!(stitch(&Pairing::of(&m), &spans())[&key], Some(0));
     }
 }

@@ -445,7 +445,7 @@ impl Merger {
 
     /// Adds a report's flow; `capture` is the report's capture span.
     fn absorb_flow(&mut self, f: &Flow, labels: Vec<String>, capture: (u64, u64)) -> Result<(), Overflow> {
-        let key = (f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp);
+        let key = super::rtt_stitch::id_of(f);
         let part = super::psn_stitch::Part {
             start_ns: capture.0,
             end_ns: capture.1,
@@ -658,8 +658,9 @@ impl Merger {
     /// could not be stitched, and whether the RTT percentiles of some flow could not be merged.
     fn stitch_flows(&mut self) -> Stitched {
         let spans = self.rtt_spans();
-        let rtt = super::rtt_stitch::stitch(&self.parts, &spans);
-        let loss = super::loss_stitch::stitch(&self.parts, &spans);
+        let pairing = super::rtt_stitch::Pairing::of(&self.parts);
+        let rtt = super::rtt_stitch::stitch(&pairing, &spans);
+        let loss = super::loss_stitch::stitch(&pairing, &spans);
         let mut st = Stitched { rtt, ..Default::default() };
         for (key, parts) in self.parts.iter_mut() {
             let fix = st.rtt.flows.get(key);
@@ -822,8 +823,7 @@ fn load_balancing_of(
     irregular: u64,
     report: &mut Report,
 ) {
-    let seen =
-        |f: &Flow| parts.get(&(f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp)).map_or(1, Vec::len);
+    let seen = |f: &Flow| parts.get(&super::rtt_stitch::id_of(f)).map_or(1, Vec::len);
     let sections: Vec<&LoadBalancing> = sections.iter().collect();
     let merged = super::load_balancing_merge::merge(&sections, &report.flows, &report.ecmp, &seen);
     let whole = merged.as_ref().is_none_or(|(_, w)| *w);

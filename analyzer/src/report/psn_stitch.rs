@@ -47,6 +47,19 @@ pub struct Part {
     pub skipped: u64,
 }
 
+impl Part {
+    /// The part of `parts` from report `report`.
+    pub fn of(parts: &[Part], report: usize) -> Option<&Part> {
+        parts.iter().find(|p| p.report == report)
+    }
+
+    /// The PSN of the flow's first request in this part (from its edge's head).
+    pub fn first_request(&self) -> Option<u32> {
+        let head = self.edge.iter().flat_map(|e| &e.head);
+        head.map(|f| f.0).find(|f| analyzer_common::opcode::is_request(f[0] as u8)).map(|f| f[1])
+    }
+}
+
 /// What the whole counts beyond the parts' sum: `add` minus `sub`, counter by counter (both
 /// hold counters only; their sequence state is not used).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -117,9 +117,7 @@ impl Queue {
         let Some(first) = psns.next() else { return true };
         // The latest waiting PSN, in 24-bit serial order.
         let last = psns.fold(first, |l, p| if psn_diff(l, p) < PSN_HALF { p } else { l });
-        let head = p.edge.iter().flat_map(|e| &e.head);
-        let first = head.map(|f| f.0).find(|f| analyzer_common::opcode::is_request(f[0] as u8));
-        p.repeats == 0 && first.is_none_or(|f| (1..PSN_HALF).contains(&psn_diff(last, f[1])))
+        p.repeats == 0 && p.first_request().is_none_or(|f| (1..PSN_HALF).contains(&psn_diff(last, f)))
     }
 
     /// Whether an ACK for `psn` falls within the waiting requests' PSNs (up to
@@ -167,8 +165,13 @@ impl Queue {
 }
 
 /// The flow a request flow's ACKs travel on, as `merge` keys it.
-fn ack_id(ip_version: u8, a: &FlowRef) -> FlowId {
+pub fn ack_id(ip_version: u8, a: &FlowRef) -> FlowId {
     (ip_version, a.src.clone(), a.dst.clone(), a.udp_sport, a.dst_qp)
+}
+
+/// A flow as `merge` keys it.
+pub fn id_of(f: &crate::model::Flow) -> FlowId {
+    (f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp)
 }
 
 fn rtt_of(p: &Part) -> Option<&EdgeRtt> {
@@ -187,7 +190,8 @@ pub fn in_series(spans: &[Span]) -> Option<Vec<usize>> {
 /// How one run pairs request flows with the flows that carry their ACKs, as far as the
 /// reports tell.
 pub struct Pairing<'a> {
-    parts: &'a BTreeMap<FlowId, Vec<Part>>,
+    /// Each flow's parts.
+    pub parts: &'a BTreeMap<FlowId, Vec<Part>>,
     /// Each ACK flow's request flows, as the reports paired them.
     claimed: BTreeMap<FlowId, Vec<&'a FlowId>>,
     hosts: Hosts<'a>,
@@ -238,16 +242,15 @@ impl<'a> Pairing<'a> {
 }
 
 /// The request flows across cuts and their RTT as one run over the reports (`spans`, by
-/// report index; `parts`: each flow's, with the report they are from).
-pub fn stitch(parts: &BTreeMap<FlowId, Vec<Part>>, spans: &[Span]) -> Stitched {
+/// report index; `pairing`: over each flow's parts, with the report they are from).
+pub fn stitch(pairing: &Pairing, spans: &[Span]) -> Stitched {
     let mut out = Stitched::default();
     let timeout_ns = spans.first().map_or(0, |s| s.timeout_ns);
     let Some(order) = in_series(spans).filter(|_| spans.iter().all(|s| s.timeout_ns == timeout_ns)) else {
         return out;
     };
     let end_ns = spans.iter().map(|s| s.end_ns).max().unwrap_or(0);
-    let pairing = Pairing::of(parts);
-    for (id, ps) in parts {
+    for (id, ps) in pairing.parts {
         let waiting = ps.iter().filter_map(rtt_of).any(|r| !r.waiting.is_empty());
         let Some(ack) = pairing.ack_of(id, ps, waiting) else { continue };
         let flow = Flow { parts: ps, acks: ack.parts, inferred: ack.inferred };
@@ -269,8 +272,7 @@ pub fn acks_of(p: &Part) -> Option<&EdgeAcks> {
 
 /// Whether a flow sent requests in some report.
 fn sends_requests(ps: &[Part]) -> bool {
-    let head = ps.iter().filter_map(|p| p.edge.as_ref()).flat_map(|e| &e.head);
-    ps.iter().any(|p| rtt_of(p).is_some()) || head.clone().any(|f| analyzer_common::opcode::is_request(f.0[0] as u8))
+    ps.iter().any(|p| rtt_of(p).is_some() || p.first_request().is_some())
 }
 
 /// The flows by (IP version, source, destination): what one run's pairing looks at.
@@ -338,17 +340,13 @@ struct Flow<'a> {
 }
 
 impl Flow<'_> {
-    fn part(parts: &[Part], report: usize) -> Option<&Part> {
-        parts.iter().find(|p| p.report == report)
-    }
-
     /// Replays the reports in time order: the fix, the ACKs paired across cuts, and the
     /// requests pending at a cut now decided.
     fn replay(&self, order: &[usize], spans: &[Span], timeout_ns: u64, end_ns: u64) -> Result<(Fix, u64, u64), Untold> {
         let mut q = Queue { timeout_ns, waiting: VecDeque::new(), fix: Fix::default() };
         let (mut paired, mut seen, mut unpaired, mut waiting) = (false, false, 0, 0);
         for (n, &j) in order.iter().enumerate() {
-            let (req, ack) = (Self::part(self.parts, j), Self::part(self.acks, j));
+            let (req, ack) = (Part::of(self.parts, j), Part::of(self.acks, j));
             if req.is_some_and(|p| p.edge.is_none()) || ack.is_some_and(|p| p.edge.is_none()) {
                 return Err(Untold);
             }
@@ -438,7 +436,7 @@ mod tests {
         parts.insert(id(7), vec![first, part(1, edge(Some(waiting(&[], true)), None))]);
         let head = acks(&[[10_100, 5], [10_400, 7], [10_900, 8]], true, 2);
         parts.insert(ack_key(), vec![part(0, edge(None, None)), part(1, edge(None, Some(head)))]);
-        let s = stitch(&parts, &spans(&[(0, 10_000), (10_050, 20_000)]));
+        let s = stitch(&Pairing::of(&parts), &spans(&[(0, 10_000), (10_050, 20_000)]));
         let fix = &s.flows[&id(7)];
         // Samples 600 and 500; the two pending became samples; the timeout stays one.
         assert_eq!((fix.extra.clone(), fix.pending, fix.timeouts), (vec![600, 500], -2, 0));
@@ -452,18 +450,18 @@ mod tests {
         let mut parts = BTreeMap::new();
         parts.insert(id(7), vec![part(0, edge(Some(waiting(&[[5, 9500]], true)), None))]);
         parts.insert(ack_key(), vec![part(1, edge(None, Some(acks(&[[10_100, 4]], true, 0))))]);
-        let s = stitch(&parts, &spans(&[(0, 10_000), (10_050, 10_200)]));
+        let s = stitch(&Pairing::of(&parts), &spans(&[(0, 10_000), (10_050, 10_200)]));
         // Still pending at the end of the whole: nothing moves, and the request is decided.
         assert_eq!((&s.flows[&id(7)], s.waiting), (&Fix::default(), 1));
-        let s = stitch(&parts, &spans(&[(0, 10_000), (10_050, 20_000)]));
+        let s = stitch(&Pairing::of(&parts), &spans(&[(0, 10_000), (10_050, 20_000)]));
         assert_eq!((s.flows[&id(7)].pending, s.flows[&id(7)].timeouts, s.waiting), (-1, 1, 1));
         // The head holds one ACK, 600 ns after the request, and there were more: untold.
         parts.insert(ack_key(), vec![part(1, edge(None, Some(acks(&[[10_100, 4]], false, 0))))]);
-        assert!(stitch(&parts, &spans(&[(0, 10_000), (10_050, 20_000)])).flows.is_empty());
+        assert!(stitch(&Pairing::of(&parts), &spans(&[(0, 10_000), (10_050, 20_000)])).flows.is_empty());
         // Another request flow paired with the same ACK flow: untold.
         parts.insert(ack_key(), vec![part(1, edge(None, Some(acks(&[[10_100, 5]], true, 0))))]);
-        assert_eq!(stitch(&parts, &spans(&[(0, 10_000), (10_050, 20_000)])).flows[&id(7)].extra, vec![600]);
+        assert_eq!(stitch(&Pairing::of(&parts), &spans(&[(0, 10_000), (10_050, 20_000)])).flows[&id(7)].extra, vec![600]);
         parts.insert(id(8), vec![part(1, edge(Some(waiting(&[], true)), None))]);
-        assert!(stitch(&parts, &spans(&[(0, 10_000), (10_050, 20_000)])).flows.is_empty());
+        assert!(stitch(&Pairing::of(&parts), &spans(&[(0, 10_000), (10_050, 20_000)])).flows.is_empty());
     }
 }

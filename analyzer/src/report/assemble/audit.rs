@@ -4,10 +4,10 @@
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::{aeth, count};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::analyses::ecn::{FlowMarking, Interval};
-use crate::model::{Finding, FindingCode, FlowRef, Severity, addr_string, flow_ref};
+use crate::model::{Finding, FindingCode, FlowRef, Severity, addr_bytes, addr_string, flow_ref};
 use crate::pipeline::Pipeline;
 
 fn finding(severity: Severity, code: FindingCode, message: String, flows: Vec<FlowRef>) -> Finding {
@@ -135,21 +135,37 @@ fn feedback(run: &Pipeline) -> Vec<Finding> {
             PairFacts { a, b, ce: p.ce, cnp_back: p.cnp_back, unanswered, covered }
         })
         .collect();
-    let carriers = || run.analyses.flows.markings().map(|(k, m)| (flow_ref(k), m.data > 0, m.cnps > 0)).collect();
+    // Only the flows between the hosts a finding names (a fabric of many pairs has few with
+    // CE/CNP trouble): no name is made for the others.
+    let carriers = |wanted: &[(&str, &str)]| {
+        let hosts: FxHashSet<([u8; 16], [u8; 16])> =
+            wanted.iter().filter_map(|(s, d)| Some((addr_bytes(s)?, addr_bytes(d)?))).collect();
+        let named = run.analyses.flows.markings().filter(|(k, _)| hosts.contains(&(k.src, k.dst)));
+        named.map(|(k, m)| (flow_ref(k), m.data > 0, m.cnps > 0)).collect()
+    };
     feedback_findings(&pairs, interval, e.timeout_ns, carriers)
 }
 
 /// The CE/CNP findings of `pairs`, with the pacing `interval` and `--cnp-timeout`; `carriers`
-/// (asked only when a finding names flows) are the flows with data or CNPs.
+/// gives the flows with data or CNPs from source to destination of the host pairs it is given
+/// (those a finding names; asked once, only when there are any).
 pub fn feedback_findings(
     pairs: &[PairFacts],
     interval: Interval,
     timeout_ns: u64,
-    carriers: impl FnOnce() -> Vec<Carrier>,
+    carriers: impl FnOnce(&[(&str, &str)]) -> Vec<Carrier>,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
-    let troubled = |p: &PairFacts| p.unanswered > 0 || (p.cnp_back > 0 && p.ce == 0);
-    let flows: Vec<Carrier> = if pairs.iter().any(troubled) { carriers() } else { Vec::new() };
+    let mut wanted: Vec<(&str, &str)> = Vec::new();
+    for p in pairs {
+        if p.unanswered > 0 {
+            wanted.push((&p.a, &p.b));
+        }
+        if p.cnp_back > 0 && p.ce == 0 {
+            wanted.push((&p.b, &p.a));
+        }
+    }
+    let flows: Vec<Carrier> = if wanted.is_empty() { Vec::new() } else { carriers(&wanted) };
     let named = |src: &str, dst: &str, cnp: bool| -> Vec<FlowRef> {
         let of = flows.iter().filter(|(f, _, _)| f.src == src && f.dst == dst);
         of.filter(|(_, data, cnps)| if cnp { *cnps } else { *data }).map(|(f, _, _)| f.clone()).collect()

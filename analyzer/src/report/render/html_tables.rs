@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use analyzer_common::psn::{aeth, count};
 
-use crate::model::{FlowRef, Report, Tree};
+use crate::model::{Report, Tree};
 
 use super::page::{Page, duration, more, ms, us};
 use super::select;
@@ -157,7 +157,7 @@ pub fn health(o: &mut String, r: &Report, page: &Page<'_>) {
             let _ = writeln!(
                 o,
                 "<tr><td class=\"flow\">{}</td><td class=\"n\">{}</td>{}{}{}{}{}{}<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}</tr>",
-                esc(&flow_ref(f).label()),
+                esc(&f.flow_ref().label()),
                 f.psn[count::REQUESTS],
                 cell(f.psn[count::OUT_OF_SEQUENCE]),
                 cell(f.psn[count::PSN_SKIPPED]),
@@ -203,11 +203,6 @@ fn ecn_pairs(o: &mut String, r: &Report, page: &Page<'_>) {
         );
     }
     let _ = writeln!(o, "</table>{}", more(pairs.len(), page.top, "host pairs"));
-}
-
-/// A flow as the other sections name it.
-fn flow_ref(f: &crate::model::Flow) -> FlowRef {
-    FlowRef { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp }
 }
 
 /// PFC and PAUSE senders with their paused time, each priority's pause rate, and the storms

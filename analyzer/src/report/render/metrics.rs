@@ -200,11 +200,7 @@ impl Input {
             top: flows
                 .iter()
                 .take(top)
-                .map(|f| TopFlow {
-                    flow: FlowRef { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp },
-                    bytes: f.bytes,
-                    packets: f.packets,
-                })
+                .map(|f| TopFlow { flow: f.flow_ref(), bytes: f.bytes, packets: f.packets })
                 .collect(),
             other_bytes: rest.clone().map(|f| f.bytes).sum(),
             other_packets: rest.map(|f| f.packets).sum(),

@@ -460,7 +460,10 @@ mod tests {
         assert!(stitch(&Pairing::of(&parts), &spans(&[(0, 10_000), (10_050, 20_000)])).flows.is_empty());
         // Another request flow paired with the same ACK flow: untold.
         parts.insert(ack_key(), vec![part(1, edge(None, Some(acks(&[[10_100, 5]], true, 0))))]);
-        assert_eq!(stitch(&Pairing::of(&parts), &spans(&[(0, 10_000), (10_050, 20_000)])).flows[&id(7)].extra, vec![600]);
+        assert_eq!(
+            stitch(&Pairing::of(&parts), &spans(&[(0, 10_000), (10_050, 20_000)])).flows[&id(7)].extra,
+            vec![600]
+        );
         parts.insert(id(8), vec![part(1, edge(Some(waiting(&[], true)), None))]);
         assert!(stitch(&Pairing::of(&parts), &spans(&[(0, 10_000), (10_050, 20_000)])).flows.is_empty());
     }

@@ -147,6 +147,12 @@ pub const fn is_request(opcode: u8) -> bool {
     is_defined(opcode) && opcode != CNP && !is_response(opcode)
 }
 
+/// A request of a reliable transport (RC, RD, XRC): one its responder acknowledges.
+#[inline]
+pub const fn is_reliable_request(opcode: u8) -> bool {
+    matches!(Transport::of(opcode), Some(Transport::Rc | Transport::Rd | Transport::Xrc)) && is_request(opcode)
+}
+
 /// READ RESPONSE, ACKNOWLEDGE and ATOMIC ACKNOWLEDGE.
 #[inline]
 pub const fn is_response(opcode: u8) -> bool {

@@ -62,6 +62,68 @@ pub struct Dcqcn {
     /// then those with the most CNPs.
     #[serde(default)]
     pub plots: Vec<DcqcnPlot>,
+    /// `--edges`: what `merge` of captures cut in time needs to judge CNPs near a cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<DcqcnEdge>,
+}
+
+/// A report's DCQCN edge: its span in rate windows, the settings its findings used, and every
+/// data flow's windows near its ends, frames and CNPs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcqcnEdge {
+    pub first_window: u64,
+    pub last_window: u64,
+    /// `--dcqcn-slow-recovery` and `--cnp-interval` (null: not given).
+    pub slow_recovery_ns: u64,
+    pub cnp_interval_ns: Option<u64>,
+    /// Flows the analysis could not keep at its bound, and data flows the edge could not.
+    pub state_full: u64,
+    pub flows_over: u64,
+    pub flows: Vec<DcqcnEdgeFlow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcqcnEdgeFlow {
+    pub src: String,
+    pub dst: String,
+    pub udp_sport: u16,
+    pub dst_qp: u32,
+    /// It carries requests (its first CNPs are judged on the windows before its watch).
+    pub request: bool,
+    /// When this report began to watch it (its first CE mark or CNP here); null: not watched.
+    pub watched_ns: Option<u64>,
+    /// Its CNPs here in time order, with their outcome here.
+    pub cnps: Vec<DcqcnEdgeCnp>,
+    /// Its windows with data frames, `[window, bytes]`, within reach of the report's ends.
+    pub windows: Vec<[u64; 2]>,
+    /// Its every data frame here; its series from its watch on (when it kept one).
+    pub all: Option<DcqcnSeries>,
+    pub series: Option<DcqcnSeries>,
+}
+
+/// A CNP in a report's edge, as a JSON array (a storm has thousands): its time, whether it
+/// was attributed as the one watched flow between its hosts (no ACK pairing told it), and its
+/// outcome there: cut ratio in millionths (null: no rate before it), reaction and recovery.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcqcnEdgeCnp(pub u64, pub bool, pub Option<u64>, pub Option<u64>, pub Option<u64>);
+
+impl DcqcnEdgeCnp {
+    pub fn ns(&self) -> u64 {
+        self.0
+    }
+    pub fn by_hosts(&self) -> bool {
+        self.1
+    }
+}
+
+/// A rate series: bytes, data frames and CE-marked ones per point of `point_ns` from `start_ns`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DcqcnSeries {
+    pub start_ns: u64,
+    pub point_ns: u64,
+    pub bytes: Vec<u64>,
+    pub frames: Vec<u64>,
+    pub ce: Vec<u64>,
 }
 
 /// A flow's rate over its watched time: bytes and CE marks per point of `point_ns`, from

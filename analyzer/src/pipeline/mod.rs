@@ -68,10 +68,12 @@ impl Pipeline {
     }
 
     /// Offline with `--edges`: keep what `merge` of captures cut in time needs (each flow's
-    /// head, the frames before the first CE mark, the CE/CNP timing of each pair).
+    /// head, the frames before the first CE mark, the CE/CNP timing of each pair, the data
+    /// flows' rate windows near the ends).
     pub fn keep_edges(&mut self) {
         self.engine.heads = Some(Default::default());
         self.analyses.marking.keep_before();
+        self.analyses.dcqcn.keep_edges();
         self.analyses.ecn.edges = true;
         self.analyses.rtt.edges = Some(Default::default());
     }

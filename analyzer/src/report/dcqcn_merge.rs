@@ -70,6 +70,7 @@ pub fn merge(sections: &[&Dcqcn]) -> Option<(Dcqcn, Unjoined)> {
         flows,
         hosts,
         plots,
+        edge: None,
     };
     Some((merged, unjoined))
 }
@@ -168,6 +169,7 @@ mod tests {
                 .collect(),
             hosts,
             plots: Vec::new(),
+            edge: None,
         }
     }
 

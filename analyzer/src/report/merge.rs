@@ -247,8 +247,8 @@ pub struct Merger {
     incasts: Vec<Incast>,
     /// Each report's span (start, end), in the order absorbed (that of `incasts`).
     spans: Vec<(u64, u64)>,
-    /// The DCQCN sections of the reports (kept when there is one report).
-    dcqcn: Vec<Dcqcn>,
+    /// Each report's DCQCN section, with its span.
+    dcqcn: Vec<super::dcqcn_stitch::Part>,
     /// Each report's messages section.
     messages: Vec<Messages>,
     /// Each report's marking section, with its span.
@@ -309,7 +309,8 @@ impl Merger {
             }
         }
         self.absorb_capture(&r.capture)?;
-        self.dcqcn.extend(r.dcqcn.iter().cloned());
+        let span = (r.capture.start_ns, r.capture.end_ns);
+        self.dcqcn.push(super::dcqcn_stitch::Part { start_ns: span.0, end_ns: span.1, dcqcn: r.dcqcn.clone() });
         self.messages.extend(r.messages.iter().cloned());
         let (start_ns, end_ns, edges) = (r.capture.start_ns, r.capture.end_ns, has_edges(r));
         self.spans.push((start_ns, end_ns));
@@ -737,8 +738,7 @@ impl Merger {
         let merged = super::messages_merge::merge(&self.messages.iter().collect::<Vec<_>>());
         let (incast, incast_joined) = super::incast_merge::merge(&self.incasts.iter().collect::<Vec<_>>());
         let (marking, marking_exact) = super::marking_merge::merge(&self.markings);
-        let (dcqcn, dcqcn_unjoined) = super::dcqcn_merge::merge(&self.dcqcn.iter().collect::<Vec<_>>())
-            .map_or((None, Default::default()), |(d, u)| (Some(d), u));
+        let dcqcn = super::dcqcn_stitch::merge(&self.dcqcn);
         let unmerged = Unmerged {
             reports: self.reports,
             shared_flows: st.shared,
@@ -752,7 +752,7 @@ impl Merger {
             ecn_unstitched,
             incast_joined,
             incast_cut: super::incast_merge::at_cuts(&self.incasts, &self.spans),
-            dcqcn_unjoined,
+            dcqcn: dcqcn.notes(self.reports),
             rtt_cuts: self.rtt_cuts.less(&st.rtt),
         };
         let mut report = Report {
@@ -780,7 +780,7 @@ impl Merger {
             incast,
             ecmp: Ecmp::default(),
             vantage: None,
-            dcqcn,
+            dcqcn: dcqcn.dcqcn,
             marking,
             messages: merged.map(|(m, _)| m),
             load_balancing: None,
@@ -805,6 +805,7 @@ impl Merger {
         if super::rtt_stitch::in_series(&rtt_spans(&self.spans, &self.rtt_reports)).is_some() {
             super::audit_merge::recompute(&mut report, &self.parts, self.cnp_timeout);
         }
+        super::dcqcn_stitch::set_findings(&mut report, dcqcn.stitched.map(|s| s.0));
         Ok(report)
     }
 }
@@ -939,7 +940,8 @@ struct Unmerged {
     incast_cut: u64,
     /// Incast episodes joined from several reports.
     incast_joined: u64,
-    dcqcn_unjoined: super::dcqcn_merge::Unjoined,
+    /// The DCQCN section's notes ([`super::dcqcn_stitch::Merged::notes`]).
+    dcqcn: Vec<Note>,
     rtt_cuts: super::rtt_merge::Cuts,
 }
 
@@ -1010,13 +1012,7 @@ impl Unmerged {
         if self.incast_cut > 0 {
             report.visibility.push(super::incast_merge::cut_note(self.incast_cut));
         }
-        if self.dcqcn_unjoined.flows + self.dcqcn_unjoined.hosts > 0 {
-            report.visibility.push(super::dcqcn_merge::note(self.dcqcn_unjoined));
-        }
-        // A CNP's rate before and after are judged on the frames of its report only.
-        if self.reports > 1 && self.dcqcn_unjoined.reports > 0 {
-            report.visibility.push(super::dcqcn_merge::stitch_note(self.dcqcn_unjoined.reports));
-        }
+        report.visibility.extend(self.dcqcn);
         if self.tiers_differ {
             report.visibility.push(Note::new(
                 NoteCode::EcmpPredictedNotMerged,

@@ -13,6 +13,7 @@
 pub mod assemble;
 pub mod audit_merge;
 pub mod dcqcn_merge;
+pub mod dcqcn_stitch;
 pub mod diagnose;
 pub mod ecn_merge;
 pub mod evidence;

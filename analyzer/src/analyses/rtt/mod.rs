@@ -24,7 +24,7 @@ pub mod edge;
 pub(crate) mod kept;
 
 use analyzer_common::flow::FlowKey;
-use analyzer_common::opcode::{self, Transport};
+use analyzer_common::opcode;
 use analyzer_common::psn::{PSN_HALF, psn_diff};
 use analyzer_common::record::Record;
 use analyzer_common::wire::ext::{AckType, syndrome_type};
@@ -118,8 +118,7 @@ impl Rtt {
     /// Whether a record is a request this analysis follows: only reliable transports are
     /// acknowledged (UC and UD requests never are).
     pub fn wants(r: &Record) -> bool {
-        matches!(Transport::of(r.opcode), Some(Transport::Rc | Transport::Rd | Transport::Xrc))
-            && opcode::is_request(r.opcode)
+        opcode::is_reliable_request(r.opcode)
     }
 
     /// Whether a record is an ACK (a response with an AETH of the ACK type).

@@ -15,7 +15,8 @@ pub const IGNORED_MIN_CNPS: u64 = 3;
 /// half of its CNPs so: `cnp_storm`.
 pub const STORM_MIN_CNPS: u64 = 10;
 
-fn stats(s: &FlowSummary) -> DcqcnStats {
+/// A flow's (or host's) stats as the report gives them.
+pub fn stats(s: &FlowSummary) -> DcqcnStats {
     let cuts = s.cuts.percentiles();
     DcqcnStats {
         cnps: s.cnps,
@@ -33,53 +34,149 @@ fn stats(s: &FlowSummary) -> DcqcnStats {
 /// Flows plotted in the HTML page, at most.
 pub const MAX_PLOTS: usize = 8;
 
-type Judged = (FlowKey, FlowSummary);
+/// A flow and its CNPs' outcomes.
+pub type Judged = (FlowKey, FlowSummary);
 
-/// The section, when any CNP was seen.
+/// What the findings are judged with: a run's settings, or a merge's from its reports' edges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Judging {
+    pub window_ns: u64,
+    pub horizon_ns: u64,
+    pub slow_recovery_ns: u64,
+    pub cnp_interval_ns: Option<u64>,
+}
+
+impl Judging {
+    fn of(run: &Pipeline) -> Judging {
+        let (d, cfg) = (&run.analyses.dcqcn, &run.analyses.config);
+        Judging {
+            window_ns: d.window_ns(),
+            horizon_ns: d.horizon_ns(),
+            slow_recovery_ns: cfg.dcqcn_slow_recovery_ns,
+            cnp_interval_ns: cfg.cnp_interval_ns,
+        }
+    }
+}
+
+/// The section, when any CNP was seen (with `--edges`, when any frame was: a part of a
+/// capture cut in time without CNPs has windows and frames `merge` counts).
 pub fn section(run: &Pipeline) -> Option<Dcqcn> {
     let d = &run.analyses.dcqcn;
     let flows = d.flows();
-    if flows.is_empty() && d.unattributed == 0 {
+    let edge = d.edges().and_then(|e| edge(run, e));
+    if flows.is_empty() && d.unattributed == 0 && edge.is_none() {
         return None;
     }
-    // Plots: the flows the findings name, then those with the most CNPs.
-    let named: Vec<FlowRef> = findings_of(run, &flows).into_iter().flat_map(|f| f.flows).collect();
-    let mut order: Vec<&Judged> = flows.iter().collect();
-    order.sort_by_key(|(k, s)| (!named.contains(&flow_ref(k)), std::cmp::Reverse(s.cnps), *k));
-    let plots = order
-        .iter()
-        .filter_map(|(k, _)| d.series(k).map(|s| (k, s)))
-        .take(MAX_PLOTS)
-        .map(|(k, s)| DcqcnPlot {
-            src: addr_string(k.ip_version, &k.src),
-            dst: addr_string(k.ip_version, &k.dst),
-            udp_sport: k.udp_sport,
-            dst_qp: k.dst_qp,
-            start_ns: s.first_window() * d.window_ns(),
-            point_ns: s.windows * d.window_ns(),
-            bytes: s.bytes.clone(),
-            frames: s.frames.clone(),
-            ce: s.ce.clone(),
-            cnps_ns: s.cnps.clone(),
-        })
-        .collect();
+    let series = |k: &FlowKey| d.series(k).map(|s| (rate_json(s, d.window_ns()), s.cnps.clone()));
+    let plots = plots(&flows, &findings_over(&flows, &Judging::of(run)), &series);
     Some(Dcqcn {
         rate_window_ns: d.window_ns(),
         horizon_ns: d.horizon_ns(),
         unattributed_cnps: d.unattributed,
-        flows: flows
-            .iter()
-            .map(|(k, s)| DcqcnFlow {
+        flows: flows_json(&flows),
+        hosts: hosts(&flows),
+        plots,
+        edge,
+    })
+}
+
+/// A flow's series and its CNPs' times (the first [`crate::analyses::marking::SERIES_POINTS`]).
+pub type Plotted = (DcqcnSeries, Vec<u64>);
+
+/// The plots: the flows the findings name, then those with the most CNPs, among those with a
+/// series (`series`).
+pub fn plots(flows: &[Judged], findings: &[Finding], series: &dyn Fn(&FlowKey) -> Option<Plotted>) -> Vec<DcqcnPlot> {
+    let named: Vec<&FlowRef> = findings.iter().flat_map(|f| &f.flows).collect();
+    let mut order: Vec<&Judged> = flows.iter().collect();
+    order.sort_by_key(|(k, s)| (!named.contains(&&flow_ref(k)), std::cmp::Reverse(s.cnps), *k));
+    order
+        .iter()
+        .filter_map(|(k, _)| series(k).map(|s| (k, s)))
+        .take(MAX_PLOTS)
+        .map(|(k, (s, cnps))| DcqcnPlot {
+            src: addr_string(k.ip_version, &k.src),
+            dst: addr_string(k.ip_version, &k.dst),
+            udp_sport: k.udp_sport,
+            dst_qp: k.dst_qp,
+            start_ns: s.start_ns,
+            point_ns: s.point_ns,
+            bytes: s.bytes,
+            frames: s.frames,
+            ce: s.ce,
+            cnps_ns: cnps,
+        })
+        .collect()
+}
+
+/// A rate series as the report gives it.
+fn rate_json(s: &crate::analyses::marking::Series, window_ns: u64) -> DcqcnSeries {
+    DcqcnSeries {
+        start_ns: s.first_window() * window_ns,
+        point_ns: s.windows * window_ns,
+        bytes: s.bytes.clone(),
+        frames: s.frames.clone(),
+        ce: s.ce.clone(),
+    }
+}
+
+/// `--edges`: every data flow's windows near the report's ends, frames and CNPs, and every
+/// watched flow's series.
+fn edge(run: &Pipeline, e: &crate::analyses::dcqcn::edge::Edges) -> Option<DcqcnEdge> {
+    let (d, first) = (&run.analyses.dcqcn, e.first?);
+    let mut keys: Vec<&FlowKey> = e.flows.keys().chain(d.watched().filter(|k| !e.flows.contains_key(*k))).collect();
+    keys.sort_unstable();
+    let wn = d.window_ns();
+    let flows = keys
+        .into_iter()
+        .map(|k| {
+            let f = e.flows.get(k);
+            let log = d.log(k);
+            let cnps = log.iter().flat_map(|(_, l)| l).map(|c| {
+                let o = c.outcome;
+                let cut = o.map(|o| (o.cut_ratio * 1e6).round() as u64);
+                DcqcnEdgeCnp(c.ts_ns, c.by_hosts, cut, o.and_then(|o| o.reaction_ns), o.and_then(|o| o.recovery_ns))
+            });
+            DcqcnEdgeFlow {
                 src: addr_string(k.ip_version, &k.src),
                 dst: addr_string(k.ip_version, &k.dst),
                 udp_sport: k.udp_sport,
                 dst_qp: k.dst_qp,
-                stats: stats(s),
-            })
-            .collect(),
-        hosts: hosts(&flows),
-        plots,
+                request: f.is_some_and(|f| f.request),
+                watched_ns: log.as_ref().map(|l| l.0),
+                cnps: cnps.collect(),
+                windows: f
+                    .map(|f| f.windows(first, e.last, d.reach()))
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|(w, b)| [*w, *b])
+                    .collect(),
+                all: f.map(|f| rate_json(&f.all, wn)),
+                series: d.series(k).map(|s| rate_json(s, wn)),
+            }
+        })
+        .collect();
+    let cfg = &run.analyses.config;
+    Some(DcqcnEdge {
+        first_window: first,
+        last_window: e.last,
+        slow_recovery_ns: cfg.dcqcn_slow_recovery_ns,
+        cnp_interval_ns: cfg.cnp_interval_ns,
+        state_full: d.state_full,
+        flows_over: e.over,
+        flows,
     })
+}
+
+/// The flows as the section lists them.
+pub fn flows_json(flows: &[Judged]) -> Vec<DcqcnFlow> {
+    let flow = |(k, s): &Judged| DcqcnFlow {
+        src: addr_string(k.ip_version, &k.src),
+        dst: addr_string(k.ip_version, &k.dst),
+        udp_sport: k.udp_sport,
+        dst_qp: k.dst_qp,
+        stats: stats(s),
+    };
+    flows.iter().map(flow).collect()
 }
 
 /// Per sender host, the summaries of its flows (the section's `hosts`; the metrics').
@@ -99,13 +196,16 @@ fn us(ns: u64) -> String {
 
 /// The findings about senders' reaction to CNPs.
 pub fn findings(run: &Pipeline) -> Vec<Finding> {
-    findings_of(run, &run.analyses.dcqcn.flows())
+    findings_over(&run.analyses.dcqcn.flows(), &Judging::of(run))
+}
+
+/// Whether a finding is one of [`findings`]' (a merge recomputes them).
+pub fn is_dcqcn(code: FindingCode) -> bool {
+    matches!(code, FindingCode::CnpIgnored | FindingCode::SlowRecovery | FindingCode::CnpStorm)
 }
 
 /// The same over flows judged already.
-fn findings_of(run: &Pipeline, flows: &[Judged]) -> Vec<Finding> {
-    let d = &run.analyses.dcqcn;
-    let cfg = &run.analyses.config;
+pub fn findings_over(flows: &[Judged], j: &Judging) -> Vec<Finding> {
     let mut out = Vec::new();
     let ignored: Vec<&Judged> =
         flows.iter().filter(|(_, s)| s.unreacted >= IGNORED_MIN_CNPS && s.reacted == 0).collect();
@@ -118,8 +218,8 @@ fn findings_of(run: &Pipeline, flows: &[Judged]) -> Vec<Finding> {
                 "{} flows kept their rate after {cnps} CNPs (no {}-window fell below 90 % of the rate before within {}): \
                  DCQCN is off on their priority, or the CNPs do not reach the sender's NIC",
                 ignored.len(),
-                us(d.window_ns()),
-                us(d.horizon_ns())
+                us(j.window_ns),
+                us(j.horizon_ns)
             ),
             ignored.iter().map(|(k, _)| flow_ref(k)).collect(),
         ));
@@ -127,7 +227,7 @@ fn findings_of(run: &Pipeline, flows: &[Judged]) -> Vec<Finding> {
     let slow: Vec<(&FlowKey, u64)> = flows
         .iter()
         .filter_map(|(k, s)| s.recoveries.percentiles().map(|p| (k, p.p50)))
-        .filter(|(_, p50)| *p50 > cfg.dcqcn_slow_recovery_ns)
+        .filter(|(_, p50)| *p50 > j.slow_recovery_ns)
         .collect();
     if !slow.is_empty() {
         let worst = slow.iter().map(|(_, t)| *t).max().unwrap_or(0);
@@ -138,7 +238,7 @@ fn findings_of(run: &Pipeline, flows: &[Judged]) -> Vec<Finding> {
                 "{} flows took longer than {} (median over their CNPs; slowest {}) to come back to 90 % of their rate \
                  after a CNP: DCQCN's recovery timers or rate increase steps are slow for this fabric",
                 slow.len(),
-                us(cfg.dcqcn_slow_recovery_ns),
+                us(j.slow_recovery_ns),
                 us(worst)
             ),
             slow.iter().map(|(k, _)| flow_ref(k)).collect(),
@@ -148,7 +248,7 @@ fn findings_of(run: &Pipeline, flows: &[Judged]) -> Vec<Finding> {
         flows.iter().filter(|(_, s)| s.close_cnps >= STORM_MIN_CNPS && s.close_cnps * 2 >= s.cnps).collect();
     if !storm.is_empty() {
         let (close, all): (u64, u64) = storm.iter().fold((0, 0), |(c, a), (_, s)| (c + s.close_cnps, a + s.cnps));
-        let pacing = cfg.cnp_interval_ns.unwrap_or(crate::analyses::dcqcn::DEFAULT_PACING_NS);
+        let pacing = j.cnp_interval_ns.unwrap_or(crate::analyses::dcqcn::DEFAULT_PACING_NS);
         out.push(Finding::new(
             Severity::Warning,
             FindingCode::CnpStorm,
@@ -157,7 +257,7 @@ fn findings_of(run: &Pipeline, flows: &[Judged]) -> Vec<Finding> {
                  more than a notification point pacing CNPs per flow sends",
                 storm.len(),
                 us(pacing),
-                if cfg.cnp_interval_ns.is_some() { ", given" } else { ", the DCQCN default: give --cnp-interval" }
+                if j.cnp_interval_ns.is_some() { ", given" } else { ", the DCQCN default: give --cnp-interval" }
             ),
             storm.iter().map(|(k, _)| flow_ref(k)).collect(),
         ));

@@ -21,6 +21,8 @@
 //! below it minus t, the recovery time the start of the first later single window back at
 //! [`REACTED`] of the rate before minus t (at window resolution).
 
+pub mod edge;
+
 use std::collections::VecDeque;
 
 use analyzer_common::flow::FlowKey;
@@ -41,7 +43,7 @@ pub const SMOOTH: u64 = 2;
 /// CNPs waiting for their horizon per flow, at most (older ones are judged early).
 const MAX_PENDING: usize = 1024;
 /// Flows that keep a series, at most (the first watched): about 5 KB a flow.
-const SERIES_FLOWS: usize = 64;
+pub const SERIES_FLOWS: usize = 64;
 
 /// One CNP's outcome.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -72,7 +74,8 @@ pub struct FlowSummary {
 }
 
 impl FlowSummary {
-    fn add(&mut self, o: Option<Outcome>) {
+    /// One CNP's outcome (none: no rate before it).
+    pub fn add(&mut self, o: Option<Outcome>) {
         self.cnps += 1;
         let Some(o) = o else {
             self.no_rate_before += 1;
@@ -121,6 +124,28 @@ struct RateFlow {
     /// Its rate cuts, [CNP + reaction, CNP + recovery (or the horizon)), the latest
     /// [`MAX_CUTS`] (for the messages' tail).
     cuts: VecDeque<(u64, u64)>,
+    /// When it began to be watched.
+    watched_ns: u64,
+    /// `--edges`: its CNPs in order, as attributed and (those judged) as judged.
+    log: Option<Vec<Logged>>,
+    /// How many of them are judged.
+    logged: usize,
+}
+
+/// Windows from either end of a report within which a CNP's judgement may need another
+/// report's windows (`--edges`): the windows before a CNP, the horizon after it, and the window
+/// its flow's latest data is looked for in.
+pub fn reach(horizon_windows: u64) -> u64 {
+    horizon_windows + BEFORE_WINDOWS + 2
+}
+
+/// A CNP as one report attributed and judged it (`--edges`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Logged {
+    pub ts_ns: u64,
+    /// Attributed as the one watched flow between its hosts (no ACK pairing told its flow).
+    pub by_hosts: bool,
+    pub outcome: Option<Outcome>,
 }
 
 /// Rate cuts one flow keeps for the tail, at most (the latest).
@@ -143,6 +168,10 @@ impl RateFlow {
             self.cuts.push_back(c);
         }
         self.done.add(o);
+        if let Some(e) = self.log.as_mut().and_then(|l| l.get_mut(self.logged)) {
+            e.outcome = o;
+            self.logged += 1;
+        }
     }
 }
 
@@ -159,6 +188,8 @@ pub struct Dcqcn {
     pub unattributed: u64,
     cap: usize,
     pub state_full: u64,
+    /// `--edges`: the data flows' windows near the report's ends ([`edge`]).
+    edge: Option<Box<edge::Edges>>,
 }
 
 /// A flow's latest rate windows with data (window, bytes), oldest first, when kept elsewhere.
@@ -178,6 +209,38 @@ impl Dcqcn {
         }
     }
 
+    /// `--edges`: keep what `merge` of captures cut in time needs ([`edge`]).
+    pub fn keep_edges(&mut self) {
+        self.edge.get_or_insert_with(Default::default);
+    }
+
+    /// The flows watched (from their first CE mark or CNP).
+    pub fn watched(&self) -> impl Iterator<Item = &FlowKey> {
+        self.flows.keys()
+    }
+
+    /// What `--edges` kept.
+    pub fn edges(&self) -> Option<&edge::Edges> {
+        self.edge.as_deref()
+    }
+
+    /// The windows within which a CNP's judgement may need another report's ([`reach()`]).
+    pub fn reach(&self) -> u64 {
+        reach(self.horizon_windows())
+    }
+
+    /// A watched flow's CNPs as attributed and judged (those still within their horizon judged
+    /// on the windows seen until now), and when it began to be watched: with `--edges`.
+    pub fn log(&self, key: &FlowKey) -> Option<(u64, Vec<Logged>)> {
+        let f = self.flows.get(key)?;
+        let mut log = f.log.clone()?;
+        let h = self.horizon_windows();
+        for e in log.iter_mut().skip(f.logged) {
+            e.outcome = judge(f, e.ts_ns, self.window_ns, h);
+        }
+        Some((f.watched_ns, log))
+    }
+
     /// Flows folded away live: their state goes.
     pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<FlowKey>) {
         self.flows.retain(|k, _| !gone.contains(k));
@@ -195,7 +258,7 @@ impl Dcqcn {
         self.horizon_ns
     }
 
-    fn horizon_windows(&self) -> u64 {
+    pub fn horizon_windows(&self) -> u64 {
         self.horizon_ns.div_ceil(self.window_ns)
     }
 
@@ -220,7 +283,8 @@ impl Dcqcn {
             windows.retain(|e| e.1 > 0);
             let since = windows.front().map_or(ts / self.window_ns, |e| e.0);
             let series = (self.flows.len() < SERIES_FLOWS).then(|| Box::new(Series::new(ts / self.window_ns)));
-            self.flows.insert(key, RateFlow { since, series, windows, ..Default::default() });
+            let log = self.edge.as_ref().map(|_| Vec::new());
+            self.flows.insert(key, RateFlow { since, series, windows, watched_ns: ts, log, ..Default::default() });
         }
         self.flows.get_mut(&key)
     }
@@ -261,6 +325,9 @@ impl Dcqcn {
     ) -> Option<FlowKey> {
         let (wn, h, horizon_ns) = (self.window_ns, self.horizon_windows(), self.horizon_ns);
         let w = r.ts_ns / wn;
+        if let Some(e) = self.edge.as_deref_mut() {
+            e.record(r, w, reach(h), self.cap);
+        }
         if r.is_cnp() {
             return self.cnp(r, paired, history);
         }
@@ -331,6 +398,9 @@ impl Dcqcn {
             f.judged(t, o, horizon_ns);
         }
         f.pending.push_back(r.ts_ns);
+        if let Some(log) = f.log.as_mut() {
+            log.push(Logged { ts_ns: r.ts_ns, by_hosts: paired.is_none(), outcome: None });
+        }
         Some(key)
     }
 
@@ -372,11 +442,17 @@ impl Dcqcn {
 /// One CNP at `t` judged on a flow's windows (see the module's description); none without a
 /// rate before it or a window after it.
 fn judge(f: &RateFlow, t: u64, window_ns: u64, horizon: u64) -> Option<Outcome> {
+    judge_on(&f.windows, f.since, t, window_ns, horizon)
+}
+
+/// A CNP judged (see the module's description) on a flow's windows with data (window, bytes;
+/// in window order), watched from window `since`: `merge` judges a CNP near a cut so, on the
+/// windows of the reports around it.
+pub fn judge_on(windows: &VecDeque<(u64, u64)>, since: u64, t: u64, window_ns: u64, horizon: u64) -> Option<Outcome> {
     let wc = t / window_ns;
-    if wc < f.since + BEFORE_WINDOWS {
+    if wc < since + BEFORE_WINDOWS {
         return None;
     }
-    let windows = &f.windows;
     // (The windows are in order: a CNP storm judges many CNPs on ~100 windows each.)
     let bytes = |i: u64| windows.binary_search_by_key(&i, |(w, _)| *w).map_or(0, |at| windows[at].1);
     // A steady rate before: data in every one of those windows (a sparse or bursty flow has no

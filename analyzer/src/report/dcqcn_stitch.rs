@@ -1,0 +1,500 @@
+//! `merge` of the DCQCN sections of a capture cut in time, as one run over the whole judges
+//! them. Every report made with `--edges` carries each data flow's CNPs with their outcome,
+//! its windows with data within [`reach`] of the report's ends, its every frame as a series,
+//! and when it began to watch it (`dcqcn.edge`).
+//!
+//! - A CNP whose windows (the [`BEFORE_WINDOWS`] before it, the horizon after) all lie within
+//!   its report was judged as one run judges it: its outcome is kept. One near a cut is judged
+//!   again on the windows of the reports around the cut, added where a window spans the cut.
+//!   (A flow that carries no requests has no windows from before its watch in one run: it is
+//!   judged on its windows from the whole's watch on, and its CNPs soon after a later report's
+//!   watch are judged again too.)
+//! - Counts, medians and close CNPs follow from the outcomes in time order, per flow and per
+//!   host, and so do the findings (`cnp_ignored`, `slow_recovery`, `cnp_storm`).
+//! - The plots: one run keeps a series for the first flows it watches, from its watch on; the
+//!   report that first watched a flow has that series, the later ones every frame of it.
+//!
+//! What one run would do otherwise is counted, not guessed (`Doubts`): a CNP near a cut whose
+//! windows a report did not keep, CNPs a later report left unattributed or gave the one
+//! watched flow between their hosts where the whole watched several, a flow whose series the
+//! first report did not keep, and reports at their state's bounds.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use analyzer_common::flow::FlowKey;
+
+use crate::analyses::dcqcn::{BEFORE_WINDOWS, DEFAULT_PACING_NS, FlowSummary, Outcome, judge_on, reach};
+use crate::analyses::marking::{SERIES_POINTS, point};
+use crate::model::*;
+use crate::report::assemble::dcqcn::{Judged, Judging, Plotted, findings_over, flows_json, hosts, plots};
+
+/// One report's DCQCN section and its span.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub dcqcn: Option<Dcqcn>,
+}
+
+/// What the stitch could not make one run's (each a count; all zero: one run's).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Doubts {
+    /// CNPs near a cut judged on one report's windows (the other's were not kept).
+    pub cnps: u64,
+    /// CNPs a later report left unattributed, or attributed by their hosts where several
+    /// flows between them were watched.
+    pub attribution: u64,
+    /// Flows one run would plot whose series the report that first watched them did not keep.
+    pub plots: u64,
+    /// Reports at their flows' bound.
+    pub bounded: u64,
+}
+
+impl Doubts {
+    pub fn any(&self) -> bool {
+        *self != Doubts::default()
+    }
+}
+
+/// The section one run would have (none when it has none), its findings and the doubts.
+#[derive(Debug)]
+pub struct Stitched {
+    pub dcqcn: Option<Dcqcn>,
+    pub findings: Vec<Finding>,
+    pub doubts: Doubts,
+}
+
+/// A report in time order, with its edge.
+struct Sight<'a> {
+    d: &'a Dcqcn,
+    e: &'a DcqcnEdge,
+}
+
+/// Stitches reports that follow each other in time, each with a DCQCN edge and the same
+/// windows and settings; none otherwise (the caller merges them report by report).
+pub fn stitch(parts: &[Part]) -> Option<Stitched> {
+    if parts.len() < 2 {
+        return None;
+    }
+    let mut sorted: Vec<&Part> = parts.iter().collect();
+    sorted.sort_by_key(|p| (p.start_ns, p.end_ns));
+    if sorted.windows(2).any(|w| w[0].end_ns > w[1].start_ns) {
+        return None;
+    }
+    let sights: Vec<Sight> = sorted
+        .iter()
+        .map(|p| p.dcqcn.as_ref().and_then(|d| Some(Sight { d, e: d.edge.as_ref()? })))
+        .collect::<Option<_>>()?;
+    let (d0, e0) = (sights[0].d, sights[0].e);
+    let same = |s: &Sight| {
+        (s.d.rate_window_ns, s.d.horizon_ns, s.e.slow_recovery_ns, s.e.cnp_interval_ns)
+            == (d0.rate_window_ns, d0.horizon_ns, e0.slow_recovery_ns, e0.cnp_interval_ns)
+    };
+    if d0.rate_window_ns == 0 || !sights.iter().all(same) {
+        return None;
+    }
+    let judging = Judging {
+        window_ns: d0.rate_window_ns,
+        horizon_ns: d0.horizon_ns,
+        slow_recovery_ns: e0.slow_recovery_ns,
+        cnp_interval_ns: e0.cnp_interval_ns,
+    };
+    Some(Stitcher::new(&sights, judging).run())
+}
+
+/// One flow's sight in each report that had it (report index, its edge there).
+type Sights<'a> = Vec<(usize, &'a DcqcnEdgeFlow)>;
+
+struct Stitcher<'a> {
+    sights: &'a [Sight<'a>],
+    judging: Judging,
+    horizon: u64,
+    reach: u64,
+    flows: BTreeMap<FlowKey, Sights<'a>>,
+    doubts: Doubts,
+}
+
+impl<'a> Stitcher<'a> {
+    fn new(sights: &'a [Sight<'a>], judging: Judging) -> Self {
+        let horizon = judging.horizon_ns.div_ceil(judging.window_ns);
+        let mut flows: BTreeMap<FlowKey, Sights> = BTreeMap::new();
+        let mut doubts = Doubts::default();
+        for (i, s) in sights.iter().enumerate() {
+            doubts.bounded += u64::from(s.e.state_full + s.e.flows_over > 0);
+            for f in &s.e.flows {
+                let r = FlowRef { src: f.src.clone(), dst: f.dst.clone(), udp_sport: f.udp_sport, dst_qp: f.dst_qp };
+                match flow_ref_key(&r) {
+                    Some(k) => flows.entry(k).or_default().push((i, f)),
+                    None => doubts.bounded += 1,
+                }
+            }
+        }
+        Stitcher { sights, judging, horizon, reach: reach(horizon), flows, doubts }
+    }
+
+    fn run(mut self) -> Stitched {
+        self.doubt_attribution();
+        let mut judged: Vec<Judged> = Vec::new();
+        let mut series: BTreeMap<FlowKey, Plotted> = BTreeMap::new();
+        // One run's series go to the first flows it watches.
+        let mut watched: Vec<(usize, u64, FlowKey)> = Vec::new();
+        for (k, list) in &self.flows {
+            if let Some((i, t)) = list.iter().find_map(|(i, f)| Some((*i, f.watched_ns?))) {
+                watched.push((i, t, *k));
+            }
+        }
+        watched.sort_unstable();
+        let plotted: BTreeSet<FlowKey> =
+            watched.iter().take(crate::analyses::dcqcn::SERIES_FLOWS).map(|(_, _, k)| *k).collect();
+        let (mut near, mut unplotted) = (0, 0);
+        for (k, list) in &self.flows {
+            let Some(j) = list.iter().position(|(_, f)| f.watched_ns.is_some()) else { continue };
+            let (summary, unjudged) = self.summary(list, j);
+            near += unjudged;
+            if plotted.contains(k) {
+                match self.series(list, j) {
+                    Some(s) => drop(series.insert(*k, s)),
+                    None => unplotted += 1,
+                }
+            }
+            if summary.cnps > 0 {
+                judged.push((*k, summary));
+            }
+        }
+        (self.doubts.cnps, self.doubts.plots) = (near, unplotted);
+        let findings = findings_over(&judged, &self.judging);
+        let unattributed = self.sights.iter().map(|s| s.d.unattributed_cnps).fold(0, u64::saturating_add);
+        let dcqcn = (!judged.is_empty() || unattributed > 0).then(|| Dcqcn {
+            rate_window_ns: self.judging.window_ns,
+            horizon_ns: self.judging.horizon_ns,
+            unattributed_cnps: unattributed,
+            flows: flows_json(&judged),
+            hosts: hosts(&judged),
+            plots: plots(&judged, &findings, &|k| series.get(k).cloned()),
+            edge: None,
+        });
+        Stitched { dcqcn, findings, doubts: self.doubts }
+    }
+
+    /// CNPs a later report attributed otherwise than one run might: those it left
+    /// unattributed (one run may have known their flow), and those it gave the one flow it
+    /// watched between their hosts where the reports up to it watched several.
+    fn doubt_attribution(&mut self) {
+        let later = self.sights.iter().skip(1).map(|s| s.d.unattributed_cnps);
+        self.doubts.attribution += later.fold(0, u64::saturating_add);
+        let mut by_hosts: BTreeMap<(&str, &str), Vec<(usize, &FlowKey)>> = BTreeMap::new();
+        for (k, list) in &self.flows {
+            for (i, f) in list.iter().filter(|(_, f)| f.watched_ns.is_some()) {
+                by_hosts.entry((&f.src, &f.dst)).or_default().push((*i, k));
+            }
+        }
+        for list in self.flows.values() {
+            for (i, f) in list.iter().filter(|(i, _)| *i > 0) {
+                let n = f.cnps.iter().filter(|c| c.by_hosts()).count() as u64;
+                let watched = by_hosts.get(&(f.src.as_str(), f.dst.as_str())).map(Vec::as_slice).unwrap_or_default();
+                let up_to: BTreeSet<&FlowKey> = watched.iter().filter(|(j, _)| j <= i).map(|(_, k)| *k).collect();
+                if n > 0 && up_to.len() > 1 {
+                    self.doubts.attribution += n;
+                }
+            }
+        }
+    }
+
+    /// A flow's CNPs over all reports, in time order, as one run judges them (`j`: the sight
+    /// of the report that first watched it); and how many near a cut could not be judged again.
+    fn summary(&self, list: &Sights, j: usize) -> (FlowSummary, u64) {
+        let request = list.iter().any(|(_, f)| f.request);
+        let (wn, h) = (self.judging.window_ns, self.horizon);
+        let whole_watch = list[j].1.watched_ns.unwrap_or(0) / wn;
+        // A flow without requests has no windows from before its watch in one run.
+        let since = if request { 0 } else { whole_watch };
+        let mut union: BTreeMap<u64, u64> = BTreeMap::new();
+        for (_, f) in list {
+            for [w, b] in &f.windows {
+                *union.entry(*w).or_default() += b;
+            }
+        }
+        let windows: VecDeque<(u64, u64)> = union.into_iter().filter(|(w, _)| *w >= since).collect();
+        let pacing = self.judging.cnp_interval_ns.unwrap_or(DEFAULT_PACING_NS);
+        let (mut s, mut last, mut unjudged) = (FlowSummary::default(), None::<u64>, 0);
+        for (n, (i, f)) in list.iter().enumerate() {
+            let own_watch = f.watched_ns.map(|t| t / wn);
+            for c in &f.cnps {
+                let wc = c.ns() / wn;
+                let late_watch = !request && n > j && own_watch.is_some_and(|w| wc < w + BEFORE_WINDOWS);
+                let near_cut = self.near_cut(*i, wc) || late_watch;
+                let outcome = match near_cut {
+                    true if self.known(wc.saturating_sub(BEFORE_WINDOWS), wc + h + 1) => {
+                        judge_on(&windows, since, c.ns(), wn, h)
+                    }
+                    near => {
+                        unjudged += u64::from(near);
+                        c.2.map(|p| Outcome { cut_ratio: p as f64 / 1e6, reaction_ns: c.3, recovery_ns: c.4 })
+                    }
+                };
+                if last.is_some_and(|l| c.ns().saturating_sub(l) < pacing / 2) {
+                    s.close_cnps += 1;
+                }
+                last = Some(c.ns());
+                s.add(outcome);
+            }
+        }
+        (s, unjudged)
+    }
+
+    /// Whether a CNP in window `wc` of report `i` needs windows of another report.
+    fn near_cut(&self, i: usize, wc: u64) -> bool {
+        let e = self.sights[i].e;
+        (i > 0 && wc <= e.first_window + BEFORE_WINDOWS)
+            || (i + 1 < self.sights.len() && wc + self.horizon + 1 >= e.last_window)
+    }
+
+    /// Whether the reports kept every window from `from` to `to`: none lies inside a report,
+    /// out of reach of its ends.
+    fn known(&self, from: u64, to: u64) -> bool {
+        self.sights.iter().all(|s| {
+            let (a, b) = (s.e.first_window + self.reach, s.e.last_window.saturating_sub(self.reach));
+            a >= b || to < a || from >= b
+        })
+    }
+
+    /// One run's series of a flow: the first watching report's, then every frame of the later
+    /// ones; its CNPs' times (the first [`SERIES_POINTS`]).
+    fn series(&self, list: &Sights, j: usize) -> Option<Plotted> {
+        let first = list[j].1.series.as_ref()?;
+        let later = list[j + 1..].iter().filter_map(|(_, f)| f.all.as_ref());
+        let joined = join(first, &std::iter::once(first).chain(later).collect::<Vec<_>>(), self.judging.window_ns);
+        let cnps = list.iter().flat_map(|(_, f)| f.cnps.iter().map(|c| c.ns())).take(SERIES_POINTS).collect();
+        Some((joined, cnps))
+    }
+}
+
+/// Series of several reports in one, from `first`'s start: the width is the smallest
+/// power-of-two multiple of the widest that holds every point in [`SERIES_POINTS`] (as one
+/// run's halving ends), each report's point landing in the one holding it.
+fn join(first: &DcqcnSeries, list: &[&DcqcnSeries], window_ns: u64) -> DcqcnSeries {
+    let start = first.start_ns / window_ns;
+    let list: Vec<&&DcqcnSeries> = list.iter().filter(|s| !s.bytes.is_empty() && s.point_ns > 0).collect();
+    let width_of = |s: &DcqcnSeries| (s.point_ns / window_ns).max(1);
+    let last = list.iter().map(|s| s.start_ns / window_ns + (s.bytes.len() as u64 - 1) * width_of(s)).max();
+    let Some(last) = last else { return first.clone() };
+    let mut width = list.iter().map(|s| width_of(s)).chain([width_of(first)]).max().unwrap_or(1);
+    while point(start, last, width) >= SERIES_POINTS as u64 {
+        width *= 2;
+    }
+    let n = point(start, last, width) as usize + 1;
+    let mut out = DcqcnSeries {
+        start_ns: start / width * width * window_ns,
+        point_ns: width * window_ns,
+        bytes: vec![0; n],
+        frames: vec![0; n],
+        ce: vec![0; n],
+    };
+    for s in list {
+        for i in 0..s.bytes.len() {
+            let at = point(start, s.start_ns / window_ns + i as u64 * width_of(s), width) as usize;
+            out.bytes[at] += s.bytes[i];
+            out.frames[at] += s.frames.get(i).copied().unwrap_or(0);
+            out.ce[at] += s.ce.get(i).copied().unwrap_or(0);
+        }
+    }
+    out
+}
+
+/// The DCQCN section of a merge: stitched across cuts, or else report by report.
+#[derive(Debug)]
+pub struct Merged {
+    pub dcqcn: Option<Dcqcn>,
+    pub unjoined: super::dcqcn_merge::Unjoined,
+    /// Stitched: one run's findings, and what it could not make one run's.
+    pub stitched: Option<(Vec<Finding>, Doubts)>,
+}
+
+impl Merged {
+    /// Its notes: a stitch's doubts; or, merged report by report, the medians it could not
+    /// keep and (of several reports) that each judged its CNPs on its own frames.
+    pub fn notes(&self, reports: usize) -> Vec<Note> {
+        let mut out = Vec::new();
+        if self.unjoined.flows + self.unjoined.hosts > 0 {
+            out.push(super::dcqcn_merge::note(self.unjoined));
+        }
+        if let Some(d) = self.stitched.as_ref().map(|s| s.1).filter(Doubts::any) {
+            out.push(note(d));
+        }
+        if reports > 1 && self.unjoined.reports > 0 {
+            out.push(super::dcqcn_merge::stitch_note(self.unjoined.reports));
+        }
+        out
+    }
+}
+
+/// Stitches the reports' sections ([`stitch`]) or merges them report by report
+/// ([`super::dcqcn_merge::merge`]); edges stay in their reports.
+pub fn merge(parts: &[Part]) -> Merged {
+    if let Some(s) = stitch(parts) {
+        return Merged { dcqcn: s.dcqcn, unjoined: Default::default(), stitched: Some((s.findings, s.doubts)) };
+    }
+    let sections: Vec<&Dcqcn> = parts.iter().filter_map(|p| p.dcqcn.as_ref()).collect();
+    let (dcqcn, unjoined) =
+        super::dcqcn_merge::merge(&sections).map_or((None, Default::default()), |(d, u)| (Some(d), u));
+    // A report with `--edges` has the section for its frames alone: one run without CNPs has none.
+    let dcqcn = dcqcn
+        .map(|d| Dcqcn { edge: None, ..d })
+        .filter(|d| !d.flows.is_empty() || d.unattributed_cnps > 0 || !d.plots.is_empty());
+    Merged { dcqcn, unjoined, stitched: None }
+}
+
+/// One run's DCQCN findings in the merged audit, in place of the reports' (when stitched).
+pub fn set_findings(report: &mut Report, findings: Option<Vec<Finding>>) {
+    let Some(findings) = findings else { return };
+    report.audit.retain(|f| !crate::report::assemble::dcqcn::is_dcqcn(f.code));
+    report.audit.extend(findings);
+    crate::report::assemble::audit::sort(&mut report.audit);
+}
+
+/// The note of a stitch with doubts.
+pub fn note(d: Doubts) -> Note {
+    Note::new(
+        NoteCode::DcqcnNotStitched,
+        format!(
+            "DCQCN: judged across the cuts as one run would, except {} CNPs near a cut whose windows a report did \
+             not keep, {} CNPs a later report left unattributed or gave the one flow it watched between their \
+             hosts, {} flows whose series the first report did not keep, and {} reports at their flows' bound \
+             (--max-flows)",
+            d.cnps, d.attribution, d.plots, d.bounded
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WN: u64 = 10_000;
+
+    /// The whole's bytes per 10 µs window: 10 000 up to window 39, halved from 40 to 45, back
+    /// at 10 000 from 46 to 100. Window 40 spans the cut: 2 000 before it, 3 000 after.
+    fn bytes(w: u64) -> u64 {
+        match w {
+            0..=39 | 46.. => 10_000,
+            _ => 5_000,
+        }
+    }
+
+    fn series(from: u64, to: u64, at: &dyn Fn(u64) -> u64) -> DcqcnSeries {
+        let bytes: Vec<u64> = (from..=to).map(at).collect();
+        let frames = bytes.iter().map(|b| b / 500).collect();
+        DcqcnSeries { start_ns: from * WN, point_ns: WN, ce: vec![0; bytes.len()], bytes, frames }
+    }
+
+    fn cnp(ns: u64, outcome: Option<(u64, Option<u64>, Option<u64>)>) -> DcqcnEdgeCnp {
+        DcqcnEdgeCnp(ns, false, outcome.map(|o| o.0), outcome.and_then(|o| o.1), outcome.and_then(|o| o.2))
+    }
+
+    /// A report of windows `first..=last` with the one flow watched from `watched`, its CNPs as
+    /// that report judged them; its windows within reach (17: horizon 10, 5 before, 2) of its ends.
+    fn part(first: u64, last: u64, at: &dyn Fn(u64) -> u64, watched: Option<u64>, cnps: Vec<DcqcnEdgeCnp>) -> Part {
+        let reach = reach(10);
+        let windows = (first..=last).filter(|w| *w < first + reach || *w + reach >= last).map(|w| [w, at(w)]).collect();
+        let flow = DcqcnEdgeFlow {
+            src: "10.0.0.1".into(),
+            dst: "10.0.0.2".into(),
+            udp_sport: 1,
+            dst_qp: 7,
+            request: true,
+            watched_ns: watched,
+            cnps,
+            windows,
+            all: Some(series(first, last, at)),
+            series: watched.map(|t| series(t / WN, last, at)),
+        };
+        let edge = DcqcnEdge {
+            first_window: first,
+            last_window: last,
+            slow_recovery_ns: 1_000_000,
+            cnp_interval_ns: None,
+            state_full: 0,
+            flows_over: 0,
+            flows: vec![flow],
+        };
+        let d = Dcqcn {
+            rate_window_ns: WN,
+            horizon_ns: 100_000,
+            unattributed_cnps: 0,
+            flows: Vec::new(),
+            hosts: Vec::new(),
+            plots: Vec::new(),
+            edge: Some(edge),
+        };
+        // The cut falls within window 40: the first part's frames in its first half.
+        Part { start_ns: first * WN + u64::from(first > 0) * WN / 2, end_ns: last * WN + WN / 2 - 1, dcqcn: Some(d) }
+    }
+
+    fn before_cut(w: u64) -> u64 {
+        if w == 40 { 2_000 } else { bytes(w) }
+    }
+
+    fn after_cut(w: u64) -> u64 {
+        if w == 40 { 3_000 } else { bytes(w) }
+    }
+
+    /// A CNP at 385 µs (window 38) was judged before the cut on windows up to 39 (no cut: the
+    /// part ends at 40); one at 425 µs just after it had no rate before; one at 705 µs is
+    /// inside the second part. One run: the first halved (10 000 before, 5 000 at 41: 0.5),
+    /// reacted at window 40 (15 µs) and back at 46 (75 µs); the second cut from 8 000 (the mean
+    /// of 37..41) to 5 000 (0.625), reacted at 43 (5 µs), back at 46 (35 µs); the third kept.
+    #[test]
+    fn cnps_near_a_cut_are_judged_on_the_windows_around_it() {
+        let a = part(0, 40, &before_cut, Some(5_000), vec![cnp(385_000, Some((1_000_000, None, None)))]);
+        let b_cnps = vec![cnp(425_000, None), cnp(705_000, Some((500_000, Some(5_000), Some(20_000))))];
+        let b = part(40, 100, &after_cut, Some(425_000), b_cnps);
+        let s = stitch(&[b, a]).expect("in series, with edges");
+        assert_eq!(s.doubts, Doubts::default());
+        let d = s.dcqcn.unwrap();
+        let f = &d.flows[0].stats;
+        assert_eq!((f.cnps, f.reacted, f.unreacted_cnps, f.no_rate_before, f.not_recovered), (3, 3, 0, 0, 0));
+        assert_eq!((f.cut_ratio_p50, f.worst_cut_ratio), (Some(0.5), Some(0.5)));
+        assert_eq!((f.reaction_ns_p50, f.recovery_ns_p50), (Some(5_000), Some(35_000)));
+        // The plot: the first part's series from its watch, every frame of the second; the
+        // window at the cut holds both parts' bytes.
+        let p = &d.plots[0];
+        assert_eq!((p.start_ns, p.point_ns, p.bytes.len()), (0, WN, 101));
+        assert_eq!((p.bytes[39], p.bytes[40], p.bytes[41]), (10_000, 5_000, 5_000));
+        assert_eq!(p.cnps_ns, [385_000, 425_000, 705_000]);
+        assert!(s.findings.is_empty(), "{:?}", s.findings);
+    }
+
+    /// What a stitch cannot know is counted, the part's outcome kept: a flow that carries no
+    /// requests (READ responses) has no windows from before its watch, so its CNP soon after a
+    /// later part's own watch (at window 72, watched at 70) was judged there without the rate
+    /// before that one run had; the windows before it are inside that part, not kept. And a
+    /// later part's unattributed CNPs.
+    #[test]
+    fn what_the_parts_did_not_keep_is_counted() {
+        let mut a = part(0, 40, &before_cut, Some(5_000), vec![cnp(385_000, Some((1_000_000, None, None)))]);
+        let mut b = part(40, 100, &after_cut, Some(700_000), vec![cnp(725_000, None)]);
+        for p in [&mut a, &mut b] {
+            p.dcqcn.as_mut().unwrap().edge.as_mut().unwrap().flows[0].request = false;
+        }
+        b.dcqcn.as_mut().unwrap().unattributed_cnps = 2;
+        let s = stitch(&[a, b]).unwrap();
+        assert_eq!(s.doubts, Doubts { cnps: 1, attribution: 2, plots: 0, bounded: 0 });
+        let f = &s.dcqcn.unwrap().flows[0].stats;
+        assert_eq!((f.cnps, f.reacted, f.no_rate_before), (2, 1, 1), "the first judged again, the second kept");
+    }
+
+    #[test]
+    fn reports_that_overlap_or_lack_edges_are_not_stitched() {
+        let a = part(0, 40, &before_cut, Some(5_000), Vec::new());
+        let b = part(40, 100, &after_cut, None, Vec::new());
+        let mut overlapping = b.clone();
+        overlapping.start_ns = 300_000;
+        assert!(stitch(&[a.clone(), b.clone()]).is_some());
+        assert!(stitch(&[a.clone(), overlapping]).is_none());
+        let mut bare = b.clone();
+        bare.dcqcn.as_mut().unwrap().edge = None;
+        assert!(stitch(&[a.clone(), bare]).is_none());
+        // Without CNPs, one run has no section.
+        assert!(stitch(&[a, b]).unwrap().dcqcn.is_none());
+    }
+}

@@ -44,12 +44,56 @@ impl FlowEdge {
 pub struct Edges {
     pub first: Option<u64>,
     pub last: u64,
-    pub flows: FxHashMap<FlowKey, FlowEdge>,
+    flows: Vec<FlowEdge>,
+    index: FxHashMap<FlowKey, u32>,
+    /// The latest data frame's flow and its place (a message's frames follow each other: one
+    /// lookup less for most).
+    latest: Option<(FlowKey, u32)>,
     /// Data flows not kept (past the analysis' bound).
     pub over: u64,
 }
 
 impl Edges {
+    /// A data flow's edge.
+    pub fn get(&self, key: &FlowKey) -> Option<&FlowEdge> {
+        self.index.get(key).map(|i| &self.flows[*i as usize])
+    }
+
+    /// The data flows kept.
+    pub fn keys(&self) -> impl Iterator<Item = &FlowKey> {
+        self.index.keys()
+    }
+
+    /// The place of a data frame's flow (kept on its first frame); none past the bound.
+    fn place(&mut self, r: &Record, w: u64, cap: usize) -> Option<usize> {
+        let key = r.flow();
+        if let Some((k, i)) = self.latest
+            && k == key
+        {
+            return Some(i as usize);
+        }
+        let i = match self.index.get(&key) {
+            Some(i) => *i,
+            None if self.flows.len() >= cap => {
+                self.over += 1;
+                return None;
+            }
+            None => {
+                self.flows.push(FlowEdge {
+                    request: analyzer_common::opcode::is_reliable_request(r.opcode),
+                    head: Vec::new(),
+                    tail: VecDeque::new(),
+                    all: Series::new(w),
+                });
+                let i = self.flows.len() as u32 - 1;
+                self.index.insert(key, i);
+                i
+            }
+        };
+        self.latest = Some((key, i));
+        Some(i as usize)
+    }
+
     /// Any record at window `w`; a data frame (not a CNP) adds to its flow's windows.
     pub fn record(&mut self, r: &Record, w: u64, reach: u64, cap: usize) {
         let first = *self.first.get_or_insert(w);
@@ -57,17 +101,8 @@ impl Edges {
         if r.is_cnp() || !analyzer_common::opcode::is_data(r.opcode) {
             return;
         }
-        let key = r.flow();
-        if !self.flows.contains_key(&key) && self.flows.len() >= cap {
-            self.over += 1;
-            return;
-        }
-        let f = self.flows.entry(key).or_insert_with(|| FlowEdge {
-            request: analyzer_common::opcode::is_reliable_request(r.opcode),
-            head: Vec::new(),
-            tail: VecDeque::new(),
-            all: Series::new(w),
-        });
+        let Some(i) = self.place(r, w, cap) else { return };
+        let f = &mut self.flows[i];
         let bytes = r.frame_len as u64;
         f.all.add(w, bytes, r.ce());
         if w < first + reach {
@@ -117,7 +152,7 @@ mod tests {
                 e.record(&data(w * 10 + i), w, 8, 10);
             }
         }
-        let f = &e.flows[&data(0).flow()];
+        let f = e.get(&data(0).flow()).unwrap();
         let w = f.windows(e.first.unwrap(), e.last, 8);
         let expect: Vec<(u64, u64)> = (0..8).chain(41..50).map(|w| (w, 200)).collect();
         assert_eq!(w, expect);
@@ -127,12 +162,12 @@ mod tests {
         for w in 0..5 {
             s.record(&data(w * 10), w, 8, 10);
         }
-        let f = &s.flows[&data(0).flow()];
+        let f = s.get(&data(0).flow()).unwrap();
         assert_eq!(f.windows(0, 4, 8), (0..5).map(|w| (w, 100)).collect::<Vec<_>>());
         // Past the bound a new flow is counted, not kept.
         let mut other = data(60);
         other.dst_qp = 10;
         s.record(&other, 6, 8, 1);
-        assert_eq!((s.flows.len(), s.over), (1, 1));
+        assert_eq!((s.keys().count(), s.over), (1, 1));
     }
 }

@@ -123,13 +123,13 @@ fn rate_json(s: &crate::analyses::marking::Series, window_ns: u64) -> DcqcnSerie
 /// watched flow's series.
 fn edge(run: &Pipeline, e: &crate::analyses::dcqcn::edge::Edges) -> Option<DcqcnEdge> {
     let (d, first) = (&run.analyses.dcqcn, e.first?);
-    let mut keys: Vec<&FlowKey> = e.flows.keys().chain(d.watched().filter(|k| !e.flows.contains_key(*k))).collect();
+    let mut keys: Vec<&FlowKey> = e.keys().chain(d.watched().filter(|k| e.get(k).is_none())).collect();
     keys.sort_unstable();
     let wn = d.window_ns();
     let flows = keys
         .into_iter()
         .map(|k| {
-            let f = e.flows.get(k);
+            let f = e.get(k);
             let log = d.log(k);
             let cnps = log.iter().flat_map(|(_, l)| l).map(|c| {
                 let o = c.outcome;

@@ -80,7 +80,17 @@ pub struct DcqcnEdge {
     pub state_full: u64,
     pub flows_over: u64,
     pub flows: Vec<DcqcnEdgeFlow>,
+    /// The CNPs no flow could take (the first 1024; `unattributed_over` more).
+    #[serde(default)]
+    pub unattributed: Vec<DcqcnStray>,
+    #[serde(default)]
+    pub unattributed_over: u64,
 }
+
+/// An unattributed CNP, as a JSON array: the data sender it went to, the receiver that sent it,
+/// the sender's QP, its time, and whether several flows between them were watched (else none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DcqcnStray(pub String, pub String, pub u32, pub u64, pub bool);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DcqcnEdgeFlow {

@@ -15,9 +15,10 @@
 //!   report that first watched a flow has that series, the later ones every frame of it.
 //!
 //! What one run would do otherwise is counted, not guessed (`Doubts`): a CNP near a cut whose
-//! windows a report did not keep, CNPs a later report left unattributed or gave the one
-//! watched flow between their hosts where the whole watched several, a flow whose series the
-//! first report did not keep, and reports at their state's bounds.
+//! windows a report did not keep, CNPs a later report left unattributed where one run may have
+//! known their flow or gave the one watched flow between their hosts where the whole watched
+//! several, a flow whose series the first report did not keep, and reports at their state's
+//! bounds.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -41,8 +42,8 @@ pub struct Part {
 pub struct Doubts {
     /// CNPs near a cut judged on one report's windows (the other's were not kept).
     pub cnps: u64,
-    /// CNPs a later report left unattributed, or attributed by their hosts where several
-    /// flows between them were watched.
+    /// CNPs a later report left unattributed where one run may have known their flow, or
+    /// attributed by their hosts where several flows between them were watched.
     pub attribution: u64,
     /// Flows one run would plot whose series the report that first watched them did not keep.
     pub plots: u64,
@@ -70,9 +71,24 @@ struct Sight<'a> {
     e: &'a DcqcnEdge,
 }
 
+/// The merged flows' first frame by (source, destination, destination QP): whether ACKs could
+/// have gone to a QP before a time (one run pairs a CNP with the flow whose ACKs go to its QP).
+pub type FirstFrames = BTreeMap<(String, String, u32), u64>;
+
+/// [`FirstFrames`] of the merged flows.
+pub fn first_frames<'f>(flows: impl Iterator<Item = &'f Flow>) -> FirstFrames {
+    let mut out = FirstFrames::new();
+    for f in flows {
+        let e = out.entry((f.src.clone(), f.dst.clone(), f.dst_qp)).or_insert(f.first_ns);
+        *e = (*e).min(f.first_ns);
+    }
+    out
+}
+
 /// Stitches reports that follow each other in time, each with a DCQCN edge and the same
-/// windows and settings; none otherwise (the caller merges them report by report).
-pub fn stitch(parts: &[Part]) -> Option<Stitched> {
+/// windows and settings; none otherwise (the caller merges them report by report). `back`:
+/// the merged flows' first frames.
+pub fn stitch(parts: &[Part], back: &FirstFrames) -> Option<Stitched> {
     if parts.len() < 2 {
         return None;
     }
@@ -99,7 +115,7 @@ pub fn stitch(parts: &[Part]) -> Option<Stitched> {
         slow_recovery_ns: e0.slow_recovery_ns,
         cnp_interval_ns: e0.cnp_interval_ns,
     };
-    Some(Stitcher::new(&sights, judging).run())
+    Some(Stitcher::new(&sights, judging).run(back))
 }
 
 /// One flow's sight in each report that had it (report index, its edge there).
@@ -132,8 +148,8 @@ impl<'a> Stitcher<'a> {
         Stitcher { sights, judging, horizon, reach: reach(horizon), flows, doubts }
     }
 
-    fn run(mut self) -> Stitched {
-        self.doubt_attribution();
+    fn run(mut self, back: &FirstFrames) -> Stitched {
+        self.doubt_attribution(back);
         let mut judged: Vec<Judged> = Vec::new();
         let mut series: BTreeMap<FlowKey, Plotted> = BTreeMap::new();
         // One run's series go to the first flows it watches.
@@ -177,15 +193,30 @@ impl<'a> Stitcher<'a> {
     }
 
     /// CNPs a later report attributed otherwise than one run might: those it left
-    /// unattributed (one run may have known their flow), and those it gave the one flow it
-    /// watched between their hosts where the reports up to it watched several.
-    fn doubt_attribution(&mut self) {
-        let later = self.sights.iter().skip(1).map(|s| s.d.unattributed_cnps);
-        self.doubts.attribution += later.fold(0, u64::saturating_add);
+    /// unattributed where one run may have known their flow (a flow back to their QP began
+    /// before them: its ACKs may pair it; or the report watched no flow between their hosts and
+    /// the reports before it watched one), and those it gave the one flow it watched between
+    /// their hosts where the reports up to it watched several.
+    fn doubt_attribution(&mut self, back: &FirstFrames) {
         let mut by_hosts: BTreeMap<(&str, &str), Vec<(usize, &FlowKey)>> = BTreeMap::new();
         for (k, list) in &self.flows {
             for (i, f) in list.iter().filter(|(_, f)| f.watched_ns.is_some()) {
                 by_hosts.entry((&f.src, &f.dst)).or_default().push((*i, k));
+            }
+        }
+        let watched_before = |i: usize, src: &str, dst: &str| {
+            let list = by_hosts.get(&(src, dst)).map(Vec::as_slice).unwrap_or_default();
+            list.iter().filter(|(j, _)| *j < i).map(|(_, k)| *k).collect::<BTreeSet<_>>().len()
+        };
+        for (i, s) in self.sights.iter().enumerate().skip(1) {
+            if s.e.unattributed_over > 0 || (s.e.unattributed.len() as u64) < s.d.unattributed_cnps {
+                self.doubts.attribution += s.d.unattributed_cnps;
+                continue;
+            }
+            for DcqcnStray(sender, receiver, qp, ns, several) in &s.e.unattributed {
+                let acks = back.get(&(receiver.clone(), sender.clone(), *qp)).is_some_and(|first| first < ns);
+                let one = !several && watched_before(i, sender, receiver) == 1;
+                self.doubts.attribution += u64::from(acks || one);
             }
         }
         for list in self.flows.values() {
@@ -330,8 +361,8 @@ impl Merged {
 
 /// Stitches the reports' sections ([`stitch`]) or merges them report by report
 /// ([`super::dcqcn_merge::merge`]); edges stay in their reports.
-pub fn merge(parts: &[Part]) -> Merged {
-    if let Some(s) = stitch(parts) {
+pub fn merge(parts: &[Part], back: &FirstFrames) -> Merged {
+    if let Some(s) = stitch(parts, back) {
         return Merged { dcqcn: s.dcqcn, unjoined: Default::default(), stitched: Some((s.findings, s.doubts)) };
     }
     let sections: Vec<&Dcqcn> = parts.iter().filter_map(|p| p.dcqcn.as_ref()).collect();
@@ -358,9 +389,10 @@ pub fn note(d: Doubts) -> Note {
         NoteCode::DcqcnNotStitched,
         format!(
             "DCQCN: judged across the cuts as one run would, except {} CNPs near a cut whose windows a report did \
-             not keep, {} CNPs a later report left unattributed or gave the one flow it watched between their \
-             hosts, {} flows whose series the first report did not keep, and {} reports at their flows' bound \
-             (--max-flows)",
+             not keep, {} CNPs a later report left unattributed (where one run may have known their flow: a flow \
+             back to their QP began before them, or an earlier report watched the one flow between their hosts) \
+             or gave the one flow it watched between their hosts, {} flows whose series the first report did not \
+             keep, and {} reports at their flows' bound (--max-flows)",
             d.cnps, d.attribution, d.plots, d.bounded
         ),
     )
@@ -416,6 +448,8 @@ mod tests {
             state_full: 0,
             flows_over: 0,
             flows: vec![flow],
+            unattributed: Vec::new(),
+            unattributed_over: 0,
         };
         let d = Dcqcn {
             rate_window_ns: WN,
@@ -448,7 +482,7 @@ mod tests {
         let a = part(0, 40, &before_cut, Some(5_000), vec![cnp(385_000, Some((1_000_000, None, None)))]);
         let b_cnps = vec![cnp(425_000, None), cnp(705_000, Some((500_000, Some(5_000), Some(20_000))))];
         let b = part(40, 100, &after_cut, Some(425_000), b_cnps);
-        let s = stitch(&[b, a]).expect("in series, with edges");
+        let s = stitch(&[b, a], &FirstFrames::new()).expect("in series, with edges");
         assert_eq!(s.doubts, Doubts::default());
         let d = s.dcqcn.unwrap();
         let f = &d.flows[0].stats;
@@ -477,10 +511,32 @@ mod tests {
             p.dcqcn.as_mut().unwrap().edge.as_mut().unwrap().flows[0].request = false;
         }
         b.dcqcn.as_mut().unwrap().unattributed_cnps = 2;
-        let s = stitch(&[a, b]).unwrap();
+        let s = stitch(&[a, b], &FirstFrames::new()).unwrap();
         assert_eq!(s.doubts, Doubts { cnps: 1, attribution: 2, plots: 0, bounded: 0 });
         let f = &s.dcqcn.unwrap().flows[0].stats;
         assert_eq!((f.cnps, f.reacted, f.no_rate_before), (2, 1, 1), "the first judged again, the second kept");
+    }
+
+    /// A later part's unattributed CNPs, each as one run would take it: one to the sender of
+    /// the flow the first part watched (no flow watched here: one run gives it that flow), one
+    /// to a QP a flow back began to send to before it (its ACKs may pair it), one to a QP a flow
+    /// back began to send to only after it and no flow watched: unattributed in one run too.
+    #[test]
+    fn a_later_part_s_unattributed_cnps_are_doubted_where_one_run_may_know_their_flow() {
+        let a = part(0, 40, &before_cut, Some(5_000), Vec::new());
+        let mut b = part(40, 100, &after_cut, None, Vec::new());
+        let stray = |s: &str, r: &str, qp: u32| DcqcnStray(s.into(), r.into(), qp, 600_000, false);
+        let e = b.dcqcn.as_mut().unwrap();
+        e.unattributed_cnps = 3;
+        e.edge.as_mut().unwrap().unattributed =
+            vec![stray("10.0.0.1", "10.0.0.2", 9), stray("10.0.0.5", "10.0.0.2", 3), stray("10.0.0.5", "10.0.0.6", 4)];
+        let back: FirstFrames =
+            [(("10.0.0.2".into(), "10.0.0.5".into(), 3), 100), (("10.0.0.6".into(), "10.0.0.5".into(), 4), 700_000)]
+                .into_iter()
+                .collect();
+        let s = stitch(&[a, b], &back).unwrap();
+        assert_eq!(s.doubts.attribution, 2);
+        assert_eq!(s.dcqcn.unwrap().unattributed_cnps, 3);
     }
 
     #[test]
@@ -489,12 +545,12 @@ mod tests {
         let b = part(40, 100, &after_cut, None, Vec::new());
         let mut overlapping = b.clone();
         overlapping.start_ns = 300_000;
-        assert!(stitch(&[a.clone(), b.clone()]).is_some());
-        assert!(stitch(&[a.clone(), overlapping]).is_none());
+        assert!(stitch(&[a.clone(), b.clone()], &FirstFrames::new()).is_some());
+        assert!(stitch(&[a.clone(), overlapping], &FirstFrames::new()).is_none());
         let mut bare = b.clone();
         bare.dcqcn.as_mut().unwrap().edge = None;
-        assert!(stitch(&[a.clone(), bare]).is_none());
+        assert!(stitch(&[a.clone(), bare], &FirstFrames::new()).is_none());
         // Without CNPs, one run has no section.
-        assert!(stitch(&[a, b]).unwrap().dcqcn.is_none());
+        assert!(stitch(&[a, b], &FirstFrames::new()).unwrap().dcqcn.is_none());
     }
 }

@@ -738,7 +738,7 @@ impl Merger {
         let merged = super::messages_merge::merge(&self.messages.iter().collect::<Vec<_>>());
         let (incast, incast_joined) = super::incast_merge::merge(&self.incasts.iter().collect::<Vec<_>>());
         let (marking, marking_exact) = super::marking_merge::merge(&self.markings);
-        let dcqcn = super::dcqcn_stitch::merge(&self.dcqcn);
+        let dcqcn = super::dcqcn_stitch::merge(&self.dcqcn, &super::dcqcn_stitch::first_frames(self.flows.values()));
         let unmerged = Unmerged {
             reports: self.reports,
             shared_flows: st.shared,

@@ -51,9 +51,37 @@ pub struct Edges {
     latest: Option<(FlowKey, u32)>,
     /// Data flows not kept (past the analysis' bound).
     pub over: u64,
+    /// CNPs no flow could take, the first [`MAX_STRAYS`] (one run over a longer capture may
+    /// know their flow), and how many more.
+    pub strays: Vec<Stray>,
+    pub strays_over: u64,
+}
+
+/// Unattributed CNPs an edge lists, at most.
+pub const MAX_STRAYS: usize = 1024;
+
+/// A CNP no flow could take: to `sender` (its QP `qp`) from `receiver`, at `ts_ns`; `several`:
+/// several flows between them were watched (else none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stray {
+    pub sender: [u8; 16],
+    pub receiver: [u8; 16],
+    pub ip_version: u8,
+    pub qp: u32,
+    pub ts_ns: u64,
+    pub several: bool,
 }
 
 impl Edges {
+    /// A CNP no flow could take.
+    pub fn stray(&mut self, s: Stray) {
+        if self.strays.len() < MAX_STRAYS {
+            self.strays.push(s);
+        } else {
+            self.strays_over += 1;
+        }
+    }
+
     /// A data flow's edge.
     pub fn get(&self, key: &FlowKey) -> Option<&FlowEdge> {
         self.index.get(key).map(|i| &self.flows[*i as usize])

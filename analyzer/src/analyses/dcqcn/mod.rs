@@ -379,6 +379,11 @@ impl Dcqcn {
             (None, Some([k])) => *k,
             _ => {
                 self.unattributed += 1;
+                if let Some(e) = self.edge.as_deref_mut() {
+                    let (sender, receiver, qp, several) =
+                        (r.dst_ip, r.src_ip, r.dst_qp, candidates.is_some_and(|c| c.len() > 1));
+                    e.stray(edge::Stray { sender, receiver, ip_version: r.ip_version, qp, ts_ns: r.ts_ns, several });
+                }
                 return None;
             }
         };

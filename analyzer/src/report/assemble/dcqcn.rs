@@ -164,6 +164,15 @@ fn edge(run: &Pipeline, e: &crate::analyses::dcqcn::edge::Edges) -> Option<Dcqcn
         state_full: d.state_full,
         flows_over: e.over,
         flows,
+        unattributed: e
+            .strays
+            .iter()
+            .map(|s| {
+                let (sender, receiver) = (addr_string(s.ip_version, &s.sender), addr_string(s.ip_version, &s.receiver));
+                DcqcnStray(sender, receiver, s.qp, s.ts_ns, s.several)
+            })
+            .collect(),
+        unattributed_over: e.strays_over,
     })
 }
 

@@ -20,7 +20,8 @@
 //! how each CE mark was answered and each QP's CNP pacing (the pairs' edges replay the marks
 //! waiting at a cut against the next part's CNPs), and each PFC sender's onsets against the
 //! marks before them (`ecn_lead`, unless an onset's window reaches into the part before).
-//! The DCQCN section and findings come back as one run's too: each CNP near a cut judged again
+//! The PFC findings come back as one run's (over the merged PFC section). The DCQCN section
+//! and findings come back as one run's too: each CNP near a cut judged again
 //! on the windows of the parts around it (the edges carry every data flow's windows near the
 //! part's ends, its frames and its CNPs), unless a later part attributed a CNP otherwise than
 //! one run might (`dcqcn_not_stitched`). The messages carry other state across the cut and do
@@ -274,6 +275,7 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     let (mut lb_whole, mut lb_said, mut leads_judged, mut sections_equal, mut rtt_stitched) = (0, 0, 0, 0, 0);
     let (mut loss_told, mut findings_whole, mut feedback_whole) = (0, 0, 0);
     let (mut marking_whole, mut audit_whole, mut dcqcn_whole, mut dcqcn_stitched) = (0, 0, 0, 0);
+    let mut pfc_whole = 0;
     let mut not_stitched = Vec::new();
     for f in fixtures::all().into_iter().filter(|f| f.frames.len() >= 3 && !matched_within(f)) {
         let whole = analyse(dir.path(), &f, &format!("{}.whole", f.name), &[]);
@@ -348,6 +350,13 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
             assert_json_eq(&marking(&merged), &marking(&whole), &format!("{what}: marking findings"));
             marking_whole += u64::from(marking(&whole) != json!([]));
             audit_whole += u64::from(merged["audit"] == whole["audit"]);
+            // The PFC findings over the merged PFC section (its rates and each sender's onsets
+            // judged across the cuts), unless an onset's lead could not be.
+            if !codes.contains(&"ecn_lead_not_merged") {
+                let pfc = |r: &Value| findings(r, &["pfc_before_ecn", "pfc_rate_high"]);
+                assert_json_eq(&pfc(&merged), &pfc(&whole), &format!("{what}: PFC findings"));
+                pfc_whole += u64::from(pfc(&whole) != json!([]));
+            }
             // DCQCN: CNPs near a cut judged on the windows around it, the plots joined, the
             // findings over the merged flows; one run's unless a part attributed a CNP otherwise.
             if !codes.contains(&"dcqcn_not_stitched") {
@@ -418,9 +427,10 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     assert!(findings_whole >= 30, "merges with one run's transport findings: {findings_whole}");
     assert!(feedback_whole >= 15, "merges with one run's CE/CNP findings: {feedback_whole}");
     assert!(marking_whole >= 10, "merges with one run's marking findings: {marking_whole}");
-    // The whole audit (the findings of flows not stitched stay each part's): 67 of 88 when
-    // written.
-    assert!(audit_whole >= 62, "merges whose audit is one run's: {audit_whole}");
+    // The whole audit (the findings of flows not stitched, of messages and of load balancing
+    // stay each part's where a note says so): 76 of 88 when written.
+    assert!(audit_whole >= 70, "merges whose audit is one run's: {audit_whole}");
+    assert!(pfc_whole >= 12, "merges with one run's PFC findings (15 when written): {pfc_whole}");
     // 24 of the 26 merges with a DCQCN section when written, 11 of them unlike the parts alone.
     assert!(dcqcn_whole >= 22, "merges whose DCQCN section is one run's: {dcqcn_whole}");
     assert!(dcqcn_stitched >= 8, "merges whose DCQCN was stitched across a cut: {dcqcn_stitched}");

@@ -21,6 +21,19 @@ pub struct Pfc {
     /// Per priority PFC paused: pause frames and paused time per million data frames.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rates: Vec<PfcRate>,
+    /// `--edges`: what `merge` of captures cut in time needs to judge PFC as one run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<PfcEdge>,
+}
+
+/// A report's PFC edge: the settings and counts its PFC findings used beyond the section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PfcEdge {
+    /// `--pfc-rate-max`.
+    pub rate_max: f64,
+    /// Data frames whose priority the report could not tell (they count as data for every
+    /// priority's onsets).
+    pub unknown_priority_data_frames: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,7 +18,7 @@ use super::assemble::audit::{
 use super::psn_stitch::Part;
 use super::rtt_stitch::{FlowId, ack_id, id_of};
 use crate::analyses::ecn::Interval;
-use crate::model::{CnpInterval, Flow, FlowRef, Report, names};
+use crate::model::{CnpInterval, FindingCode, Flow, FlowRef, PfcEdge, Report, names};
 
 /// Request flows and the flows of their ACKs, both ways, as the parts paired them.
 fn peers(parts: &BTreeMap<FlowId, Vec<Part>>) -> BTreeMap<FlowId, FlowId> {
@@ -106,10 +106,33 @@ fn marking(parts: &BTreeMap<FlowId, Vec<Part>>) -> Option<Vec<crate::model::Find
     Some(marking_findings(&|| flows.iter().map(|(k, m)| (k, m)), roce, cnp))
 }
 
+/// Replaces the reports' PFC findings (`pfc_before_ecn`, `pfc_rate_high`) with those of the
+/// merged PFC section, as one run judges them, when every report carries its PFC edge with the
+/// same `--pfc-rate-max` (`edges`: each report's).
+pub fn pfc(report: &mut Report, edges: &[Option<PfcEdge>]) {
+    let Some(Some(first)) = edges.first() else { return };
+    if edges.iter().any(|e| e.as_ref().is_none_or(|e| e.rate_max != first.rate_max)) {
+        return;
+    }
+    let unknown: u64 = edges.iter().flatten().map(|e| e.unknown_priority_data_frames).sum();
+    let rates = &report.pfc.rates;
+    let data_seen = |p: u8| unknown > 0 || rates.iter().any(|r| r.priority == p && r.data_frames > 0);
+    let found = crate::report::assemble::fabric::pfc_findings(&report.pfc, first.rate_max, data_seen);
+    report.audit.retain(|f| !matches!(f.code, FindingCode::PfcBeforeEcn | FindingCode::PfcRateHigh));
+    report.audit.extend(found);
+    sort(&mut report.audit);
+}
+
 /// Replaces the reports' transport findings with those of the merged flows (`parts`: each
 /// flow's sight in each report, for the pairing of requests and ACKs), and their CE/CNP findings
-/// with those of the merged pairs when `cnp_timeout_ns` is known.
-pub fn recompute(report: &mut Report, parts: &BTreeMap<FlowId, Vec<Part>>, cnp_timeout_ns: Option<u64>) {
+/// with those of the merged pairs when `cnp_timeout_ns` is known, and their PFC findings
+/// ([`pfc`]; `pfc_edges`: each report's PFC edge).
+pub fn recompute(
+    report: &mut Report,
+    parts: &BTreeMap<FlowId, Vec<Part>>,
+    cnp_timeout_ns: Option<u64>,
+    pfc_edges: &[Option<PfcEdge>],
+) {
     let peers = peers(parts);
     let aeths: BTreeMap<FlowId, [u64; aeth::COUNT]> = report.flows.iter().map(|f| (id_of(f), f.naks.values)).collect();
     // AETHs per (source, destination), over the flows that carried any.
@@ -144,4 +167,5 @@ pub fn recompute(report: &mut Report, parts: &BTreeMap<FlowId, Vec<Part>>, cnp_t
     audit.extend(report.audit.drain(..).filter(|f| !recomputed(f)));
     sort(&mut audit);
     report.audit = audit;
+    pfc(report, pfc_edges);
 }

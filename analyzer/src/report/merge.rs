@@ -247,6 +247,8 @@ pub struct Merger {
     incasts: Vec<Incast>,
     /// Each report's span (start, end), in the order absorbed (that of `incasts`).
     spans: Vec<(u64, u64)>,
+    /// Each report's PFC edge (`--edges`), in the order absorbed.
+    pfc_edges: Vec<Option<PfcEdge>>,
     /// Each report's DCQCN section, with its span.
     dcqcn: Vec<super::dcqcn_stitch::Part>,
     /// Each report's messages section.
@@ -325,6 +327,7 @@ impl Merger {
             self.absorb_flow(f, labels, (r.capture.start_ns, r.capture.end_ns))?;
         }
         self.absorb_pfc(&r.pfc, (r.capture.start_ns, r.capture.end_ns))?;
+        self.pfc_edges.push(r.pfc.edge.clone());
         self.absorb_ecmp(path, r)?;
         self.trees.extend(r.congestion_tree.trees.iter().cloned());
         self.deadlocks.extend(r.congestion_tree.deadlocks.iter().cloned());
@@ -649,6 +652,7 @@ impl Merger {
             storms: std::mem::take(&mut self.storms).into_iter().collect(),
             link_speed_bps: self.link_speed_bps.unwrap_or(0),
             rates: Vec::new(),
+            edge: None,
         }
     }
 
@@ -803,7 +807,7 @@ impl Merger {
         load_balancing_of(&self.load_balancing, &self.parts, st.irregular, &mut report);
         judge_leads(&mut report, &self.leads, self.spans.iter().map(|s| s.0).min().unwrap_or(0));
         if super::rtt_stitch::in_series(&rtt_spans(&self.spans, &self.rtt_reports)).is_some() {
-            super::audit_merge::recompute(&mut report, &self.parts, self.cnp_timeout);
+            super::audit_merge::recompute(&mut report, &self.parts, self.cnp_timeout, &self.pfc_edges);
         }
         super::dcqcn_stitch::set_findings(&mut report, dcqcn.stitched.map(|s| s.0));
         Ok(report)

@@ -12,7 +12,7 @@ use crate::analyses::tree::FlowSpan;
 use crate::analyses::{ecmp, tree};
 use crate::model::{
     CongestionTrees, Ecmp, EcnLead, Episode, Finding, FindingCode, Incast, LabelShare, PauseCounts, PauseSender,
-    PauseTime, Pfc, PfcRate, PfcSender, Severity, StormJson, addr_string, mac_string,
+    PauseTime, Pfc, PfcEdge, PfcRate, PfcSender, Severity, StormJson, addr_string, mac_string,
 };
 use crate::pipeline::Pipeline;
 
@@ -57,6 +57,10 @@ pub fn pfc(run: &Pipeline) -> Pfc {
         storms: storms(&a.pause, topo),
         link_speed_bps: a.config.link_speed_bps,
         rates: rates(run),
+        edge: edges.then(|| PfcEdge {
+            rate_max: a.config.pfc_rate_max,
+            unknown_priority_data_frames: a.marks.data_frames[crate::analyses::ecn_lead::UNKNOWN],
+        }),
     }
 }
 

@@ -194,6 +194,7 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
             storms,
             link_speed_bps: interval.link_speed_bps,
             rates: Vec::new(),
+            edge: None,
         },
         capture,
         flows: flows.into_values().collect(),

@@ -184,7 +184,12 @@ impl NoteCode {
     pub fn recomputed_by_merge(self) -> bool {
         matches!(
             self,
-            NoteCode::NoRoce | NoteCode::NoPfc | NoteCode::OneDirection | NoteCode::Malformed | NoteCode::Partial
+            NoteCode::NoRoce
+                | NoteCode::NoPfc
+                | NoteCode::OneDirection
+                | NoteCode::Malformed
+                | NoteCode::Partial
+                | NoteCode::CaptureLoss
         )
     }
 }

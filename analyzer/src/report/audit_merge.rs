@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use analyzer_common::psn::aeth;
 
 use super::assemble::audit::{
-    Carrier, FlowFacts, PairFacts, feedback_findings, is_feedback, is_marking, is_transport, marking_findings, sort,
-    transport_findings,
+    Carrier, FlowFacts, PairFacts, feedback_findings, in_run_order, is_feedback, is_marking, is_transport,
+    marking_findings, transport_findings,
 };
 use super::psn_stitch::Part;
 use super::rtt_stitch::{FlowId, ack_id, id_of};
@@ -120,7 +120,7 @@ pub fn pfc(report: &mut Report, edges: &[Option<PfcEdge>]) {
     let found = crate::report::assemble::fabric::pfc_findings(&report.pfc, first.rate_max, data_seen);
     report.audit.retain(|f| !matches!(f.code, FindingCode::PfcBeforeEcn | FindingCode::PfcRateHigh));
     report.audit.extend(found);
-    sort(&mut report.audit);
+    in_run_order(&mut report.audit);
 }
 
 /// Replaces the reports' transport findings with those of the merged flows (`parts`: each
@@ -165,7 +165,7 @@ pub fn recompute(
         is_transport(f.code) || (cnp_timeout_ns.is_some() && is_feedback(f.code)) || (marked && is_marking(f.code))
     };
     audit.extend(report.audit.drain(..).filter(|f| !recomputed(f)));
-    sort(&mut audit);
+    in_run_order(&mut audit);
     report.audit = audit;
     pfc(report, pfc_edges);
 }

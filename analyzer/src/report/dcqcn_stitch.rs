@@ -380,7 +380,7 @@ pub fn set_findings(report: &mut Report, findings: Option<Vec<Finding>>) {
     let Some(findings) = findings else { return };
     report.audit.retain(|f| !crate::report::assemble::dcqcn::is_dcqcn(f.code));
     report.audit.extend(findings);
-    crate::report::assemble::audit::sort(&mut report.audit);
+    crate::report::assemble::audit::in_run_order(&mut report.audit);
 }
 
 /// The note of a stitch with doubts.

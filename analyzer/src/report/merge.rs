@@ -954,6 +954,8 @@ impl Unmerged {
     /// merged: congestion trees (`trees_not_merged`), vantage, RTT
     /// (`rtt_not_merged`), the ECMP prediction.
     fn note(self, report: &mut Report, trees_not_merged: bool, rtt_not_merged: bool) {
+        // The capture's own loss over the merged flows (a cut's gaps told by the ACKs after it).
+        report.visibility.extend(visibility::capture_loss_note(report));
         if trees_not_merged {
             report.visibility.push(Note::new(
                 NoteCode::CongestionTreeNotMerged,

@@ -42,6 +42,27 @@ pub fn sort(out: &mut [Finding]) {
     });
 }
 
+/// Findings in the order a run lists them: the audit's own ([`findings`], by [`sort`]), then
+/// the vantage points', load balancing's, PFC's and the messages' in the order given (a run
+/// appends each section's findings in turn: [`super::judged::judge`]). `merge` orders its
+/// findings so.
+pub fn in_run_order(out: &mut [Finding]) {
+    let family = |c: FindingCode| match c {
+        FindingCode::EcnThresholdLow | FindingCode::LossBetween => 1,
+        FindingCode::SprayingWithoutOoo => 2,
+        FindingCode::PfcBeforeEcn | FindingCode::PfcRateHigh => 3,
+        FindingCode::RingStraggler | FindingCode::TailDominatedBy => 4,
+        _ => 0,
+    };
+    out.sort_by(|a, b| {
+        let (fa, fb) = (family(a.code), family(b.code));
+        let own = || {
+            (a.severity, a.code.name(), &a.flows, &a.message).cmp(&(b.severity, b.code.name(), &b.flows, &b.message))
+        };
+        fa.cmp(&fb).then_with(|| if fa == 0 { own() } else { std::cmp::Ordering::Equal })
+    });
+}
+
 /// A finding over the flows whose marking `count` is not zero (of `each`'s); `message` gets the
 /// total count and those flows.
 fn over_flows<'a, I: Iterator<Item = (&'a FlowKey, &'a FlowMarking)>>(
@@ -397,5 +418,33 @@ fn nak_kinds(out: &mut Vec<Finding>, c: &[u64; count::COUNT], a: &[u64; aeth::CO
             format!("NAKs that move the QP to the error state: {}", parts.join(", ")),
             one(),
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(severity: Severity, code: FindingCode, message: &str) -> Finding {
+        Finding::new(severity, code, message.into(), Vec::new())
+    }
+
+    /// The audit's own findings by severity and code first; then each section's in the order
+    /// given, sections in the order a run appends them (vantage, load balancing, PFC, messages).
+    #[test]
+    fn a_merge_lists_findings_in_a_run_s_order() {
+        let mut v = vec![
+            f(Severity::Warning, FindingCode::TailDominatedBy, "tail"),
+            f(Severity::Warning, FindingCode::PfcRateHigh, "rate 3"),
+            f(Severity::Warning, FindingCode::PfcBeforeEcn, "onsets"),
+            f(Severity::Info, FindingCode::CnpWithoutCe, "cnp"),
+            f(Severity::Warning, FindingCode::PfcRateHigh, "rate 1"),
+            f(Severity::Warning, FindingCode::SprayingWithoutOoo, "spray"),
+            f(Severity::Error, FindingCode::NotEct, "not ect"),
+            f(Severity::Warning, FindingCode::LossBetween, "hop"),
+        ];
+        in_run_order(&mut v);
+        let order: Vec<&str> = v.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(order, ["not ect", "cnp", "hop", "spray", "rate 3", "onsets", "rate 1", "tail"]);
     }
 }

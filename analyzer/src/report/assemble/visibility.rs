@@ -66,6 +66,11 @@ const RULES: [Rule; 16] = [
 
 /// Frames the network delivered and this capture did not hold.
 fn capture_loss(_: &Pipeline, r: &Report) -> Option<Note> {
+    capture_loss_note(r)
+}
+
+/// The note of a report's `capture.loss` (a run's; a merge's over the merged loss).
+pub fn capture_loss_note(r: &Report) -> Option<Note> {
     let l = r.capture.loss?;
     Some(note(
         NoteCode::CaptureLoss,

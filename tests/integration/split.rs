@@ -275,7 +275,7 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     let (mut lb_whole, mut lb_said, mut leads_judged, mut sections_equal, mut rtt_stitched) = (0, 0, 0, 0, 0);
     let (mut loss_told, mut findings_whole, mut feedback_whole) = (0, 0, 0);
     let (mut marking_whole, mut audit_whole, mut dcqcn_whole, mut dcqcn_stitched) = (0, 0, 0, 0);
-    let mut pfc_whole = 0;
+    let (mut pfc_whole, mut lb_findings) = (0, 0);
     let mut not_stitched = Vec::new();
     for f in fixtures::all().into_iter().filter(|f| f.frames.len() >= 3 && !matched_within(f)) {
         let whole = analyse(dir.path(), &f, &format!("{}.whole", f.name), &[]);
@@ -390,6 +390,10 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
             } else {
                 assert_json_eq(&merged["load_balancing"], &whole["load_balancing"], &format!("{what}: load balancing"));
                 lb_whole += u64::from(!whole["load_balancing"].is_null());
+                // Its findings over the merged section (`spraying_without_ooo`).
+                let lb = |r: &Value| findings(r, &["spraying_without_ooo"]);
+                assert_json_eq(&lb(&merged), &lb(&whole), &format!("{what}: load balancing findings"));
+                lb_findings += u64::from(lb(&whole) != json!([]));
             }
             // Frames before a later part's first mark count in one run: its edge carries them.
             if marked_frames(&whole) > alone.iter().map(marked_frames).sum() {
@@ -428,8 +432,9 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     assert!(feedback_whole >= 15, "merges with one run's CE/CNP findings: {feedback_whole}");
     assert!(marking_whole >= 10, "merges with one run's marking findings: {marking_whole}");
     // The whole audit, in one run's order (the findings of flows not stitched, of messages and
-    // of load balancing stay each part's where a note says so): 82 of 88 when written.
-    assert!(audit_whole >= 78, "merges whose audit is one run's: {audit_whole}");
+    // of load balancing stay each part's where a note says so): 83 of 88 when written.
+    assert!(audit_whole >= 80, "merges whose audit is one run's: {audit_whole}");
+    assert!(lb_findings >= 1, "merges with one run's load balancing findings: {lb_findings}");
     assert!(pfc_whole >= 12, "merges with one run's PFC findings (15 when written): {pfc_whole}");
     // 24 of the 26 merges with a DCQCN section when written, 11 of them unlike the parts alone.
     assert!(dcqcn_whole >= 22, "merges whose DCQCN section is one run's: {dcqcn_whole}");

@@ -106,6 +106,26 @@ fn marking(parts: &BTreeMap<FlowId, Vec<Part>>) -> Option<Vec<crate::model::Find
     Some(marking_findings(&|| flows.iter().map(|(k, m)| (k, m)), roce, cnp))
 }
 
+/// Load balancing's findings over the merged section, as one run makes them (its
+/// `spraying_without_ooo`, and its words on the recomputed `go_back_n` and `reordering` of
+/// sprayed flows in `audit`), when the section is one run's and lists every sprayed flow.
+/// Whether it did.
+fn load_balancing(report: &Report, audit: &mut Vec<crate::model::Finding>) -> bool {
+    let said = report.visibility.iter().any(|n| n.code == crate::model::NoteCode::LoadBalancingNotMerged);
+    let Some(lb) = report.load_balancing.as_ref().filter(|lb| !said && lb.sprayed_omitted == 0) else { return false };
+    let first: BTreeMap<FlowId, u64> = report.flows.iter().map(|f| (id_of(f), f.first_ns)).collect();
+    let mut sprayed: Vec<(u64, _)> = Vec::new();
+    for s in &lb.sprayed {
+        let Some(key) = crate::model::flow_ref_key(&s.flow) else { return false };
+        let at = first.get(&ack_id(key.ip_version, &s.flow)).copied().unwrap_or(u64::MAX);
+        sprayed.push((at, (key, s.clone())));
+    }
+    sprayed.sort_by_key(|(at, (k, _))| (*at, *k));
+    let sprayed: Vec<_> = sprayed.into_iter().map(|(_, s)| s).collect();
+    crate::report::assemble::load_balancing::findings(&sprayed, audit);
+    true
+}
+
 /// Replaces the reports' PFC findings (`pfc_before_ecn`, `pfc_rate_high`) with those of the
 /// merged PFC section, as one run judges them, when every report carries its PFC edge with the
 /// same `--pfc-rate-max` (`edges`: each report's).
@@ -161,8 +181,12 @@ pub fn recompute(
     let marks = marking(parts);
     let marked = marks.is_some();
     audit.extend(marks.into_iter().flatten());
+    let balanced = load_balancing(report, &mut audit);
     let recomputed = |f: &crate::model::Finding| {
-        is_transport(f.code) || (cnp_timeout_ns.is_some() && is_feedback(f.code)) || (marked && is_marking(f.code))
+        is_transport(f.code)
+            || (cnp_timeout_ns.is_some() && is_feedback(f.code))
+            || (marked && is_marking(f.code))
+            || (balanced && f.code == FindingCode::SprayingWithoutOoo)
     };
     audit.extend(report.audit.drain(..).filter(|f| !recomputed(f)));
     in_run_order(&mut audit);

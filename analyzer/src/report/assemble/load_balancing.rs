@@ -94,7 +94,9 @@ pub fn stats(packets: u64, density: &BTreeMap<u32, u64>) -> ReorderStats {
 /// `spraying_without_ooo` over the sprayed flows whose receivers sent PSN-sequence NAKs; the
 /// `reordering` finding of a flow sprayed over uplinks without NAKs is information, not a
 /// warning; the `go_back_n` finding of a reordered flow says the NAKs may answer reordering.
-fn findings(sprayed: &[(FlowKey, SprayedFlow)], audit: &mut Vec<Finding>) {
+/// `sprayed` in the order a run meets the flows (`merge` of reports in series gives the merged
+/// section's, by their first frame).
+pub fn findings(sprayed: &[(FlowKey, SprayedFlow)], audit: &mut Vec<Finding>) {
     let naked: Vec<&SprayedFlow> = sprayed.iter().map(|(_, f)| f).filter(|f| f.psn_sequence_naks > 0).collect();
     if !naked.is_empty() {
         let naks: u64 = naked.iter().map(|f| f.psn_sequence_naks).sum();

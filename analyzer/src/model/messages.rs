@@ -37,6 +37,47 @@ pub struct Messages {
     pub tail: Tail,
     pub steadiness: Steadiness,
     pub rings: Rings,
+    /// `--edges`: what `merge` of captures cut in time needs to give one run's steadiness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<MessagesEdge>,
+}
+
+/// A report's messages edge: the goodput windows at its ends, overall, per request flow and per
+/// host pair, and what each flow's first frame did to its pair's windows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessagesEdge {
+    pub overall: Option<SteadyEnds>,
+    pub flows: Vec<MessagesEdgeFlow>,
+    pub pairs: Vec<MessagesEdgePair>,
+}
+
+/// A key's goodput windows as `merge` needs them: its first window `[window, bytes]` (left out
+/// here), its full windows' rate buckets `[bucket, windows]`, the window still filling at the
+/// end when it is not the first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SteadyEnds {
+    pub first: [u64; 2],
+    pub counts: Vec<[u64; 2]>,
+    pub open: Option<[u64; 2]>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessagesEdgeFlow {
+    #[serde(flatten)]
+    pub flow: FlowRef,
+    pub ends: Option<SteadyEnds>,
+    /// Its first frame here `[window, payload]`, whether that payload went to its host pair's
+    /// windows here (its pair was placed before it), and whether its pair was placed by the end.
+    pub first_frame: Option<[u64; 2]>,
+    pub first_paired: bool,
+    pub placed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessagesEdgePair {
+    pub src: String,
+    pub dst: String,
+    pub ends: Option<SteadyEnds>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -252,7 +252,7 @@ pub struct Merger {
     /// Each report's DCQCN section, with its span.
     dcqcn: Vec<super::dcqcn_stitch::Part>,
     /// Each report's messages section.
-    messages: Vec<Messages>,
+    messages: Vec<(u64, u64, Messages)>,
     /// Each report's marking section, with its span.
     markings: Vec<super::marking_merge::Part>,
     /// Each report's CE/CNP pairs, pacing and interval, with its span.
@@ -313,7 +313,7 @@ impl Merger {
         self.absorb_capture(&r.capture)?;
         let span = (r.capture.start_ns, r.capture.end_ns);
         self.dcqcn.push(super::dcqcn_stitch::Part { start_ns: span.0, end_ns: span.1, dcqcn: r.dcqcn.clone() });
-        self.messages.extend(r.messages.iter().cloned());
+        self.messages.extend(r.messages.iter().map(|m| (r.capture.start_ns, r.capture.end_ns, m.clone())));
         let (start_ns, end_ns, edges) = (r.capture.start_ns, r.capture.end_ns, has_edges(r));
         self.spans.push((start_ns, end_ns));
         self.markings.push(super::marking_merge::Part { start_ns, end_ns, edges, marking: r.marking.clone() });
@@ -739,7 +739,7 @@ impl Merger {
         let (pairs, cnp_pacing, cnp_interval, ecn_unstitched) = self.ecn_sections();
         let Some(capture) = self.capture else { return Err(MergeError::Empty) };
         let capture = settle_capture(with_loss(capture, st.loss_told), self.sources);
-        let merged = super::messages_merge::merge(&self.messages.iter().collect::<Vec<_>>());
+        let merged = super::messages_merge::merge(&self.messages);
         let (incast, incast_joined) = super::incast_merge::merge(&self.incasts.iter().collect::<Vec<_>>());
         let (marking, marking_exact) = super::marking_merge::merge(&self.markings);
         let dcqcn = super::dcqcn_stitch::merge(&self.dcqcn, &super::dcqcn_stitch::first_frames(self.flows.values()));

@@ -2,8 +2,9 @@
 //! size class added (percentiles within the histogram's 0.5 %), counts and tail causes summed,
 //! the slowest messages and the flows' and pairs' lists joined, rings kept per report. What
 //! needs the messages themselves (goodput and slowdown percentiles of a class several reports
-//! fill, the tail thresholds, the overall steadiness) is each report's: the merged report says
-//! so (`messages_not_merged`).
+//! fill, the tail thresholds) is each report's: the merged report says so
+//! (`messages_not_merged`). The steadiness of reports in series with their edges is stitched as
+//! one run's ([`super::steady_stitch`]).
 
 use std::collections::BTreeMap;
 
@@ -58,11 +59,13 @@ impl Class {
     }
 }
 
-/// The merged section (none when no report has one), and whether parts stayed each report's.
-pub fn merge(all: &[&Messages]) -> Option<(Messages, bool)> {
+/// The merged section (none when no report has one), and whether parts stayed each report's
+/// (`sections`: each report's span and section).
+pub fn merge(sections: &[(u64, u64, Messages)]) -> Option<(Messages, bool)> {
+    let all: Vec<&Messages> = sections.iter().map(|(_, _, m)| m).collect();
     let first = *all.first()?;
     if all.len() == 1 {
-        return Some((first.clone(), false));
+        return Some((Messages { edge: None, ..first.clone() }, false));
     }
     let mut classes: BTreeMap<String, Class> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
@@ -87,7 +90,7 @@ pub fn merge(all: &[&Messages]) -> Option<(Messages, bool)> {
         m.rings.rings.extend(r.rings.rings.iter().cloned());
         m.rings.other_groups += r.rings.other_groups;
     }
-    for r in all {
+    for r in &all {
         for c in &r.classes {
             if !classes.contains_key(&c.name) {
                 order.push(c.name.clone());
@@ -105,7 +108,13 @@ pub fn merge(all: &[&Messages]) -> Option<(Messages, bool)> {
     if all.iter().filter(|r| r.transfers.uc_messages > 0).count() > 1 {
         m.transfers.uc_transfer_ns = Percentiles { exact: true, ..Default::default() };
     }
-    m.tail = tail(all);
+    m.tail = tail(&all);
+    // Reports in series with their edges: one run's steadiness (else each report's).
+    let spans: Vec<(u64, u64, &Messages)> = sections.iter().map(|(s, e, m)| (*s, *e, m)).collect();
+    if let Some((steadiness, _)) = super::steady_stitch::stitch(&spans) {
+        m.steadiness = steadiness;
+    }
+    m.edge = None;
     m.flows.sort_by(|a, b| a.flow.cmp(&b.flow));
     m.pairs.sort_by(|a, b| (&a.src, &a.dst).cmp(&(&b.src, &b.dst)));
     Some((m, true))
@@ -146,7 +155,10 @@ pub fn note() -> Note {
         NoteCode::MessagesNotMerged,
         "messages: completion-time percentiles are combined from the reports' histograms (within 0.5 %) and \
          counts and tail causes summed; the goodput and slowdown percentiles of a size class several reports \
-         fill, the tail thresholds, the overall steadiness and the rings are each report's (they need the \
-         messages themselves)",
+         fill, the tail thresholds and the rings are each report's (they need the messages themselves), and a \
+         message in flight at a cut is pending in one report and partial in the next; the steadiness is one \
+         run's for reports in series made with --edges (but for PSNs sent again just after a cut, which the \
+         report after it counts as new payload, and a flow's first frame after a cut that falls inside its \
+         host pair's windows there), else each report's",
     )
 }

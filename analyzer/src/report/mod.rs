@@ -31,6 +31,7 @@ pub mod psn_stitch;
 pub mod render;
 pub mod rtt_merge;
 pub mod rtt_stitch;
+pub mod steady_stitch;
 pub mod validate;
 pub mod write;
 

@@ -320,6 +320,10 @@ mod flag {
     pub const AFTER_READ: u8 = 1 << 1;
     /// `MsgFlow::first` holds its first data frame.
     pub const FIRST: u8 = 1 << 2;
+    /// Its first frame's payload went to its host pair's windows (the pair was placed before).
+    pub const FIRST_PAIRED: u8 = 1 << 3;
+    /// It had a frame (`MsgFlow::first` was set once).
+    pub const NOTED: u8 = 1 << 4;
 }
 
 /// A request flow's messages: 112 bytes and its first message inline (200 000 one-message
@@ -359,7 +363,7 @@ impl MsgFlow {
             Some(r) => r,
             None if self.flags & flag::FIRST == 0 => {
                 self.first = (w, frame as u32, payload as u32);
-                self.flags |= flag::FIRST;
+                self.flags |= flag::FIRST | flag::NOTED;
                 return false;
             }
             None => {
@@ -372,6 +376,29 @@ impl MsgFlow {
         };
         rate.note(w, frame, payload, window_ns);
         true
+    }
+
+    /// `--edges`: its first frame's (window, payload), whether that payload went to its host
+    /// pair's windows, and whether its pair is placed.
+    pub(crate) fn first_frame(&self) -> (Option<(u64, u64)>, bool, bool) {
+        let first = (self.flags & flag::NOTED != 0).then_some((self.first.0, self.first.2 as u64));
+        (first, self.flags & flag::FIRST_PAIRED != 0, self.pair != u32::MAX)
+    }
+
+    /// Its first frame's payload went to its host pair's windows.
+    pub(super) fn first_paired(&mut self) {
+        self.flags |= flag::FIRST_PAIRED;
+    }
+
+    /// Its windows as `merge` across a cut needs them: its rates', or its one frame's.
+    pub(crate) fn ends(&self) -> Option<super::steady::Ends> {
+        match &self.rate {
+            Some(r) => r.windows.ends(),
+            None if self.flags & flag::FIRST != 0 && self.first.2 > 0 => {
+                Some(super::steady::Ends { first: (self.first.0, self.first.2 as u64), counts: Vec::new(), open: None })
+            }
+            None => None,
+        }
     }
 
     /// Its payload per window, once it has its rates.

@@ -137,13 +137,17 @@ impl Messages {
         let payload = if step.retransmission { 0 } else { r.payload_len as u64 };
         // A flow's host pair is placed from its second data frame (or its first completion):
         // a flow of one frame costs no pair.
-        if (frame > 0 || payload > 0) && f.note(w, frame, payload, window_ns) && f.pair == u32::MAX {
+        let noted = (frame > 0 || payload > 0).then(|| f.note(w, frame, payload, window_ns));
+        if noted == Some(true) && f.pair == u32::MAX {
             f.pair = self.place(&r.flow());
         }
         if payload > 0 {
             self.overall.add(w, payload, window_ns);
             if let Some(p) = self.pairs.get_mut(f.pair as usize) {
                 p.windows.add(w, payload, window_ns);
+                if noted == Some(false) {
+                    f.first_paired();
+                }
             }
         }
     }

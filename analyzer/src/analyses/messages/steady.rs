@@ -71,6 +71,26 @@ impl Rates {
         self.n == 0
     }
 
+    /// Windows already bucketed (bucket, windows): a merge's.
+    pub fn from_counts(counts: impl IntoIterator<Item = (u16, u64)>) -> Rates {
+        let mut r = Rates::default();
+        for (b, n) in counts {
+            Self::add(&mut r.counts, b, n);
+            r.n += n;
+        }
+        r
+    }
+
+    /// Every window's bucket (bucket, windows), by bucket.
+    pub fn counts(&self) -> Vec<(u16, u64)> {
+        self.flushed()
+    }
+
+    /// One more window of `bytes` in a window of `window_ns`.
+    pub fn push_window(&mut self, bytes: u64, window_ns: u64) {
+        self.push(rate(bytes, window_ns));
+    }
+
     /// The nearest-rank quantile `q` (a bucket's middle).
     pub fn quantile(&self, q: f64) -> Option<u64> {
         if self.n == 0 {
@@ -96,8 +116,21 @@ pub struct Windows {
     window: u64,
     bytes: u64,
     seen: u8,
+    /// The first window and its bytes, once it closed (`merge` across a cut may count it).
+    first: (u64, u64),
     /// Goodput of each full active window (bit/s).
     pub rates: Rates,
+}
+
+/// A key's windows as `merge` of captures cut in time needs them: the first (left out here,
+/// partial; in one run over a longer capture it may be whole, or continue the window before
+/// the cut), the rates of the full ones, and the one still filling at the end when it is not
+/// the first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ends {
+    pub first: (u64, u64),
+    pub counts: Vec<(u16, u64)>,
+    pub open: Option<(u64, u64)>,
 }
 
 impl Windows {
@@ -117,10 +150,21 @@ impl Windows {
         self.bytes += bytes;
     }
 
+    /// Its windows as `merge` across a cut needs them (none before any data).
+    pub fn ends(&self) -> Option<Ends> {
+        match self.seen {
+            0 => None,
+            1 => Some(Ends { first: (self.window, self.bytes), counts: Vec::new(), open: None }),
+            _ => Some(Ends { first: self.first, counts: self.rates.counts(), open: Some((self.window, self.bytes)) }),
+        }
+    }
+
     /// The window being filled is over: its goodput counts unless it was the first.
     fn close(&mut self, window_ns: u64) {
         if self.seen == 2 {
             self.rates.push(rate(self.bytes, window_ns));
+        } else {
+            self.first = (self.window, self.bytes);
         }
         self.seen = 2;
         self.bytes = 0;

@@ -100,7 +100,43 @@ pub fn section(run: &Pipeline) -> Option<Messages> {
         tail: tail_of(run),
         steadiness: steadiness(run),
         rings: rings_of(run),
+        edge: run.engine.heads.as_ref().map(|_| edge(run)),
     })
+}
+
+/// `--edges`: the goodput windows at the report's ends, overall, per flow and per pair.
+fn edge(run: &Pipeline) -> MessagesEdge {
+    let m = &run.analyses.messages;
+    let ends = |e: Option<steady::Ends>| {
+        e.map(|e| SteadyEnds {
+            first: [e.first.0, e.first.1],
+            counts: e.counts.iter().map(|(b, n)| [*b as u64, *n]).collect(),
+            open: e.open.map(|(w, b)| [w, b]),
+        })
+    };
+    let mut flows: Vec<(&FlowKey, &crate::analyses::messages::kept::MsgFlow)> = run.analyses.flows.messages().collect();
+    flows.sort_unstable_by_key(|(k, _)| flow_order(k));
+    MessagesEdge {
+        overall: ends(m.overall.ends()),
+        flows: flows
+            .into_iter()
+            .map(|(k, s)| {
+                let (first, first_paired, placed) = s.first_frame();
+                MessagesEdgeFlow {
+                    flow: flow_ref(k),
+                    ends: ends(s.ends()),
+                    first_frame: first.map(|(w, p)| [w, p]),
+                    first_paired,
+                    placed,
+                }
+            })
+            .collect(),
+        pairs: m
+            .pairs
+            .iter()
+            .map(|p| MessagesEdgePair { src: addr(&p.src), dst: addr(&p.dst), ends: ends(p.windows.ends()) })
+            .collect(),
+    }
 }
 
 /// The size classes' completion times.

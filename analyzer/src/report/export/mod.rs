@@ -213,6 +213,7 @@ impl Exporter {
             m.flows.clear();
             m.steadiness.flows.clear();
             m.steadiness.pairs.clear();
+            m.edge = None;
             self.write(Body::Messages { messages: Box::new(m) })?;
         }
         self.finding_lines(findings, last)?;

@@ -1,0 +1,289 @@
+//! `merge` of the messages' steadiness (goodput per rate window, overall, per request flow and
+//! per host pair) of a capture cut in time, as one run over the whole gives it. Each report
+//! made with `--edges` carries, per key, its first window and bytes (left out there: partial),
+//! its full windows' rate buckets and the window still filling at its end (`messages.edge`).
+//!
+//! Walking the reports in time order, a window that spans a cut is one window of both parts'
+//! bytes; a report's first window counts as a full one unless it is the whole's first; the
+//! window still filling at the end of the last report is left out, as one run leaves it.
+//!
+//! A host pair's windows get a request flow's payload from the flow's second frame on (a flow
+//! of one frame costs no pair): a flow seen before a cut has its first frame after the cut in
+//! its pair's windows in one run, not in the later report's. The edge gives each flow's first
+//! frame there; the stitch adds it to the pair's windows when it falls before or in the pair's
+//! first window there, and counts it (`doubts`) when it falls later (its window's bytes are in
+//! a rate bucket already).
+
+use std::collections::BTreeMap;
+
+use crate::analyses::messages::steady::{Rates, steadiness};
+use crate::analyses::stats::fine_bucket;
+use crate::model::*;
+
+/// A key's windows in one report (the edge's `SteadyEnds`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ends {
+    first: (u64, u64),
+    counts: Vec<(u16, u64)>,
+    open: Option<(u64, u64)>,
+}
+
+impl Ends {
+    fn of(e: &SteadyEnds) -> Ends {
+        Ends {
+            first: (e.first[0], e.first[1]),
+            counts: e.counts.iter().map(|[b, n]| (*b as u16, *n)).collect(),
+            open: e.open.map(|[w, b]| (w, b)),
+        }
+    }
+
+    /// The same with `frames` (window, payload) added that one run counts and this report did
+    /// not: before or in its first window (else none: a window inside it cannot be told).
+    fn with(e: Option<Ends>, mut frames: Vec<(u64, u64)>, window_ns: u64) -> Option<Option<Ends>> {
+        if frames.is_empty() {
+            return Some(e);
+        }
+        frames.sort_unstable();
+        let mut windows: Vec<(u64, u64)> = Vec::new();
+        for (w, b) in frames {
+            match windows.last_mut() {
+                Some(l) if l.0 == w => l.1 += b,
+                _ => windows.push((w, b)),
+            }
+        }
+        let mut counts: Vec<(u16, u64)> = Vec::new();
+        let open = match e {
+            None if windows.len() > 1 => windows.pop(),
+            None => None,
+            Some(e) => {
+                if windows.last().is_some_and(|l| l.0 > e.first.0) {
+                    return None;
+                }
+                let mut first = e.first;
+                if windows.last().is_some_and(|l| l.0 == first.0) {
+                    first.1 += windows.pop().map_or(0, |l| l.1);
+                }
+                if windows.is_empty() {
+                    return Some(Some(Ends { first, ..e }));
+                }
+                counts = e.counts;
+                match e.open {
+                    // Its first window is now a full one after the frames'.
+                    Some(open) => {
+                        counts.push((fine_bucket(crate::analyses::messages::steady::rate(first.1, window_ns)), 1));
+                        Some(open)
+                    }
+                    None => Some(first),
+                }
+            }
+        };
+        let first = windows.remove(0);
+        for (_, b) in &windows {
+            counts.push((fine_bucket(crate::analyses::messages::steady::rate(*b, window_ns)), 1));
+        }
+        Some(Some(Ends { first, counts, open }))
+    }
+}
+
+/// One key's windows over the reports in time order: the rates one run has.
+fn join(list: &[Ends], window_ns: u64) -> Rates {
+    let mut counts: Vec<(u16, u64)> = Vec::new();
+    let full = |bytes: u64, counts: &mut Vec<(u16, u64)>| {
+        counts.push((fine_bucket(crate::analyses::messages::steady::rate(bytes, window_ns)), 1));
+    };
+    // The window filling at the end of the reports so far, and whether it is the whole's first.
+    let mut filling: Option<(u64, u64, bool)> = None;
+    for e in list {
+        let (w1, b1) = e.first;
+        let single = e.open.is_none();
+        match filling {
+            Some((w, b, first)) if w == w1 => {
+                if single {
+                    filling = Some((w, b + b1, first));
+                    continue;
+                }
+                if !first {
+                    full(b + b1, &mut counts);
+                }
+            }
+            Some((_, b, first)) => {
+                if !first {
+                    full(b, &mut counts);
+                }
+                if single {
+                    filling = Some((w1, b1, false));
+                    continue;
+                }
+                full(b1, &mut counts);
+            }
+            None if single => {
+                filling = Some((w1, b1, true));
+                continue;
+            }
+            None => {}
+        }
+        counts.extend(e.counts.iter().copied());
+        filling = e.open.map(|(w, b)| (w, b, false));
+    }
+    Rates::from_counts(counts)
+}
+
+fn steady_json(r: &Rates) -> Option<Steady> {
+    steadiness(r).map(|s| Steady {
+        windows: s.windows,
+        p5_bps: s.p5,
+        p50_bps: s.p50,
+        p95_bps: s.p95,
+        fluctuation: s.fluctuation,
+    })
+}
+
+/// One run's steadiness from reports that follow each other in time (`parts`: each report's
+/// span and section), each with its edge and the same window; none otherwise. The count is of
+/// flows' first frames one run gives their pairs that the stitch could not place.
+pub fn stitch(parts: &[(u64, u64, &Messages)]) -> Option<(Steadiness, u64)> {
+    let mut sorted: Vec<&(u64, u64, &Messages)> = parts.iter().collect();
+    sorted.sort_by_key(|(s, e, _)| (*s, *e));
+    if sorted.len() < 2 || sorted.windows(2).any(|w| w[0].1 > w[1].0) {
+        return None;
+    }
+    let window_ns = sorted[0].2.steadiness.window_ns;
+    let edges: Vec<&MessagesEdge> = sorted
+        .iter()
+        .map(|(_, _, m)| m.edge.as_ref().filter(|_| m.steadiness.window_ns == window_ns))
+        .collect::<Option<_>>()?;
+    let mut flows: BTreeMap<Order, (FlowRef, Vec<Ends>)> = BTreeMap::new();
+    let mut pairs: BTreeMap<(Addr, Addr), PairSights> = BTreeMap::new();
+    // Per pair and report: the first frames one run gives the pair there.
+    let mut owed: BTreeMap<(Addr, Addr), Owed> = BTreeMap::new();
+    let mut seen: std::collections::BTreeSet<Order> = Default::default();
+    for (i, e) in edges.iter().enumerate() {
+        for p in &e.pairs {
+            let key = (addr_of(&p.src)?, addr_of(&p.dst)?);
+            let entry = pairs.entry(key).or_insert_with(|| (p.src.clone(), p.dst.clone(), vec![None; edges.len()]));
+            entry.2[i] = p.ends.as_ref().map(Ends::of);
+        }
+        for f in &e.flows {
+            let key = flow_order(&flow_ref_key(&f.flow)?);
+            if let Some(ends) = &f.ends {
+                flows.entry(key).or_insert_with(|| (f.flow.clone(), Vec::new())).1.push(Ends::of(ends));
+            }
+            // One run met the flow before (a frame, or its pair placed): its first frame here
+            // went to its pair's windows.
+            if let (true, Some([w, payload]), false) = (seen.contains(&key), f.first_frame, f.first_paired) {
+                let pair = (addr_of(&f.flow.src)?, addr_of(&f.flow.dst)?);
+                if payload > 0 {
+                    owed.entry(pair).or_default().entry(i).or_default().push((w, payload));
+                }
+            }
+            if f.first_frame.is_some() || f.placed {
+                seen.insert(key);
+            }
+        }
+    }
+    let mut unplaced = 0;
+    let mut pair_list = Vec::new();
+    for (key, (src, dst, mut list)) in pairs {
+        let mut owed_here = owed.remove(&key).unwrap_or_default();
+        for (i, e) in list.iter_mut().enumerate() {
+            let frames = owed_here.remove(&i).unwrap_or_default();
+            let n = frames.len() as u64;
+            match Ends::with(e.take(), frames, window_ns) {
+                Some(with) => *e = with,
+                None => unplaced += n,
+            }
+        }
+        let list: Vec<Ends> = list.into_iter().flatten().collect();
+        if let Some(steady) = steady_json(&join(&list, window_ns)) {
+            pair_list.push(SteadyPair { src, dst, steady });
+        }
+    }
+    // A pair that got no windows in any report, only first frames (flows of one frame here).
+    unplaced += owed.values().flat_map(|m| m.values()).map(|v| v.len() as u64).sum::<u64>();
+    let overall: Vec<Ends> = edges.iter().filter_map(|e| e.overall.as_ref().map(Ends::of)).collect();
+    let steadiness = Steadiness {
+        window_ns,
+        overall: steady_json(&join(&overall, window_ns)),
+        flows: flows
+            .into_values()
+            .filter_map(|(flow, list)| Some(SteadyFlow { flow, steady: steady_json(&join(&list, window_ns))? }))
+            .collect(),
+        pairs: pair_list,
+    };
+    Some((steadiness, unplaced))
+}
+
+type Addr = ([u8; 16], u8);
+
+/// A host pair's source and destination, and its windows in each report (none: not there).
+type PairSights = (String, String, Vec<Option<Ends>>);
+
+/// Per report, the first frames (window, payload) one run gives a host pair there.
+type Owed = BTreeMap<usize, Vec<(u64, u64)>>;
+
+/// A flow in the analysis' order ([`flow_order`]).
+type Order = (u8, [u8; 16], [u8; 16], u16, u32);
+
+/// An address as the analysis orders host pairs (its bytes, then its version).
+fn addr_of(s: &str) -> Option<Addr> {
+    let v = if s.parse::<std::net::Ipv4Addr>().is_ok() { 4 } else { 6 };
+    Some((addr_bytes(s)?, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyses::messages::steady::Windows;
+
+    const W: u64 = 1000;
+
+    fn ends(w: &Windows) -> Option<Ends> {
+        w.ends().map(|e| Ends { first: e.first, counts: e.counts, open: e.open })
+    }
+
+    /// One key's (window, bytes) frames, and the same cut at every place: the parts' windows
+    /// joined give the whole's rates, a window the cut splits counted once with both parts'
+    /// bytes.
+    #[test]
+    fn windows_cut_anywhere_join_into_the_whole() {
+        let frames: Vec<(u64, u64)> = (0..40u64).map(|i| (i / 3 + (i / 10) * 2, 100 + (i % 7) * 50)).collect();
+        let run = |f: &[(u64, u64)]| {
+            let mut w = Windows::new();
+            f.iter().for_each(|(i, b)| w.add(*i, *b, W));
+            w
+        };
+        let whole = run(&frames).rates.counts();
+        assert!(whole.iter().map(|(_, n)| n).sum::<u64>() > 10);
+        for a in 1..frames.len() {
+            for b in a..frames.len() {
+                let parts: Vec<Ends> =
+                    [&frames[..a], &frames[a..b], &frames[b..]].iter().filter_map(|f| ends(&run(f))).collect();
+                assert_eq!(join(&parts, W).counts(), whole, "cut at {a} and {b}");
+            }
+        }
+    }
+
+    /// A pair's windows without a flow's first frame after a cut get it: before the part's
+    /// first window (a window of its own), or in it.
+    #[test]
+    fn first_frames_one_run_counts_are_added_before_or_in_the_first_window() {
+        let e = Ends { first: (10, 500), counts: vec![(fine_bucket(steady_rate(700)), 1)], open: Some((12, 300)) };
+        let before = Ends::with(Some(e.clone()), vec![(8, 200)], W).unwrap().unwrap();
+        assert_eq!(before.first, (8, 200));
+        assert_eq!(before.open, Some((12, 300)));
+        let mut counts = before.counts.clone();
+        counts.sort_unstable();
+        let mut expect = vec![(fine_bucket(steady_rate(700)), 1), (fine_bucket(steady_rate(500)), 1)];
+        expect.sort_unstable();
+        assert_eq!(counts, expect, "the first window is a full one now");
+        let within = Ends::with(Some(e.clone()), vec![(10, 200)], W).unwrap().unwrap();
+        assert_eq!(within.first, (10, 700));
+        assert_eq!(Ends::with(Some(e), vec![(11, 200)], W), None, "inside the part: cannot be told");
+        let alone = Ends::with(None, vec![(3, 100), (5, 100), (3, 50)], W).unwrap().unwrap();
+        assert_eq!((alone.first, alone.open), ((3, 150), Some((5, 100))));
+    }
+
+    fn steady_rate(bytes: u64) -> u64 {
+        crate::analyses::messages::steady::rate(bytes, W)
+    }
+}

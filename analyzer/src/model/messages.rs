@@ -43,12 +43,50 @@ pub struct Messages {
 }
 
 /// A report's messages edge: the goodput windows at its ends, overall, per request flow and per
-/// host pair, and what each flow's first frame did to its pair's windows.
+/// host pair, and what each flow's first frame did to its pair's windows; every completion, and
+/// each flow's messages not completed at the end.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessagesEdge {
     pub overall: Option<SteadyEnds>,
     pub flows: Vec<MessagesEdgeFlow>,
     pub pairs: Vec<MessagesEdgePair>,
+    /// Every completion, partial ones too, in the order they came, as `[flow (its index in
+    /// flows), kind, marks, psn_first, psn_last, bytes, start_ns, end_ns, min_rtt_ns]`
+    /// ([`EdgeMessage`]; `min_rtt_ns` u64::MAX: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub completed: Vec<[u64; 9]>,
+    /// More completions came than the edge keeps (`completed` is not all of them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub completed_cut: bool,
+}
+
+/// A message of an edge: `completed` without its flow, or `held` without its open flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EdgeMessage {
+    pub kind: u64,
+    pub marks: u64,
+    pub psn_first: u32,
+    pub psn_last: u32,
+    pub bytes: u64,
+    pub start_ns: u64,
+}
+
+impl EdgeMessage {
+    /// `[kind, marks, psn_first, psn_last, bytes, start_ns]`.
+    pub fn of(a: &[u64]) -> EdgeMessage {
+        EdgeMessage {
+            kind: a[0],
+            marks: a[1],
+            psn_first: a[2] as u32,
+            psn_last: a[3] as u32,
+            bytes: a[4],
+            start_ns: a[5],
+        }
+    }
+
+    pub fn array(&self) -> [u64; 6] {
+        [self.kind, self.marks, self.psn_first as u64, self.psn_last as u64, self.bytes, self.start_ns]
+    }
 }
 
 /// A key's goodput windows as `merge` needs them: its first window `[window, bytes]` (left out
@@ -71,6 +109,11 @@ pub struct MessagesEdgeFlow {
     pub first_frame: Option<[u64; 2]>,
     pub first_paired: bool,
     pub placed: bool,
+    /// Its messages not completed at the end, in flight oldest first and then the one still
+    /// being sent, as `[kind, marks, psn_first, psn_last, bytes, start_ns, open]` (partial ones
+    /// too: [`EdgeMessage`] and whether it is the one being sent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<[u64; 7]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

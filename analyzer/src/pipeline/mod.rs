@@ -76,6 +76,7 @@ impl Pipeline {
         self.analyses.dcqcn.keep_edges();
         self.analyses.ecn.edges = true;
         self.analyses.rtt.edges = Some(Default::default());
+        self.analyses.messages.log = Some(Vec::new());
     }
 
     /// Several inputs are several vantage points: match their frames from the first on.

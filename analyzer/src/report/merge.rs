@@ -251,8 +251,9 @@ pub struct Merger {
     pfc_edges: Vec<Option<PfcEdge>>,
     /// Each report's DCQCN section, with its span.
     dcqcn: Vec<super::dcqcn_stitch::Part>,
-    /// Each report's messages section.
+    /// Each report's messages section, and the report's index.
     messages: Vec<(u64, u64, Messages)>,
+    messages_at: Vec<usize>,
     /// Each report's marking section, with its span.
     markings: Vec<super::marking_merge::Part>,
     /// Each report's CE/CNP pairs, pacing and interval, with its span.
@@ -314,6 +315,7 @@ impl Merger {
         let span = (r.capture.start_ns, r.capture.end_ns);
         self.dcqcn.push(super::dcqcn_stitch::Part { start_ns: span.0, end_ns: span.1, dcqcn: r.dcqcn.clone() });
         self.messages.extend(r.messages.iter().map(|m| (r.capture.start_ns, r.capture.end_ns, m.clone())));
+        self.messages_at.extend(r.messages.iter().map(|_| self.reports - 1));
         let (start_ns, end_ns, edges) = (r.capture.start_ns, r.capture.end_ns, has_edges(r));
         self.spans.push((start_ns, end_ns));
         self.markings.push(super::marking_merge::Part { start_ns, end_ns, edges, marking: r.marking.clone() });
@@ -728,6 +730,13 @@ impl Merger {
         (rtt, !totals_merged || st.rtt_lost)
     }
 
+    /// The messages of reports in series joined across their cuts ([`super::messages_stitch`]).
+    fn messages_whole(&self, st: &Stitched) -> Option<super::messages_stitch::Whole> {
+        let pairing = super::rtt_stitch::Pairing::of(&self.parts);
+        let sections: Vec<(u64, u64, &Messages)> = self.messages.iter().map(|(s, e, m)| (*s, *e, m)).collect();
+        super::messages_stitch::stitch(&sections, &self.messages_at, &pairing, &st.rtt)
+    }
+
     fn rtt_spans(&self) -> Vec<super::rtt_stitch::Span> {
         rtt_spans(&self.spans, &self.rtt_reports)
     }
@@ -737,9 +746,9 @@ impl Merger {
         let (single_rtt, rtt_not_merged) = self.rtt_section(&st);
         let pfc = self.pfc_section();
         let (pairs, cnp_pacing, cnp_interval, ecn_unstitched) = self.ecn_sections();
+        let merged = super::messages_merge::merge(&self.messages, self.messages_whole(&st));
         let Some(capture) = self.capture else { return Err(MergeError::Empty) };
         let capture = settle_capture(with_loss(capture, st.loss_told), self.sources);
-        let merged = super::messages_merge::merge(&self.messages);
         let (incast, incast_joined) = super::incast_merge::merge(&self.incasts.iter().collect::<Vec<_>>());
         let (marking, marking_exact) = super::marking_merge::merge(&self.markings);
         let dcqcn = super::dcqcn_stitch::merge(&self.dcqcn, &super::dcqcn_stitch::first_frames(self.flows.values()));
@@ -751,7 +760,7 @@ impl Merger {
             vantage_reports: self.vantage_reports,
             tiers_differ: self.tiers_differ,
             vantage: self.vantage.take(),
-            messages_partly: merged.as_ref().is_some_and(|(_, partly)| *partly),
+            messages_partly: merged.as_ref().and_then(|(_, partly)| *partly),
             marking_partly: !marking_exact,
             ecn_unstitched,
             incast_joined,
@@ -935,7 +944,7 @@ struct Unmerged {
     tiers_differ: bool,
     vantage: Option<Vantage>,
     /// Messages sections only partly combined.
-    messages_partly: bool,
+    messages_partly: Option<super::messages_merge::Partly>,
     marking_partly: bool,
     ecn_unstitched: bool,
     /// Flows whose capture loss (ACK-inferred) may cross a cut.
@@ -1009,8 +1018,8 @@ impl Unmerged {
         if self.ecn_unstitched {
             report.visibility.push(super::ecn_merge::note());
         }
-        if self.messages_partly {
-            report.visibility.push(super::messages_merge::note());
+        if let Some(p) = self.messages_partly {
+            report.visibility.push(super::messages_merge::note(p));
         }
         if self.incast_joined > 0 {
             report.visibility.push(super::incast_merge::note(self.incast_joined));

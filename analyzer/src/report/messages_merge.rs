@@ -8,6 +8,9 @@
 
 use std::collections::BTreeMap;
 
+use super::assemble::messages as assemble;
+use super::messages_stitch::Whole;
+use crate::analyses::messages::kept::Kind;
 use crate::analyses::stats::Samples;
 use crate::model::*;
 
@@ -59,14 +62,29 @@ impl Class {
     }
 }
 
-/// The merged section (none when no report has one), and whether parts stayed each report's
-/// (`sections`: each report's span and section).
-pub fn merge(sections: &[(u64, u64, Messages)]) -> Option<(Messages, bool)> {
+/// What of a merged section stayed each report's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Partly {
+    /// The messages were joined across cuts ([`super::messages_stitch`]) …
+    pub joined: bool,
+    /// … but for this many flows, whose messages at a cut the reports do not tell.
+    pub untold: u64,
+    /// The tail (thresholds, causes, slowest messages) is each report's.
+    pub tail: bool,
+    /// The UC transfer times are each report's (several reports had UC transfers).
+    pub uc: bool,
+}
+
+/// The merged section (none when no report has one), and what stayed each report's (none:
+/// nothing) (`sections`: each report's span and section; `whole`: their messages joined across
+/// cuts, as one run gives them, [`super::messages_stitch`]).
+pub fn merge(sections: &[(u64, u64, Messages)], whole: Option<Whole>) -> Option<(Messages, Option<Partly>)> {
     let all: Vec<&Messages> = sections.iter().map(|(_, _, m)| m).collect();
     let first = *all.first()?;
     if all.len() == 1 {
-        return Some((Messages { edge: None, ..first.clone() }, false));
+        return Some((Messages { edge: None, ..first.clone() }, None));
     }
+    let uc = all.iter().filter(|r| r.transfers.uc_messages > 0).count() > 1;
     let mut classes: BTreeMap<String, Class> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     let mut m = first.clone();
@@ -105,7 +123,7 @@ pub fn merge(sections: &[(u64, u64, Messages)]) -> Option<(Messages, bool)> {
     m.mct_ns = percentiles(&total.buckets, total.min, total.max);
     m.classes = order.iter().filter_map(|n| classes.remove(n).and_then(Class::merged)).collect();
     m.steadiness.overall = None;
-    if all.iter().filter(|r| r.transfers.uc_messages > 0).count() > 1 {
+    if uc {
         m.transfers.uc_transfer_ns = Percentiles { exact: true, ..Default::default() };
     }
     m.tail = tail(&all);
@@ -117,7 +135,38 @@ pub fn merge(sections: &[(u64, u64, Messages)]) -> Option<(Messages, bool)> {
     m.edge = None;
     m.flows.sort_by(|a, b| a.flow.cmp(&b.flow));
     m.pairs.sort_by(|a, b| (&a.src, &a.dst).cmp(&(&b.src, &b.dst)));
-    Some((m, true))
+    let tail = all.iter().any(|r| r.tail.examined > 0 || r.tail.messages > 0 || !r.tail.thresholds.is_empty());
+    let Some(w) = whole else { return Some((m, Some(Partly { joined: false, untold: 0, tail, uc }))) };
+    let partly = Partly { joined: true, untold: w.untold, tail, uc };
+    set_whole(&mut m, w);
+    Some((m, (partly.untold > 0 || partly.tail || partly.uc).then_some(partly)))
+}
+
+/// The numbers of messages joined across cuts: counts, distributions, flows, pairs, rings.
+fn set_whole(m: &mut Messages, w: Whole) {
+    let bounds: Vec<u64> = m.classes.iter().filter_map(|c| c.max_bytes).collect();
+    m.completed = w.all.len();
+    m.by_kind = Kind::ALL.iter().map(|k| (k.name().to_string(), w.by_kind[*k as usize])).collect();
+    (m.pending, m.partial) = (w.pending, w.partial);
+    m.abandoned += w.abandoned;
+    m.mct_ns = assemble::pct(&w.all);
+    m.classes = assemble::classes_of(&bounds, &w.classes);
+    m.flows = w
+        .flows
+        .iter()
+        .map(|(k, d, pending)| MessageFlow { flow: flow_ref(k), pending: *pending, stats: assemble::stats(d) })
+        .collect();
+    m.rings = assemble::rings_over(w.pairs.iter().map(|(s, d, dist, _)| (s, d, dist)));
+    m.pairs = w
+        .pairs
+        .iter()
+        .map(|(s, d, dist, rtt)| MessagePair {
+            src: assemble::addr(s),
+            dst: assemble::addr(d),
+            min_rtt_ns: *rtt,
+            stats: assemble::stats(dist),
+        })
+        .collect();
 }
 
 fn tail(all: &[&Messages]) -> Tail {
@@ -150,15 +199,45 @@ fn tail(all: &[&Messages]) -> Tail {
 }
 
 /// The note of a merge that kept parts per report.
-pub fn note() -> Note {
-    Note::new(
-        NoteCode::MessagesNotMerged,
-        "messages: completion-time percentiles are combined from the reports' histograms (within 0.5 %) and \
-         counts and tail causes summed; the goodput and slowdown percentiles of a size class several reports \
-         fill, the tail thresholds and the rings are each report's (they need the messages themselves), and a \
-         message in flight at a cut is pending in one report and partial in the next; the steadiness is one \
-         run's for reports in series made with --edges (but for PSNs sent again just after a cut, which the \
-         report after it counts as new payload, and a flow's first frame after a cut that falls inside its \
-         host pair's windows there), else each report's",
-    )
+pub fn note(p: Partly) -> Note {
+    let mut parts = Vec::new();
+    if p.joined {
+        parts.push(
+            "messages: the reports' messages are joined across their cuts (a message sent before a cut and \
+             completed after it counts once, with its whole completion time), and counts, completion times, \
+             goodput, slowdown, flows, pairs and rings are one run's"
+                .to_string(),
+        );
+        if p.untold > 0 {
+            parts.push(format!(
+                "but for {} flow(s) whose messages at a cut the reports do not tell (a request repeated after the \
+                 cut, a message being sent that the next report does not continue, ACKs not all listed, a READ \
+                 whose span is not known): theirs stay as each report counted them (pending in one, partial in \
+                 the next)",
+                p.untold
+            ));
+        }
+    } else {
+        parts.push(
+            "messages: completion-time percentiles are combined from the reports' histograms (within 0.5 %) and \
+             counts summed; the goodput and slowdown percentiles of a size class several reports fill and the \
+             rings are each report's, and a message in flight at a cut is pending in one report and partial in \
+             the next (reports in series made with --edges join them)"
+                .to_string(),
+        );
+    }
+    if p.uc {
+        parts.push("the UC transfer times are each report's (their percentiles are left out)".to_string());
+    }
+    if p.tail {
+        parts
+            .push("the tail (thresholds, causes and slowest messages) is each report's, its causes summed".to_string());
+    }
+    parts.push(
+        "the steadiness is one run's for reports in series made with --edges (but for PSNs sent again just after \
+         a cut, which the report after it counts as new payload, and a flow's first frame after a cut that falls \
+         inside its host pair's windows there), else each report's"
+            .to_string(),
+    );
+    Note::new(NoteCode::MessagesNotMerged, parts.join("; "))
 }

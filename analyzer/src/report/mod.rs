@@ -25,6 +25,7 @@ pub mod loss_stitch;
 pub mod marking_merge;
 pub mod merge;
 pub mod messages_merge;
+pub mod messages_stitch;
 pub mod out_dir;
 pub mod pause_merge;
 pub mod psn_stitch;

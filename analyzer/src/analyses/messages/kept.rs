@@ -631,6 +631,12 @@ impl MsgFlow {
         }
     }
 
+    /// `--edges`: its messages not completed, partial ones too: in flight oldest first, then
+    /// the one being sent (true).
+    pub(crate) fn held(&self) -> impl Iterator<Item = (&Msg, bool)> {
+        self.in_flight.iter().map(|m| (m, false)).chain(self.open_ref().map(|m| (m, true)))
+    }
+
     /// Messages sent and not completed (the open one included when its start was seen).
     pub(super) fn pending(&self) -> impl Iterator<Item = &Msg> {
         self.in_flight.iter().chain(self.open_ref()).filter(|m| m.marks & mark::PARTIAL == 0)

@@ -83,7 +83,24 @@ pub struct Messages {
     /// The rate window of the latest request: its index and span (a division per request was
     /// a tenth of the analysis).
     window: (u64, u64, u64),
+    /// `--edges`: every completion, partial ones too, in the order they came (`merge` of
+    /// captures cut in time joins a message sent before a cut with its completion after it).
+    pub log: Option<Vec<Logged>>,
 }
+
+/// A completion as `--edges` keeps it: the message, its flow, its completion time and the
+/// smallest RTT its slowdown was measured against.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    pub key: FlowKey,
+    pub msg: Msg,
+    pub end_ns: u64,
+    pub min_rtt_ns: Option<u64>,
+}
+
+/// Completions `--edges` keeps, at most (a report beyond says so: `merge` then keeps each
+/// report's distributions).
+pub const MAX_LOGGED: usize = 1 << 20;
 
 impl Messages {
     pub fn new(settings: Settings, cap: usize) -> Messages {
@@ -109,6 +126,7 @@ impl Messages {
             cap,
             state_full: 0,
             window: (0, 1, 0),
+            log: None,
             settings,
         }
     }
@@ -200,15 +218,18 @@ impl Messages {
     }
 
     fn complete(&mut self, key: &FlowKey, pair: u32, m: Msg, end_ns: u64, rtt_min: Option<u64>) {
-        if m.marks & mark::PARTIAL != 0 {
-            self.partial += 1;
-            return;
-        }
         let pair = self.pairs.get_mut(pair as usize);
         let min_rtt = match (pair.as_ref().and_then(|p| p.min_rtt_ns), rtt_min) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if let Some(log) = self.log.as_mut().filter(|l| l.len() <= MAX_LOGGED) {
+            log.push(Logged { key: *key, msg: m.clone(), end_ns, min_rtt_ns: min_rtt });
+        }
+        if m.marks & mark::PARTIAL != 0 {
+            self.partial += 1;
+            return;
+        }
         let d = Done::new(end_ns.saturating_sub(m.start_ns), m.bytes(), self.settings.link_bps, min_rtt);
         if let Some(p) = pair {
             p.min_rtt_ns = min_rtt;

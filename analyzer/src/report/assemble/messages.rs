@@ -8,16 +8,17 @@ use analyzer_common::flow::FlowKey;
 
 use crate::analyses::keys::Addr;
 use crate::analyses::messages::dist::{self, Dist, SLOWDOWN_SCALE};
+use crate::analyses::messages::kept::Msg;
 use crate::analyses::messages::steady::{self, Windows};
 use crate::analyses::messages::tail::{self, CAUSES, Context, Kept, Paused};
-use crate::analyses::messages::{flow_pending, rings};
+use crate::analyses::messages::{self, flow_pending, rings};
 use crate::analyses::stats::Samples;
 use crate::analyses::topology::Node;
 use crate::analyses::tree;
 use crate::model::*;
 use crate::pipeline::Pipeline;
 
-fn pct(s: &Samples) -> Percentiles {
+pub(crate) fn pct(s: &Samples) -> Percentiles {
     s.percentiles().unwrap_or(Percentiles { exact: true, ..Default::default() })
 }
 
@@ -25,7 +26,7 @@ fn slowdown(s: &Samples, q: f64) -> Option<f64> {
     s.quantile(q).map(|v| v as f64 / SLOWDOWN_SCALE)
 }
 
-fn stats(d: &Dist) -> MessageStats {
+pub(crate) fn stats(d: &Dist) -> MessageStats {
     MessageStats {
         messages: d.mct.len(),
         bytes: d.bytes,
@@ -36,7 +37,7 @@ fn stats(d: &Dist) -> MessageStats {
     }
 }
 
-fn addr(a: &Addr) -> String {
+pub(crate) fn addr(a: &Addr) -> String {
     addr_string(a.1, &a.0)
 }
 
@@ -116,6 +117,10 @@ fn edge(run: &Pipeline) -> MessagesEdge {
     };
     let mut flows: Vec<(&FlowKey, &crate::analyses::messages::kept::MsgFlow)> = run.analyses.flows.messages().collect();
     flows.sort_unstable_by_key(|(k, _)| flow_order(k));
+    let index: rustc_hash::FxHashMap<&FlowKey, u64> =
+        flows.iter().enumerate().map(|(i, (k, _))| (*k, i as u64)).collect();
+    let log = m.log.as_deref().unwrap_or_default();
+    let kept = &log[..log.len().min(messages::MAX_LOGGED)];
     MessagesEdge {
         overall: ends(m.overall.ends()),
         flows: flows
@@ -128,9 +133,19 @@ fn edge(run: &Pipeline) -> MessagesEdge {
                     first_frame: first.map(|(w, p)| [w, p]),
                     first_paired,
                     placed,
+                    held: s.held().map(|(msg, open)| held(msg, open)).collect(),
                 }
             })
             .collect(),
+        completed: kept
+            .iter()
+            .filter_map(|l| {
+                let [kind, marks, first, last, bytes, start] = edge_message(&l.msg).array();
+                let rtt = l.min_rtt_ns.unwrap_or(u64::MAX);
+                Some([*index.get(&l.key)?, kind, marks, first, last, bytes, start, l.end_ns, rtt])
+            })
+            .collect(),
+        completed_cut: log.len() > messages::MAX_LOGGED,
         pairs: m
             .pairs
             .iter()
@@ -139,11 +154,31 @@ fn edge(run: &Pipeline) -> MessagesEdge {
     }
 }
 
+fn edge_message(m: &Msg) -> EdgeMessage {
+    EdgeMessage {
+        kind: m.kind as u64,
+        marks: m.marks as u64,
+        psn_first: m.psn_first,
+        psn_last: m.psn_last,
+        bytes: m.bytes(),
+        start_ns: m.start_ns,
+    }
+}
+
+fn held(m: &Msg, open: bool) -> [u64; 7] {
+    let [kind, marks, first, last, bytes, start] = edge_message(m).array();
+    [kind, marks, first, last, bytes, start, open as u64]
+}
+
 /// The size classes' completion times.
 fn classes(run: &Pipeline) -> Vec<MessageClass> {
     let m = &run.analyses.messages;
-    let bounds = &m.settings.classes;
-    m.classes
+    classes_of(&m.settings.classes, &m.classes)
+}
+
+/// The size classes (`bounds`: their upper bounds) of distributions `dists`.
+pub(crate) fn classes_of(bounds: &[u64], dists: &[Dist]) -> Vec<MessageClass> {
+    dists
         .iter()
         .enumerate()
         .map(|(i, d)| MessageClass {
@@ -214,18 +249,20 @@ fn steadiness(run: &Pipeline) -> Steadiness {
 }
 
 fn rings_of(run: &Pipeline) -> Rings {
-    let edges: Vec<rings::Edge> = run
-        .analyses
-        .messages
-        .pairs
-        .iter()
-        .filter(|p| !p.dist.mct.is_empty())
-        .map(|p| rings::Edge {
-            src: p.src,
-            dst: p.dst,
-            messages: p.dist.mct.len(),
-            goodput_p50: p.dist.goodput.quantile(0.5),
-            mct_p99: p.dist.mct.quantile(0.99),
+    let pairs = run.analyses.messages.pairs.iter().map(|p| (&p.src, &p.dst, &p.dist));
+    rings_over(pairs)
+}
+
+/// The rings of host pairs (source, destination, distribution).
+pub(crate) fn rings_over<'a>(pairs: impl Iterator<Item = (&'a Addr, &'a Addr, &'a Dist)>) -> Rings {
+    let edges: Vec<rings::Edge> = pairs
+        .filter(|(_, _, d)| !d.mct.is_empty())
+        .map(|(s, d, dist)| rings::Edge {
+            src: *s,
+            dst: *d,
+            messages: dist.mct.len(),
+            goodput_p50: dist.goodput.quantile(0.5),
+            mct_p99: dist.mct.quantile(0.99),
         })
         .collect();
     rings::find(&edges, &addr)

@@ -1,0 +1,656 @@
+//! Messages across cuts in time: a message sent before a cut is completed after it, where its
+//! ACK finds no message; a message whose FIRST came before a cut ends after it, where its LAST
+//! starts a partial one. Reports made with `--edges` carry what joins them again: every
+//! completion (`messages.edge.completed`, partial ones too) and each flow's messages not completed
+//! at the end (`messages.edge.flows[].held`); the ACK flows' first ACKs (`flows[].edge.acks`)
+//! complete the messages held across a cut.
+//!
+//! [`stitch`] walks the reports in time order. A flow's messages held at a cut are completed by
+//! the first ACK after it that covers their last PSN, or continued by the partial message its
+//! next report began with at the PSN where they stopped; the rest stay held. Every message then
+//! gets its numbers as one run gives them: the smallest RTT of its slowdown is its report's, the
+//! reports' before (its host pair's and its flow's) and the samples found across cuts. What it
+//! cannot tell (a request repeated after a cut, an open message the next report does not continue
+//! with its next PSN, an ACK head that ends before the messages it should complete, a READ whose
+//! span its report did not learn) it leaves as the reports counted it, and counts (`untold`).
+
+use std::collections::BTreeMap;
+
+use analyzer_common::flow::FlowKey;
+use analyzer_common::opcode::op;
+use analyzer_common::psn::{PSN_HALF, PSN_MASK, psn_diff};
+
+use super::rtt_stitch::{FlowId, Pairing, Span, Stitched as RttStitched};
+use crate::analyses::keys::Addr;
+use crate::analyses::messages::dist::{self, Dist, Done};
+use crate::analyses::messages::kept::{Kind, mark};
+use crate::analyses::stats::Samples;
+use crate::model::addr::{flow_order, flow_ref_key};
+use crate::model::{EdgeMessage, FlowRef, Messages, MessagesEdge};
+
+/// A flow in the analysis' order.
+type Order = (u8, [u8; 16], [u8; 16], u16, u32);
+
+/// The merged messages: one run's distributions and counts where nothing was `untold`.
+#[derive(Debug, Default)]
+pub struct Whole {
+    pub classes: Vec<Dist>,
+    pub all: Samples,
+    pub by_kind: [u64; 4],
+    /// Flows with a completed message, in the analysis' order, with their pending messages.
+    pub flows: Vec<(FlowKey, Dist, u64)>,
+    /// Host pairs with a completed message, with their smallest RTT.
+    pub pairs: Vec<(Addr, Addr, Dist, Option<u64>)>,
+    pub pending: u64,
+    pub partial: u64,
+    /// Messages let go beyond the reports' own.
+    pub abandoned: u64,
+    /// Flows whose messages at a cut the reports do not tell.
+    pub untold: u64,
+}
+
+/// A flow across the reports: its messages held, its smallest RTT in the reports before.
+struct Flow {
+    key: FlowKey,
+    id: FlowId,
+    held: Vec<(EdgeMessage, bool)>,
+    rtt: Option<u64>,
+    dist: Dist,
+}
+
+/// A completion: its time, whether a report listed it (else it was joined here), its flow, the
+/// message and the smallest RTT its report measured it against.
+struct Event {
+    end_ns: u64,
+    listed: bool,
+    flow: Order,
+    msg: EdgeMessage,
+    min_rtt: Option<u64>,
+}
+
+/// What a report says of a held message's flow: its place in the report's edge, its first
+/// request, its ACK flow's first ACKs and whether they are all, and the report's own messages
+/// of the flow when the report could pair none of its ACKs (several flows could have carried
+/// them here: one run knows which from before).
+struct Here<'e> {
+    index: Option<usize>,
+    /// Its first request's PSN and opcode.
+    first_request: Option<(u32, u8)>,
+    acks: Option<(&'e [[u64; 2]], bool)>,
+    own: Vec<(EdgeMessage, bool)>,
+}
+
+struct Untold;
+
+fn min(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn is(m: &EdgeMessage, bit: u8) -> bool {
+    m.marks & bit as u64 != 0
+}
+
+/// The flow key and `merge`'s id of an edge's flow.
+fn keys(f: &FlowRef) -> Option<(FlowKey, FlowId)> {
+    let k = flow_ref_key(f)?;
+    Some((k, (k.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp)))
+}
+
+/// The messages of reports in series (`sections`, with each one's report index in `reports`),
+/// as one run gives them; none when the reports do not allow it (not in series, an edge missing
+/// or cut, other size classes or link speeds).
+pub fn stitch(
+    sections: &[(u64, u64, &Messages)],
+    reports: &[usize],
+    pairing: &Pairing,
+    rtt: &RttStitched,
+) -> Option<Whole> {
+    let spans: Vec<Span> = sections.iter().map(|(s, e, _)| Span { start_ns: *s, end_ns: *e, timeout_ns: 0 }).collect();
+    let order = super::rtt_stitch::in_series(&spans)?;
+    let first = sections.first()?.2;
+    let bounds: Vec<u64> = first.classes.iter().filter_map(|c| c.max_bytes).collect();
+    let same = |m: &Messages| {
+        m.link_speed_bps == first.link_speed_bps
+            && m.classes.iter().filter_map(|c| c.max_bytes).eq(bounds.iter().copied())
+            && m.edge.as_ref().is_some_and(|e| !e.completed_cut)
+    };
+    if !sections.iter().all(|(_, _, m)| same(m)) {
+        return None;
+    }
+    let mut w = Walk {
+        whole: Whole { classes: vec![Dist::default(); bounds.len() + 1], ..Default::default() },
+        bounds,
+        link_bps: first.link_speed_bps,
+        flows: BTreeMap::new(),
+        pairs: BTreeMap::new(),
+        pairing,
+        rtt,
+    };
+    for k in order {
+        w.report(sections[k].2.edge.as_ref()?, reports[k]);
+    }
+    Some(w.finish())
+}
+
+struct Walk<'a> {
+    whole: Whole,
+    bounds: Vec<u64>,
+    link_bps: u64,
+    flows: BTreeMap<Order, Flow>,
+    pairs: BTreeMap<(Addr, Addr), (Dist, Option<u64>)>,
+    pairing: &'a Pairing<'a>,
+    rtt: &'a RttStitched,
+}
+
+impl<'a> Walk<'a> {
+    /// One report's edge (`report`: its index in the merge).
+    fn report(&mut self, e: &MessagesEdge, report: usize) {
+        let mut index: Vec<Option<Order>> = Vec::with_capacity(e.flows.len());
+        let mut at: BTreeMap<Order, usize> = BTreeMap::new();
+        for (i, f) in e.flows.iter().enumerate() {
+            let Some((key, id)) = keys(&f.flow) else {
+                index.push(None);
+                continue;
+            };
+            let o = flow_order(&key);
+            self.flows.entry(o).or_insert_with(|| Flow { key, id, held: Vec::new(), rtt: None, dist: Dist::default() });
+            index.push(Some(o));
+            at.insert(o, i);
+        }
+        let Across { mut events, joined, continued, carried, replayed } = self.across(e, &at, report);
+        for (j, c) in e.completed.iter().enumerate() {
+            let Some(o) = index.get(c[0] as usize).copied().flatten() else { continue };
+            let msg = EdgeMessage::of(&c[1..7]);
+            if joined.contains(&j) {
+                continue;
+            }
+            if is(&msg, mark::PARTIAL) {
+                self.whole.partial += 1;
+                continue;
+            }
+            events.push(Event {
+                end_ns: c[7],
+                listed: true,
+                flow: o,
+                msg,
+                min_rtt: (c[8] != u64::MAX).then_some(c[8]),
+            });
+        }
+        // A message joined here and completed by an ACK that completed one of the report's own
+        // too was measured against the same smallest RTT (the run's at that ACK).
+        let at_ack: BTreeMap<(Order, u64), u64> =
+            events.iter().filter(|e| e.listed).filter_map(|e| Some(((e.flow, e.end_ns), e.min_rtt?))).collect();
+        for ev in events.iter_mut().filter(|e| e.min_rtt.is_none()) {
+            ev.min_rtt = at_ack.get(&(ev.flow, ev.end_ns)).copied();
+        }
+        events.sort_by_key(|e| (e.end_ns, e.listed));
+        for ev in events {
+            self.complete(ev);
+        }
+        self.settle(e, &index, carried, &continued, &replayed, report);
+    }
+
+    /// The messages flows held before report `report` (`at`: their places in its edge), through
+    /// it; and those of its own the ACKs are replayed on (it paired none of their ACKs).
+    fn across(&mut self, e: &MessagesEdge, at: &BTreeMap<Order, usize>, report: usize) -> Across {
+        let mut events = Vec::new();
+        // Completions of this report replaced by a message joined across the cut, and held
+        // messages of it continued from before.
+        let mut joined: Vec<usize> = Vec::new();
+        let mut continued: BTreeMap<(usize, usize), EdgeMessage> = BTreeMap::new();
+        let mut carried: BTreeMap<Order, Vec<(EdgeMessage, bool)>> = BTreeMap::new();
+        let listed: std::collections::BTreeSet<u64> = e.completed.iter().map(|c| c[0]).collect();
+        let mut replayed = std::collections::BTreeSet::new();
+        let mut held: Vec<(Order, Here)> = Vec::new();
+        for (o, f) in &self.flows {
+            let mut here = self.here(*o, at.get(o).copied(), report);
+            if let Some(i) = here.index.filter(|i| !listed.contains(&(*i as u64)) && self.unpaired_here(&f.id, report))
+            {
+                here.own = e.flows[i].held.iter().map(|h| (EdgeMessage::of(&h[..6]), h[6] != 0)).collect();
+                replayed.insert(i);
+            }
+            if !f.held.is_empty() || !here.own.is_empty() {
+                held.push((*o, here));
+            }
+        }
+        for (o, here) in held {
+            let f = self.flows.get_mut(&o).expect("listed");
+            let msgs = std::mem::take(&mut f.held);
+            match carry(msgs.clone(), &here, e) {
+                Ok(c) => {
+                    events.extend(c.done.into_iter().map(|(end_ns, msg, min_rtt)| Event {
+                        end_ns,
+                        listed: false,
+                        flow: o,
+                        msg,
+                        min_rtt,
+                    }));
+                    joined.extend(c.joined);
+                    self.whole.abandoned += c.abandoned;
+                    if let (Some(i), Some((j, m))) = (here.index, c.continued) {
+                        continued.insert((i, j), m);
+                    }
+                    carried.insert(o, c.left);
+                }
+                Err(Untold) => {
+                    self.whole.untold += 1;
+                    carried.insert(o, msgs.into_iter().chain(here.own).collect());
+                }
+            }
+        }
+        Across { events, joined, continued, carried, replayed }
+    }
+
+    /// Whether report `report` paired none of flow `id`'s ACKs: several flows could have carried
+    /// them there.
+    fn unpaired_here(&self, id: &FlowId, report: usize) -> bool {
+        let Some((id, parts)) = self.pairing.parts.get_key_value(id) else { return false };
+        let Some(ack) = self.pairing.ack_of(id, parts, true) else { return false };
+        let part = ack.parts.iter().find(|p| p.report == report);
+        part.and_then(super::rtt_stitch::acks_of).is_some_and(|a| a.ambiguous > 0)
+    }
+
+    /// What report `report` says of flow `o` (its place `index` in the report's edge).
+    fn here(&self, o: Order, index: Option<usize>, report: usize) -> Here<'a> {
+        let f = &self.flows[&o];
+        let parts = self.pairing.parts.get(&f.id).map(Vec::as_slice).unwrap_or_default();
+        let head = parts.iter().find(|p| p.report == report).and_then(|p| p.edge.as_ref()).map(|e| &e.head);
+        let first_request = head
+            .and_then(|h| h.iter().map(|f| f.0).find(|f| analyzer_common::opcode::is_request(f[0] as u8)))
+            .map(|f| (f[1], f[0] as u8));
+        let pairing = self.pairing;
+        let id = pairing.parts.get_key_value(&f.id).map(|(k, _)| k);
+        let acks = id.and_then(|id| pairing.ack_of(id, parts, true)).map(|a| {
+            let part = a.parts.iter().find(|p| p.report == report);
+            match part.and_then(super::rtt_stitch::acks_of) {
+                Some(h) => (h.head.as_slice(), h.complete),
+                None => (&[][..], part.is_none()),
+            }
+        });
+        Here { index, first_request, acks, own: Vec::new() }
+    }
+
+    /// A completed message with its numbers as one run gives them.
+    fn complete(&mut self, ev: Event) {
+        let f = self.flows.get_mut(&ev.flow).expect("listed");
+        let pair_key = ((f.key.src, f.key.ip_version), (f.key.dst, f.key.ip_version));
+        let pair = self.pairs.entry(pair_key).or_default();
+        let found = self.rtt.flows.get(&f.id).and_then(|fix| fix.extra.iter().min().copied());
+        let min_rtt = min(min(ev.min_rtt, pair.1), min(f.rtt, found));
+        let d = Done::new(ev.end_ns.saturating_sub(ev.msg.start_ns), ev.msg.bytes, self.link_bps, min_rtt);
+        pair.1 = min_rtt;
+        pair.0.add(&d);
+        f.dist.add(&d);
+        self.whole.classes[dist::class_of(&self.bounds, ev.msg.bytes)].add(&d);
+        self.whole.all.push(d.mct_ns);
+        self.whole.by_kind[(ev.msg.kind as usize).min(3)] += 1;
+    }
+
+    /// After report `report`: each flow's held messages (those carried, then the report's own,
+    /// continued ones joined) and its smallest RTT so far.
+    fn settle(
+        &mut self,
+        e: &MessagesEdge,
+        index: &[Option<Order>],
+        mut carried: BTreeMap<Order, Vec<(EdgeMessage, bool)>>,
+        continued: &BTreeMap<(usize, usize), EdgeMessage>,
+        replayed: &std::collections::BTreeSet<usize>,
+        report: usize,
+    ) {
+        for (o, msgs) in std::mem::take(&mut carried) {
+            self.flows.get_mut(&o).expect("listed").held = msgs;
+        }
+        for (i, ef) in e.flows.iter().enumerate() {
+            let Some(o) = index[i] else { continue };
+            let f = self.flows.get_mut(&o).expect("listed");
+            // Held messages the ACKs here were replayed on are among the carried ones.
+            let own = if replayed.contains(&i) { &[][..] } else { ef.held.as_slice() };
+            for (j, h) in own.iter().enumerate() {
+                let m = continued.get(&(i, j)).copied().unwrap_or_else(|| EdgeMessage::of(&h[..6]));
+                f.held.push((m, h[6] != 0));
+            }
+            let parts = self.pairing.parts.get(&f.id).map(Vec::as_slice).unwrap_or_default();
+            let edge_rtt = parts.iter().find(|p| p.report == report).and_then(|p| p.edge.as_ref()?.rtt.as_ref());
+            f.rtt = min(f.rtt, edge_rtt.filter(|r| !r.samples.is_empty() || !r.buckets.is_empty()).map(|r| r.min));
+        }
+    }
+
+    fn finish(mut self) -> Whole {
+        let mut w = self.whole;
+        for f in self.flows.into_values() {
+            let partial = f.held.iter().filter(|(m, _)| is(m, mark::PARTIAL)).count() as u64;
+            let pending = f.held.len() as u64 - partial;
+            w.partial += partial;
+            w.pending += pending;
+            if !f.dist.mct.is_empty() {
+                w.flows.push((f.key, f.dist, pending));
+            }
+        }
+        w.pairs = std::mem::take(&mut self.pairs)
+            .into_iter()
+            .filter(|(_, (d, _))| !d.mct.is_empty())
+            .map(|((s, d), (dist, rtt))| (s, d, dist, rtt))
+            .collect();
+        w
+    }
+}
+
+/// What a report did to the messages flows held at its start: completions of them (not listed
+/// by the report), the report's completions they replace (partial messages that continued them),
+/// its held messages that continued them, what each flow still holds before the report's own,
+/// and the flows whose own held messages are among those.
+struct Across {
+    events: Vec<Event>,
+    joined: Vec<usize>,
+    continued: BTreeMap<(usize, usize), EdgeMessage>,
+    carried: BTreeMap<Order, Vec<(EdgeMessage, bool)>>,
+    replayed: std::collections::BTreeSet<usize>,
+}
+
+/// What a report did to the messages a flow held at its start.
+struct Carried {
+    /// Completed: (time, message, the smallest RTT its report measured its completion
+    /// against, when it listed it).
+    done: Vec<(u64, EdgeMessage, Option<u64>)>,
+    /// The report's completions they replace (a partial message that continued one).
+    joined: Vec<usize>,
+    /// The report's held message (its index in the flow's `held`) that continued one.
+    continued: Option<(usize, EdgeMessage)>,
+    /// Still held, before the report's own.
+    left: Vec<(EdgeMessage, bool)>,
+    /// Open messages let go (a FIRST came after a gap).
+    abandoned: u64,
+}
+
+/// The messages `msgs` a flow held at a cut, through the next report `e` (`here`: what it says
+/// of the flow).
+fn carry(mut msgs: Vec<(EdgeMessage, bool)>, here: &Here, e: &MessagesEdge) -> Result<Carried, Untold> {
+    let mut out = Carried { done: Vec::new(), joined: Vec::new(), continued: None, left: Vec::new(), abandoned: 0 };
+    let open = msgs.last().filter(|(_, open)| *open).map(|(m, _)| *m);
+    if open.is_some() {
+        msgs.pop();
+    }
+    let mut in_flight: Vec<EdgeMessage> = msgs.into_iter().map(|(m, _)| m).collect();
+    let mut open = open;
+    if let Some(i) = here.index {
+        open = requests_here(open, &mut in_flight, i, here, e, &mut out)?;
+    }
+    let mut own = here.own.clone();
+    if !own.is_empty()
+        && let Some((j, m)) = out.continued.take()
+    {
+        own[j].0 = m;
+    }
+    let own_open = own.last().filter(|(_, open)| *open).map(|(m, _)| *m);
+    if own_open.is_some() {
+        own.pop();
+    }
+    if open.is_some() && own_open.is_some() {
+        return Err(Untold);
+    }
+    in_flight.extend(own.into_iter().map(|(m, _)| m));
+    let open = open.or(own_open);
+    let mut acks = here.acks.map(|(h, complete)| (h.iter().map(|a| (a[0], a[1] as u32)).collect::<Vec<_>>(), complete));
+    for m in in_flight {
+        if m.kind == Kind::Read as u64 && !is(&m, mark::END_KNOWN) {
+            return Err(Untold);
+        }
+        // The reports do not tell which flow carried its ACKs.
+        let Some((list, complete)) = acks.as_mut() else { return Err(Untold) };
+        match list.iter().position(|(_, psn)| psn_diff(m.psn_last, *psn) < PSN_HALF) {
+            Some(at) => {
+                let (t, _) = list[at];
+                list.drain(..at);
+                out.done.push((t, m, None));
+            }
+            None if *complete => out.left.push((m, false)),
+            None => return Err(Untold),
+        }
+    }
+    if let Some(o) = open {
+        out.left.push((o, true));
+    }
+    Ok(out)
+}
+
+/// The flow sent requests in the report after the cut (its place `i` in the report's edge):
+/// they continue where it stopped (the open message continued, or let go by a FIRST after a
+/// gap), or it is not told. Returns the open message still open.
+fn requests_here(
+    mut open: Option<EdgeMessage>,
+    in_flight: &mut [EdgeMessage],
+    i: usize,
+    here: &Here,
+    e: &MessagesEdge,
+    out: &mut Carried,
+) -> Result<Option<EdgeMessage>, Untold> {
+    // The flow sent requests here: they continue where it stopped, or it is not told.
+    let (first, opcode) = here.first_request.ok_or(Untold)?;
+    if open.is_none()
+        && let Some(m) = in_flight.last_mut().filter(|m| m.kind == Kind::Read as u64 && !is(m, mark::END_KNOWN))
+    {
+        // A READ's responses took the PSNs up to this request; a response here may have come
+        // before it (the reports do not say which came first).
+        let acks = here.acks.map(|(h, _)| h).unwrap_or_default();
+        if acks.iter().any(|a| psn_diff(m.psn_first, a[1] as u32) < PSN_HALF) {
+            return Err(Untold);
+        }
+        m.psn_last = first.wrapping_sub(1) & PSN_MASK;
+        m.marks |= mark::END_KNOWN as u64;
+    }
+    let last = open.as_ref().or(in_flight.last()).map(|m| m.psn_last);
+    let next = last.map(|l| l.wrapping_add(1) & PSN_MASK);
+    if next.is_some_and(|next| psn_diff(next, first) >= PSN_HALF) {
+        return Err(Untold);
+    }
+    if open.is_some() && next != Some(first) {
+        // A new message begun after PSNs this capture missed: its FIRST lets the open one go.
+        let o = opcode & 0x1F;
+        if o != op::SEND_FIRST && o != op::RDMA_WRITE_FIRST {
+            return Err(Untold);
+        }
+        open = None;
+        out.abandoned += 1;
+    }
+    if let Some(o) = open.take() {
+        let (done, continued) = continue_open(o, first, i, e)?;
+        match done {
+            // A message whose start no report saw stays the report's partial one.
+            Some((j, end, m, rtt)) if !is(&m, mark::PARTIAL) => {
+                out.joined.push(j);
+                out.done.push((end, m, rtt));
+            }
+            Some(_) => {}
+            None => out.continued = continued,
+        }
+    }
+    Ok(open)
+}
+
+/// The open message `o` continued by flow `i`'s first request here (PSN `first`): by a partial
+/// message the report completed (its index, time, the message joined and the smallest RTT of its
+/// completion) or still held (its index in the flow's `held`, joined).
+#[allow(clippy::type_complexity)]
+fn continue_open(
+    o: EdgeMessage,
+    first: u32,
+    i: usize,
+    e: &MessagesEdge,
+) -> Result<(Option<(usize, u64, EdgeMessage, Option<u64>)>, Option<(usize, EdgeMessage)>), Untold> {
+    let join = |c: &EdgeMessage| -> Result<EdgeMessage, Untold> {
+        if c.psn_first != first || c.kind != o.kind || !is(c, mark::PARTIAL) {
+            return Err(Untold);
+        }
+        let bytes = if o.kind == Kind::Send as u64 { o.bytes + c.bytes } else { o.bytes };
+        Ok(EdgeMessage { psn_last: c.psn_last, bytes, marks: o.marks | (c.marks & !(mark::PARTIAL as u64)), ..o })
+    };
+    let done = e.completed.iter().enumerate().find(|(_, c)| c[0] as usize == i && c[3] as u32 == first);
+    if let Some((j, c)) = done {
+        let rtt = (c[8] != u64::MAX).then_some(c[8]);
+        return Ok((Some((j, c[7], join(&EdgeMessage::of(&c[1..7]))?, rtt)), None));
+    }
+    let held = e.flows.get(i).and_then(|f| f.held.iter().position(|h| h[2] as u32 == first));
+    let Some(j) = held else { return Err(Untold) };
+    let m = join(&EdgeMessage::of(&e.flows[i].held[j][..6]))?;
+    Ok((None, Some((j, m))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::edge::{EdgeAcks, EdgeRtt, HeadFrame};
+    use crate::model::{MessageVantage, MessagesEdgeFlow, Percentiles, Rings, Steadiness, Tail, Transfers};
+    use crate::report::psn_stitch::Part;
+
+    const LINK: u64 = 100_000_000_000;
+    const WRITE: u64 = Kind::Write as u64;
+    const SEND: u64 = Kind::Send as u64;
+
+    fn flow_ref() -> FlowRef {
+        FlowRef { src: "10.0.0.1".into(), dst: "10.0.0.2".into(), udp_sport: 1, dst_qp: 7 }
+    }
+
+    fn ack_ref() -> FlowRef {
+        FlowRef { src: "10.0.0.2".into(), dst: "10.0.0.1".into(), udp_sport: 2, dst_qp: 9 }
+    }
+
+    fn id(f: &FlowRef) -> FlowId {
+        keys(f).expect("parses").1
+    }
+
+    /// A report's messages section: its edge's one flow holding `held` at the end, its
+    /// completions `completed` (without the flow index).
+    fn section(held: &[[u64; 7]], completed: &[[u64; 8]]) -> Messages {
+        let flow = MessagesEdgeFlow {
+            flow: flow_ref(),
+            ends: None,
+            first_frame: None,
+            first_paired: false,
+            placed: true,
+            held: held.to_vec(),
+        };
+        Messages {
+            vantage: MessageVantage { position: "capture".into(), meaning: String::new() },
+            link_speed_bps: LINK,
+            completed: 0,
+            by_kind: Default::default(),
+            pending: 0,
+            partial: 0,
+            abandoned: 0,
+            in_flight_evicted: 0,
+            mct_ns: Percentiles::default(),
+            classes: ["le_4KiB", "gt_4KiB"]
+                .iter()
+                .zip([Some(4096), None])
+                .map(|(n, max_bytes)| crate::model::MessageClass {
+                    name: n.to_string(),
+                    max_bytes,
+                    stats: crate::report::assemble::messages::stats(&Dist::default()),
+                    histogram: Vec::new(),
+                })
+                .collect(),
+            flows: Vec::new(),
+            pairs: Vec::new(),
+            transfers: Transfers::default(),
+            tail: Tail::default(),
+            steadiness: Steadiness::default(),
+            rings: Rings::default(),
+            edge: Some(MessagesEdge {
+                overall: None,
+                flows: vec![flow],
+                pairs: Vec::new(),
+                completed: completed.iter().map(|c| [0, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]).collect(),
+                completed_cut: false,
+            }),
+        }
+    }
+
+    /// A report's view of the flow: its first requests `[opcode, psn]`, its smallest RTT sample,
+    /// its ACK flow's first ACKs `[time, psn]`.
+    type Sight = (Vec<[u32; 2]>, Option<u64>, Vec<[u64; 2]>);
+
+    /// The request flow's part in `report`: its first requests `[opcode, psn]`, its RTT's
+    /// smallest sample; the ACK flow's part: its first ACKs `[time, psn]`.
+    fn parts(reports: &[Sight]) -> BTreeMap<FlowId, Vec<Part>> {
+        let mut m: BTreeMap<FlowId, Vec<Part>> = BTreeMap::new();
+        for (report, (head, rtt, acks)) in reports.iter().enumerate() {
+            let mut e = crate::engine::edges::edge(None, Default::default());
+            e.head = head.iter().map(|[o, psn]| HeadFrame([*o, *psn, 0, 0, 0, 0])).collect();
+            e.rtt = Some(EdgeRtt {
+                samples: rtt.iter().copied().collect(),
+                min: rtt.unwrap_or(0),
+                ack_flow: Some(ack_ref()),
+                ..Default::default()
+            });
+            m.entry(id(&flow_ref())).or_default().push(Part { edge: Some(e), report, ..Part::default() });
+            let mut a = crate::engine::edges::edge(None, Default::default());
+            a.acks = Some(EdgeAcks { head: acks.clone(), complete: true, unpaired: 0, ambiguous: 0 });
+            m.entry(id(&ack_ref())).or_default().push(Part { edge: Some(a), report, ..Part::default() });
+        }
+        m
+    }
+
+    fn run(sections: &[(u64, u64, Messages)], parts: &BTreeMap<FlowId, Vec<Part>>) -> Whole {
+        let pairing = Pairing::of(parts);
+        let s: Vec<(u64, u64, &Messages)> = sections.iter().map(|(a, b, m)| (*a, *b, m)).collect();
+        stitch(&s, &[0, 1], &pairing, &RttStitched::default()).expect("in series, with edges")
+    }
+
+    /// A capture cut at 10 000 ns. Before it: a 1 000-byte WRITE ONLY (PSN 5) at 9 000 waits
+    /// for its ACK; a SEND (PSN 6 FIRST at 9 500, 1 000 bytes) is being sent; the flow's smallest
+    /// RTT is 800 ns. After it: the SEND's LAST (PSN 7, 500 bytes) begins a partial message there,
+    /// completed at 10 600 by the ACK of PSN 7; the first ACK (10 200, PSN 5) completed nothing
+    /// there. One run: the WRITE takes 1 200 ns, the SEND 1 100 ns and 1 500 bytes; nothing
+    /// partial, nothing pending. The slowdown of the WRITE: 1 200 / (80 ns on the wire + 800).
+    #[test]
+    fn messages_held_at_a_cut_complete_after_it() {
+        let a = section(&[[WRITE, 0, 5, 5, 1000, 9000, 0], [SEND, 0, 6, 6, 1000, 9500, 1]], &[]);
+        let partial = mark::PARTIAL as u64;
+        let b = section(&[], &[[SEND, partial, 7, 7, 500, 10_100, 10_600, 800]]);
+        let p = parts(&[
+            (vec![[op::RDMA_WRITE_ONLY as u32, 5], [op::SEND_FIRST as u32, 6]], Some(800), vec![]),
+            (vec![[op::SEND_LAST as u32, 7]], None, vec![[10_200, 5], [10_600, 7]]),
+        ]);
+        let w = run(&[(0, 10_000, a), (10_050, 20_000, b)], &p);
+        assert_eq!((w.untold, w.partial, w.pending, w.all.len()), (0, 0, 0, 2));
+        assert_eq!(w.by_kind[Kind::Write as usize] + w.by_kind[Kind::Send as usize], 2);
+        assert_eq!(w.all.values(), vec![1200, 1100]);
+        assert_eq!(w.classes[0].bytes, 2500);
+        assert_eq!(w.pairs.len(), 1);
+        assert_eq!(w.pairs[0].3, Some(800));
+        assert_eq!(w.pairs[0].2.slowdown.values(), vec![1200 * 1000 / 880, 1100 * 1000 / (120 + 800)]);
+        assert_eq!(w.flows[0].2, 0);
+    }
+
+    /// The first request after the cut repeats a PSN held before it (go-back-N): one run keeps
+    /// the first transmission's start, the report after the cut began a message there. Not told:
+    /// each report's counts stay (the WRITE held: pending), and the report's own completion counts.
+    #[test]
+    fn a_request_repeated_after_a_cut_is_not_told() {
+        let a = section(&[[WRITE, 0, 5, 5, 1000, 9000, 0]], &[]);
+        let b = section(&[], &[[WRITE, 0, 5, 5, 1000, 10_100, 10_600, 800]]);
+        let p = parts(&[
+            (vec![[op::RDMA_WRITE_ONLY as u32, 5]], None, vec![]),
+            (vec![[op::RDMA_WRITE_ONLY as u32, 5]], None, vec![[10_600, 5]]),
+        ]);
+        let w = run(&[(0, 10_000, a), (10_050, 20_000, b)], &p);
+        assert_eq!((w.untold, w.pending, w.all.values()), (1, 1, vec![500]));
+    }
+
+    /// A SEND being sent at the cut (FIRST PSN 6) whose LAST this capture missed: after the
+    /// cut the flow begins a new SEND (FIRST PSN 9), which lets the open one go in one run.
+    #[test]
+    fn a_first_after_a_gap_lets_the_open_message_go() {
+        let a = section(&[[SEND, 0, 6, 6, 1000, 9500, 1]], &[]);
+        let b = section(&[[SEND, 0, 9, 9, 700, 10_100, 1]], &[]);
+        let p = parts(&[
+            (vec![[op::SEND_FIRST as u32, 6]], None, vec![]),
+            (vec![[op::SEND_FIRST as u32, 9]], None, vec![]),
+        ]);
+        let w = run(&[(0, 10_000, a), (10_050, 20_000, b)], &p);
+        assert_eq!((w.untold, w.abandoned, w.pending, w.partial), (0, 1, 1, 0));
+    }
+}

@@ -466,8 +466,8 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     assert!(steady_whole >= 78, "merges whose steadiness is one run's: {steady_whole}");
     assert!(messages_whole >= 40, "merges whose messages section is one run's: {messages_whole}");
     // Messages held at a cut joined with their completion after it: every number but the
-    // tail's one run's in 73 of the 82 merges with messages when written (the rest: requests
-    // repeated after a cut, READs whose span came after their response).
+    // tail's one run's in 75 of the 82 merges with messages when written (the rest: READs whose
+    // span came after their response, RTTs one run takes by Karn's rule, UC transfer times).
     assert!(messages_joined >= 70, "merges whose messages but the tail are one run's: {messages_joined}");
     assert!(lb_findings >= 1, "merges with one run's load balancing findings: {lb_findings}");
     assert!(pfc_whole >= 12, "merges with one run's PFC findings (15 when written): {pfc_whole}");

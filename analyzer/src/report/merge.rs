@@ -733,8 +733,12 @@ impl Merger {
     /// The messages of reports in series joined across their cuts ([`super::messages_stitch`]).
     fn messages_whole(&self, st: &Stitched) -> Option<super::messages_stitch::Whole> {
         let pairing = super::rtt_stitch::Pairing::of(&self.parts);
-        let sections: Vec<(u64, u64, &Messages)> = self.messages.iter().map(|(s, e, m)| (*s, *e, m)).collect();
-        super::messages_stitch::stitch(&sections, &self.messages_at, &pairing, &st.rtt)
+        let mut reports: Vec<_> =
+            self.spans.iter().zip(&self.markings).map(|((s, e), m)| (*s, *e, None, m.edges)).collect();
+        for ((_, _, m), at) in self.messages.iter().zip(&self.messages_at) {
+            reports[*at].2 = Some(m);
+        }
+        super::messages_stitch::stitch(&reports, &pairing, &st.rtt)
     }
 
     fn rtt_spans(&self) -> Vec<super::rtt_stitch::Span> {

@@ -211,9 +211,10 @@ pub fn note(p: Partly) -> Note {
         if p.untold > 0 {
             parts.push(format!(
                 "but for {} flow(s) whose messages at a cut the reports do not tell (a request repeated after the \
-                 cut, a message being sent that the next report does not continue, ACKs not all listed, a READ \
-                 whose span is not known): theirs stay as each report counted them (pending in one, partial in \
-                 the next)",
+                 cut within a longer message, a message being sent that the next report does not continue, ACKs \
+                 not all listed, a READ whose span is not known: theirs stay as each report counted them, pending \
+                 in one and partial in the next; or the RTT one run had when a message held at a cut completed \
+                 after it, when the request was sent again: its slowdown is left out)",
                 p.untold
             ));
         }

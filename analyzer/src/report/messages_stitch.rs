@@ -99,25 +99,22 @@ fn keys(f: &FlowRef) -> Option<(FlowKey, FlowId)> {
     Some((k, (k.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp)))
 }
 
-/// The messages of reports in series (`sections`, with each one's report index in `reports`),
-/// as one run gives them; none when the reports do not allow it (not in series, an edge missing
-/// or cut, other size classes or link speeds).
-pub fn stitch(
-    sections: &[(u64, u64, &Messages)],
-    reports: &[usize],
-    pairing: &Pairing,
-    rtt: &RttStitched,
-) -> Option<Whole> {
-    let spans: Vec<Span> = sections.iter().map(|(s, e, _)| Span { start_ns: *s, end_ns: *e, timeout_ns: 0 }).collect();
+/// The messages of reports in series as one run gives them (`reports`: each report's span, its
+/// messages section and whether it was made with `--edges`; a report without a section has no
+/// messages of its own but its ACKs may complete others'); none when the reports do not allow it
+/// (not in series, an edge missing or cut, other size classes or link speeds).
+pub fn stitch(reports: &[(u64, u64, Option<&Messages>, bool)], pairing: &Pairing, rtt: &RttStitched) -> Option<Whole> {
+    let spans: Vec<Span> =
+        reports.iter().map(|(s, e, _, _)| Span { start_ns: *s, end_ns: *e, timeout_ns: 0 }).collect();
     let order = super::rtt_stitch::in_series(&spans)?;
-    let first = sections.first()?.2;
+    let first = reports.iter().find_map(|r| r.2)?;
     let bounds: Vec<u64> = first.classes.iter().filter_map(|c| c.max_bytes).collect();
     let same = |m: &Messages| {
         m.link_speed_bps == first.link_speed_bps
             && m.classes.iter().filter_map(|c| c.max_bytes).eq(bounds.iter().copied())
             && m.edge.as_ref().is_some_and(|e| !e.completed_cut)
     };
-    if !sections.iter().all(|(_, _, m)| same(m)) {
+    if !reports.iter().all(|(_, _, m, edges)| *edges && m.is_none_or(same)) {
         return None;
     }
     let mut w = Walk {
@@ -128,9 +125,17 @@ pub fn stitch(
         pairs: BTreeMap::new(),
         pairing,
         rtt,
+        untold: Default::default(),
+    };
+    let none = MessagesEdge {
+        overall: None,
+        flows: Vec::new(),
+        pairs: Vec::new(),
+        completed: Vec::new(),
+        completed_cut: false,
     };
     for k in order {
-        w.report(sections[k].2.edge.as_ref()?, reports[k]);
+        w.report(reports[k].2.map_or(Some(&none), |m| m.edge.as_ref())?, k);
     }
     Some(w.finish())
 }
@@ -143,6 +148,8 @@ struct Walk<'a> {
     pairs: BTreeMap<(Addr, Addr), (Dist, Option<u64>)>,
     pairing: &'a Pairing<'a>,
     rtt: &'a RttStitched,
+    /// Flows whose messages at a cut the reports do not tell.
+    untold: std::collections::BTreeSet<Order>,
 }
 
 impl<'a> Walk<'a> {
@@ -200,7 +207,7 @@ impl<'a> Walk<'a> {
         // Completions of this report replaced by a message joined across the cut, and held
         // messages of it continued from before.
         let mut joined: Vec<usize> = Vec::new();
-        let mut continued: BTreeMap<(usize, usize), EdgeMessage> = BTreeMap::new();
+        let mut continued: BTreeMap<(usize, usize), Option<EdgeMessage>> = BTreeMap::new();
         let mut carried: BTreeMap<Order, Vec<(EdgeMessage, bool)>> = BTreeMap::new();
         let listed: std::collections::BTreeSet<u64> = e.completed.iter().map(|c| c[0]).collect();
         let mut replayed = std::collections::BTreeSet::new();
@@ -231,12 +238,15 @@ impl<'a> Walk<'a> {
                     joined.extend(c.joined);
                     self.whole.abandoned += c.abandoned;
                     if let (Some(i), Some((j, m))) = (here.index, c.continued) {
-                        continued.insert((i, j), m);
+                        continued.insert((i, j), Some(m));
+                    }
+                    for (i, j) in c.repeated.iter().filter_map(|j| Some((here.index?, *j))) {
+                        continued.insert((i, j), None);
                     }
                     carried.insert(o, c.left);
                 }
                 Err(Untold) => {
-                    self.whole.untold += 1;
+                    self.untold.insert(o);
                     carried.insert(o, msgs.into_iter().chain(here.own).collect());
                 }
             }
@@ -264,10 +274,14 @@ impl<'a> Walk<'a> {
         let pairing = self.pairing;
         let id = pairing.parts.get_key_value(&f.id).map(|(k, _)| k);
         let acks = id.and_then(|id| pairing.ack_of(id, parts, true)).map(|a| {
-            let part = a.parts.iter().find(|p| p.report == report);
-            match part.and_then(super::rtt_stitch::acks_of) {
-                Some(h) => (h.head.as_slice(), h.complete),
-                None => (&[][..], part.is_none()),
+            match a.parts.iter().find(|p| p.report == report) {
+                // An edge without ACKs: the flow carried none here (NAKs only, or nothing).
+                Some(p) if p.edge.is_some() => {
+                    super::rtt_stitch::acks_of(p).map_or((&[][..], true), |h| (h.head.as_slice(), h.complete))
+                }
+                // A report without edges: not told.
+                Some(_) => (&[][..], false),
+                None => (&[][..], true),
             }
         });
         Here { index, first_request, acks, own: Vec::new() }
@@ -280,6 +294,11 @@ impl<'a> Walk<'a> {
         let pair = self.pairs.entry(pair_key).or_default();
         let found = self.rtt.flows.get(&f.id).and_then(|fix| fix.extra.iter().min().copied());
         let min_rtt = min(min(ev.min_rtt, pair.1), min(f.rtt, found));
+        if !ev.listed && min_rtt.is_none() {
+            // Completed after a cut by an ACK whose RTT sample only one run takes (Karn: a
+            // request sent again keeps its first time): its slowdown is not told.
+            self.untold.insert(ev.flow);
+        }
         let d = Done::new(ev.end_ns.saturating_sub(ev.msg.start_ns), ev.msg.bytes, self.link_bps, min_rtt);
         pair.1 = min_rtt;
         pair.0.add(&d);
@@ -296,7 +315,7 @@ impl<'a> Walk<'a> {
         e: &MessagesEdge,
         index: &[Option<Order>],
         mut carried: BTreeMap<Order, Vec<(EdgeMessage, bool)>>,
-        continued: &BTreeMap<(usize, usize), EdgeMessage>,
+        continued: &BTreeMap<(usize, usize), Option<EdgeMessage>>,
         replayed: &std::collections::BTreeSet<usize>,
         report: usize,
     ) {
@@ -309,7 +328,12 @@ impl<'a> Walk<'a> {
             // Held messages the ACKs here were replayed on are among the carried ones.
             let own = if replayed.contains(&i) { &[][..] } else { ef.held.as_slice() };
             for (j, h) in own.iter().enumerate() {
-                let m = continued.get(&(i, j)).copied().unwrap_or_else(|| EdgeMessage::of(&h[..6]));
+                let m = match continued.get(&(i, j)) {
+                    // Repeated requests: no message of their own in one run.
+                    Some(None) => continue,
+                    Some(Some(m)) => *m,
+                    None => EdgeMessage::of(&h[..6]),
+                };
                 f.held.push((m, h[6] != 0));
             }
             let parts = self.pairing.parts.get(&f.id).map(Vec::as_slice).unwrap_or_default();
@@ -320,6 +344,7 @@ impl<'a> Walk<'a> {
 
     fn finish(mut self) -> Whole {
         let mut w = self.whole;
+        w.untold = self.untold.len() as u64;
         for f in self.flows.into_values() {
             let partial = f.held.iter().filter(|(m, _)| is(m, mark::PARTIAL)).count() as u64;
             let pending = f.held.len() as u64 - partial;
@@ -345,7 +370,8 @@ impl<'a> Walk<'a> {
 struct Across {
     events: Vec<Event>,
     joined: Vec<usize>,
-    continued: BTreeMap<(usize, usize), EdgeMessage>,
+    /// Held messages of the report continuing one (`None`: made of repeated requests).
+    continued: BTreeMap<(usize, usize), Option<EdgeMessage>>,
     carried: BTreeMap<Order, Vec<(EdgeMessage, bool)>>,
     replayed: std::collections::BTreeSet<usize>,
 }
@@ -363,12 +389,21 @@ struct Carried {
     left: Vec<(EdgeMessage, bool)>,
     /// Open messages let go (a FIRST came after a gap).
     abandoned: u64,
+    /// The report's held messages of the flow made of repeated requests (their indices).
+    repeated: Vec<usize>,
 }
 
 /// The messages `msgs` a flow held at a cut, through the next report `e` (`here`: what it says
 /// of the flow).
 fn carry(mut msgs: Vec<(EdgeMessage, bool)>, here: &Here, e: &MessagesEdge) -> Result<Carried, Untold> {
-    let mut out = Carried { done: Vec::new(), joined: Vec::new(), continued: None, left: Vec::new(), abandoned: 0 };
+    let mut out = Carried {
+        done: Vec::new(),
+        joined: Vec::new(),
+        continued: None,
+        left: Vec::new(),
+        abandoned: 0,
+        repeated: Vec::new(),
+    };
     let open = msgs.last().filter(|(_, open)| *open).map(|(m, _)| *m);
     if open.is_some() {
         msgs.pop();
@@ -378,7 +413,8 @@ fn carry(mut msgs: Vec<(EdgeMessage, bool)>, here: &Here, e: &MessagesEdge) -> R
     if let Some(i) = here.index {
         open = requests_here(open, &mut in_flight, i, here, e, &mut out)?;
     }
-    let mut own = here.own.clone();
+    let mut own: Vec<(EdgeMessage, bool)> =
+        here.own.iter().enumerate().filter(|(j, _)| !out.repeated.contains(j)).map(|(_, m)| *m).collect();
     if !own.is_empty()
         && let Some((j, m)) = out.continued.take()
     {
@@ -429,6 +465,17 @@ fn requests_here(
 ) -> Result<Option<EdgeMessage>, Untold> {
     // The flow sent requests here: they continue where it stopped, or it is not told.
     let (first, opcode) = here.first_request.ok_or(Untold)?;
+    let last = open.as_ref().or(in_flight.last()).map(|m| m.psn_last);
+    if let Some(next) = last.map(|l| l.wrapping_add(1) & PSN_MASK).filter(|n| psn_diff(*n, first) >= PSN_HALF) {
+        // Requests repeated after the cut (go-back-N): one run counts them as retransmissions
+        // of the messages held, not as messages of their own.
+        let unknown_read = in_flight.last().is_some_and(|m| m.kind == Kind::Read as u64 && !is(m, mark::END_KNOWN));
+        if open.is_some() || unknown_read {
+            return Err(Untold);
+        }
+        repeated(next, i, e, out)?;
+        return Ok(None);
+    }
     if open.is_none()
         && let Some(m) = in_flight.last_mut().filter(|m| m.kind == Kind::Read as u64 && !is(m, mark::END_KNOWN))
     {
@@ -443,9 +490,6 @@ fn requests_here(
     }
     let last = open.as_ref().or(in_flight.last()).map(|m| m.psn_last);
     let next = last.map(|l| l.wrapping_add(1) & PSN_MASK);
-    if next.is_some_and(|next| psn_diff(next, first) >= PSN_HALF) {
-        return Err(Untold);
-    }
     if open.is_some() && next != Some(first) {
         // A new message begun after PSNs this capture missed: its FIRST lets the open one go.
         let o = opcode & 0x1F;
@@ -468,6 +512,28 @@ fn requests_here(
         }
     }
     Ok(open)
+}
+
+/// The report's messages of flow `i` made of requests repeated after a cut (PSNs before `next`,
+/// where the flow stopped before it): left out (their completions `joined`, their held ones
+/// `repeated`); one that runs past `next` is not told.
+fn repeated(next: u32, i: usize, e: &MessagesEdge, out: &mut Carried) -> Result<(), Untold> {
+    let behind = |psn: u32| psn_diff(next, psn) >= PSN_HALF;
+    let held = e.flows.get(i).map(|f| f.held.as_slice()).unwrap_or_default();
+    let done = e.completed.iter().enumerate().filter(|(_, c)| c[0] as usize == i).map(|(j, c)| (j, &c[1..7]));
+    for (j, m, listed) in
+        done.map(|(j, m)| (j, m, true)).chain(held.iter().enumerate().map(|(j, h)| (j, &h[..6], false)))
+    {
+        let m = EdgeMessage::of(m);
+        if !behind(m.psn_first) {
+            continue;
+        }
+        if !behind(m.psn_last) {
+            return Err(Untold);
+        }
+        if listed { out.joined.push(j) } else { out.repeated.push(j) }
+    }
+    Ok(())
 }
 
 /// The open message `o` continued by flow `i`'s first request here (PSN `first`): by a partial
@@ -595,8 +661,8 @@ mod tests {
 
     fn run(sections: &[(u64, u64, Messages)], parts: &BTreeMap<FlowId, Vec<Part>>) -> Whole {
         let pairing = Pairing::of(parts);
-        let s: Vec<(u64, u64, &Messages)> = sections.iter().map(|(a, b, m)| (*a, *b, m)).collect();
-        stitch(&s, &[0, 1], &pairing, &RttStitched::default()).expect("in series, with edges")
+        let s: Vec<_> = sections.iter().map(|(a, b, m)| (*a, *b, Some(m), true)).collect();
+        stitch(&s, &pairing, &RttStitched::default()).expect("in series, with edges")
     }
 
     /// A capture cut at 10 000 ns. Before it: a 1 000-byte WRITE ONLY (PSN 5) at 9 000 waits
@@ -625,19 +691,36 @@ mod tests {
         assert_eq!(w.flows[0].2, 0);
     }
 
-    /// The first request after the cut repeats a PSN held before it (go-back-N): one run keeps
-    /// the first transmission's start, the report after the cut began a message there. Not told:
-    /// each report's counts stay (the WRITE held: pending), and the report's own completion counts.
+    /// The first requests after the cut repeat PSNs held before it (go-back-N: WRITEs 5 and 6
+    /// sent again at 10 100 and 10 200, then a new one, 7, at 10 300; one ACK at 10 800 covers
+    /// them all). The report after the cut made messages of the repeats; one run counts them as
+    /// retransmissions: 5 and 6 keep their first start (1 800 and 1 300 ns), 7 takes 500 ns.
+    /// A repeat that runs past where the flow stopped (a SEND 6..7 sent again as 5..7) is not
+    /// told: each report's counts stay.
     #[test]
-    fn a_request_repeated_after_a_cut_is_not_told() {
-        let a = section(&[[WRITE, 0, 5, 5, 1000, 9000, 0]], &[]);
-        let b = section(&[], &[[WRITE, 0, 5, 5, 1000, 10_100, 10_600, 800]]);
+    fn requests_repeated_after_a_cut_are_retransmissions() {
+        let a = section(&[[WRITE, 0, 5, 5, 1000, 9000, 0], [WRITE, 0, 6, 6, 1000, 9500, 0]], &[]);
+        let own = [
+            [WRITE, 0, 5, 5, 1000, 10_100, 10_800, 500],
+            [WRITE, 0, 6, 6, 1000, 10_200, 10_800, 500],
+            [WRITE, 0, 7, 7, 1000, 10_300, 10_800, 500],
+        ];
+        let b = section(&[], &own);
+        let w_op = op::RDMA_WRITE_ONLY as u32;
         let p = parts(&[
-            (vec![[op::RDMA_WRITE_ONLY as u32, 5]], None, vec![]),
-            (vec![[op::RDMA_WRITE_ONLY as u32, 5]], None, vec![[10_600, 5]]),
+            (vec![[w_op, 5], [w_op, 6]], None, vec![]),
+            (vec![[w_op, 5], [w_op, 6], [w_op, 7]], None, vec![[10_800, 7]]),
         ]);
-        let w = run(&[(0, 10_000, a), (10_050, 20_000, b)], &p);
-        assert_eq!((w.untold, w.pending, w.all.values()), (1, 1, vec![500]));
+        let w = run(&[(0, 10_000, a.clone()), (10_050, 20_000, b)], &p);
+        assert_eq!((w.untold, w.pending, w.partial), (0, 0, 0));
+        assert_eq!(w.all.values(), vec![1800, 1300, 500]);
+        let past = section(&[], &[[SEND, 0, 5, 7, 3000, 10_100, 10_800, 500]]);
+        let p = parts(&[
+            (vec![[w_op, 5], [w_op, 6]], None, vec![]),
+            (vec![[op::SEND_FIRST as u32, 5]], None, vec![[10_800, 7]]),
+        ]);
+        let w = run(&[(0, 10_000, a), (10_050, 20_000, past)], &p);
+        assert_eq!((w.untold, w.pending, w.all.values()), (1, 2, vec![700]));
     }
 
     /// A SEND being sent at the cut (FIRST PSN 6) whose LAST this capture missed: after the

@@ -137,7 +137,9 @@ pub fn merge(sections: &[(u64, u64, Messages)], whole: Option<Whole>) -> Option<
     m.pairs.sort_by(|a, b| (&a.src, &a.dst).cmp(&(&b.src, &b.dst)));
     let tail = all.iter().any(|r| r.tail.examined > 0 || r.tail.messages > 0 || !r.tail.thresholds.is_empty());
     let Some(w) = whole else { return Some((m, Some(Partly { joined: false, untold: 0, tail, uc }))) };
-    let partly = Partly { joined: true, untold: w.untold, tail, uc };
+    // One run has a tail threshold for every class with a completion, which the parts' tails
+    // may not (a part whose messages all completed in the next has none).
+    let partly = Partly { joined: true, untold: w.untold, tail: tail || !w.all.is_empty(), uc };
     set_whole(&mut m, w);
     Some((m, (partly.untold > 0 || partly.tail || partly.uc).then_some(partly)))
 }

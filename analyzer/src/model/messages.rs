@@ -45,22 +45,43 @@ pub struct Messages {
 /// A report's messages edge: the goodput windows at its ends, overall, per request flow and per
 /// host pair, and what each flow's first frame did to its pair's windows; every completion, and
 /// each flow's messages not completed at the end.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessagesEdge {
     pub overall: Option<SteadyEnds>,
     pub flows: Vec<MessagesEdgeFlow>,
     pub pairs: Vec<MessagesEdgePair>,
     /// Every completion, partial ones too, in the order they came, as `[flow (its index in
-    /// flows), kind, marks, psn_first, psn_last, bytes, start_ns, end_ns, min_rtt_ns]`
-    /// ([`EdgeMessage`]; `min_rtt_ns` u64::MAX: none).
+    /// flows), kind, marks, psn_first, psn_last, bytes, start_ns, end_ns, min_rtt_ns, pcp,
+    /// dscp, retx, rnr]` ([`EdgeMessage`]; `min_rtt_ns` u64::MAX: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub completed: Vec<[u64; 9]>,
+    pub completed: Vec<[u64; 13]>,
     /// More completions came than the edge keeps (`completed` is not all of them).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub completed_cut: bool,
+    /// What the tail and the findings were made with besides the other sections:
+    /// `--dscp-priority` as `[dscp, priority]`, `--tail-threshold`, whether a topology placed
+    /// the pauses, `--straggler-ratio`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<TailEdge>,
 }
 
-/// A message of an edge: `completed` without its flow, or `held` without its open flag.
+/// The settings a report's tail was explained with, for `merge` to explain the merged tail
+/// the same way (reports that differ keep their own tails).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TailEdge {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dscp_priority: Vec<[u8; 2]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub topology: bool,
+    pub straggler_ratio: f64,
+}
+
+/// A message of an edge: `completed` without its flow, or `held` without its open flag. Its
+/// PCP and DSCP (its first frame's) and the first retransmission or NAK naming it and first RNR
+/// NAK are what the tail lays it over; in the arrays they are `retx`/`rnr`: nanoseconds after
+/// its start plus one, saturated at 2^32 − 1 as the analysis keeps them (0: none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EdgeMessage {
     pub kind: u64,
@@ -69,11 +90,21 @@ pub struct EdgeMessage {
     pub psn_last: u32,
     pub bytes: u64,
     pub start_ns: u64,
+    pub pcp: u8,
+    pub dscp: u8,
+    pub retx_ns: Option<u64>,
+    pub rnr_ns: Option<u64>,
+}
+
+/// `t` after `start` plus one, in 32 bits (saturated; 0: none).
+fn after(start: u64, t: Option<u64>) -> u64 {
+    t.map_or(0, |t| (t.saturating_sub(start).min(u32::MAX as u64 - 1)) + 1)
 }
 
 impl EdgeMessage {
-    /// `[kind, marks, psn_first, psn_last, bytes, start_ns]`.
-    pub fn of(a: &[u64]) -> EdgeMessage {
+    /// From `[kind, marks, psn_first, psn_last, bytes, start_ns]` and `[pcp, dscp, retx, rnr]`.
+    fn of(a: &[u64], x: &[u64]) -> EdgeMessage {
+        let at = |v: u64| (v > 0).then(|| a[5] + v - 1);
         EdgeMessage {
             kind: a[0],
             marks: a[1],
@@ -81,11 +112,49 @@ impl EdgeMessage {
             psn_last: a[3] as u32,
             bytes: a[4],
             start_ns: a[5],
+            pcp: x[0] as u8,
+            dscp: x[1] as u8,
+            retx_ns: at(x[2]),
+            rnr_ns: at(x[3]),
         }
     }
 
-    pub fn array(&self) -> [u64; 6] {
+    /// A `completed` entry's message.
+    pub fn of_completed(c: &[u64; 13]) -> EdgeMessage {
+        EdgeMessage::of(&c[1..7], &c[9..13])
+    }
+
+    /// A `held` entry's message.
+    pub fn of_held(h: &[u64; 11]) -> EdgeMessage {
+        EdgeMessage::of(&h[..6], &h[7..11])
+    }
+
+    fn base(&self) -> [u64; 6] {
         [self.kind, self.marks, self.psn_first as u64, self.psn_last as u64, self.bytes, self.start_ns]
+    }
+
+    fn extra(&self) -> [u64; 4] {
+        let s = self.start_ns;
+        [self.pcp as u64, self.dscp as u64, after(s, self.retx_ns), after(s, self.rnr_ns)]
+    }
+
+    /// Its `completed` entry: of flow `flow`, completed at `end_ns`, against `min_rtt`.
+    pub fn completed(&self, flow: u64, end_ns: u64, min_rtt: Option<u64>) -> [u64; 13] {
+        let ([k, m, f, l, b, s], [p, d, x, r]) = (self.base(), self.extra());
+        [flow, k, m, f, l, b, s, end_ns, min_rtt.unwrap_or(u64::MAX), p, d, x, r]
+    }
+
+    /// Its `held` entry (`open`: the one still being sent).
+    pub fn held(&self, open: bool) -> [u64; 11] {
+        let ([k, m, f, l, b, s], [p, d, x, r]) = (self.base(), self.extra());
+        [k, m, f, l, b, s, open as u64, p, d, x, r]
+    }
+
+    /// Its first retransmission and RNR NAK as another message's that began at `start_ns`
+    /// would keep them (a message continued across a cut).
+    pub fn times_from(&self, start_ns: u64) -> (Option<u64>, Option<u64>) {
+        let keep = |t: Option<u64>| t.map(|t| start_ns + after(start_ns, Some(t)) - 1);
+        (keep(self.retx_ns), keep(self.rnr_ns))
     }
 }
 
@@ -110,10 +179,10 @@ pub struct MessagesEdgeFlow {
     pub first_paired: bool,
     pub placed: bool,
     /// Its messages not completed at the end, in flight oldest first and then the one still
-    /// being sent, as `[kind, marks, psn_first, psn_last, bytes, start_ns, open]` (partial ones
-    /// too: [`EdgeMessage`] and whether it is the one being sent).
+    /// being sent, as `[kind, marks, psn_first, psn_last, bytes, start_ns, open, pcp, dscp,
+    /// retx, rnr]` (partial ones too: [`EdgeMessage`] and whether it is the one being sent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub held: Vec<[u64; 7]>,
+    pub held: Vec<[u64; 11]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

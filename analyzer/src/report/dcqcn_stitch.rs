@@ -24,7 +24,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use analyzer_common::flow::FlowKey;
 
-use crate::analyses::dcqcn::{BEFORE_WINDOWS, DEFAULT_PACING_NS, FlowSummary, Outcome, judge_on, reach};
+use crate::analyses::dcqcn::{
+    BEFORE_WINDOWS, DEFAULT_PACING_NS, FlowSummary, MAX_CUTS, Outcome, cut_of, judge_on, reach,
+};
 use crate::analyses::marking::{SERIES_POINTS, point};
 use crate::model::*;
 use crate::report::assemble::dcqcn::{Judged, Judging, Plotted, findings_over, flows_json, hosts, plots};
@@ -63,7 +65,13 @@ pub struct Stitched {
     pub dcqcn: Option<Dcqcn>,
     pub findings: Vec<Finding>,
     pub doubts: Doubts,
+    /// Each flow's rate cuts, as one run keeps them for the messages' tail.
+    pub cuts: Cuts,
 }
+
+/// Each flow's DCQCN rate cuts (from a CNP's reaction to the rate's recovery), the last
+/// `MAX_CUTS` as one run keeps them.
+pub type Cuts = BTreeMap<FlowKey, VecDeque<(u64, u64)>>;
 
 /// A report in time order, with its edge.
 struct Sight<'a> {
@@ -163,10 +171,14 @@ impl<'a> Stitcher<'a> {
         let plotted: BTreeSet<FlowKey> =
             watched.iter().take(crate::analyses::dcqcn::SERIES_FLOWS).map(|(_, _, k)| *k).collect();
         let (mut near, mut unplotted) = (0, 0);
+        let mut cuts = Cuts::new();
         for (k, list) in &self.flows {
             let Some(j) = list.iter().position(|(_, f)| f.watched_ns.is_some()) else { continue };
-            let (summary, unjudged) = self.summary(list, j);
+            let (summary, unjudged, flow_cuts) = self.summary(list, j);
             near += unjudged;
+            if !flow_cuts.is_empty() {
+                cuts.insert(*k, flow_cuts);
+            }
             if plotted.contains(k) {
                 match self.series(list, j) {
                     Some(s) => drop(series.insert(*k, s)),
@@ -189,7 +201,7 @@ impl<'a> Stitcher<'a> {
             plots: plots(&judged, &findings, &|k| series.get(k).cloned()),
             edge: None,
         });
-        Stitched { dcqcn, findings, doubts: self.doubts }
+        Stitched { dcqcn, findings, doubts: self.doubts, cuts }
     }
 
     /// CNPs a later report attributed otherwise than one run might: those it left
@@ -232,8 +244,9 @@ impl<'a> Stitcher<'a> {
     }
 
     /// A flow's CNPs over all reports, in time order, as one run judges them (`j`: the sight
-    /// of the report that first watched it); and how many near a cut could not be judged again.
-    fn summary(&self, list: &Sights, j: usize) -> (FlowSummary, u64) {
+    /// of the report that first watched it); how many near a cut could not be judged again; its
+    /// rate cuts.
+    fn summary(&self, list: &Sights, j: usize) -> (FlowSummary, u64, VecDeque<(u64, u64)>) {
         let request = list.iter().any(|(_, f)| f.request);
         let (wn, h) = (self.judging.window_ns, self.horizon);
         let whole_watch = list[j].1.watched_ns.unwrap_or(0) / wn;
@@ -248,6 +261,7 @@ impl<'a> Stitcher<'a> {
         let windows: VecDeque<(u64, u64)> = union.into_iter().filter(|(w, _)| *w >= since).collect();
         let pacing = self.judging.cnp_interval_ns.unwrap_or(DEFAULT_PACING_NS);
         let (mut s, mut last, mut unjudged) = (FlowSummary::default(), None::<u64>, 0);
+        let mut cuts = VecDeque::new();
         for (n, (i, f)) in list.iter().enumerate() {
             let own_watch = f.watched_ns.map(|t| t / wn);
             for c in &f.cnps {
@@ -267,10 +281,16 @@ impl<'a> Stitcher<'a> {
                     s.close_cnps += 1;
                 }
                 last = Some(c.ns());
+                if let Some(cut) = cut_of(c.ns(), outcome, self.judging.horizon_ns) {
+                    if cuts.len() == MAX_CUTS {
+                        cuts.pop_front();
+                    }
+                    cuts.push_back(cut);
+                }
                 s.add(outcome);
             }
         }
-        (s, unjudged)
+        (s, unjudged, cuts)
     }
 
     /// Whether a CNP in window `wc` of report `i` needs windows of another report.
@@ -339,6 +359,9 @@ pub struct Merged {
     pub unjoined: super::dcqcn_merge::Unjoined,
     /// Stitched: one run's findings, and what it could not make one run's.
     pub stitched: Option<(Vec<Finding>, Doubts)>,
+    /// Each flow's rate cuts as one run keeps them: stitched without doubts, or no report
+    /// judged a CNP (none: not known).
+    pub cuts: Option<Cuts>,
 }
 
 impl Merged {
@@ -363,7 +386,8 @@ impl Merged {
 /// ([`super::dcqcn_merge::merge`]); edges stay in their reports.
 pub fn merge(parts: &[Part], back: &FirstFrames) -> Merged {
     if let Some(s) = stitch(parts, back) {
-        return Merged { dcqcn: s.dcqcn, unjoined: Default::default(), stitched: Some((s.findings, s.doubts)) };
+        let cuts = (!s.doubts.any()).then_some(s.cuts);
+        return Merged { dcqcn: s.dcqcn, unjoined: Default::default(), stitched: Some((s.findings, s.doubts)), cuts };
     }
     let sections: Vec<&Dcqcn> = parts.iter().filter_map(|p| p.dcqcn.as_ref()).collect();
     let (dcqcn, unjoined) =
@@ -372,7 +396,9 @@ pub fn merge(parts: &[Part], back: &FirstFrames) -> Merged {
     let dcqcn = dcqcn
         .map(|d| Dcqcn { edge: None, ..d })
         .filter(|d| !d.flows.is_empty() || d.unattributed_cnps > 0 || !d.plots.is_empty());
-    Merged { dcqcn, unjoined, stitched: None }
+    // No CNP judged anywhere: no flow's rate was cut.
+    let cuts = sections.iter().all(|d| d.flows.is_empty()).then(Cuts::new);
+    Merged { dcqcn, unjoined, stitched: None, cuts }
 }
 
 /// One run's DCQCN findings in the merged audit, in place of the reports' (when stitched).

@@ -741,6 +741,31 @@ impl Merger {
         super::messages_stitch::stitch(&reports, &pairing, &st.rtt)
     }
 
+    /// The reports' congestion trees, deadlocks and unresolved senders, listed together (built
+    /// again from the joined pause intervals when all reports list them).
+    fn congestion_trees(&mut self) -> CongestionTrees {
+        CongestionTrees {
+            trees: std::mem::take(&mut self.trees),
+            deadlocks: std::mem::take(&mut self.deadlocks),
+            deadlocks_omitted: self.deadlocks_omitted,
+            unresolved: std::mem::take(&mut self.unresolved).into_iter().collect(),
+        }
+    }
+
+    /// The merged messages section and what stayed each report's, with the messages joined
+    /// across cuts for the tail (none: not joined).
+    #[allow(clippy::type_complexity)]
+    fn messages_merged(
+        &self,
+        st: &Stitched,
+    ) -> (Option<(Messages, Option<super::messages_merge::Partly>)>, Option<super::tail_merge::Joined>) {
+        let mut whole = self.messages_whole(st);
+        let bounds = |m: &Messages| m.classes.iter().filter_map(|c| c.max_bytes).collect();
+        let joined =
+            whole.as_mut().zip(self.messages.first()).map(|(w, m)| super::tail_merge::Joined::take(w, bounds(&m.2)));
+        (super::messages_merge::merge(&self.messages, whole), joined)
+    }
+
     fn rtt_spans(&self) -> Vec<super::rtt_stitch::Span> {
         rtt_spans(&self.spans, &self.rtt_reports)
     }
@@ -750,13 +775,14 @@ impl Merger {
         let (single_rtt, rtt_not_merged) = self.rtt_section(&st);
         let pfc = self.pfc_section();
         let (pairs, cnp_pacing, cnp_interval, ecn_unstitched) = self.ecn_sections();
-        let merged = super::messages_merge::merge(&self.messages, self.messages_whole(&st));
+        let (merged, joined) = self.messages_merged(&st);
+        let congestion_tree = self.congestion_trees();
         let Some(capture) = self.capture else { return Err(MergeError::Empty) };
         let capture = settle_capture(with_loss(capture, st.loss_told), self.sources);
         let (incast, incast_joined) = super::incast_merge::merge(&self.incasts.iter().collect::<Vec<_>>());
         let (marking, marking_exact) = super::marking_merge::merge(&self.markings);
         let dcqcn = super::dcqcn_stitch::merge(&self.dcqcn, &super::dcqcn_stitch::first_frames(self.flows.values()));
-        let unmerged = Unmerged {
+        let mut unmerged = Unmerged {
             reports: self.reports,
             shared_flows: st.shared,
             psn_unstitched: st.unstitched,
@@ -788,12 +814,7 @@ impl Merger {
             cnp_interval,
             cnp_pacing,
             audit: self.audit,
-            congestion_tree: CongestionTrees {
-                trees: self.trees,
-                deadlocks: self.deadlocks,
-                deadlocks_omitted: self.deadlocks_omitted,
-                unresolved: self.unresolved.into_iter().collect(),
-            },
+            congestion_tree,
             incast,
             ecmp: Ecmp::default(),
             vantage: None,
@@ -809,6 +830,8 @@ impl Merger {
             export_identity: None,
         };
         let trees_not_merged = fabric_from_intervals(&mut report, opts);
+        let around = (opts, dcqcn.cuts.as_ref(), self.vantage_reports);
+        merged_tail(&mut report, joined, &self.messages, &mut unmerged, around);
         report.pfc.rates = rates_of(&self.rates, &report.pfc.senders);
         // Each report's evidence links point into its own directory, which this one has not.
         crate::report::evidence::unlink(&mut report);
@@ -1039,6 +1062,42 @@ impl Unmerged {
                  uses those of the first report that had any",
             ));
         }
+    }
+}
+
+/// The merged messages' tail as one run explains it, when they were joined across cuts and the
+/// merge knows what one run laid them over ([`super::tail_merge`]); else each report's, and the
+/// note says why. With the whole section one run's, its findings are too.
+fn merged_tail(
+    report: &mut Report,
+    joined: Option<super::tail_merge::Joined>,
+    sections: &[(u64, u64, Messages)],
+    unmerged: &mut Unmerged,
+    (opts, cuts, vantage): (&MergeOptions, Option<&super::dcqcn_stitch::Cuts>, u64),
+) {
+    let (Some(j), Some(partly), Some(m)) = (joined, unmerged.messages_partly.as_mut(), report.messages.as_mut()) else {
+        return;
+    };
+    let settings: Vec<Option<&TailEdge>> =
+        sections.iter().map(|(_, _, m)| m.edge.as_ref().and_then(|e| e.tail.as_ref())).collect();
+    let around = super::tail_merge::Around {
+        settings: settings.clone(),
+        topology: opts.topology.as_ref(),
+        cuts,
+        incast: unmerged.incast_cut + unmerged.incast_joined == 0,
+        hops: vantage > 0,
+        unkept: sections.iter().map(|(_, _, m)| m.tail.hop_latencies_unkept).sum(),
+    };
+    match super::tail_merge::tail(&j, (&report.pfc, &report.incast), &around) {
+        Ok(t) => {
+            m.tail = t;
+            partly.tail = None;
+        }
+        Err(why) => partly.tail = partly.tail.map(|_| why),
+    }
+    if !partly.any() {
+        unmerged.messages_partly = None;
+        super::tail_merge::set_findings(report, settings.into_iter().flatten().next());
     }
 }
 

@@ -69,8 +69,9 @@ pub struct Partly {
     pub joined: bool,
     /// … but for this many flows, whose messages at a cut the reports do not tell.
     pub untold: u64,
-    /// The tail (thresholds, causes, slowest messages) is each report's.
-    pub tail: bool,
+    /// The tail (thresholds, causes, slowest messages) is each report's, and why (empty: the
+    /// messages were not joined) ([`super::tail_merge`]).
+    pub tail: Option<&'static str>,
     /// The UC transfer times are each report's (several reports had UC transfers).
     pub uc: bool,
 }
@@ -136,12 +137,16 @@ pub fn merge(sections: &[(u64, u64, Messages)], whole: Option<Whole>) -> Option<
     m.flows.sort_by(|a, b| a.flow.cmp(&b.flow));
     m.pairs.sort_by(|a, b| (&a.src, &a.dst).cmp(&(&b.src, &b.dst)));
     let tail = all.iter().any(|r| r.tail.examined > 0 || r.tail.messages > 0 || !r.tail.thresholds.is_empty());
-    let Some(w) = whole else { return Some((m, Some(Partly { joined: false, untold: 0, tail, uc }))) };
+    let Some(w) = whole else {
+        return Some((m, Some(Partly { joined: false, untold: 0, tail: tail.then_some(""), uc })));
+    };
     // One run has a tail threshold for every class with a completion, which the parts' tails
-    // may not (a part whose messages all completed in the next has none).
-    let partly = Partly { joined: true, untold: w.untold, tail: tail || !w.all.is_empty(), uc };
+    // may not (a part whose messages all completed in the next has none): the merge explains
+    // the joined messages' tail again, or says why not ([`super::tail_merge`]).
+    let tail = (tail || !w.all.is_empty()).then_some("");
+    let partly = Partly { joined: true, untold: w.untold, tail, uc };
     set_whole(&mut m, w);
-    Some((m, (partly.untold > 0 || partly.tail || partly.uc).then_some(partly)))
+    Some((m, partly.any().then_some(partly)))
 }
 
 /// The numbers of messages joined across cuts: counts, distributions, flows, pairs, rings.
@@ -200,6 +205,13 @@ fn tail(all: &[&Messages]) -> Tail {
     t
 }
 
+impl Partly {
+    /// Whether anything stayed each report's.
+    pub fn any(&self) -> bool {
+        self.untold > 0 || self.tail.is_some() || self.uc
+    }
+}
+
 /// The note of a merge that kept parts per report.
 pub fn note(p: Partly) -> Note {
     let mut parts = Vec::new();
@@ -232,9 +244,23 @@ pub fn note(p: Partly) -> Note {
     if p.uc {
         parts.push("the UC transfer times are each report's (their percentiles are left out)".to_string());
     }
-    if p.tail {
-        parts
-            .push("the tail (thresholds, causes and slowest messages) is each report's, its causes summed".to_string());
+    match p.tail {
+        Some("") => {
+            parts.push("the tail (thresholds, causes and slowest messages) is each report's, its causes summed".into())
+        }
+        Some(why) => parts.push(format!(
+            "the tail (thresholds, causes and slowest messages) is each report's, its causes summed: {why}"
+        )),
+        None if p.joined && p.untold > 0 => parts.push(
+            "the tail is the joined messages' laid over the merged pauses, rate cuts and incast episodes: one \
+             run's but for those flows' messages"
+                .into(),
+        ),
+        None if p.joined => parts.push(
+            "the tail is one run's (the joined messages laid over the merged pauses, rate cuts and incast episodes)"
+                .into(),
+        ),
+        None => {}
     }
     parts.push(
         "the steadiness is one run's for reports in series made with --edges (but for PSNs sent again just after \

@@ -47,6 +47,9 @@ pub struct Whole {
     pub abandoned: u64,
     /// Flows whose messages at a cut the reports do not tell.
     pub untold: u64,
+    /// Every completed message (its flow, completion time, the message), in the order one run
+    /// completes them: what the tail is made of.
+    pub done: Vec<(FlowKey, u64, EdgeMessage)>,
 }
 
 /// A flow across the reports: its messages held, its smallest RTT in the reports before.
@@ -133,6 +136,7 @@ pub fn stitch(reports: &[(u64, u64, Option<&Messages>, bool)], pairing: &Pairing
         pairs: Vec::new(),
         completed: Vec::new(),
         completed_cut: false,
+        tail: None,
     };
     for k in order {
         w.report(reports[k].2.map_or(Some(&none), |m| m.edge.as_ref())?, k);
@@ -170,7 +174,7 @@ impl<'a> Walk<'a> {
         let Across { mut events, joined, continued, carried, replayed } = self.across(e, &at, report);
         for (j, c) in e.completed.iter().enumerate() {
             let Some(o) = index.get(c[0] as usize).copied().flatten() else { continue };
-            let msg = EdgeMessage::of(&c[1..7]);
+            let msg = EdgeMessage::of_completed(c);
             if joined.contains(&j) {
                 continue;
             }
@@ -216,7 +220,7 @@ impl<'a> Walk<'a> {
             let mut here = self.here(*o, at.get(o).copied(), report);
             if let Some(i) = here.index.filter(|i| !listed.contains(&(*i as u64)) && self.unpaired_here(&f.id, report))
             {
-                here.own = e.flows[i].held.iter().map(|h| (EdgeMessage::of(&h[..6]), h[6] != 0)).collect();
+                here.own = e.flows[i].held.iter().map(|h| (EdgeMessage::of_held(h), h[6] != 0)).collect();
                 replayed.insert(i);
             }
             if !f.held.is_empty() || !here.own.is_empty() {
@@ -306,6 +310,7 @@ impl<'a> Walk<'a> {
         self.whole.classes[dist::class_of(&self.bounds, ev.msg.bytes)].add(&d);
         self.whole.all.push(d.mct_ns);
         self.whole.by_kind[(ev.msg.kind as usize).min(3)] += 1;
+        self.whole.done.push((f.key, ev.end_ns, ev.msg));
     }
 
     /// After report `report`: each flow's held messages (those carried, then the report's own,
@@ -332,7 +337,7 @@ impl<'a> Walk<'a> {
                     // Repeated requests: no message of their own in one run.
                     Some(None) => continue,
                     Some(Some(m)) => *m,
-                    None => EdgeMessage::of(&h[..6]),
+                    None => EdgeMessage::of_held(h),
                 };
                 f.held.push((m, h[6] != 0));
             }
@@ -520,11 +525,9 @@ fn requests_here(
 fn repeated(next: u32, i: usize, e: &MessagesEdge, out: &mut Carried) -> Result<(), Untold> {
     let behind = |psn: u32| psn_diff(next, psn) >= PSN_HALF;
     let held = e.flows.get(i).map(|f| f.held.as_slice()).unwrap_or_default();
-    let done = e.completed.iter().enumerate().filter(|(_, c)| c[0] as usize == i).map(|(j, c)| (j, &c[1..7]));
-    for (j, m, listed) in
-        done.map(|(j, m)| (j, m, true)).chain(held.iter().enumerate().map(|(j, h)| (j, &h[..6], false)))
-    {
-        let m = EdgeMessage::of(m);
+    let done = e.completed.iter().enumerate().filter(|(_, c)| c[0] as usize == i);
+    let done = done.map(|(j, c)| (j, EdgeMessage::of_completed(c), true));
+    for (j, m, listed) in done.chain(held.iter().enumerate().map(|(j, h)| (j, EdgeMessage::of_held(h), false))) {
         if !behind(m.psn_first) {
             continue;
         }
@@ -551,16 +554,20 @@ fn continue_open(
             return Err(Untold);
         }
         let bytes = if o.kind == Kind::Send as u64 { o.bytes + c.bytes } else { o.bytes };
-        Ok(EdgeMessage { psn_last: c.psn_last, bytes, marks: o.marks | (c.marks & !(mark::PARTIAL as u64)), ..o })
+        // Its first retransmission and RNR NAK: before the cut, else the partial message's.
+        let (retx, rnr) = c.times_from(o.start_ns);
+        let (retx_ns, rnr_ns) = (o.retx_ns.or(retx), o.rnr_ns.or(rnr));
+        let marks = o.marks | (c.marks & !(mark::PARTIAL as u64));
+        Ok(EdgeMessage { psn_last: c.psn_last, bytes, marks, retx_ns, rnr_ns, ..o })
     };
     let done = e.completed.iter().enumerate().find(|(_, c)| c[0] as usize == i && c[3] as u32 == first);
     if let Some((j, c)) = done {
         let rtt = (c[8] != u64::MAX).then_some(c[8]);
-        return Ok((Some((j, c[7], join(&EdgeMessage::of(&c[1..7]))?, rtt)), None));
+        return Ok((Some((j, c[7], join(&EdgeMessage::of_completed(c))?, rtt)), None));
     }
     let held = e.flows.get(i).and_then(|f| f.held.iter().position(|h| h[2] as u32 == first));
     let Some(j) = held else { return Err(Untold) };
-    let m = join(&EdgeMessage::of(&e.flows[i].held[j][..6]))?;
+    let m = join(&EdgeMessage::of_held(&e.flows[i].held[j]))?;
     Ok((None, Some((j, m))))
 }
 
@@ -596,7 +603,7 @@ mod tests {
             first_frame: None,
             first_paired: false,
             placed: true,
-            held: held.to_vec(),
+            held: held.iter().map(|h| [h[0], h[1], h[2], h[3], h[4], h[5], h[6], 8, 0, 0, 0]).collect(),
         };
         Messages {
             vantage: MessageVantage { position: "capture".into(), meaning: String::new() },
@@ -628,8 +635,12 @@ mod tests {
                 overall: None,
                 flows: vec![flow],
                 pairs: Vec::new(),
-                completed: completed.iter().map(|c| [0, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]).collect(),
+                completed: completed
+                    .iter()
+                    .map(|c| [0, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], 8, 0, 0, 0])
+                    .collect(),
                 completed_cut: false,
+                tail: None,
             }),
         }
     }

@@ -33,6 +33,7 @@ pub mod render;
 pub mod rtt_merge;
 pub mod rtt_stitch;
 pub mod steady_stitch;
+pub mod tail_merge;
 pub mod validate;
 pub mod write;
 

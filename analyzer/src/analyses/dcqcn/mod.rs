@@ -149,10 +149,10 @@ pub struct Logged {
 }
 
 /// Rate cuts one flow keeps for the tail, at most (the latest).
-const MAX_CUTS: usize = 1024;
+pub(crate) const MAX_CUTS: usize = 1024;
 
 /// The interval a CNP at `t` cut the rate in, if it did.
-fn cut_of(t: u64, o: Option<Outcome>, horizon_ns: u64) -> Option<(u64, u64)> {
+pub(crate) fn cut_of(t: u64, o: Option<Outcome>, horizon_ns: u64) -> Option<(u64, u64)> {
     let o = o?;
     let r = o.reaction_ns?;
     Some((t + r, t + o.recovery_ns.unwrap_or(horizon_ns).max(r)))

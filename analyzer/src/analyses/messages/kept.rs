@@ -119,6 +119,14 @@ impl Msg {
         self.bytes as u64
     }
 
+    /// With its first retransmission (or NAK naming it) and first RNR NAK at these times: a
+    /// message `merge` rebuilt from a report's edge.
+    pub fn with_times(mut self, retx_ns: Option<u64>, rnr_ns: Option<u64>) -> Msg {
+        let at = |t: Option<u64>| t.map_or(0, |t| after(self.start_ns, t).saturating_add(1));
+        (self.retx_after, self.rnr_after) = (at(retx_ns), at(rnr_ns));
+        self
+    }
+
     /// Its last packet's time here.
     pub fn last_ns(&self) -> u64 {
         self.start_ns + self.last_after as u64

@@ -10,10 +10,10 @@ use crate::analyses::keys::Addr;
 use crate::analyses::messages::dist::{self, Dist, SLOWDOWN_SCALE};
 use crate::analyses::messages::kept::Msg;
 use crate::analyses::messages::steady::{self, Windows};
-use crate::analyses::messages::tail::{self, CAUSES, Context, Kept, Paused};
+use crate::analyses::messages::tail::{self, CAUSES, Context, Kept, Paused, Slowest};
 use crate::analyses::messages::{self, flow_pending, rings};
 use crate::analyses::stats::Samples;
-use crate::analyses::topology::Node;
+use crate::analyses::topology::{Node, Topology};
 use crate::analyses::tree;
 use crate::model::*;
 use crate::pipeline::Pipeline;
@@ -139,13 +139,15 @@ fn edge(run: &Pipeline) -> MessagesEdge {
             .collect(),
         completed: kept
             .iter()
-            .filter_map(|l| {
-                let [kind, marks, first, last, bytes, start] = edge_message(&l.msg).array();
-                let rtt = l.min_rtt_ns.unwrap_or(u64::MAX);
-                Some([*index.get(&l.key)?, kind, marks, first, last, bytes, start, l.end_ns, rtt])
-            })
+            .filter_map(|l| Some(edge_message(&l.msg).completed(*index.get(&l.key)?, l.end_ns, l.min_rtt_ns)))
             .collect(),
         completed_cut: log.len() > messages::MAX_LOGGED,
+        tail: Some(TailEdge {
+            dscp_priority: run.analyses.config.dscp_priority.iter().map(|(d, p)| [*d, *p]).collect(),
+            threshold_ns: run.analyses.config.tail_threshold_ns,
+            topology: run.analyses.config.topology.is_some(),
+            straggler_ratio: run.analyses.config.straggler_ratio,
+        }),
         pairs: m
             .pairs
             .iter()
@@ -162,12 +164,15 @@ fn edge_message(m: &Msg) -> EdgeMessage {
         psn_last: m.psn_last,
         bytes: m.bytes(),
         start_ns: m.start_ns,
+        pcp: m.pcp,
+        dscp: m.dscp,
+        retx_ns: m.retx_ns(),
+        rnr_ns: m.rnr_ns(),
     }
 }
 
-fn held(m: &Msg, open: bool) -> [u64; 7] {
-    let [kind, marks, first, last, bytes, start] = edge_message(m).array();
-    [kind, marks, first, last, bytes, start, open as u64]
+fn held(m: &Msg, open: bool) -> [u64; 11] {
+    edge_message(m).held(open)
 }
 
 /// The size classes' completion times.
@@ -271,20 +276,20 @@ pub(crate) fn rings_over<'a>(pairs: impl Iterator<Item = (&'a Addr, &'a Addr, &'
 /// The pause timers as the tail reads them: named, and placed on a link with a topology.
 fn paused(run: &Pipeline) -> Vec<Paused> {
     let topo = run.analyses.config.topology.as_ref();
-    run.analyses
-        .pause
-        .timers
-        .iter()
-        .map(|((mac, priority), t)| {
-            let name = match tree::owner_names(topo, mac) {
-                (Some(d), Some(p)) => format!("{d}:{p}"),
-                (Some(d), None) => d,
-                _ => mac_string(mac),
-            };
-            let link = topo.and_then(|t| t.paused_link(mac));
-            Paused { name, priority: *priority, intervals: tree::union(t.all_intervals()), link }
-        })
-        .collect()
+    let timers = run.analyses.pause.timers.iter();
+    timers.map(|((mac, priority), t)| paused_of(topo, mac, *priority, t.all_intervals())).collect()
+}
+
+/// A sender's pause intervals at `priority` as the tail reads them (a run's timer, or a merge's
+/// intervals joined across cuts).
+pub(crate) fn paused_of(topo: Option<&Topology>, mac: &[u8; 6], priority: u8, intervals: Vec<(u64, u64)>) -> Paused {
+    let name = match tree::owner_names(topo, mac) {
+        (Some(d), Some(p)) => format!("{d}:{p}"),
+        (Some(d), None) => d,
+        _ => mac_string(mac),
+    };
+    let link = topo.and_then(|t| t.paused_link(mac));
+    Paused { name, priority, intervals: tree::union(intervals), link }
 }
 
 /// The hops between vantage points that queued: per hop, the windows in which most of its
@@ -328,23 +333,29 @@ fn tail_of(run: &Pipeline) -> Tail {
     let path = |k: &FlowKey| -> Option<Vec<Node>> { topo?.path_of(k.ip_version, &k.src, &k.dst) };
     let cuts = |k: &FlowKey| a.dcqcn.cuts(k);
     let cx = context(run, &path, &cuts);
-    let mut out =
-        Tail { hop_latencies_unkept: run.vantage.hops.values().map(|h| h.windows.unkept).sum(), ..Tail::default() };
+    let classes: Vec<(String, &Dist, &Slowest)> = (m.classes.iter().zip(&m.slowest).enumerate())
+        .map(|(i, (d, s))| (dist::class_label(&m.settings.classes, i), d, s))
+        .collect();
+    let unkept = run.vantage.hops.values().map(|h| h.windows.unkept).sum();
+    tail_over(&classes, a.config.tail_threshold_ns, &cx, unkept)
+}
+
+/// The tail over the size classes (each its label, its completions and its slowest messages),
+/// laid over `cx` (`flag`: `--tail-threshold`): a run's, or a merge's of messages joined across
+/// cuts.
+pub(crate) fn tail_over(classes: &[(String, &Dist, &Slowest)], flag: Option<u64>, cx: &Context, unkept: u64) -> Tail {
+    let mut out = Tail { hop_latencies_unkept: unkept, ..Tail::default() };
     let mut examined: Vec<&Kept> = Vec::new();
-    for (i, class) in m.classes.iter().enumerate().filter(|(_, c)| !c.mct.is_empty()) {
-        let (threshold, from) = match (a.config.tail_threshold_ns, class.mct.quantile(0.99)) {
+    for (label, class, slowest) in classes.iter().filter(|(_, c, _)| !c.mct.is_empty()) {
+        let (threshold, from) = match (flag, class.mct.quantile(0.99)) {
             (Some(t), _) => (t, "flag"),
             (None, Some(p99)) => (p99, "p99"),
             (None, None) => continue,
         };
-        out.thresholds.push(TailThreshold {
-            class: dist::class_label(&m.settings.classes, i),
-            threshold_ns: threshold,
-            from: from.into(),
-        });
+        out.thresholds.push(TailThreshold { class: label.clone(), threshold_ns: threshold, from: from.into() });
         // Slower than the threshold (a class of fewer than 100 messages has none above its p99).
         out.messages += class.mct.count_at_least(threshold + 1);
-        examined.extend(m.slowest[i].at_least(threshold + 1));
+        examined.extend(slowest.at_least(threshold + 1));
     }
     out.examined = examined.len() as u64;
     examined.sort_by_key(|k| std::cmp::Reverse(k.mct_ns()));
@@ -352,7 +363,7 @@ fn tail_of(run: &Pipeline) -> Tail {
     // Per cause with a place (pause, queueing), how many messages each place overlapped most.
     let mut sources: [BTreeMap<String, u64>; 2] = Default::default();
     for (n, k) in examined.iter().enumerate() {
-        let tail::Explained { causes, paused_by, queued_at } = tail::explain(k, &cx);
+        let tail::Explained { causes, paused_by, queued_at } = tail::explain(k, cx);
         for (c, o) in &causes {
             tally[*c].0 += 1;
             tally[*c].1 += o;
@@ -363,17 +374,7 @@ fn tail_of(run: &Pipeline) -> Tail {
             }
         }
         if n < MAX_WORST {
-            out.worst.push(TailMessage {
-                flow: flow_ref(&k.key),
-                kind: k.msg.kind.name().into(),
-                psn_first: k.msg.psn_first,
-                psn_last: k.msg.psn_last,
-                bytes: k.msg.bytes(),
-                start_ns: k.msg.start_ns,
-                mct_ns: k.mct_ns(),
-                causes: causes.iter().map(|(c, o)| TailOverlap { cause: CAUSES[*c].into(), overlap_ns: *o }).collect(),
-                evidence: None,
-            });
+            out.worst.push(worst(k, &causes));
         }
     }
     let [top_pause, top_hop] =
@@ -396,6 +397,21 @@ fn tail_of(run: &Pipeline) -> Tail {
         .collect();
     out.causes.sort_by(|a, b| b.messages.cmp(&a.messages).then(a.cause.cmp(&b.cause)));
     out
+}
+
+/// One of the slowest tail messages, with its causes.
+fn worst(k: &Kept, causes: &[(usize, u64)]) -> TailMessage {
+    TailMessage {
+        flow: flow_ref(&k.key),
+        kind: k.msg.kind.name().into(),
+        psn_first: k.msg.psn_first,
+        psn_last: k.msg.psn_last,
+        bytes: k.msg.bytes(),
+        start_ns: k.msg.start_ns,
+        mct_ns: k.mct_ns(),
+        causes: causes.iter().map(|(c, o)| TailOverlap { cause: CAUSES[*c].into(), overlap_ns: *o }).collect(),
+        evidence: None,
+    }
 }
 
 fn us(ns: u64) -> String {

@@ -24,9 +24,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use analyzer_common::flow::FlowKey;
 
-use crate::analyses::dcqcn::{
-    BEFORE_WINDOWS, DEFAULT_PACING_NS, FlowSummary, MAX_CUTS, Outcome, cut_of, judge_on, reach,
-};
+use crate::analyses::dcqcn::{BEFORE_WINDOWS, DEFAULT_PACING_NS, FlowSummary, Outcome, judge_on, keep_cut, reach};
 use crate::analyses::marking::{SERIES_POINTS, point};
 use crate::model::*;
 use crate::report::assemble::dcqcn::{Judged, Judging, Plotted, findings_over, flows_json, hosts, plots};
@@ -69,8 +67,8 @@ pub struct Stitched {
     pub cuts: Cuts,
 }
 
-/// Each flow's DCQCN rate cuts (from a CNP's reaction to the rate's recovery), the last
-/// `MAX_CUTS` as one run keeps them.
+/// Each flow's DCQCN rate cuts (from a CNP's reaction to the rate's recovery), the latest as
+/// one run keeps them (`analyses::dcqcn::keep_cut`).
 pub type Cuts = BTreeMap<FlowKey, VecDeque<(u64, u64)>>;
 
 /// A report in time order, with its edge.
@@ -281,12 +279,7 @@ impl<'a> Stitcher<'a> {
                     s.close_cnps += 1;
                 }
                 last = Some(c.ns());
-                if let Some(cut) = cut_of(c.ns(), outcome, self.judging.horizon_ns) {
-                    if cuts.len() == MAX_CUTS {
-                        cuts.pop_front();
-                    }
-                    cuts.push_back(cut);
-                }
+                keep_cut(&mut cuts, c.ns(), outcome, self.judging.horizon_ns);
                 s.add(outcome);
             }
         }

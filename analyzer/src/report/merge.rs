@@ -760,9 +760,7 @@ impl Merger {
         st: &Stitched,
     ) -> (Option<(Messages, Option<super::messages_merge::Partly>)>, Option<super::tail_merge::Joined>) {
         let mut whole = self.messages_whole(st);
-        let bounds = |m: &Messages| m.classes.iter().filter_map(|c| c.max_bytes).collect();
-        let joined =
-            whole.as_mut().zip(self.messages.first()).map(|(w, m)| super::tail_merge::Joined::take(w, bounds(&m.2)));
+        let joined = whole.as_mut().map(super::tail_merge::Joined::take);
         (super::messages_merge::merge(&self.messages, whole), joined)
     }
 
@@ -1078,10 +1076,8 @@ fn merged_tail(
     let (Some(j), Some(partly), Some(m)) = (joined, unmerged.messages_partly.as_mut(), report.messages.as_mut()) else {
         return;
     };
-    let settings: Vec<Option<&TailEdge>> =
-        sections.iter().map(|(_, _, m)| m.edge.as_ref().and_then(|e| e.tail.as_ref())).collect();
     let around = super::tail_merge::Around {
-        settings: settings.clone(),
+        settings: sections.iter().map(|(_, _, m)| m.edge.as_ref().and_then(|e| e.tail.as_ref())).collect(),
         topology: opts.topology.as_ref(),
         cuts,
         incast: unmerged.incast_cut + unmerged.incast_joined == 0,
@@ -1097,7 +1093,7 @@ fn merged_tail(
     }
     if !partly.any() {
         unmerged.messages_partly = None;
-        super::tail_merge::set_findings(report, settings.into_iter().flatten().next());
+        super::tail_merge::set_findings(report, around.settings.into_iter().flatten().next());
     }
 }
 

@@ -151,13 +151,12 @@ pub fn merge(sections: &[(u64, u64, Messages)], whole: Option<Whole>) -> Option<
 
 /// The numbers of messages joined across cuts: counts, distributions, flows, pairs, rings.
 fn set_whole(m: &mut Messages, w: Whole) {
-    let bounds: Vec<u64> = m.classes.iter().filter_map(|c| c.max_bytes).collect();
     m.completed = w.all.len();
     m.by_kind = Kind::ALL.iter().map(|k| (k.name().to_string(), w.by_kind[*k as usize])).collect();
     (m.pending, m.partial) = (w.pending, w.partial);
     m.abandoned += w.abandoned;
     m.mct_ns = assemble::pct(&w.all);
-    m.classes = assemble::classes_of(&bounds, &w.classes);
+    m.classes = assemble::classes_of(&w.bounds, &w.classes);
     m.flows = w
         .flows
         .iter()
@@ -245,11 +244,9 @@ pub fn note(p: Partly) -> Note {
         parts.push("the UC transfer times are each report's (their percentiles are left out)".to_string());
     }
     match p.tail {
-        Some("") => {
-            parts.push("the tail (thresholds, causes and slowest messages) is each report's, its causes summed".into())
-        }
         Some(why) => parts.push(format!(
-            "the tail (thresholds, causes and slowest messages) is each report's, its causes summed: {why}"
+            "the tail (thresholds, causes and slowest messages) is each report's, its causes summed{}",
+            if why.is_empty() { String::new() } else { format!(": {why}") }
         )),
         None if p.joined && p.untold > 0 => parts.push(
             "the tail is the joined messages' laid over the merged pauses, rate cuts and incast episodes: one \

@@ -34,6 +34,8 @@ type Order = (u8, [u8; 16], [u8; 16], u16, u32);
 /// The merged messages: one run's distributions and counts where nothing was `untold`.
 #[derive(Debug, Default)]
 pub struct Whole {
+    /// The size classes' upper bounds (the reports'), and each class's completions.
+    pub bounds: Vec<u64>,
     pub classes: Vec<Dist>,
     pub all: Samples,
     pub by_kind: [u64; 4],
@@ -121,8 +123,7 @@ pub fn stitch(reports: &[(u64, u64, Option<&Messages>, bool)], pairing: &Pairing
         return None;
     }
     let mut w = Walk {
-        whole: Whole { classes: vec![Dist::default(); bounds.len() + 1], ..Default::default() },
-        bounds,
+        whole: Whole { classes: vec![Dist::default(); bounds.len() + 1], bounds, ..Default::default() },
         link_bps: first.link_speed_bps,
         flows: BTreeMap::new(),
         pairs: BTreeMap::new(),
@@ -146,7 +147,6 @@ pub fn stitch(reports: &[(u64, u64, Option<&Messages>, bool)], pairing: &Pairing
 
 struct Walk<'a> {
     whole: Whole,
-    bounds: Vec<u64>,
     link_bps: u64,
     flows: BTreeMap<Order, Flow>,
     pairs: BTreeMap<(Addr, Addr), (Dist, Option<u64>)>,
@@ -307,7 +307,7 @@ impl<'a> Walk<'a> {
         pair.1 = min_rtt;
         pair.0.add(&d);
         f.dist.add(&d);
-        self.whole.classes[dist::class_of(&self.bounds, ev.msg.bytes)].add(&d);
+        self.whole.classes[dist::class_of(&self.whole.bounds, ev.msg.bytes)].add(&d);
         self.whole.all.push(d.mct_ns);
         self.whole.by_kind[(ev.msg.kind as usize).min(3)] += 1;
         self.whole.done.push((f.key, ev.end_ns, ev.msg));

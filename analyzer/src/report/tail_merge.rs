@@ -14,7 +14,7 @@ use super::messages_stitch::Whole;
 use crate::analyses::keys::Addr;
 use crate::analyses::messages::dist::{self, Dist};
 use crate::analyses::messages::kept::{Kind, Msg};
-use crate::analyses::messages::tail::{Context, Kept, Paused, Slowest};
+use crate::analyses::messages::tail::{Context, Kept, Paused, Slowest, incast_of};
 use crate::analyses::pause::ALL_PRIORITIES;
 use crate::analyses::topology::{Node, Topology, parse_mac};
 use crate::model::*;
@@ -27,9 +27,9 @@ pub struct Joined {
 }
 
 impl Joined {
-    /// Takes `w`'s completed messages, offered in the order one run completes them
-    /// (`bounds`: the size classes' upper bounds).
-    pub fn take(w: &mut Whole, bounds: Vec<u64>) -> Joined {
+    /// Takes `w`'s completed messages, offered in the order one run completes them.
+    pub fn take(w: &mut Whole) -> Joined {
+        let bounds = w.bounds.clone();
         let mut slowest = vec![Slowest::default(); w.classes.len()];
         for (key, end_ns, m) in std::mem::take(&mut w.done) {
             let class = dist::class_of(&bounds, m.bytes);
@@ -112,13 +112,10 @@ fn pauses(pfc: &Pfc, topo: Option<&Topology>) -> Option<Vec<Paused>> {
 
 /// The merged incast episodes per destination, as the tail reads them.
 fn incast(i: &Incast) -> BTreeMap<Addr, Vec<(u64, u64)>> {
-    let mut out: BTreeMap<Addr, Vec<(u64, u64)>> = BTreeMap::new();
-    for e in &i.episodes {
-        let Some(ip) = addr_bytes(&e.dst) else { continue };
-        let version = if e.dst.contains(':') { 6 } else { 4 };
-        out.entry((ip, version)).or_default().push((e.start_ns, e.end_ns.max(e.start_ns + 1)));
-    }
-    out
+    let version = |dst: &str| if dst.contains(':') { 6 } else { 4 };
+    let episodes =
+        i.episodes.iter().filter_map(|e| Some(((addr_bytes(&e.dst)?, version(&e.dst)), e.start_ns, e.end_ns)));
+    incast_of(episodes)
 }
 
 /// The messages findings (`tail_dominated_by`, `ring_straggler`) of a merged section that is
@@ -160,7 +157,7 @@ mod tests {
     /// 200 messages of the class up to 4 KiB, 1 µs each, but the 50th (40 µs, over a pause
     /// of priority 3 from 20 µs into it to 30 µs) and the 100th (30 µs, NAKed 10 µs into it).
     fn joined() -> Joined {
-        let mut w = Whole { classes: vec![Dist::default(); 2], ..Default::default() };
+        let mut w = Whole { bounds: vec![4096], classes: vec![Dist::default(); 2], ..Default::default() };
         let key = FlowKey { ip_version: 4, dst_qp: 7, ..Default::default() };
         for i in 0..200u64 {
             let start = T + i * 100_000;
@@ -172,7 +169,7 @@ mod tests {
             w.classes[0].add(&Done::new(mct, 1024, LINK, None));
             w.done.push((key, start + mct, m));
         }
-        Joined::take(&mut w, vec![4096])
+        Joined::take(&mut w)
     }
 
     fn pfc(start: u64, end: u64, complete: bool) -> Pfc {

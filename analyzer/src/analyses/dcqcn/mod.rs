@@ -149,24 +149,30 @@ pub struct Logged {
 }
 
 /// Rate cuts one flow keeps for the tail, at most (the latest).
-pub(crate) const MAX_CUTS: usize = 1024;
+const MAX_CUTS: usize = 1024;
 
 /// The interval a CNP at `t` cut the rate in, if it did.
-pub(crate) fn cut_of(t: u64, o: Option<Outcome>, horizon_ns: u64) -> Option<(u64, u64)> {
+fn cut_of(t: u64, o: Option<Outcome>, horizon_ns: u64) -> Option<(u64, u64)> {
     let o = o?;
     let r = o.reaction_ns?;
     Some((t + r, t + o.recovery_ns.unwrap_or(horizon_ns).max(r)))
 }
 
+/// Keeps the cut of a CNP at `t` judged `o`, if it cut the rate, among a flow's latest
+/// [`MAX_CUTS`] (a run's flow, or `merge`'s stitched one).
+pub(crate) fn keep_cut(cuts: &mut VecDeque<(u64, u64)>, t: u64, o: Option<Outcome>, horizon_ns: u64) {
+    if let Some(c) = cut_of(t, o, horizon_ns) {
+        if cuts.len() == MAX_CUTS {
+            cuts.pop_front();
+        }
+        cuts.push_back(c);
+    }
+}
+
 impl RateFlow {
     /// A CNP at `t` judged: its outcome counted, its cut kept.
     fn judged(&mut self, t: u64, o: Option<Outcome>, horizon_ns: u64) {
-        if let Some(c) = cut_of(t, o, horizon_ns) {
-            if self.cuts.len() == MAX_CUTS {
-                self.cuts.pop_front();
-            }
-            self.cuts.push_back(c);
-        }
+        keep_cut(&mut self.cuts, t, o, horizon_ns);
         self.done.add(o);
         if let Some(e) = self.log.as_mut().and_then(|l| l.get_mut(self.logged)) {
             e.outcome = o;

@@ -120,6 +120,16 @@ pub struct Context<'a> {
     pub queued: Vec<Queued<'a>>,
 }
 
+/// Incast episodes `(destination, start, end)` per destination as the tail reads them (an
+/// episode of no length lasts 1 ns).
+pub fn incast_of(episodes: impl IntoIterator<Item = (Addr, u64, u64)>) -> BTreeMap<Addr, Vec<(u64, u64)>> {
+    let mut out: BTreeMap<Addr, Vec<(u64, u64)>> = BTreeMap::new();
+    for (dst, start, end) in episodes {
+        out.entry(dst).or_default().push((start, end.max(start + 1)));
+    }
+    out
+}
+
 /// A message's causes: (cause index into [`CAUSES`], overlap), the pause source and the hop
 /// that overlapped it most.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

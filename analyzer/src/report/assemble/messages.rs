@@ -318,10 +318,7 @@ fn context<'a>(
     cuts: &'a dyn Fn(&FlowKey) -> Vec<(u64, u64)>,
 ) -> Context<'a> {
     let a = &run.analyses;
-    let mut incast: BTreeMap<Addr, Vec<(u64, u64)>> = BTreeMap::new();
-    for (dst, e) in a.incast.episodes() {
-        incast.entry(dst).or_default().push((e.start_ns, e.end_ns.max(e.start_ns + 1)));
-    }
+    let incast = tail::incast_of(a.incast.episodes().into_iter().map(|(dst, e)| (dst, e.start_ns, e.end_ns)));
     Context { pauses: paused(run), path, cuts, incast, dscp_priority: &a.config.dscp_priority, queued: queued(run) }
 }
 

@@ -112,6 +112,11 @@ impl<K: std::hash::Hash + Eq + Copy, V: Default> Interned<K, V> {
         self.find(key).map(|i| &mut self.items[i as usize].1)
     }
 
+    /// The items, in the order first seen.
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.items.iter_mut().map(|(_, v)| v)
+    }
+
     /// In the order first seen.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.items.iter().map(|(k, v)| (k, v))

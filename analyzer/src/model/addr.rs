@@ -31,6 +31,12 @@ pub fn addr_bytes(s: &str) -> Option<[u8; 16]> {
     Some(b)
 }
 
+/// An address of a report parsed back as the analyses key it (its bytes, then its IP version).
+pub fn addr_of(s: &str) -> Option<([u8; 16], u8)> {
+    let v = if s.parse::<Ipv4Addr>().is_ok() { 4 } else { 6 };
+    Some((addr_bytes(s)?, v))
+}
+
 /// The key of a report's flow (addresses parsed back), or `None` for an unparsable address.
 pub fn flow_key(f: &Flow) -> Option<FlowKey> {
     key_of(&f.src, &f.dst, f.dst_qp, f.udp_sport, f.ip_version)

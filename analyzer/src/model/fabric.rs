@@ -11,6 +11,81 @@ pub struct Incast {
     pub window_ns: u64,
     pub min_senders: u32,
     pub episodes: Vec<Episode>,
+    /// `--edges`: what `merge` of captures cut in time needs to give the episodes at a cut as
+    /// one run does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<IncastEdge>,
+}
+
+impl Incast {
+    /// A section without an edge.
+    pub fn new(window_ns: u64, min_senders: u32, episodes: Vec<Episode>) -> Self {
+        Incast { window_ns, min_senders, episodes, edge: None }
+    }
+}
+
+/// A report's incast edge: each destination's events before `until_ns` (two windows after
+/// the first the analysis counted) and its state at `end_ns` (its window's packets, its open
+/// episode), and the PFC/PAUSE frames up to `until_ns` (an episode counts those in its span).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IncastEdge {
+    pub until_ns: u64,
+    pub end_ns: u64,
+    /// False when the heads were cut at their bound (65 536 events).
+    pub complete: bool,
+    /// Destinations past the analysis' bound, episodes not kept or listing fewer senders than
+    /// they had: episodes `merge` cannot rebuild.
+    pub unkept: u64,
+    pub pauses: Vec<u64>,
+    /// The PFC/PAUSE frames at `end_ns` (an episode the next report begins at that time
+    /// counts them).
+    pub pauses_at_end: u64,
+    pub dests: Vec<IncastEdgeDest>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncastEdgeDest {
+    pub dst: String,
+    /// Its data packets and the CNPs it sent before `until_ns`, in time order.
+    pub head: Vec<IncastHeadEvent>,
+    /// The data packets in its window at `end_ns`.
+    pub window: Vec<IncastWindowed>,
+    pub open: Option<IncastOpen>,
+}
+
+/// A head event as a JSON array: time, the data packet's source (null: a CNP the destination
+/// sent), frame length, CE-marked (1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncastHeadEvent(pub u64, pub Option<String>, pub u32, pub u8);
+
+/// A data packet in a window as a JSON array: time, source, frame length.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncastWindowed(pub u64, pub String, pub u32);
+
+/// An episode open at the end of a report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncastOpen {
+    pub start_ns: u64,
+    pub peak_senders: u32,
+    pub peak_window_bytes: u64,
+    pub tally: IncastTally,
+    /// Since when its count is below the minimum (it may still come back).
+    pub below_since: Option<u64>,
+    /// What arrived since then.
+    pub pending: IncastTally,
+    /// The PFC/PAUSE frames of this report from its start to `below_since` (to the end, when
+    /// none), and the times of those after `below_since` (in its span if it comes back).
+    pub pfc_frames: u64,
+    pub pfc_after: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncastTally {
+    pub bytes: u64,
+    pub ce: u64,
+    pub cnp: u64,
+    pub senders: Vec<String>,
+    pub capped: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -69,11 +69,12 @@ impl Pipeline {
 
     /// Offline with `--edges`: keep what `merge` of captures cut in time needs (each flow's
     /// head, the frames before the first CE mark, the CE/CNP timing of each pair, the data
-    /// flows' rate windows near the ends).
+    /// flows' rate windows near the ends, each destination's incast head and state at the end).
     pub fn keep_edges(&mut self) {
         self.engine.heads = Some(Default::default());
         self.analyses.marking.keep_before();
         self.analyses.dcqcn.keep_edges();
+        self.analyses.incast.keep_edges();
         self.analyses.ecn.edges = true;
         self.analyses.rtt.edges = Some(Default::default());
         self.analyses.messages.log = Some(Vec::new());

@@ -13,6 +13,34 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::*;
 
+/// A merge's incast section, the episodes it joined from several reports, those at a cut in
+/// time it could not give as one run, and why not.
+pub struct Merged {
+    pub incast: Incast,
+    pub joined: u64,
+    pub cut: u64,
+    pub why: Option<&'static str>,
+}
+
+/// The incast sections of reports with their spans: one run's when the reports follow each
+/// other in time with their edges (`incast_stitch`), else joined per destination ([`merge`]).
+pub fn merged(sections: &[Incast], spans: &[(u64, u64)], link_speed: u64) -> Merged {
+    let mut order: Vec<usize> = (0..sections.len()).collect();
+    order.sort_by_key(|&i| spans[i]);
+    let in_series = order.windows(2).all(|w| spans[w[0]].1 <= spans[w[1]].0);
+    let mut why = None;
+    if in_series && sections.len() > 1 && sections.iter().any(|s| s.edge.is_some()) {
+        let ordered: Vec<&Incast> = order.iter().map(|&i| &sections[i]).collect();
+        match super::incast_stitch::stitch(&ordered, link_speed) {
+            Ok(incast) => return Merged { incast, joined: 0, cut: 0, why: None },
+            Err(w) => why = Some(w),
+        }
+    }
+    let (mut incast, joined) = merge(&sections.iter().collect::<Vec<_>>());
+    incast.edge = None;
+    Merged { incast, joined, cut: at_cuts(sections, spans), why }
+}
+
 /// The incast sections joined, and how many episodes were joined from more than one.
 pub fn merge(sections: &[&Incast]) -> (Incast, u64) {
     let window_ns = sections.iter().map(|s| s.window_ns).max().unwrap_or(0);
@@ -30,7 +58,7 @@ pub fn merge(sections: &[&Incast]) -> (Incast, u64) {
         }
     }
     episodes.sort_by(|a, b| (a.start_ns, &a.dst).cmp(&(b.start_ns, &b.dst)));
-    (Incast { window_ns, min_senders, episodes }, joined_count)
+    (Incast::new(window_ns, min_senders, episodes), joined_count)
 }
 
 /// One destination's episodes in groups that touch in time (closer than `window_ns`).
@@ -98,15 +126,17 @@ pub fn at_cuts(sections: &[Incast], spans: &[(u64, u64)]) -> u64 {
     n
 }
 
-/// The note of a merge with episodes at a cut in time.
-pub fn cut_note(episodes: u64) -> Note {
+/// The note of a merge with episodes at a cut in time it could not give as one run (`why`;
+/// none: the reports have no edges).
+pub fn cut_note(episodes: u64, why: Option<&str>) -> Note {
+    let why = why.unwrap_or("the reports have no incast edges (made without --edges)");
     Note::new(
         NoteCode::IncastCut,
         format!(
-            "{episodes} incast episodes reached a cut in time between reports: the part after it counts the \
-             destination's senders afresh, so its data, marks and CNPs until they reach the minimum again are in \
-             no episode, and an episode it begins may have begun earlier with the part before's senders (the \
-             merged episode's start, bytes, marks and CNPs may differ from one run's)"
+            "{episodes} incast episodes reached a cut in time between reports, not stitched as one run ({why}): \
+             the part after it counts the destination's senders afresh, so its data, marks and CNPs until they \
+             reach the minimum again are in no episode, and an episode it begins may have begun earlier with the \
+             part before's senders (the merged episode's start, bytes, marks and CNPs may differ from one run's)"
         ),
     )
 }
@@ -146,7 +176,7 @@ mod tests {
     }
 
     fn section(episodes: Vec<Episode>) -> Incast {
-        Incast { window_ns: 10, min_senders: 3, episodes }
+        Incast::new(10, 3, episodes)
     }
 
     #[test]
@@ -174,6 +204,23 @@ mod tests {
         assert_eq!(m.episodes.len(), 1);
         assert_eq!((m.episodes[0].start_ns, m.episodes[0].end_ns, m.episodes[0].bytes), (0, 1005, 31));
         assert_eq!(m.episodes[0].senders.len(), 7);
+    }
+
+    /// Reports in series without their edges: joined as before, and the episodes at the cut
+    /// said with why they are not one run's; reports side by side (collectors) are joined.
+    #[test]
+    fn reports_in_series_without_edges_say_why() {
+        let mut a = section(vec![ep("d", 100, 195, &["a", "b", "c"], 1000, 3)]);
+        let b = section(vec![ep("d", 204, 300, &["c", "d", "e"], 500, 4)]);
+        let m = merged(&[b.clone(), a.clone()], &[(200, 300), (0, 200)], 1);
+        assert_eq!((m.joined, m.cut, m.incast.episodes.len(), m.why), (1, 2, 1, None));
+        assert!(cut_note(m.cut, m.why).message.contains("not stitched as one run (the reports have no incast edges"));
+        // One report with an edge cut at its bound, one without: the first reason.
+        a.edge = Some(IncastEdge { complete: false, ..Default::default() });
+        let m = merged(&[b.clone(), a.clone()], &[(200, 300), (0, 200)], 1);
+        assert_eq!((m.joined, m.cut, m.why), (1, 2, Some("a report's first packets were more than its edge holds")));
+        let side = merged(&[a, b], &[(0, 300), (0, 300)], 1);
+        assert_eq!((side.joined, side.cut, side.why), (1, 0, None));
     }
 
     #[test]

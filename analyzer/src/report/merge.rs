@@ -777,7 +777,7 @@ impl Merger {
         let congestion_tree = self.congestion_trees();
         let Some(capture) = self.capture else { return Err(MergeError::Empty) };
         let capture = settle_capture(with_loss(capture, st.loss_told), self.sources);
-        let (incast, incast_joined) = super::incast_merge::merge(&self.incasts.iter().collect::<Vec<_>>());
+        let incast = super::incast_merge::merged(&self.incasts, &self.spans, pfc.link_speed_bps);
         let (marking, marking_exact) = super::marking_merge::merge(&self.markings);
         let dcqcn = super::dcqcn_stitch::merge(&self.dcqcn, &super::dcqcn_stitch::first_frames(self.flows.values()));
         let mut unmerged = Unmerged {
@@ -791,8 +791,9 @@ impl Merger {
             messages_partly: merged.as_ref().and_then(|(_, partly)| *partly),
             marking_partly: !marking_exact,
             ecn_unstitched,
-            incast_joined,
-            incast_cut: super::incast_merge::at_cuts(&self.incasts, &self.spans),
+            incast_joined: incast.joined,
+            incast_cut: incast.cut,
+            incast_why: incast.why,
             dcqcn: dcqcn.notes(self.reports),
             rtt_cuts: self.rtt_cuts.less(&st.rtt),
         };
@@ -813,7 +814,7 @@ impl Merger {
             cnp_pacing,
             audit: self.audit,
             congestion_tree,
-            incast,
+            incast: incast.incast,
             ecmp: Ecmp::default(),
             vantage: None,
             dcqcn: dcqcn.dcqcn,
@@ -976,6 +977,8 @@ struct Unmerged {
     loss_open: u64,
     /// Incast episodes at a cut in time (`incast_merge::at_cuts`).
     incast_cut: u64,
+    /// Why the incast episodes at a cut were not stitched (`incast_merge::merged`).
+    incast_why: Option<&'static str>,
     /// Incast episodes joined from several reports.
     incast_joined: u64,
     /// The DCQCN section's notes ([`super::dcqcn_stitch::Merged::notes`]).
@@ -1050,7 +1053,7 @@ impl Unmerged {
             report.visibility.push(super::incast_merge::note(self.incast_joined));
         }
         if self.incast_cut > 0 {
-            report.visibility.push(super::incast_merge::cut_note(self.incast_cut));
+            report.visibility.push(super::incast_merge::cut_note(self.incast_cut, self.incast_why));
         }
         report.visibility.extend(self.dcqcn);
         if self.tiers_differ {

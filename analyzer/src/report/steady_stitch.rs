@@ -224,12 +224,6 @@ type Owed = BTreeMap<usize, Vec<(u64, u64)>>;
 /// A flow in the analysis' order ([`flow_order`]).
 type Order = (u8, [u8; 16], [u8; 16], u16, u32);
 
-/// An address as the analysis orders host pairs (its bytes, then its version).
-fn addr_of(s: &str) -> Option<Addr> {
-    let v = if s.parse::<std::net::Ipv4Addr>().is_ok() { 4 } else { 6 };
-    Some((addr_bytes(s)?, v))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

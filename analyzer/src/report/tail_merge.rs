@@ -112,9 +112,7 @@ fn pauses(pfc: &Pfc, topo: Option<&Topology>) -> Option<Vec<Paused>> {
 
 /// The merged incast episodes per destination, as the tail reads them.
 fn incast(i: &Incast) -> BTreeMap<Addr, Vec<(u64, u64)>> {
-    let version = |dst: &str| if dst.contains(':') { 6 } else { 4 };
-    let episodes =
-        i.episodes.iter().filter_map(|e| Some(((addr_bytes(&e.dst)?, version(&e.dst)), e.start_ns, e.end_ns)));
+    let episodes = i.episodes.iter().filter_map(|e| Some((addr_of(&e.dst)?, e.start_ns, e.end_ns)));
     incast_of(episodes)
 }
 

@@ -8,7 +8,9 @@
 //! window (its time + window); both are processed in time order, so episode boundaries are
 //! exact to the nanosecond of the timestamps.
 
+pub mod edge;
 pub(crate) mod kept;
+mod resume;
 
 use std::collections::VecDeque;
 
@@ -253,6 +255,8 @@ pub struct Incast {
     /// resting ones ([`PLACES_BUDGET`]).
     places: usize,
     places_budget: usize,
+    /// `--edges`: each destination's first events ([`edge`]).
+    pub edges: Option<edge::Edges>,
 }
 
 impl Dest {
@@ -404,6 +408,11 @@ impl Incast {
     /// which saves lookups.
     pub fn observe_kept(&mut self, r: &Record, mut kept: Option<&mut Kept>) {
         let (w, min) = (self.window_ns, self.min_senders);
+        if let Some(e) = &mut self.edges
+            && (r.is_cnp() || opcode::is_data(r.opcode))
+        {
+            e.note(r, w);
+        }
         if r.is_cnp() {
             // A CNP sent back by a destination during its episode.
             if let Some(d) = self.dests.get_mut(&(r.src_ip, r.ip_version)) {

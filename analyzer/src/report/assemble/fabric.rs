@@ -11,8 +11,8 @@ use crate::analyses::topology::{self, Topology};
 use crate::analyses::tree::FlowSpan;
 use crate::analyses::{ecmp, tree};
 use crate::model::{
-    CongestionTrees, Ecmp, EcnLead, Episode, Finding, FindingCode, Incast, LabelShare, PauseCounts, PauseSender,
-    PauseTime, Pfc, PfcEdge, PfcRate, PfcSender, Severity, StormJson, addr_string, mac_string,
+    CongestionTrees, Ecmp, EcnLead, Finding, FindingCode, LabelShare, PauseCounts, PauseSender, PauseTime, Pfc,
+    PfcEdge, PfcRate, PfcSender, Severity, StormJson, mac_string,
 };
 use crate::pipeline::Pipeline;
 
@@ -217,34 +217,6 @@ fn seen_at(run: &Pipeline, k: &FlowKey, sources: u64) -> Vec<(String, Option<Str
         .collect();
     at.extend(run.vantage.points_of(k).map(|p| (p.label.clone(), p.origin.clone())));
     at
-}
-
-pub fn incast(run: &Pipeline) -> Incast {
-    let a = &run.analyses;
-    let w = a.incast.window_ns();
-    let episodes = a
-        .incast
-        .episodes()
-        .into_iter()
-        .map(|((ip, v), e)| {
-            let peak_gbps = e.peak_window_bytes as f64 * 8.0 / w as f64;
-            Episode {
-                dst: addr_string(v, &ip),
-                start_ns: e.start_ns,
-                end_ns: e.end_ns,
-                peak_senders: e.peak_senders,
-                senders: e.senders().iter().map(|(s, v)| addr_string(*v, s)).collect(),
-                bytes: e.bytes(),
-                peak_gbps,
-                peak_link_ratio: peak_gbps * 1e9 / a.config.link_speed_bps.max(1) as f64,
-                ce_packets: e.ce(),
-                cnp_packets: e.cnp(),
-                pfc_frames: a.pause.frame_times.iter().filter(|&&t| t >= e.start_ns && t <= e.end_ns).count() as u64,
-                evidence: None,
-            }
-        })
-        .collect();
-    Incast { window_ns: w, min_senders: a.incast.min_senders(), episodes }
 }
 
 /// The ECMP section of a run: bytes per label from each flow's bytes per source, and the flows

@@ -5,6 +5,7 @@
 pub(crate) mod audit;
 pub(crate) mod dcqcn;
 pub(crate) mod fabric;
+pub(crate) mod incast;
 pub(crate) mod judged;
 pub(crate) mod load_balancing;
 pub(crate) mod messages;
@@ -74,7 +75,7 @@ impl Report {
             cnp_interval: cnp_interval(run),
             audit: judged.audit,
             congestion_tree: fabric::congestion_tree(run),
-            incast: fabric::incast(run),
+            incast: incast::incast(run),
             ecmp,
             vantage: judged.vantage,
             dcqcn: dcqcn::section(run),

@@ -59,7 +59,7 @@ impl<S: EvidenceSource> LiveEvidence<S> {
         // The items only (findings as /metrics computes them, episodes, storms, deadlocks): a
         // whole report would also judge DCQCN, spread ECMP and write notes on the agent's loop.
         let mut audit = assemble::judged::judge(run, &assemble::fabric::ecmp(run, false)).audit;
-        let episodes = assemble::fabric::incast(run).episodes;
+        let episodes = assemble::incast::incast(run).episodes;
         let storms = assemble::fabric::storms(&run.analyses.pause, run.analyses.config.topology.as_ref());
         let deadlocks = assemble::fabric::congestion_tree(run).deadlocks;
         let until = now_mono.saturating_add(self.time_ns);

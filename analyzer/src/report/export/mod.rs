@@ -338,7 +338,7 @@ impl Exporter {
                 out.push(Body::Storm { storm: s.clone() });
             }
         }
-        for e in fabric::incast(run).episodes {
+        for e in assemble::incast::incast(run).episodes {
             let id = hash_of(&("incast", &e.dst, e.start_ns));
             let content = hash_of(&(e.end_ns, e.peak_senders, e.bytes, e.ce_packets, e.cnp_packets, e.pfc_frames));
             if self.events.closes(&mut open, id, content, last) {

@@ -217,7 +217,7 @@ fn rebuild(host: &str, mut lines: Vec<Line>, cut: u64) -> Option<Report> {
             a
         },
         congestion_tree: CongestionTrees { deadlocks, ..Default::default() },
-        incast: Incast { window_ns: interval.incast_window_ns, min_senders: interval.incast_min_senders, episodes },
+        incast: Incast::new(interval.incast_window_ns, interval.incast_min_senders, episodes),
         ecmp: Ecmp::default(),
         vantage: None,
         dcqcn: None,

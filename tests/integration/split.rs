@@ -416,8 +416,9 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
                 assert_eq!(missed(&merged), missed(&whole), "{what}: capture loss");
                 loss_told += u64::from(missed(&merged) > alone.iter().map(missed).sum());
             }
-            // Request flows and reordering over the merged flows; a late arrival just after a
-            // cut (or a listing a report cut short) is said.
+            // Request flows and reordering over the merged flows; a request after a cut that may
+            // have arrived late into a gap one run had open there (or a listing a report cut
+            // short) is said.
             if codes.contains(&"load_balancing_not_merged") {
                 lb_said += 1;
             } else {
@@ -471,13 +472,14 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     // of load balancing stay each part's where a note says so): 83 of 88 when written.
     assert!(audit_whole >= 80, "merges whose audit is one run's: {audit_whole}");
     // 82 merges with messages when written (PSNs sent again just after a cut would count as new
-    // payload in the part after it: the note says so); the whole section in 76 (about 20 before
-    // the stitch, 43 before the tail was laid over the merged context).
+    // payload in the part after it: the note says so); the whole section in 79 (about 20 before
+    // the stitch, 43 before the tail was laid over the merged context, 76 before incast was
+    // stitched).
     assert!(steady_whole >= 78, "merges whose steadiness is one run's: {steady_whole}");
-    assert!(messages_whole >= 70, "merges whose messages section is one run's: {messages_whole}");
-    // The tail said to be one run's in 72 merges when written (each report's in 1: an incast
-    // episode at a cut; the rest name flows the reports do not tell).
-    assert!(tail_whole >= 68, "merges whose tail is one run's: {tail_whole}");
+    assert!(messages_whole >= 76, "merges whose messages section is one run's: {messages_whole}");
+    // The tail said to be one run's in 75 merges when written (72 before incast episodes at a
+    // cut were stitched; the rest name flows the reports do not tell).
+    assert!(tail_whole >= 72, "merges whose tail is one run's: {tail_whole}");
     // Messages held at a cut joined with their completion after it: every number but the
     // tail's one run's in 75 of the 82 merges with messages when written (the rest: READs whose
     // span came after their response, RTTs one run takes by Karn's rule, UC transfer times).
@@ -487,7 +489,9 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     // 24 of the 26 merges with a DCQCN section when written, 11 of them unlike the parts alone.
     assert!(dcqcn_whole >= 22, "merges whose DCQCN section is one run's: {dcqcn_whole}");
     assert!(dcqcn_stitched >= 8, "merges whose DCQCN was stitched across a cut: {dcqcn_stitched}");
-    assert!(lb_whole >= 40 && lb_said <= 30, "load balancing one run's in {lb_whole} merges, said in {lb_said}");
+    // One run's in 62 merges and said in 8 when written (4 of them unlike one run: psn_wrap.pcap, reorder.pcap and
+    // spray.pcap cut in 3, qp_mtus.pcap in 2), 22 before a gap at a cut alone stopped counting.
+    assert!(lb_whole >= 55 && lb_said <= 10, "load balancing one run's in {lb_whole} merges, said in {lb_said}");
     // 15 sections in each merge: 1301 came back exactly when this was written (messages in half
     // of them; the others wherever no note says why not).
     assert!(sections_equal >= 1280, "sections equal to one run's: {sections_equal}");

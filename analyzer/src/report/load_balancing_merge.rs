@@ -6,9 +6,9 @@
 //! Late arrivals are added per flow and over all; a flow's median displacement is kept where
 //! its reports agree (the lower median of a union of sets with one lower median is that
 //! median). Where a sprayed flow was not listed by every report that saw it (past a report's
-//! listed flows, or spread there by nothing), or its reports' medians differ, or a flow met a
-//! gap or repeat of PSNs at a cut in time (a late arrival across the cut), the merge says so
-//! (`load_balancing_not_merged`).
+//! listed flows, or spread there by nothing), or its reports' medians differ, or a request after
+//! a cut in time may have arrived late into a gap one run had open at the cut
+//! (`psn_stitch::Correction::late_told`), the merge says so (`load_balancing_not_merged`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -101,8 +101,8 @@ fn join(m: &mut SprayedFlow, f: &SprayedFlow) -> bool {
 }
 
 /// The note of a merge whose load balancing may not be one run's: `listed` false when a
-/// sprayed flow's listing was not whole; `irregular` flows met a gap or repeat of PSNs at a cut
-/// in time (a late arrival there fills a gap of the part before: neither part saw it late).
+/// sprayed flow's listing was not whole; `irregular` flows have a request after a cut in time
+/// that may have arrived late into a gap one run had open there (neither part saw it late).
 pub fn note(listed: bool, irregular: u64, report: &Report) -> Option<Note> {
     if report.load_balancing.is_none() || (listed && irregular == 0) {
         return None;
@@ -110,8 +110,9 @@ pub fn note(listed: bool, irregular: u64, report: &Report) -> Option<Note> {
     let mut why = Vec::new();
     if irregular > 0 {
         why.push(format!(
-            "{irregular} flows met a gap or a repeat of PSNs at a cut in time: a request arriving late just after \
-             the cut fills a gap of the part before, and neither part saw it late"
+            "{irregular} flows have a request after a cut in time that may have arrived late into a gap one run \
+             had open at the cut (a repeat at the cut, or a request the part counted behind its own next PSN after \
+             a gap): one run counts it late, neither part did"
         ));
     }
     if !listed {

@@ -694,8 +694,9 @@ impl Merger {
                 continue;
             }
             let c = flow_key(flow).and_then(|k| super::psn_stitch::stitch(&k, parts));
-            // A gap or repeat of PSNs at a cut (or one the reports cannot tell).
-            st.irregular += u64::from(c.as_ref().is_none_or(|c| c.add.count != c.sub.count));
+            // A request after a cut that may have arrived late into a gap one run had open there
+            // (or a flow the reports cannot tell).
+            st.irregular += u64::from(c.as_ref().is_none_or(|c| !c.late_told));
             // PSNs skipped before a cut (or at it) that an ACK after it may show delivered, and
             // the ACKs after it could not tell apart (`loss_stitch`).
             let skipped_at_cut =

@@ -66,6 +66,9 @@ impl Part {
 pub struct Correction {
     pub add: PsnState,
     pub sub: PsnState,
+    /// No request after a cut can have arrived late into a gap one run had open there
+    /// (`late_told`): each part's late arrivals (load balancing) are one run's.
+    pub late_told: bool,
 }
 
 /// Whether the parts follow each other in time without overlapping (a capture cut in time),
@@ -82,9 +85,13 @@ pub fn stitch(key: &FlowKey, parts: &[Part]) -> Option<Correction> {
     let first = first.edge.as_ref()?;
     let (mut state, mut read_note) = (first.end, first.read_note);
     let mut rnr = first.rnr_psns.clone();
-    let mut c = Correction { add: PsnState::zeroed(), sub: PsnState::zeroed() };
+    let mut c = Correction { add: PsnState::zeroed(), sub: PsnState::zeroed(), late_told: true };
+    let (mut gaps, mut before) = (false, first);
     for p in rest {
         let e = p.edge.as_ref()?;
+        gaps |= before.gaps.iter().any(|g| g[2] == 0);
+        c.late_told &= late_told(&state, p, &mut gaps);
+        before = e;
         // A refusal this part saw and its own run did not take (its first request is never
         // taken as a repeat): put before or after the request, the reports cannot tell.
         if e.head.iter().any(|f| e.rnr_psns.contains(&f.0[1]) && !rnr.contains(&f.0[1])) {
@@ -116,6 +123,28 @@ pub fn stitch(key: &FlowKey, parts: &[Part]) -> Option<Correction> {
         add_counts(&mut c.sub, &alone);
     }
     Some(c)
+}
+
+/// Whether no request of part `p` can have arrived late (in one run, filling a gap it had open:
+/// a late arrival of load balancing) otherwise than in the part's own run, `state` being one
+/// run's at the cut and `gaps` whether one run may have a gap open there (updated). A first
+/// request ahead of one run's next PSN opens a gap at the cut. With a gap open, a request the part counted behind its
+/// own next PSN (a duplicate) may have filled it in one run: late there, a retransmission here.
+fn late_told(state: &PsnSeq, p: &Part, gaps: &mut bool) -> bool {
+    let Some(first) = p.first_request() else { return true };
+    if state.started != 0 {
+        if state.read_pending != 0 {
+            return false;
+        }
+        let d = psn::psn_diff(state.expected, first);
+        if d >= psn::PSN_HALF {
+            // Repeated at the cut: duplicates in one run until its next PSN; told when it had no
+            // gap to fill and the part opened none of its own meanwhile (then both go in step).
+            return !*gaps && p.out_of_sequence == 0;
+        }
+        *gaps |= d > 0;
+    }
+    !*gaps || p.repeats == 0
 }
 
 /// The head of `e` accounted from state `from`, with the MTU note of a READ at a PSN that
@@ -210,7 +239,35 @@ mod tests {
             heads.observe(0, &s, &st.seq);
         }
         let edge = crate::engine::edges::edge(heads.get(0), st.seq);
-        (st, Part { start_ns, end_ns: start_ns + 1, edge: Some(edge), rtt: None, ..Part::default() })
+        let (repeats, out_of_sequence) = (st.count[count::DUPLICATES], st.count[count::OUT_OF_SEQUENCE]);
+        let edge = Some(edge);
+        (st, Part { start_ns, end_ns: start_ns + 1, edge, rtt: None, repeats, out_of_sequence, ..Part::default() })
+    }
+
+    /// Late arrivals across a cut, by hand: in sequence, a gap at the cut with nothing behind
+    /// it after, or a repeat at the cut going on in sequence are told; a request after a gap at
+    /// the cut that the part counted behind its own next PSN (3 after 5: late in one run), or
+    /// after a repeat at the cut a gap of the part's own (1, 3, 2: 2 late in the part, a
+    /// duplicate in one run), are not.
+    #[test]
+    fn late_arrivals_across_a_cut_are_told_or_not() {
+        let told_with = |a: &[u32], b: &[u32], gaps: Vec<[u32; 3]>| {
+            let mut parts = [run(a, 0).1, run(b, 10).1];
+            parts[0].edge.as_mut().unwrap().gaps = gaps;
+            stitch(&key(), &parts).map(|c| c.late_told)
+        };
+        let told = |a: &[u32], b: &[u32]| told_with(a, b, Vec::new());
+        assert_eq!(told(&[0, 1, 2], &[3, 4, 5]), Some(true));
+        assert_eq!(told(&[0, 1, 2], &[5, 6]), Some(true));
+        assert_eq!(told(&[0, 1, 2], &[5, 3, 6]), Some(false));
+        assert_eq!(told(&[0, 1, 2], &[1, 2, 3]), Some(true));
+        assert_eq!(told(&[0, 1, 2], &[1, 3, 2]), Some(false));
+        // The part before left PSN 3 skipped, not told apart (its edge's gaps): 3 after the cut
+        // is late in one run; with the gap lost (a NAK or a retransmission), a retransmission.
+        assert_eq!(told_with(&[0, 1, 2, 4], &[2, 3], vec![[3, 1, 0]]), Some(false));
+        assert_eq!(told_with(&[0, 1, 2, 4], &[2, 3], vec![[3, 1, 1]]), Some(true));
+        // A duplicate after the cut with no gap open: a retransmission in both runs.
+        assert_eq!(told(&[0, 1, 2], &[3, 4, 3]), Some(true));
     }
 
     /// The whole's counters from the parts' sum and the correction.

@@ -13,6 +13,8 @@
 //! end comes from the replay. An episode counts the PFC/PAUSE frames in its span: each part
 //! gives those of its head and those of its open episode from its start to its end.
 
+use std::collections::BTreeMap;
+
 use crate::analyses::incast::edge::{DestState, Event, OpenState, TallyState};
 use crate::analyses::incast::{Addr, Incast as Analysis};
 use crate::model::*;
@@ -40,24 +42,31 @@ pub fn stitch(sections: &[&Incast], link_speed: u64) -> Result<Incast, Why> {
         }
         edges.push(e);
     }
-    let mut dsts: Vec<Addr> = Vec::new();
-    for (s, e) in sections.iter().zip(&edges) {
-        let names = s.episodes.iter().map(|e| &e.dst).chain(e.dests.iter().map(|d| &d.dst));
-        for name in names {
-            dsts.push(addr_of(name).ok_or("an unparsable address")?);
+    // Each destination's sight in each report, the reports in time order.
+    type Sight<'a> = (Vec<&'a Episode>, Option<&'a IncastEdgeDest>);
+    let mut by_dst: BTreeMap<Addr, Vec<Sight>> = BTreeMap::new();
+    let blank = vec![(Vec::new(), None); sections.len()];
+    for (i, (s, edge)) in sections.iter().zip(&edges).enumerate() {
+        for e in &s.episodes {
+            let dst = addr_of(&e.dst).ok_or("an unparsable address")?;
+            by_dst.entry(dst).or_insert_with(|| blank.clone())[i].0.push(e);
+        }
+        for d in &edge.dests {
+            let dst = addr_of(&d.dst).ok_or("an unparsable address")?;
+            by_dst.entry(dst).or_insert_with(|| blank.clone())[i].1 = Some(d);
         }
     }
-    dsts.sort_unstable();
-    dsts.dedup();
     let mut episodes = Vec::new();
-    for dst in dsts {
-        let parts: Vec<Part> = sections.iter().zip(&edges).map(|(s, e)| Part::of(s, e, dst)).collect();
+    for (dst, sights) in by_dst {
+        let parts: Vec<Part> =
+            sights.into_iter().zip(&edges).map(|((episodes, dest), edge)| Part { edge, episodes, dest }).collect();
         episodes.extend(Dest { dst, w, min, speed: link_speed, out: Vec::new(), tie: (0, 0) }.run(&parts)?);
     }
     Ok(Incast::new(w, min, episodes))
 }
 
-/// One report's sight of a destination.
+/// One report's sight of a destination: its edge, its episodes there (in order) and the
+/// destination's head and state.
 struct Part<'a> {
     edge: &'a IncastEdge,
     episodes: Vec<&'a Episode>,
@@ -65,12 +74,6 @@ struct Part<'a> {
 }
 
 impl<'a> Part<'a> {
-    fn of(s: &'a Incast, edge: &'a IncastEdge, dst: Addr) -> Self {
-        let mine = |name: &String| addr_of(name) == Some(dst);
-        let episodes = s.episodes.iter().filter(|e| mine(&e.dst)).collect();
-        Part { edge, episodes, dest: edge.dests.iter().find(|d| mine(&d.dst)) }
-    }
-
     fn open(&self) -> Option<&'a IncastOpen> {
         self.dest.and_then(|d| d.open.as_ref())
     }

@@ -1091,9 +1091,12 @@ fn merged_tail(
     match super::tail_merge::tail(&j, (&report.pfc, &report.incast), &around) {
         Ok(t) => {
             m.tail = t;
-            partly.tail = None;
+            partly.tail = super::messages_merge::TailOf::Run;
         }
-        Err(why) => partly.tail = partly.tail.map(|_| why),
+        Err(why) if partly.tail == super::messages_merge::TailOf::Reports => {
+            partly.tail = super::messages_merge::TailOf::Because(why)
+        }
+        Err(_) => {}
     }
     if !partly.any() {
         unmerged.messages_partly = None;

@@ -69,11 +69,22 @@ pub struct Partly {
     pub joined: bool,
     /// … but for this many flows, whose messages at a cut the reports do not tell.
     pub untold: u64,
-    /// The tail (thresholds, causes, slowest messages) is each report's, and why (empty: the
-    /// messages were not joined) ([`super::tail_merge`]).
-    pub tail: Option<&'static str>,
+    /// Whose the tail (thresholds, causes, slowest messages) is ([`super::tail_merge`]).
+    pub tail: TailOf,
     /// The UC transfer times are each report's (several reports had UC transfers).
     pub uc: bool,
+}
+
+/// Whose a merged tail is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TailOf {
+    /// One run's (the joined messages laid over the merged context), or there is none.
+    #[default]
+    Run,
+    /// Each report's, its causes summed: the messages were not joined (or not yet laid over).
+    Reports,
+    /// Each report's, for this reason: what one run laid the joined messages over is not known.
+    Because(&'static str),
 }
 
 /// The merged section (none when no report has one), and what stayed each report's (none:
@@ -138,12 +149,13 @@ pub fn merge(sections: &[(u64, u64, Messages)], whole: Option<Whole>) -> Option<
     m.pairs.sort_by(|a, b| (&a.src, &a.dst).cmp(&(&b.src, &b.dst)));
     let tail = all.iter().any(|r| r.tail.examined > 0 || r.tail.messages > 0 || !r.tail.thresholds.is_empty());
     let Some(w) = whole else {
-        return Some((m, Some(Partly { joined: false, untold: 0, tail: tail.then_some(""), uc })));
+        let tail = if tail { TailOf::Reports } else { TailOf::Run };
+        return Some((m, Some(Partly { joined: false, untold: 0, tail, uc })));
     };
     // One run has a tail threshold for every class with a completion, which the parts' tails
     // may not (a part whose messages all completed in the next has none): the merge explains
     // the joined messages' tail again, or says why not ([`super::tail_merge`]).
-    let tail = (tail || !w.all.is_empty()).then_some("");
+    let tail = if tail || !w.all.is_empty() { TailOf::Reports } else { TailOf::Run };
     let partly = Partly { joined: true, untold: w.untold, tail, uc };
     set_whole(&mut m, w);
     Some((m, partly.any().then_some(partly)))
@@ -207,7 +219,7 @@ fn tail(all: &[&Messages]) -> Tail {
 impl Partly {
     /// Whether anything stayed each report's.
     pub fn any(&self) -> bool {
-        self.untold > 0 || self.tail.is_some() || self.uc
+        self.untold > 0 || self.tail != TailOf::Run || self.uc
     }
 }
 
@@ -243,21 +255,20 @@ pub fn note(p: Partly) -> Note {
     if p.uc {
         parts.push("the UC transfer times are each report's (their percentiles are left out)".to_string());
     }
+    let each = "the tail (thresholds, causes and slowest messages) is each report's, its causes summed";
     match p.tail {
-        Some(why) => parts.push(format!(
-            "the tail (thresholds, causes and slowest messages) is each report's, its causes summed{}",
-            if why.is_empty() { String::new() } else { format!(": {why}") }
-        )),
-        None if p.joined && p.untold > 0 => parts.push(
+        TailOf::Reports => parts.push(each.to_string()),
+        TailOf::Because(why) => parts.push(format!("{each}: {why}")),
+        TailOf::Run if p.joined && p.untold > 0 => parts.push(
             "the tail is the joined messages' laid over the merged pauses, rate cuts and incast episodes: one \
              run's but for those flows' messages"
                 .into(),
         ),
-        None if p.joined => parts.push(
+        TailOf::Run if p.joined => parts.push(
             "the tail is one run's (the joined messages laid over the merged pauses, rate cuts and incast episodes)"
                 .into(),
         ),
-        None => {}
+        TailOf::Run => {}
     }
     parts.push(
         "the steadiness is one run's for reports in series made with --edges (but for PSNs sent again just after \

@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::rtt_stitch::{Span, in_series};
 use crate::model::*;
 
 /// A merge's incast section, the episodes it joined from several reports, those at a cut in
@@ -25,11 +26,9 @@ pub struct Merged {
 /// The incast sections of reports with their spans: one run's when the reports follow each
 /// other in time with their edges (`incast_stitch`), else joined per destination ([`merge`]).
 pub fn merged(sections: &[Incast], spans: &[(u64, u64)], link_speed: u64) -> Merged {
-    let mut order: Vec<usize> = (0..sections.len()).collect();
-    order.sort_by_key(|&i| spans[i]);
-    let in_series = order.windows(2).all(|w| spans[w[0]].1 <= spans[w[1]].0);
+    let series: Vec<Span> = spans.iter().map(|&(start_ns, end_ns)| Span { start_ns, end_ns, timeout_ns: 0 }).collect();
     let mut why = None;
-    if in_series && sections.len() > 1 && sections.iter().any(|s| s.edge.is_some()) {
+    if let Some(order) = in_series(&series).filter(|_| sections.iter().any(|s| s.edge.is_some())) {
         let ordered: Vec<&Incast> = order.iter().map(|&i| &sections[i]).collect();
         match super::incast_stitch::stitch(&ordered, link_speed) {
             Ok(incast) => return Merged { incast, joined: 0, cut: 0, why: None },

@@ -198,10 +198,9 @@ impl Dest {
             return Ok((!s1.is_empty()).then_some(Carry { state: s1, pfc: frames, after }));
         }
         // The part's own run closed these in its head: one run's are those above.
-        let k = alone.closed(&self.dst).len();
-        let starts = |v: &[&Episode]| v.iter().map(|e| e.start_ns).collect::<Vec<_>>();
-        let head: Vec<u64> = alone.closed(&self.dst).iter().map(|e| e.start_ns).collect();
-        if p.episodes.len() < k || starts(&p.episodes[..k]) != head {
+        let head = alone.closed(&self.dst);
+        let k = head.len();
+        if p.episodes.len() < k || p.episodes[..k].iter().zip(head).any(|(e, h)| e.start_ns != h.start_ns) {
             return Err("a report's episodes are not those its edge gives");
         }
         match (&s1.open, &s0.open) {
@@ -209,9 +208,9 @@ impl Dest {
             (Some(a), Some(b)) if (a.below_since, &a.pending) == (b.below_since, &b.pending) => {
                 let e0 = p.episodes.get(k).filter(|e| e.start_ns == b.start_ns);
                 let e0 = e0.ok_or("a report's episodes are not those its edge gives")?;
-                // Its frames before the part's own episode began (it came back: all carried).
+                // Its frames before the part's own episode began (it came back: all carried, and
+                // those of the parts before at its start when it began in this part).
                 let before = before(a.start_ns, u64::MAX) + p.pauses(a.start_ns, b.start_ns);
-                // (The part's own episode began after its first frame: no frame before it at its start.)
                 match p.open().filter(|o| !last && o.start_ns == b.start_ns) {
                     Some(o) => {
                         // Still open at the part's end (its last episode): one run's goes on.
@@ -243,7 +242,6 @@ impl Dest {
         let (gbps, ratio) = peak(a.peak_window_bytes, self.w, self.speed);
         let (peak_gbps, peak_link_ratio) =
             if gbps > e0.peak_gbps { (gbps, ratio) } else { (e0.peak_gbps, e0.peak_link_ratio) };
-        let more = |one: u64, alone: u64, after: u64| one + after.saturating_sub(alone);
         Ok(Episode {
             dst: e0.dst.clone(),
             start_ns: a.start_ns,
@@ -264,7 +262,6 @@ impl Dest {
 /// The episode `o` open at a part's end (`b` in its own run at the head's end) as one run's
 /// (`a` there).
 fn continued(a: &OpenState, b: &OpenState, o: &OpenState) -> OpenState {
-    let more = |one: u64, alone: u64, after: u64| one + after.saturating_sub(alone);
     let mut senders = a.tally.senders.clone();
     senders.extend(&o.tally.senders);
     senders.sort_unstable();
@@ -283,6 +280,12 @@ fn continued(a: &OpenState, b: &OpenState, o: &OpenState) -> OpenState {
         below_since: o.below_since,
         pending: o.pending.clone(),
     }
+}
+
+/// A count of one run at the head's end (`one`) with what the part's own run counted after it
+/// (`after` at the end, `alone` at the head's end).
+fn more(one: u64, alone: u64, after: u64) -> u64 {
+    one + after.saturating_sub(alone)
 }
 
 /// A head event of a report.

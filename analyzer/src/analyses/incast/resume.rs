@@ -12,11 +12,13 @@ impl Incast {
     }
 
     /// Every destination's state at `at` (no record after it: its window is moved on to then),
-    /// those with anything to carry, in address order.
+    /// those with anything to carry, in address order (one with an empty window and no open
+    /// episode has nothing to carry later either: it is not copied).
     pub fn states(&self, at: u64) -> Vec<(Addr, DestState)> {
         let mut out: Vec<(Addr, DestState)> = self
             .dests
             .iter()
+            .filter(|(_, d)| !d.window.is_empty() || d.open.ep.is_some())
             .filter_map(|(a, d)| {
                 let mut d = d.clone();
                 d.advance(at, self.window_ns, self.min_senders, &mut self.listed_room.clone());

@@ -2,6 +2,8 @@
 //! in time needs to give the episodes at a cut as one run does
 //! (`analyses::incast::edge`, `report::incast_stitch`).
 
+use std::collections::BTreeMap;
+
 use crate::analyses::incast::edge::{DestState, Event, OpenState, TallyState};
 use crate::analyses::incast::{Addr, Episode as Counted, Incast as Counting};
 use crate::model::{
@@ -29,19 +31,15 @@ pub fn section(i: &Counting, frames: &[u64], end: u64, speed: u64) -> Incast {
         .collect();
     let edge = i.edges.as_ref().map(|heads| {
         let until = heads.until_ns.unwrap_or(end);
-        let mut dests: Vec<Addr> = heads.heads.keys().copied().collect();
-        let states = i.states(end);
-        dests.extend(states.iter().map(|(d, _)| *d));
-        dests.sort_unstable();
-        dests.dedup();
-        let dests = dests
-            .into_iter()
-            .map(|d| {
-                let state = states.iter().find(|(a, _)| *a == d).map(|(_, s)| s);
-                let head = heads.heads.get(&d).map(Vec::as_slice).unwrap_or_default();
-                edge_dest(d, head, state, frames)
-            })
-            .collect();
+        // Each destination with a head or a state at the end, in address order.
+        let mut by_dst: BTreeMap<Addr, (&[Event], Option<DestState>)> = BTreeMap::new();
+        for (d, head) in &heads.heads {
+            by_dst.entry(*d).or_default().0 = head;
+        }
+        for (d, state) in i.states(end) {
+            by_dst.entry(d).or_default().1 = Some(state);
+        }
+        let dests = by_dst.into_iter().map(|(d, (head, state))| edge_dest(d, head, state.as_ref(), frames)).collect();
         IncastEdge {
             until_ns: until,
             end_ns: end,
@@ -101,19 +99,23 @@ fn edge_dest(dst: Addr, head: &[Event], state: Option<&DestState>, frames: &[u64
         senders: t.senders.iter().map(|s| ip(*s)).collect(),
         capped: t.capped,
     };
-    IncastEdgeDest {
-        dst: ip(dst),
-        head: head.iter().map(|e| IncastHeadEvent(e.ts_ns, e.src.map(ip), e.len, e.ce as u8)).collect(),
-        window: state.iter().flat_map(|s| &s.window).map(|&(ts, src, len)| IncastWindowed(ts, ip(src), len)).collect(),
-        open: state.and_then(|s| s.open.as_ref()).map(|o| IncastOpen {
+    let open = state.and_then(|s| s.open.as_ref()).map(|o| {
+        let (pfc_frames, pfc_after) = pfc(o);
+        IncastOpen {
             start_ns: o.start_ns,
             peak_senders: o.peak_senders,
             peak_window_bytes: o.peak_window_bytes,
             tally: tally(&o.tally),
             below_since: o.below_since,
             pending: tally(&o.pending),
-            pfc_frames: pfc(o).0,
-            pfc_after: pfc(o).1,
-        }),
+            pfc_frames,
+            pfc_after,
+        }
+    });
+    IncastEdgeDest {
+        dst: ip(dst),
+        head: head.iter().map(|e| IncastHeadEvent(e.ts_ns, e.src.map(ip), e.len, e.ce as u8)).collect(),
+        window: state.iter().flat_map(|s| &s.window).map(|&(ts, src, len)| IncastWindowed(ts, ip(src), len)).collect(),
+        open,
     }
 }

@@ -9,7 +9,8 @@
 //! each cut, but for the cuts stated by hand where the reports cannot tell (the merge says so),
 //! and their RTT samples: the RTT of every flow and of the whole is one run's, requests waiting
 //! at a cut paired with the ACKs after it from the edges (else the merge says
-//! `rtt_not_stitched`: a repeat after the cut, an ambiguous pairing), the capture's own loss
+//! `rtt_not_stitched`: an ambiguous pairing; a request sent again after the cut keeps its
+//! first time, Karn, replayed from the part's first AckReq requests), the capture's own loss
 //! (PSNs skipped before a cut that an ACK after it covers, from the edges' open gaps; else
 //! `capture_loss_not_stitched`), the findings of each flow's PSNs, NAKs and RTT (computed again
 //! over the merged flows: one per flow, as one run gives them), of CE marks and CNPs (over the
@@ -147,6 +148,10 @@ const TRANSPORT: [&str; 9] = [
 /// part starts with more repeated PSNs than an edge's head holds.
 const NOT_STITCHED: [(&str, usize); 4] = [("qp_mtus.pcap", 2), ("qp_mtus.pcap", 3), ("rnr.pcap", 2), ("spray.pcap", 3)];
 
+/// The merges whose RTT the reports cannot stitch, stated by hand (see the assertion).
+const RTT_NOT_STITCHED: [(&str, usize); 4] =
+    [("qp_mtus.pcap", 2), ("qp_mtus.pcap", 3), ("rtt_cm.pcap", 2), ("rtt_cm.pcap", 3)];
+
 /// The RTT of the whole and of each flow.
 fn rtt(r: &Value) -> Value {
     let flows = r["flows"].as_array().unwrap().iter().map(|f| json!([f["src"], f["dst"], f["dst_qp"], f["rtt_ns"]]));
@@ -279,7 +284,7 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     let (mut loss_told, mut findings_whole, mut feedback_whole) = (0, 0, 0);
     let (mut marking_whole, mut audit_whole, mut dcqcn_whole, mut dcqcn_stitched) = (0, 0, 0, 0);
     let (mut pfc_whole, mut lb_findings, mut steady_whole, mut messages_whole) = (0, 0, 0, 0);
-    let (mut messages_joined, mut tail_whole, mut incast_stitched) = (0, 0, 0);
+    let (mut messages_joined, mut tail_whole, mut incast_stitched, mut rtt_said) = (0, 0, 0, Vec::new());
     let mut not_stitched = Vec::new();
     for f in fixtures::all().into_iter().filter(|f| f.frames.len() >= 3 && !matched_within(f)) {
         let whole = analyse(dir.path(), &f, &format!("{}.whole", f.name), &[]);
@@ -329,7 +334,9 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
             }
             // A request waiting at a cut is answered after it: the merge pairs them from the
             // edges (one run's RTT), or says why it cannot.
-            if !codes.contains(&"rtt_not_stitched") {
+            if codes.contains(&"rtt_not_stitched") {
+                rtt_said.push((f.name, parts));
+            } else {
                 assert_json_eq(&rtt(&merged), &rtt(&whole), &format!("{what}: RTT"));
                 rtt_whole += u64::from(whole["rtt_ns"]["samples"].as_u64().unwrap() > 0);
                 let sum = |k: &str| alone.iter().map(|r| r["rtt_ns"][k].as_u64().unwrap()).sum::<u64>();
@@ -369,6 +376,11 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
                         m["tail"] = Value::Null;
                         if said("UC transfer times are each report's") {
                             m["transfers"]["uc_transfer_ns"] = Value::Null;
+                        }
+                        // Requests sent again just after a cut count as new payload in the
+                        // report after it (its steadiness), which the note says.
+                        if said("the steadiness of") {
+                            m["steadiness"] = Value::Null;
                         }
                         m
                     };
@@ -462,8 +474,14 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     assert_eq!(not_stitched, NOT_STITCHED, "merges that said psn_not_stitched");
     assert!(stitched_anomalies >= 10, "merges whose cut met a PSN gap or repeat: {stitched_anomalies}");
     assert!(rtt_whole >= 8, "merges with RTT samples, one run's RTT: {rtt_whole}");
-    // 8 when this was written: requests answered, and ACKs paired, across a cut.
-    assert!(rtt_stitched >= 8, "merges whose RTT was stitched across a cut: {rtt_stitched}");
+    // 14 when this was written: requests answered, and ACKs paired, across a cut, also where
+    // the part after sent a waiting request again (8 before those were replayed, Karn).
+    assert!(rtt_stitched >= 13, "merges whose RTT was stitched across a cut: {rtt_stitched}");
+    // What the reports cannot tell, by hand: rtt_cm.pcap's ACK flows are paired by the CM
+    // exchange in one run, which a part after the cut did not see (its ACKs are ambiguous or
+    // unpaired there); qp_mtus.pcap's READ RESPONSEs after a cut answer a READ before it, whose
+    // PSNs pair their flow in one run and not in the part after (unpaired there, one ambiguous).
+    assert_eq!(rtt_said, RTT_NOT_STITCHED, "merges that said rtt_not_stitched");
     assert!(loss_told >= 1, "merges whose capture loss was told by ACKs after a cut: {loss_told}");
     assert!(findings_whole >= 30, "merges with one run's transport findings: {findings_whole}");
     assert!(feedback_whole >= 15, "merges with one run's CE/CNP findings: {feedback_whole}");

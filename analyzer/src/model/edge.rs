@@ -113,6 +113,9 @@ pub struct EdgeMarking {
 /// ACKs an ACK flow's edge keeps, at most.
 pub const ACK_HEAD: usize = 16;
 
+/// AckReq requests a request flow's edge keeps from its start, at most.
+pub const REQUEST_HEAD: usize = 16;
+
 /// Waiting requests a request flow's edge lists, at most (an RNIC has far fewer outstanding).
 pub const EDGE_WAITING: usize = 1024;
 
@@ -151,6 +154,14 @@ pub struct EdgeRtt {
     /// The flow that carried this flow's ACKs, once paired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ack_flow: Option<super::FlowRef>,
+    /// The flow's first requests with AckReq as `[psn, time]` (at most [`REQUEST_HEAD`]): one
+    /// that repeats a request waiting at the cut before keeps that one's time in one run (Karn),
+    /// which `merge` replays.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<[u64; 2]>,
+    /// The flow sent more requests with AckReq than `requests` lists.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requests_cut: bool,
 }
 
 fn is_zero32(n: &u32) -> bool {

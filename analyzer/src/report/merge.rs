@@ -721,7 +721,11 @@ impl Merger {
     /// (of the whole, or of a flow: `rtt_lost`) could not be merged.
     fn rtt_section(&self, st: &Stitched) -> (RttSummary, bool) {
         let (mut rtt, totals_merged) = Self::merged_rtt(&self.rtt_reports);
-        if totals_merged && let Some(mut all) = super::rtt_merge::overall(self.parts.values().flatten()) {
+        if totals_merged
+            && let Some(mut all) = super::rtt_merge::overall(
+                self.parts.iter().flat_map(|(k, ps)| ps.iter().map(move |p| (p, st.rtt.flows.get(k)))),
+            )
+        {
             for fix in st.rtt.flows.values() {
                 fix.extra.iter().for_each(|v| all.push(*v));
             }

@@ -73,6 +73,9 @@ pub struct Partly {
     pub tail: TailOf,
     /// The UC transfer times are each report's (several reports had UC transfers).
     pub uc: bool,
+    /// Flows whose steadiness across a cut may not be one run's: requests sent again just
+    /// after it (counted as new payload there), a first frame the stitch could not place.
+    pub steady: u64,
 }
 
 /// Whose a merged tail is.
@@ -141,8 +144,10 @@ pub fn merge(sections: &[(u64, u64, Messages)], whole: Option<Whole>) -> Option<
     m.tail = tail(&all);
     // Reports in series with their edges: one run's steadiness (else each report's).
     let spans: Vec<(u64, u64, &Messages)> = sections.iter().map(|(s, e, m)| (*s, *e, m)).collect();
-    if let Some((steadiness, _)) = super::steady_stitch::stitch(&spans) {
+    let mut doubts = 0;
+    if let Some((steadiness, unplaced)) = super::steady_stitch::stitch(&spans) {
         m.steadiness = steadiness;
+        doubts = unplaced;
     }
     m.edge = None;
     m.flows.sort_by(|a, b| a.flow.cmp(&b.flow));
@@ -150,13 +155,13 @@ pub fn merge(sections: &[(u64, u64, Messages)], whole: Option<Whole>) -> Option<
     let tail = all.iter().any(|r| r.tail.examined > 0 || r.tail.messages > 0 || !r.tail.thresholds.is_empty());
     let Some(w) = whole else {
         let tail = if tail { TailOf::Reports } else { TailOf::Run };
-        return Some((m, Some(Partly { joined: false, untold: 0, tail, uc })));
+        return Some((m, Some(Partly { joined: false, untold: 0, tail, uc, steady: doubts })));
     };
     // One run has a tail threshold for every class with a completion, which the parts' tails
     // may not (a part whose messages all completed in the next has none): the merge explains
     // the joined messages' tail again, or says why not ([`super::tail_merge`]).
     let tail = if tail || !w.all.is_empty() { TailOf::Reports } else { TailOf::Run };
-    let partly = Partly { joined: true, untold: w.untold, tail, uc };
+    let partly = Partly { joined: true, untold: w.untold, tail, uc, steady: doubts + w.resent };
     set_whole(&mut m, w);
     Some((m, partly.any().then_some(partly)))
 }
@@ -219,7 +224,7 @@ fn tail(all: &[&Messages]) -> Tail {
 impl Partly {
     /// Whether anything stayed each report's.
     pub fn any(&self) -> bool {
-        self.untold > 0 || self.tail != TailOf::Run || self.uc
+        self.untold > 0 || self.tail != TailOf::Run || self.uc || self.steady > 0
     }
 }
 
@@ -269,6 +274,13 @@ pub fn note(p: Partly) -> Note {
                 .into(),
         ),
         TailOf::Run => {}
+    }
+    if p.joined && p.steady > 0 {
+        parts.push(format!(
+            "the steadiness of {} flow(s) at a cut may not be one run's: requests sent again just after the cut, \
+             which the report after it counted as new payload, or a first frame it could not place",
+            p.steady
+        ));
     }
     parts.push(
         "the steadiness is one run's for reports in series made with --edges (but for PSNs sent again just after \

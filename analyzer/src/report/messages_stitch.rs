@@ -49,6 +49,9 @@ pub struct Whole {
     pub abandoned: u64,
     /// Flows whose messages at a cut the reports do not tell.
     pub untold: u64,
+    /// Flows whose first requests after a cut repeated PSNs sent before it: their report
+    /// counted that payload as new in its goodput per window (the steadiness), one run does not.
+    pub resent: u64,
     /// Every completed message (its flow, completion time, the message), in the order one run
     /// completes them: what the tail is made of.
     pub done: Vec<(FlowKey, u64, EdgeMessage)>,
@@ -241,6 +244,7 @@ impl<'a> Walk<'a> {
                     }));
                     joined.extend(c.joined);
                     self.whole.abandoned += c.abandoned;
+                    self.whole.resent += u64::from(c.resent);
                     if let (Some(i), Some((j, m))) = (here.index, c.continued) {
                         continued.insert((i, j), Some(m));
                     }
@@ -396,6 +400,8 @@ struct Carried {
     abandoned: u64,
     /// The report's held messages of the flow made of repeated requests (their indices).
     repeated: Vec<usize>,
+    /// The flow's first requests in the report repeated PSNs sent before the cut.
+    resent: bool,
 }
 
 /// The messages `msgs` a flow held at a cut, through the next report `e` (`here`: what it says
@@ -408,6 +414,7 @@ fn carry(mut msgs: Vec<(EdgeMessage, bool)>, here: &Here, e: &MessagesEdge) -> R
         left: Vec::new(),
         abandoned: 0,
         repeated: Vec::new(),
+        resent: false,
     };
     let open = msgs.last().filter(|(_, open)| *open).map(|(m, _)| *m);
     if open.is_some() {
@@ -479,6 +486,7 @@ fn requests_here(
             return Err(Untold);
         }
         repeated(next, i, e, out)?;
+        out.resent = true;
         return Ok(None);
     }
     if open.is_none()

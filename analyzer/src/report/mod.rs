@@ -31,6 +31,7 @@ pub mod out_dir;
 pub mod pause_merge;
 pub mod psn_stitch;
 pub mod render;
+pub mod rtt_karn;
 pub mod rtt_merge;
 pub mod rtt_stitch;
 pub mod steady_stitch;

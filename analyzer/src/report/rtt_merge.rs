@@ -20,7 +20,7 @@ use crate::model::{FlowRtt, Note, NoteCode, Percentiles, Report, RttHistogram, R
 /// else the flow's RTT as one run would report it (itself `None` when it had no requests with
 /// AckReq), its timeouts and pending requests summed.
 pub fn flow_rtt(parts: &[Part], fix: Option<&Fix>) -> Option<Option<FlowRtt>> {
-    let samples: Vec<Samples> = parts.iter().map(samples_of).collect::<Option<_>>()?;
+    let samples: Vec<Samples> = parts.iter().map(|p| samples_of(p, fix)).collect::<Option<_>>()?;
     let mut merged = Samples::merged(&samples);
     let timeouts: u64 = parts.iter().filter_map(|p| p.rtt).map(|r| r.timeouts).sum();
     let pending: u64 = parts.iter().filter_map(|p| p.rtt).map(|r| r.pending).sum();
@@ -45,9 +45,10 @@ pub fn apply_totals(rtt: &mut RttSummary, st: &Stitched) {
     rtt.unpaired_acks = rtt.unpaired_acks.saturating_sub(st.unpaired);
 }
 
-/// Every sample of every part, when each carries its edge.
-pub fn overall<'a>(parts: impl Iterator<Item = &'a Part>) -> Option<Samples> {
-    let samples: Vec<Samples> = parts.map(samples_of).collect::<Option<_>>()?;
+/// Every sample of every part, when each carries its edge (less those its flow's fix takes
+/// out; the fix's own samples are added by the caller).
+pub fn overall<'a>(parts: impl Iterator<Item = (&'a Part, Option<&'a Fix>)>) -> Option<Samples> {
+    let samples: Vec<Samples> = parts.map(|(p, fix)| samples_of(p, fix)).collect::<Option<_>>()?;
     Some(Samples::merged(&samples))
 }
 
@@ -62,9 +63,25 @@ pub fn set_percentiles(rtt: &mut RttSummary, all: &Samples) {
     rtt.percentiles = all.percentiles().unwrap_or(Percentiles { exact: true, ..Default::default() });
 }
 
-fn samples_of(p: &Part) -> Option<Samples> {
+/// A part's samples, less those `fix` takes out of it (listed: the stitch takes samples out of
+/// a part only where its edge lists every one).
+fn samples_of(p: &Part, fix: Option<&Fix>) -> Option<Samples> {
     let edge = p.edge.as_ref()?;
-    Some(edge.rtt.as_ref().map(Samples::from_edge).unwrap_or_default())
+    let Some(rtt) = edge.rtt.as_ref() else { return Some(Samples::default()) };
+    let mut out: Vec<u64> =
+        fix.map(|f| f.removed.iter().filter(|(r, _)| *r == p.report).map(|(_, v)| *v).collect()).unwrap_or_default();
+    if out.is_empty() {
+        return Some(Samples::from_edge(rtt));
+    }
+    let mut kept = rtt.clone();
+    kept.samples.retain(|v| match out.iter().position(|o| o == v) {
+        Some(i) => {
+            out.swap_remove(i);
+            false
+        }
+        None => true,
+    });
+    Some(Samples::from_edge(&kept))
 }
 
 /// Requests waiting for their ACK at the end of a report that another of the same point

@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, VecDeque};
 use analyzer_common::psn::{PSN_HALF, psn_diff};
 
 use super::psn_stitch::Part;
+use super::rtt_karn::{Counted, Untold, Waiting};
 use crate::model::FlowRef;
 use crate::model::edge::{EdgeAcks, EdgeRtt};
 
@@ -30,6 +31,9 @@ pub type FlowId = (u8, String, String, u16, u32);
 pub struct Fix {
     /// Samples of requests answered across a cut.
     pub extra: Vec<u64>,
+    /// Samples a report took that one run does not (a request sent again after a cut, timed
+    /// from its first time in one run, Karn), as (report, sample).
+    pub removed: Vec<(usize, u64)>,
     /// Timeouts and pending requests, relative to the parts' counts.
     pub timeouts: i64,
     pub pending: i64,
@@ -55,18 +59,6 @@ pub struct Span {
     pub timeout_ns: u64,
 }
 
-/// A request waiting across a cut: its PSN, its time, and whether its report counted it a
-/// timeout (else pending).
-#[derive(Debug, Clone, Copy)]
-struct Waiting {
-    psn: u32,
-    ts: u64,
-    counted_timeout: bool,
-}
-
-/// Why a flow cannot be stitched (the reports do not tell).
-struct Untold;
-
 /// The queue of requests waiting across cuts, and what replaying ACKs on it decided.
 struct Queue {
     timeout_ns: u64,
@@ -74,20 +66,36 @@ struct Queue {
     fix: Fix,
 }
 
-impl Queue {
-    /// A request decided: a sample of `rtt` (within the timeout) or a timeout.
-    fn decide(&mut self, w: Waiting, rtt: Option<u64>) {
-        match rtt.filter(|r| *r <= self.timeout_ns) {
-            Some(r) => {
-                self.fix.extra.push(r);
-                *if w.counted_timeout { &mut self.fix.timeouts } else { &mut self.fix.pending } -= 1;
-            }
-            None if !w.counted_timeout => {
-                self.fix.pending -= 1;
-                self.fix.timeouts += 1;
-            }
-            None => {}
+impl Fix {
+    /// One run decided `now` what report `report` counted `counted`.
+    pub fn settle(&mut self, report: usize, counted: Counted, now: Counted) {
+        if counted == now {
+            return;
         }
+        match counted {
+            Counted::Sample(v) => self.removed.push((report, v)),
+            Counted::Timeout => self.timeouts -= 1,
+            Counted::Pending => self.pending -= 1,
+            Counted::Nothing => {}
+        }
+        match now {
+            Counted::Sample(v) => self.extra.push(v),
+            Counted::Timeout => self.timeouts += 1,
+            Counted::Pending => self.pending += 1,
+            Counted::Nothing => {}
+        }
+    }
+}
+
+impl Queue {
+    /// A request decided: a sample of `rtt` (within the timeout) or a timeout. (A sample only
+    /// settles a pending request or a timeout: what report counted it does not matter.)
+    fn decide(&mut self, w: Waiting, rtt: Option<u64>) {
+        let now = match rtt.filter(|r| *r <= self.timeout_ns) {
+            Some(r) => Counted::Sample(r),
+            None => Counted::Timeout,
+        };
+        self.fix.settle(w.report, w.counted, now);
     }
 
     /// An ACK at `ts` for `psn`: the requests it covers, from the oldest (as `Rtt::ack`).
@@ -155,10 +163,7 @@ impl Queue {
     /// The requests still waiting at the end of the whole (`end_ns`): timeouts or pending.
     fn finish(mut self, end_ns: u64) -> Fix {
         while let Some(w) = self.waiting.pop_front() {
-            let timeout = end_ns.saturating_sub(w.ts) > self.timeout_ns;
-            if timeout != w.counted_timeout {
-                self.decide(w, None);
-            }
+            self.fix.settle(w.report, w.counted, Counted::at_end(w.ts, end_ns, self.timeout_ns));
         }
         self.fix
     }
@@ -351,22 +356,28 @@ impl Flow<'_> {
                 return Err(Untold);
             }
             let names = req.and_then(rtt_of).and_then(|r| r.ack_flow.as_ref()).is_some();
-            if req.is_some_and(|p| !q.after_waiting(p)) {
-                return Err(Untold);
-            }
+            // Requests of this part that may repeat one waiting at the cut: replayed (Karn).
+            let karn = req.filter(|p| !q.after_waiting(p));
+            let mut carried = false;
             if let Some(a) = ack.and_then(acks_of) {
                 // An inferred pair is one at the first ACK that covers a waiting request within
                 // the PSN span one run would give the request flow.
                 paired |= self.inferred && a.head.first().is_some_and(|[_, psn]| q.spans(*psn as u32));
-                let carried = paired || (names && a.unpaired == 0);
+                carried = paired || (names && a.unpaired == 0);
                 if (a.ambiguous > 0 && seen) || (!carried && (!q.waiting.is_empty() || (seen && a.unpaired > 0))) {
                     return Err(Untold);
                 }
                 if paired {
                     unpaired += a.unpaired;
                 }
-                q.acks(a)?;
+                if karn.is_none() {
+                    q.acks(a)?;
+                }
             }
+            let left = match karn {
+                Some(p) => self.karn(&mut q, p, ack, (names, carried), spans[j].end_ns)?,
+                None => None,
+            };
             paired |= names;
             seen |= req.is_some();
             if let Some(r) = req.and_then(rtt_of) {
@@ -375,13 +386,63 @@ impl Flow<'_> {
                     return Err(Untold);
                 }
                 for [psn, ts] in &r.waiting {
-                    let counted_timeout = spans[j].end_ns.saturating_sub(*ts) > timeout_ns;
-                    waiting += u64::from(!counted_timeout && !last);
-                    q.waiting.push_back(Waiting { psn: *psn as u32, ts: *ts, counted_timeout });
+                    let counted = Counted::at_end(*ts, spans[j].end_ns, timeout_ns);
+                    waiting += u64::from(counted == Counted::Pending && !last);
+                    if left.is_none() {
+                        q.waiting.push_back(Waiting { psn: *psn as u32, ts: *ts, counted, report: j });
+                    }
                 }
+            }
+            if let Some(left) = left {
+                q.waiting = left;
             }
         }
         Ok((q.finish(end_ns), unpaired, waiting))
+    }
+
+    /// Part `p`'s requests replayed on the requests waiting at the cut before it, with its ACK
+    /// flow's part (`names`: the part paired them; `carried`: one run applies its ACKs here);
+    /// what one run still waits for after it, when that is not the part's own waiting list.
+    fn karn(
+        &self,
+        q: &mut Queue,
+        p: &Part,
+        ack: Option<&Part>,
+        (names, carried): (bool, bool),
+        end_ns: u64,
+    ) -> Result<super::rtt_karn::Left, Untold> {
+        let r = rtt_of(p);
+        let a = ack.and_then(acks_of);
+        let heads = super::rtt_karn::PartHeads {
+            report: p.report,
+            requests: r.map(|r| r.requests.as_slice()).unwrap_or_default(),
+            requests_cut: r.is_some_and(|r| r.requests_cut),
+            acks: a.map(|a| a.head.as_slice()).unwrap_or_default(),
+            acks_complete: a.is_none_or(|a| a.complete),
+            unpaired_first: match (a, names) {
+                (Some(a), true) => (a.unpaired + a.ambiguous) as usize,
+                (Some(a), false) => a.head.len(),
+                (None, _) => 0,
+            },
+            carried,
+            end_ns,
+            waiting: r.map(|r| r.waiting.as_slice()).unwrap_or_default(),
+        };
+        // The part's own samples must be listed to take one out.
+        let exact = r.is_none_or(|r| r.buckets.is_empty());
+        let fix = &mut q.fix;
+        let mut removes = false;
+        let left = super::rtt_karn::replay(&q.waiting, &heads, q.timeout_ns, &mut |report, counted, now| {
+            removes |= matches!(counted, Counted::Sample(_)) && counted != now;
+            fix.settle(report, counted, now);
+        })?;
+        if removes && !exact {
+            return Err(Untold);
+        }
+        if left.is_none() {
+            q.waiting.clear();
+        }
+        Ok(left)
     }
 }
 
@@ -441,6 +502,32 @@ mod tests {
         // Samples 600 and 500; the two pending became samples; the timeout stays one.
         assert_eq!((fix.extra.clone(), fix.pending, fix.timeouts), (vec![600, 500], -2, 0));
         assert_eq!((s.unpaired, s.waiting), (2, 2));
+    }
+
+    /// Request 7 waits at the cut (9 600, pending); the part after sends it again at 10 100
+    /// and its ACK comes at 10 400 (the part alone: a sample of 300). One run keeps the first
+    /// time (Karn): a sample of 800 instead, and the pending request decided.
+    #[test]
+    fn a_request_sent_again_after_the_cut_keeps_its_first_time() {
+        let mut parts = BTreeMap::new();
+        let mut first = part(0, edge(Some(waiting(&[[7, 9600]], true)), None));
+        first.rtt = Some(crate::model::FlowRtt { percentiles: Default::default(), timeouts: 0, pending: 1 });
+        let again =
+            EdgeRtt { samples: vec![300], min: 300, max: 300, requests: vec![[7, 10_100]], ..waiting(&[], true) };
+        // Its head: the WRITE ONLY with PSN 7 again.
+        let head = vec![crate::model::edge::HeadFrame([0x0A, 7, 0, 0, 0, 0])];
+        parts.insert(id(7), vec![first, part(1, FlowEdge { head, ..edge(Some(again), None) })]);
+        let head = acks(&[[10_400, 7]], true, 0);
+        parts.insert(ack_key(), vec![part(0, edge(None, None)), part(1, edge(None, Some(head)))]);
+        let s = stitch(&Pairing::of(&parts), &spans(&[(0, 10_000), (10_050, 20_000)]));
+        let fix = &s.flows[&id(7)];
+        assert_eq!(
+            (fix.extra.clone(), fix.removed.clone(), fix.pending, fix.timeouts),
+            (vec![800], vec![(1, 300)], -1, 0)
+        );
+        let rtt = super::super::rtt_merge::flow_rtt(&parts[&id(7)], Some(fix)).unwrap().unwrap();
+        let p = &rtt.percentiles;
+        assert_eq!((p.samples, p.min, p.max, rtt.pending), (1, 800, 800, 0));
     }
 
     /// A request that no ACK after the cut answers: pending at the end of the whole when it is

@@ -154,8 +154,13 @@ impl Rtt {
                 stats.timeouts += 1;
             }
         }
-        if r.ack_req() && f.wait(r.psn, r.ts_ns) {
-            self.pending_evicted += 1;
+        if r.ack_req() {
+            if let Some(e) = &mut self.edges {
+                e.request(key, r.ts_ns, r.psn);
+            }
+            if f.wait(r.psn, r.ts_ns) {
+                self.pending_evicted += 1;
+            }
         }
     }
 

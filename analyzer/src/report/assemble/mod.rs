@@ -243,19 +243,20 @@ fn edge_marking(run: &Pipeline, m: &crate::analyses::ecn::FlowMarking) -> crate:
     }
 }
 
-/// A request flow's RTT edge: its samples, its requests waiting at the end, its ACK flow
-/// (none for a flow with none of them).
+/// A request flow's RTT edge: its samples, its requests waiting at the end, its ACK flow, its
+/// first AckReq requests (none for a flow with none of them).
 fn rtt_edge(run: &Pipeline, k: &FlowKey) -> Option<crate::model::edge::EdgeRtt> {
     let rtt = &run.analyses.rtt;
     let f = rtt.flows.get(k);
     let (waiting, waiting_cut) = rtt.waiting_list(&run.analyses.flows, k);
     let ack_flow = f.and_then(|f| f.ack_flow).map(|a| crate::model::flow_ref(&a));
     let samples = f.map(|f| &f.samples).filter(|s| !s.is_empty());
-    if samples.is_none() && waiting.is_empty() && ack_flow.is_none() {
+    let (requests, requests_cut) = rtt.edges.as_ref().and_then(|e| e.requests(k)).cloned().unwrap_or_default();
+    if samples.is_none() && waiting.is_empty() && ack_flow.is_none() && requests.is_empty() {
         return None;
     }
     let e = samples.map(|s| s.to_edge()).unwrap_or_default();
-    Some(crate::model::edge::EdgeRtt { waiting, waiting_cut, ack_flow, ..e })
+    Some(crate::model::edge::EdgeRtt { waiting, waiting_cut, ack_flow, requests, requests_cut, ..e })
 }
 
 /// The report's CE/CNP pairs, in key order, one at a time.

@@ -81,6 +81,22 @@ impl Marks {
         (0..9).filter(|p| counts(priority, *p)).filter_map(|p| first_in(&self.runs[p], from, t)).min()
     }
 
+    /// `--edges`: per priority (and [`UNKNOWN`]) the first run of marks, and the runs that end
+    /// at or after `from` (an onset after a cut asks the runs before it within its window), as
+    /// `[priority, first, last]`; none when runs were dropped (the first is not known).
+    pub fn edge(&self, from: u64) -> Option<crate::model::MarksEdge> {
+        if self.runs_dropped > 0 {
+            return None;
+        }
+        let (mut head, mut tail) = (Vec::new(), Vec::new());
+        for (p, q) in self.runs.iter().enumerate() {
+            head.extend(q.front().map(|r| [p as u64, r.0, r.1]));
+            let at = q.partition_point(|r| r.1 < from);
+            tail.extend(q.range(at..).map(|r| [p as u64, r.0, r.1]));
+        }
+        Some(crate::model::MarksEdge { head, tail })
+    }
+
     /// The same over the host pairs `on_path` accepts (kept with a topology only: None
     /// without).
     pub fn first_before_on(
@@ -103,7 +119,7 @@ impl Marks {
 }
 
 /// Whether marks of priority `p` count before a pause of `priority`.
-fn counts(priority: u8, p: usize) -> bool {
+pub fn counts(priority: u8, p: usize) -> bool {
     priority as usize >= 8 || p == priority as usize || p == UNKNOWN
 }
 
@@ -139,6 +155,20 @@ mod tests {
 
     fn data(ts: u64, pcp: u8, ce: bool) -> Record {
         Record { ts_ns: ts, opcode: 0x07, pcp, ecn: if ce { 3 } else { 2 }, ip_version: 4, ..Default::default() }
+    }
+
+    /// The edge: each priority's first run, and the runs ending at or after `from`.
+    #[test]
+    fn the_marks_near_the_ends() {
+        let mut m = Marks::new(BTreeMap::new(), false);
+        for (t, pcp) in [(100, 3), (600, 3), (5_000, 3), (7_000, 3), (6_500, 5)] {
+            m.observe(&data(t, pcp, true));
+        }
+        let e = m.edge(5_500).unwrap();
+        assert_eq!(e.head, vec![[3, 100, 600], [5, 6_500, 6_500]]);
+        assert_eq!(e.tail, vec![[3, 7_000, 7_000], [5, 6_500, 6_500]]);
+        m.runs_dropped = 1;
+        assert_eq!(m.edge(0), None, "the first run is not known");
     }
 
     #[test]

@@ -34,6 +34,22 @@ pub struct PfcEdge {
     /// Data frames whose priority the report could not tell (they count as data for every
     /// priority's onsets).
     pub unknown_priority_data_frames: u64,
+    /// The CE marks near the report's ends, for the onsets of the report after a cut in time
+    /// (none: the report dropped runs of marks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<MarksEdge>,
+}
+
+/// `pfc.edge.marks`: runs of CE marks on data (marks at most 1 µs apart are one run) as
+/// `[priority, first, last]` (priority 8: unknown). An onset just after a cut asks the runs
+/// before it within `--ecn-lead`, which the report before the cut held; a run at the end of one
+/// report and one at the start of the next within 1 µs are one run in one run over both.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarksEdge {
+    /// Each priority's first run.
+    pub head: Vec<[u64; 3]>,
+    /// Each priority's runs that end within `--ecn-lead` and 1 µs of the report's end.
+    pub tail: Vec<[u64; 3]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -178,13 +178,21 @@ fn interval(parts: &[Part], pacing: &[CnpPacing]) -> CnpInterval {
 /// One report's view of a PFC sender's onsets (`pfc.senders[].ecn_lead`), with its start.
 pub type LeadPart = (u64, Option<EcnLead>);
 
-/// ECN before PFC of a sender several reports of one capture cut in time saw: its onsets are
-/// the starts of its merged paused intervals (a pause across a cut is one), each judged as
-/// its report judged it — exact unless the window before it (and a run of marks) reaches back
-/// past its report's start into an earlier report (`first_start`: the earliest report's),
-/// whose marks that report did not see. None when some report has no edge, the intervals are
-/// not complete, or an onset is not known.
-pub fn lead(parts: &[LeadPart], intervals: &[[u64; 2]], first_start: u64) -> Option<EcnLead> {
+/// ECN before PFC of a sender of `priority` several reports of one capture cut in time saw:
+/// its onsets are the starts of its merged paused intervals (a pause across a cut is one), each
+/// judged as its report judged it — but where the window before it (and a run of marks)
+/// reaches back past its report's start into an earlier report (`first_start`: the
+/// earliest report's), whose marks that report did not see: those are judged again over the
+/// marks the reports carried near their ends ([`super::lead_stitch`], `marks`: the reports in
+/// time order, none when they overlap). None when some report has no edge, the intervals are
+/// not complete, an onset is not known, or the marks before one are not.
+pub fn lead(
+    parts: &[LeadPart],
+    intervals: &[[u64; 2]],
+    first_start: u64,
+    marks: Option<&[super::lead_stitch::Sight]>,
+    priority: u8,
+) -> Option<EcnLead> {
     let mut known: BTreeMap<u64, (u64, Option<u64>)> = BTreeMap::new();
     let mut base: Option<&EcnLead> = None;
     for (start, l) in parts {
@@ -200,7 +208,12 @@ pub fn lead(parts: &[LeadPart], intervals: &[[u64; 2]], first_start: u64) -> Opt
     for [t, _] in intervals {
         let (start, lead) = known.get(t)?;
         if *start > first_start && t.saturating_sub(*start) < reach {
-            return None;
+            // Marks only on the flows through the paused link (a topology): not carried.
+            let marks = marks.filter(|_| base.link.is_none())?;
+            let own = lead.map(|l| t - l);
+            let first = super::lead_stitch::first_mark(marks, *start, *t, base.window_ns, priority, own)?;
+            leads.extend(first.map(|m| t - m));
+            continue;
         }
         leads.extend(*lead);
     }
@@ -321,14 +334,29 @@ mod tests {
         let one = (0, onsets(vec![(500, Some(40)), (1900, None)]));
         let two = (2000, onsets(vec![(2000, None), (5000, Some(10)), (9000, None)]));
         let intervals = [[500, 600], [1900, 2200], [5000, 5100], [9000, 9100]];
-        let l = lead(&[one.clone(), two.clone()], &intervals, 0).unwrap();
+        let l = lead(&[one.clone(), two.clone()], &intervals, 0, None, 3).unwrap();
         assert_eq!((l.onsets, l.preceded, l.lead_ns_p50, l.edge), (4, 2, Some(10), None));
         // An onset of part 2 within the window and a run gap of its start: its marks before
-        // may be part 1's.
+        // may be part 1's; without their marks it cannot be judged.
         let early = (2000, onsets(vec![(2500, Some(10))]));
-        assert_eq!(lead(&[one.clone(), early], &[[500, 600], [1900, 2200], [2500, 2600]], 0), None);
+        let three = [[500, 600], [1900, 2200], [2500, 2600]];
+        assert_eq!(lead(&[one.clone(), early.clone()], &three, 0, None, 3), None);
+        // With them: part 1's marks ran 1000..1100 (priority 3), part 2's from 2490 (1390
+        // later: another run); the window of the onset at 2500 starts at 2400: its first mark is
+        // 2490 as part 2 found (part 1's run ended before the window). Had part 2's run begun at
+        // 2050 (within a run's gap: joined with part 1's), the window's start: 2400, a lead of
+        // 100 (the median of 40 and 100: 40).
+        let m1 = MarksEdge { head: vec![[3, 450, 460]], tail: vec![[3, 1000, 1100]] };
+        let m2 = MarksEdge { head: vec![[3, 2490, 2495]], tail: vec![[3, 2490, 2495]] };
+        let sights: [super::super::lead_stitch::Sight; 2] = [(0, Some(&m1)), (2000, Some(&m2))];
+        let l = lead(&[one.clone(), early.clone()], &three, 0, Some(&sights), 3).unwrap();
+        assert_eq!((l.onsets, l.preceded, l.lead_ns_p50), (3, 2, Some(10)));
+        let m2 = MarksEdge { head: vec![[3, 2050, 2495]], tail: vec![[3, 2050, 2495]] };
+        let sights: [super::super::lead_stitch::Sight; 2] = [(0, Some(&m1)), (2000, Some(&m2))];
+        let l = lead(&[one.clone(), early], &three, 0, Some(&sights), 3).unwrap();
+        assert_eq!((l.preceded, l.lead_ns_p50), (2, Some(40)));
         // A report without edges cannot be judged.
         let bare = (2000, Some(EcnLead { edge: None, ..onsets(vec![(5000, None)]).unwrap() }));
-        assert_eq!(lead(&[one, bare], &[[500, 600], [1900, 2200], [5000, 5100]], 0), None);
+        assert_eq!(lead(&[one, bare], &[[500, 600], [1900, 2200], [5000, 5100]], 0, None, 3), None);
     }
 }

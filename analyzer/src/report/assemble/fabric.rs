@@ -60,8 +60,18 @@ pub fn pfc(run: &Pipeline) -> Pfc {
         edge: edges.then(|| PfcEdge {
             rate_max: a.config.pfc_rate_max,
             unknown_priority_data_frames: a.marks.data_frames[crate::analyses::ecn_lead::UNKNOWN],
+            marks: marks_edge(run),
         }),
     }
+}
+
+/// The CE marks near the run's ends for `merge` across cuts: the runs an onset of the next
+/// capture within `--ecn-lead` of its start can ask (or join with a run of its own).
+fn marks_edge(run: &Pipeline) -> Option<crate::model::MarksEdge> {
+    let a = &run.analyses;
+    let reach = a.config.ecn_lead_ns + crate::analyses::ecn_lead::RUN_GAP_NS;
+    let end = run.engine.last_ns.unwrap_or(0);
+    a.marks.edge(end.saturating_sub(reach))
 }
 
 /// A PFC sender's pause onsets and the CE marks on its priority's data before them.

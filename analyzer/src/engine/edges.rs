@@ -10,6 +10,8 @@ use crate::model::edge::{FlowEdge, HEAD, HeadFrame};
 #[derive(Debug, Clone, Default)]
 pub struct Head {
     pub frames: Vec<HeadFrame>,
+    /// Each frame's time.
+    pub times: Vec<u64>,
     /// The state after the last frame of `frames`, once it holds [`HEAD`].
     pub after: Option<PsnSeq>,
     /// A frame came after the head.
@@ -23,8 +25,8 @@ pub struct Heads {
 }
 
 impl Heads {
-    /// A RoCE frame of flow `i`, whose PSN state is `seq` after it.
-    pub fn observe(&mut self, i: usize, s: &PacketSummary, seq: &PsnSeq) {
+    /// A RoCE frame of flow `i` at `ts`, whose PSN state is `seq` after it.
+    pub fn observe(&mut self, i: usize, ts: u64, s: &PacketSummary, seq: &PsnSeq) {
         if self.heads.len() <= i {
             self.heads.resize_with(i + 1, Head::default);
         }
@@ -34,6 +36,7 @@ impl Heads {
             return;
         }
         h.frames.push(frame_of(s));
+        h.times.push(ts);
         if h.frames.len() == HEAD {
             h.after = Some(*seq);
         }
@@ -49,6 +52,8 @@ impl Heads {
 pub fn edge(head: Option<&Head>, end: PsnSeq) -> FlowEdge {
     FlowEdge {
         head: head.map(|h| h.frames.clone()).unwrap_or_default(),
+        head_ns: head.map(|h| h.times.clone()).unwrap_or_default(),
+        late: Vec::new(),
         complete: !head.is_some_and(|h| h.more),
         after_head: head.and_then(|h| h.after).unwrap_or(end),
         end,

@@ -303,7 +303,7 @@ impl Engine {
                     // As the XDP program does, with the same function.
                     psn::account(&mut stats.psn, s, &mut self.notes);
                     if let Some(h) = self.heads.as_mut() {
-                        h.observe(i, s, &stats.psn.seq);
+                        h.observe(i, meta.ts_ns, s, &stats.psn.seq);
                     }
                 }
                 if let Some(before) = before

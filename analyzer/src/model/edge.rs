@@ -55,6 +55,10 @@ pub struct SeqJson {
 pub struct FlowEdge {
     /// The flow's first RoCE frames (at most [`HEAD`]).
     pub head: Vec<HeadFrame>,
+    /// Their times: a request after a cut fills a gap one run had open there unless an ACK
+    /// before it told the gap apart (`report::lb_stitch`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub head_ns: Vec<u64>,
     /// Whether `head` is every RoCE frame of the flow in this capture.
     pub complete: bool,
     /// The state after `head`.
@@ -86,6 +90,11 @@ pub struct FlowEdge {
     /// tells one run they were delivered and missed by the capture (`capture.loss`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gaps: Vec<[u32; 3]>,
+    /// A request flow's late arrivals (load balancing's reorder density) as `[displacement,
+    /// arrivals]`, ascending: `merge` of captures cut in time gives each flow's median and
+    /// largest displacement over every part, and corrects those a cut changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late: Vec<[u64; 2]>,
     /// The flow's data packets and CNPs as the audit's marking findings count them: `merge` of
     /// captures cut in time adds them and finds what one run finds.
     #[serde(default, skip_serializing_if = "Option::is_none")]

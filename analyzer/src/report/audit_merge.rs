@@ -34,6 +34,35 @@ fn peers(parts: &BTreeMap<FlowId, Vec<Part>>) -> BTreeMap<FlowId, FlowId> {
     m
 }
 
+/// AETHs of one kind each merged flow's receiver sent back: on its paired ACK flow when the
+/// reports paired them, else on every flow from its destination to its source (as a run reads
+/// them, `assemble::audit::reverse_aeth`).
+pub struct Back {
+    peers: BTreeMap<FlowId, FlowId>,
+    aeths: BTreeMap<FlowId, [u64; aeth::COUNT]>,
+    /// AETHs per (IP version, source, destination), over the flows that carried any.
+    hosts: BTreeMap<(u8, String, String), [u64; aeth::COUNT]>,
+}
+
+impl Back {
+    pub fn of(flows: &[Flow], parts: &BTreeMap<FlowId, Vec<Part>>) -> Back {
+        let mut hosts: BTreeMap<(u8, String, String), [u64; aeth::COUNT]> = BTreeMap::new();
+        for f in flows.iter().filter(|f| f.naks.values.iter().any(|n| *n > 0)) {
+            let e = hosts.entry((f.ip_version, f.src.clone(), f.dst.clone())).or_default();
+            e.iter_mut().zip(f.naks.values).for_each(|(t, v)| *t += v);
+        }
+        Back { peers: peers(parts), aeths: flows.iter().map(|f| (id_of(f), f.naks.values)).collect(), hosts }
+    }
+
+    /// The AETHs of `kind` back to `f`'s sender.
+    pub fn get(&self, f: &Flow, kind: usize) -> u64 {
+        match self.peers.get(&id_of(f)) {
+            Some(peer) => self.aeths.get(peer).map_or(0, |a| a[kind]),
+            None => self.hosts.get(&(f.ip_version, f.dst.clone(), f.src.clone())).map_or(0, |a| a[kind]),
+        }
+    }
+}
+
 /// The interval a report's `cnp_interval` names.
 fn interval_of(i: &CnpInterval) -> Interval {
     match i.source.as_str() {
@@ -153,18 +182,8 @@ pub fn recompute(
     cnp_timeout_ns: Option<u64>,
     pfc_edges: &[Option<PfcEdge>],
 ) {
-    let peers = peers(parts);
-    let aeths: BTreeMap<FlowId, [u64; aeth::COUNT]> = report.flows.iter().map(|f| (id_of(f), f.naks.values)).collect();
-    // AETHs per (source, destination), over the flows that carried any.
-    let mut hosts: BTreeMap<(u8, &str, &str), [u64; aeth::COUNT]> = BTreeMap::new();
-    for f in report.flows.iter().filter(|f| f.naks.values.iter().any(|n| *n > 0)) {
-        let e = hosts.entry((f.ip_version, &f.src, &f.dst)).or_default();
-        e.iter_mut().zip(f.naks.values).for_each(|(t, v)| *t += v);
-    }
-    let back = |f: &Flow, kind: usize| match peers.get(&id_of(f)) {
-        Some(peer) => aeths.get(peer).map_or(0, |a| a[kind]),
-        None => hosts.get(&(f.ip_version, f.dst.as_str(), f.src.as_str())).map_or(0, |a| a[kind]),
-    };
+    let b = Back::of(&report.flows, parts);
+    let back = |f: &Flow, kind: usize| b.get(f, kind);
     let facts = report.flows.iter().map(|f| FlowFacts {
         flow: f.flow_ref(),
         count: f.psn.sequence.values,

@@ -5,16 +5,72 @@
 //! each of two). On uplinks a flow's paths are the uplinks among the labels of all its reports.
 //! Late arrivals are added per flow and over all; a flow's median displacement is kept where
 //! its reports agree (the lower median of a union of sets with one lower median is that
-//! median). Where a sprayed flow was not listed by every report that saw it (past a report's
-//! listed flows, or spread there by nothing), or its reports' medians differ, or a request after
-//! a cut in time may have arrived late into a gap one run had open at the cut
-//! (`psn_stitch::Correction::late_told`), the merge says so (`load_balancing_not_merged`).
+//! median). A flow whose late arrivals a cut changed ([`super::lb_stitch`]) is counted from its
+//! parts' edges (`flows[].edge.late`) with the replay's correction, its median one run's. Where a
+//! sprayed flow was not listed by every report that saw it (past a report's listed flows, or
+//! spread there by nothing), or its reports' medians differ, or a request after a cut in time may
+//! have arrived late into a gap one run had open at the cut and the replay cannot tell, the merge
+//! says so (`load_balancing_not_merged`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use analyzer_common::psn::count;
+use analyzer_common::psn::{aeth, count};
 
+use super::lb_stitch::Late;
+use super::psn_stitch::Part;
+use super::rtt_stitch::FlowId;
+use crate::analyses::messages::reorder::p50_max;
 use crate::model::*;
+
+/// Flows whose late arrivals a cut changed ([`super::lb_stitch`]): each one's late arrivals
+/// by displacement over all its parts as one run counts them (its parts' edges, corrected), with
+/// the PSN-sequence NAKs its receiver sent back; the displacements one run adds to and takes
+/// from the parts' density; and whether every correction found what it takes away.
+#[derive(Debug, Default)]
+pub struct Fixed {
+    flows: BTreeMap<FlowRef, (BTreeMap<u32, u64>, u64)>,
+    add: Vec<u32>,
+    sub: Vec<u32>,
+    whole: bool,
+}
+
+impl Fixed {
+    pub fn of(late: &BTreeMap<FlowId, Late>, parts: &BTreeMap<FlowId, Vec<Part>>, flows: &[Flow]) -> Fixed {
+        let back = super::audit_merge::Back::of(flows, parts);
+        let mut fixed = Fixed { whole: true, ..Fixed::default() };
+        for f in flows {
+            let id = super::rtt_stitch::id_of(f);
+            let (Some(l), Some(ps)) = (late.get(&id), parts.get(&id)) else { continue };
+            let mut density: BTreeMap<u32, u64> = BTreeMap::new();
+            for [d, n] in ps.iter().filter_map(|p| p.edge.as_ref()).flat_map(|e| &e.late) {
+                *density.entry(*d as u32).or_default() += n;
+            }
+            fixed.whole &= take(&mut density, &l.sub);
+            l.add.iter().for_each(|d| *density.entry(*d).or_default() += 1);
+            fixed.add.extend(&l.add);
+            fixed.sub.extend(&l.sub);
+            fixed.flows.insert(f.flow_ref(), (density, back.get(f, aeth::PSN_SEQUENCE_ERROR)));
+        }
+        fixed
+    }
+}
+
+/// `density` less one arrival at each of `sub`; false when one is not there.
+fn take(density: &mut BTreeMap<u32, u64>, sub: &[u32]) -> bool {
+    let mut all = true;
+    for d in sub {
+        match density.get_mut(d) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                if *n == 0 {
+                    density.remove(d);
+                }
+            }
+            _ => all = false,
+        }
+    }
+    all
+}
 
 /// The merged section (none without request flows), and whether it is one run's. `flows` and
 /// `ecmp` are the merged report's (the uplinks are the labels ECMP observed, as a run takes
@@ -24,11 +80,12 @@ pub fn merge(
     flows: &[Flow],
     ecmp: &Ecmp,
     seen: &dyn Fn(&Flow) -> usize,
+    fixed: &Fixed,
 ) -> Option<(LoadBalancing, bool)> {
     let uplinks: BTreeSet<&str> = ecmp.observed.iter().flat_map(|o| o.by_label.keys().map(String::as_str)).collect();
     let basis = if uplinks.len() >= 2 { LbBasis::Uplinks } else { LbBasis::Reordering };
     let mut density: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut whole = sections.iter().all(|s| s.sprayed_omitted == 0);
+    let mut whole = fixed.whole && sections.iter().all(|s| s.sprayed_omitted == 0);
     let mut listed: BTreeMap<&FlowRef, (SprayedFlow, usize)> = BTreeMap::new();
     for s in sections {
         for b in &s.reorder.density {
@@ -41,6 +98,9 @@ pub fn merge(
             whole &= join(m, f);
         }
     }
+    // Late arrivals a cut changed, as one run counts them.
+    whole &= take(&mut density, &fixed.sub);
+    fixed.add.iter().for_each(|d| *density.entry(*d).or_default() += 1);
     let (mut total, mut packets) = (0, 0);
     let mut sprayed: Vec<SprayedFlow> = Vec::new();
     for f in flows.iter().filter(|f| f.psn.sequence[count::REQUESTS] >= 2) {
@@ -49,23 +109,22 @@ pub fn merge(
         let flow = f.flow_ref();
         let paths = (basis == LbBasis::Uplinks)
             .then(|| f.labels.iter().filter(|l| uplinks.contains(l.as_str())).count() as u32);
-        let entry = listed.remove(&flow);
-        let spread = paths.map_or_else(|| entry.as_ref().is_some_and(|(e, _)| e.reordered > 0), |n| n >= 2);
+        let (entry, told) = entry_of(&flow, &mut listed, fixed, seen(f));
+        let spread = paths.map_or_else(|| entry.as_ref().is_some_and(|e| e.reordered > 0), |n| n >= 2);
         if !spread {
             continue;
         }
-        // Every report that saw it listed it: its late arrivals and NAKs are all here.
-        whole &= entry.as_ref().is_some_and(|(_, n)| *n == seen(f));
+        whole &= told;
         let base = SprayedFlow {
+            psn_sequence_naks: fixed.flows.get(&flow).map_or(0, |(_, naks)| *naks),
             flow,
             uplinks: None,
             requests,
             reordered: 0,
             displacement_p50: None,
             displacement_max: None,
-            psn_sequence_naks: 0,
         };
-        sprayed.push(SprayedFlow { uplinks: paths, requests, ..entry.map_or(base, |(e, _)| e) });
+        sprayed.push(SprayedFlow { uplinks: paths, requests, ..entry.unwrap_or(base) });
     }
     if total == 0 {
         return None;
@@ -86,6 +145,42 @@ pub fn merge(
         sprayed_omitted: omitted,
     };
     Some((section, whole))
+}
+
+/// A flow's listing (none: no report listed it, or it had no late arrival) and whether it is
+/// all of the flow's: from its parts' edges where a cut changed its late arrivals, else from the
+/// reports' listings (`seen`: how many reports saw it).
+fn entry_of(
+    flow: &FlowRef,
+    listed: &mut BTreeMap<&FlowRef, (SprayedFlow, usize)>,
+    fixed: &Fixed,
+    seen: usize,
+) -> (Option<SprayedFlow>, bool) {
+    let entry = listed.remove(flow);
+    match fixed.flows.get(flow) {
+        // Over every part's edge: listed or not, all its late arrivals are here.
+        Some(fix) => (refixed(flow, fix), true),
+        // Every report that saw it listed it: its late arrivals and NAKs are all here.
+        None => {
+            let told = entry.as_ref().is_some_and(|(_, n)| *n == seen);
+            (entry.map(|(e, _)| e), told)
+        }
+    }
+}
+
+/// A flow's listing from its late arrivals over all its parts (`fix`: by displacement, and the
+/// NAKs back); none without late arrivals.
+fn refixed(flow: &FlowRef, (density, naks): &(BTreeMap<u32, u64>, u64)) -> Option<SprayedFlow> {
+    let (p50, max) = p50_max(density)?;
+    Some(SprayedFlow {
+        flow: flow.clone(),
+        uplinks: None,
+        requests: 0,
+        reordered: density.values().sum(),
+        displacement_p50: Some(p50),
+        displacement_max: Some(max),
+        psn_sequence_naks: *naks,
+    })
 }
 
 /// Adds one report's listing of a flow to the merged one; false when their medians differ.
@@ -112,7 +207,8 @@ pub fn note(listed: bool, irregular: u64, report: &Report) -> Option<Note> {
         why.push(format!(
             "{irregular} flows have a request after a cut in time that may have arrived late into a gap one run \
              had open at the cut (a repeat at the cut, or a request the part counted behind its own next PSN after \
-             a gap): one run counts it late, neither part did"
+             a gap), which the reports cannot replay (a READ, a NAK on the ACK flow, first frames that end too \
+             soon, no frame times): one run may count it late where neither part did, or the other way round"
         ));
     }
     if !listed {

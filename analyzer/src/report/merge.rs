@@ -192,8 +192,12 @@ struct Stitched {
     unstitched: u64,
     /// Some flow's RTT percentiles could not be merged.
     rtt_lost: bool,
-    /// Flows that met a gap or repeat of PSNs at a cut.
+    /// Flows whose late arrivals at a cut the reports cannot tell (`lb_stitch`).
     irregular: u64,
+    /// Flows whose late arrivals a cut may change, to replay (`lb_stitch`) …
+    late_pending: Vec<FlowId>,
+    /// … and what one run counts otherwise than their parts.
+    late: BTreeMap<FlowId, super::lb_stitch::Late>,
     /// Flows with PSNs skipped before or at a cut that no ACK there showed delivered.
     loss_open: u64,
     /// Requests answered across cuts (`rtt_stitch`).
@@ -696,7 +700,11 @@ impl Merger {
             let c = flow_key(flow).and_then(|k| super::psn_stitch::stitch(&k, parts));
             // A request after a cut that may have arrived late into a gap one run had open there
             // (or a flow the reports cannot tell).
-            st.irregular += u64::from(c.as_ref().is_none_or(|c| !c.late_told));
+            match &c {
+                Some(c) if c.late_told => {}
+                Some(_) => st.late_pending.push(key.clone()),
+                None => st.irregular += 1,
+            }
             // PSNs skipped before a cut (or at it) that an ACK after it may show delivered, and
             // the ACKs after it could not tell apart (`loss_stitch`).
             let skipped_at_cut =
@@ -712,6 +720,15 @@ impl Merger {
                 st.tell_loss(flow, n);
             }
             st.unstitched += u64::from(!c.is_some_and(|c| apply(flow, &c)));
+        }
+        // Late arrivals a cut may change, replayed over the parts (sorted in time now).
+        let pairing = super::rtt_stitch::Pairing::of(&self.parts);
+        for id in std::mem::take(&mut st.late_pending) {
+            match super::lb_stitch::of(&pairing, &id) {
+                Ok(l) if l.add.is_empty() && l.sub.is_empty() => {}
+                Ok(l) => _ = st.late.insert(id, l),
+                Err(_) => st.irregular += 1,
+            }
         }
         st
     }
@@ -844,7 +861,7 @@ impl Merger {
         report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
         report.visibility.extend(self.carried);
         unmerged.note(&mut report, trees_not_merged, rtt_not_merged);
-        load_balancing_of(&self.load_balancing, &self.parts, st.irregular, &mut report);
+        load_balancing_of(&self.load_balancing, &self.parts, (st.irregular, &st.late), &mut report);
         judge_leads(&mut report, &self.leads, &self.spans, &self.pfc_edges);
         if super::rtt_stitch::in_series(&rtt_spans(&self.spans, &self.rtt_reports)).is_some() {
             super::audit_merge::recompute(&mut report, &self.parts, self.cnp_timeout, &self.pfc_edges);
@@ -861,16 +878,17 @@ fn rtt_spans(spans: &[(u64, u64)], rtt: &[RttSummary]) -> Vec<super::rtt_stitch:
 }
 
 /// `load_balancing` over the merged flows (`report.flows`), with its note when it may not be
-/// one run's (`irregular` flows met a gap or repeat of PSNs at a cut).
+/// one run's (`irregular` flows met a gap or repeat of PSNs at a cut that `lb_stitch` could not replay; `late`: what it replayed).
 fn load_balancing_of(
     sections: &[LoadBalancing],
     parts: &BTreeMap<FlowId, Vec<super::psn_stitch::Part>>,
-    irregular: u64,
+    (irregular, late): (u64, &BTreeMap<FlowId, super::lb_stitch::Late>),
     report: &mut Report,
 ) {
     let seen = |f: &Flow| parts.get(&super::rtt_stitch::id_of(f)).map_or(1, Vec::len);
     let sections: Vec<&LoadBalancing> = sections.iter().collect();
-    let merged = super::load_balancing_merge::merge(&sections, &report.flows, &report.ecmp, &seen);
+    let fixed = super::load_balancing_merge::Fixed::of(late, parts, &report.flows);
+    let merged = super::load_balancing_merge::merge(&sections, &report.flows, &report.ecmp, &seen, &fixed);
     let whole = merged.as_ref().is_none_or(|(_, w)| *w);
     report.load_balancing = merged.map(|(s, _)| s);
     report.visibility.extend(super::load_balancing_merge::note(whole, irregular, report));

@@ -21,6 +21,7 @@ pub mod export;
 pub mod gates;
 pub mod incast_merge;
 pub mod incast_stitch;
+pub mod lb_stitch;
 pub mod lead_stitch;
 pub mod load_balancing_merge;
 pub mod loss_stitch;

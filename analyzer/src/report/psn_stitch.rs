@@ -236,7 +236,7 @@ mod tests {
             (s.opcode, s.psn, s.src_ip, s.dst_ip) = (SEND_ONLY, p, k.src, k.dst);
             s.ext = analyzer_common::opcode::headers(SEND_ONLY);
             psn::account(&mut st, &s, &mut notes);
-            heads.observe(0, &s, &st.seq);
+            heads.observe(0, 0, &s, &st.seq);
         }
         let edge = crate::engine::edges::edge(heads.get(0), st.seq);
         let (repeats, out_of_sequence) = (st.count[count::DUPLICATES], st.count[count::OUT_OF_SEQUENCE]);

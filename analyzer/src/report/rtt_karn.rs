@@ -43,7 +43,7 @@ impl Counted {
 }
 
 /// Why a flow cannot be stitched (the reports do not tell).
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Untold;
 
 /// A request in a replay's queue: its PSN, its time, its index in the part's head (`None`: it

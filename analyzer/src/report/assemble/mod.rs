@@ -223,6 +223,14 @@ fn flow_edge(
         acks: run.analyses.rtt.edges.as_ref().and_then(|e| e.get(k)).cloned(),
         gaps: run.analyses.flows.get(k).and_then(|f| f.messages.as_ref()).map(|m| m.open_gaps()).unwrap_or_default(),
         marking: run.analyses.flows.get(k).and_then(|f| f.marking.as_ref()).map(|m| edge_marking(run, m)),
+        late: run
+            .analyses
+            .messages
+            .reorder
+            .flows
+            .get(k)
+            .map(|r| r.sorted().into_iter().map(|(d, n)| [d as u64, n]).collect())
+            .unwrap_or_default(),
         ..crate::engine::edges::edge(head, s.psn.seq)
     })
 }

@@ -86,6 +86,9 @@ struct Here<'e> {
     first_request: Option<(u32, u8)>,
     acks: Option<(&'e [[u64; 2]], bool)>,
     own: Vec<(EdgeMessage, bool)>,
+    /// Its first request fills a gap the report before left open: a late arrival, new payload
+    /// in one run too (not sent again).
+    late_first: bool,
 }
 
 struct Untold;
@@ -292,7 +295,12 @@ impl<'a> Walk<'a> {
                 None => (&[][..], true),
             }
         });
-        Here { index, first_request, acks, own: Vec::new() }
+        let at = parts.iter().position(|p| p.report == report);
+        let before = at.and_then(|i| i.checked_sub(1)).and_then(|i| parts[i].edge.as_ref());
+        let fills =
+            |psn: u32, e: &crate::model::edge::FlowEdge| e.gaps.iter().any(|g| g[2] == 0 && psn_diff(g[0], psn) < g[1]);
+        let late_first = first_request.zip(before).is_some_and(|((psn, _), e)| fills(psn, e));
+        Here { index, first_request, acks, own: Vec::new(), late_first }
     }
 
     /// A completed message with its numbers as one run gives them.
@@ -486,7 +494,7 @@ fn requests_here(
             return Err(Untold);
         }
         repeated(next, i, e, out)?;
-        out.resent = true;
+        out.resent = !here.late_first;
         return Ok(None);
     }
     if open.is_none()

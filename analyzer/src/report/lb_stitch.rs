@@ -19,7 +19,7 @@ use analyzer_common::opcode;
 use analyzer_common::psn::{PSN_HALF, PSN_MASK, psn_diff};
 
 use super::psn_stitch::Part;
-use super::rtt_karn::Untold;
+use super::rtt_karn::{Untold, in_time_order};
 use super::rtt_stitch::{FlowId, Pairing, acks_of};
 use crate::analyses::messages::kept::MAX_GAPS;
 
@@ -213,7 +213,7 @@ fn replay(
                 // As the RTT analysis pairs by PSN: within the flow's PSNs so far.
                 let within = |first: u32| {
                     let last = one.next.map_or(first, |n| n.wrapping_sub(1) & PSN_MASK);
-                    psn_diff(first, psn) <= psn_diff(first, last).saturating_add(crate::analyses::rtt::READ_SLACK)
+                    crate::analyses::rtt::within_span(first, last, psn)
                 };
                 *paired |= inferred.is_some_and(within);
                 if *paired {
@@ -261,13 +261,7 @@ fn events(a: &After) -> Result<(Vec<(u64, Event)>, u64), Untold> {
             known = h.head.last().map_or(0, |[ts, _]| *ts);
         }
     }
-    all.sort_by_key(|(ts, e)| (*ts, matches!(e, Event::Ack(..))));
-    let tie = all
-        .windows(2)
-        .any(|w| w[0].0 == w[1].0 && matches!(w[0].1, Event::Request(_)) != matches!(w[1].1, Event::Request(_)));
-    if tie {
-        return Err(Untold);
-    }
+    in_time_order(&mut all, |e| matches!(e, Event::Ack(..)))?;
     Ok((all, known))
 }
 

@@ -862,8 +862,9 @@ impl Merger {
         report.visibility.extend(self.carried);
         unmerged.note(&mut report, trees_not_merged, rtt_not_merged);
         load_balancing_of(&self.load_balancing, &self.parts, (st.irregular, &st.late), &mut report);
-        judge_leads(&mut report, &self.leads, &self.spans, &self.pfc_edges);
-        if super::rtt_stitch::in_series(&rtt_spans(&self.spans, &self.rtt_reports)).is_some() {
+        let series = super::rtt_stitch::in_series(&rtt_spans(&self.spans, &self.rtt_reports));
+        judge_leads(&mut report, &self.leads, (&self.spans, series.as_deref()), &self.pfc_edges);
+        if series.is_some() {
             super::audit_merge::recompute(&mut report, &self.parts, self.cnp_timeout, &self.pfc_edges);
         }
         super::dcqcn_stitch::set_findings(&mut report, dcqcn.stitched.map(|s| s.0));
@@ -1127,21 +1128,19 @@ fn merged_tail(
 }
 
 /// PFC senders several reports saw: their onsets judged over all ([`super::ecn_merge::lead`],
-/// with the marks the reports carried near their ends when they follow each other in time: each
-/// report's `spans` and `edges`), null where they cannot be, and said.
+/// with the marks the reports carried near their ends (`edges`) when they follow each other in
+/// time: `series`, their order), null where they cannot be, and said.
 fn judge_leads(
     report: &mut Report,
     leads: &BTreeMap<(String, u8), Vec<super::ecn_merge::LeadPart>>,
-    spans: &[(u64, u64)],
+    (spans, series): (&[(u64, u64)], Option<&[usize]>),
     edges: &[Option<PfcEdge>],
 ) {
     let first = spans.iter().map(|s| s.0).min().unwrap_or(0);
-    let mut order: Vec<usize> = (0..spans.len()).collect();
-    order.sort_by_key(|i| spans[*i]);
-    let in_series = order.windows(2).all(|w| spans[w[0]].1 <= spans[w[1]].0);
-    let sights: Vec<super::lead_stitch::Sight> =
-        order.iter().map(|i| (spans[*i].0, edges.get(*i).and_then(|e| e.as_ref()?.marks.as_ref()))).collect();
-    let marks = in_series.then_some(sights.as_slice());
+    let sights: Option<Vec<super::lead_stitch::Sight>> = series.map(|order| {
+        order.iter().map(|i| (spans[*i].0, edges.get(*i).and_then(|e| e.as_ref()?.marks.as_ref()))).collect()
+    });
+    let marks = sights.as_deref();
     let mut unjudged = 0;
     for s in &mut report.pfc.senders {
         if let Some(l) = s.ecn_lead.as_mut() {

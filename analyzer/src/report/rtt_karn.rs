@@ -222,15 +222,19 @@ fn events(p: &PartHeads) -> Result<Vec<(u64, Event)>, Untold> {
     let requests = p.requests.iter().enumerate().map(|(i, [psn, ts])| (*ts, Event::Request(i, *psn as u32)));
     let acks = p.acks.iter().enumerate().map(|(i, [ts, psn])| (*ts, Event::Ack(*psn as u32, i >= p.unpaired_first)));
     let mut all: Vec<(u64, Event)> = requests.chain(acks).filter(|(ts, _)| *ts < horizon).collect();
-    // Stable: each head keeps its order.
-    all.sort_by_key(|(ts, e)| (*ts, matches!(e, Event::Ack(..))));
-    let tie = all
-        .windows(2)
-        .any(|w| w[0].0 == w[1].0 && matches!(w[0].1, Event::Request(..)) != matches!(w[1].1, Event::Request(..)));
-    if tie {
-        return Err(Untold);
-    }
+    in_time_order(&mut all, |e| matches!(e, Event::Ack(..)))?;
     Ok(all)
+}
+
+/// A part's requests and ACKs (`is_ack`), each head in its order, sorted by time (stable: each
+/// head keeps its order); `Untold` when a request and an ACK share a time (the reports do not
+/// keep which came first).
+pub fn in_time_order<E>(all: &mut [(u64, E)], is_ack: impl Fn(&E) -> bool) -> Result<(), Untold> {
+    all.sort_by_key(|(ts, e)| (*ts, is_ack(e)));
+    match all.windows(2).any(|w| w[0].0 == w[1].0 && is_ack(&w[0].1) != is_ack(&w[1].1)) {
+        true => Err(Untold),
+        false => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -38,6 +38,13 @@ use kept::RequestFlow;
 /// PSNs an ACK may run ahead of the latest request PSN (a READ of up to 1024 PMTUs).
 pub const READ_SLACK: u32 = 1024;
 
+/// Whether an ACK for `psn` falls within the PSNs of a request flow that sent `first` to
+/// `last` (and [`READ_SLACK`] past it): the pairing by PSN continuity (also `merge`'s, where
+/// one run pairs an ACK flow no report paired).
+pub fn within_span(first: u32, last: u32, psn: u32) -> bool {
+    psn_diff(first, psn) <= psn_diff(first, last).saturating_add(READ_SLACK)
+}
+
 /// The request flows between two hosts by their slots in the analyses' [`Flows`] (most have
 /// one or two: they live in the map's entry), under the hash of the two addresses
 /// ([`hosts_hash`]): neither the addresses nor the flows' keys are copied (200 000 host pairs
@@ -191,7 +198,7 @@ impl Rtt {
     }
 
     fn covers(f: &RequestFlow, psn: u32) -> bool {
-        psn_diff(f.first_psn, psn) <= psn_diff(f.first_psn, f.last_psn).saturating_add(READ_SLACK)
+        within_span(f.first_psn, f.last_psn, psn)
     }
 
     /// The request flow a response (an ACK, or a NAK: `count` false leaves the ACK counters

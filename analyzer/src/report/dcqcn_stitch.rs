@@ -14,11 +14,14 @@
 //! - The plots: one run keeps a series for the first flows it watches, from its watch on; the
 //!   report that first watched a flow has that series, the later ones every frame of it.
 //!
+//! - A CNP a later report left unattributed goes to the flow one run gives it (the one a report
+//!   before paired with ACKs to its QP, else the one flow between its hosts watched before),
+//!   judged on the windows around it.
+//!
 //! What one run would do otherwise is counted, not guessed (`Doubts`): a CNP near a cut whose
-//! windows a report did not keep, CNPs a later report left unattributed where one run may have
-//! known their flow or gave the one watched flow between their hosts where the whole watched
-//! several, a flow whose series the first report did not keep, and reports at their state's
-//! bounds.
+//! windows a report did not keep, CNPs a later report left unattributed where one run's pairing
+//! is not known or gave the one watched flow between their hosts where one run may not, a flow
+//! whose series the first report did not keep, and reports at their state's bounds.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -29,21 +32,44 @@ use crate::analyses::marking::{SERIES_POINTS, point};
 use crate::model::*;
 use crate::report::assemble::dcqcn::{Judged, Judging, Plotted, findings_over, flows_json, hosts, plots};
 
-/// One report's DCQCN section and its span.
+/// One report's DCQCN section, its span, and the ACK flows its RTT analysis paired.
 #[derive(Debug, Clone)]
 pub struct Part {
     pub start_ns: u64,
     pub end_ns: u64,
     pub dcqcn: Option<Dcqcn>,
+    pub acked: Vec<Acked>,
+}
+
+/// A request flow paired with the flow that carried its ACKs: (sender, receiver, the ACKs' QP
+/// (the sender's), the request flow). One run pairs a CNP to that QP with that flow.
+pub type Acked = (String, String, u32, FlowKey);
+
+impl Part {
+    /// A report's part: its span, its DCQCN section, its flows' pairings
+    /// (`flows[].edge.rtt.ack_flow`).
+    pub fn of(r: &Report) -> Part {
+        let acked = r
+            .flows
+            .iter()
+            .filter_map(|f| {
+                let ack = f.edge.as_ref()?.rtt.as_ref()?.ack_flow.as_ref()?;
+                Some((f.src.clone(), f.dst.clone(), ack.dst_qp, flow_key(f)?))
+            })
+            .collect();
+        Part { start_ns: r.capture.start_ns, end_ns: r.capture.end_ns, dcqcn: r.dcqcn.clone(), acked }
+    }
 }
 
 /// What the stitch could not make one run's (each a count; all zero: one run's).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Doubts {
-    /// CNPs near a cut judged on one report's windows (the other's were not kept).
+    /// CNPs judged on one report's windows (the other's were not kept), or not judged (a CNP
+    /// left unattributed whose windows lie inside its report).
     pub cnps: u64,
-    /// CNPs a later report left unattributed where one run may have known their flow, or
-    /// attributed by their hosts where several flows between them were watched.
+    /// CNPs a later report left unattributed where one run's pairing is not known, or
+    /// attributed by their hosts where one run may not have (several flows between them
+    /// watched, or another paired).
     pub attribution: u64,
     /// Flows one run would plot whose series the report that first watched them did not keep.
     pub plots: u64,
@@ -71,24 +97,41 @@ pub struct Stitched {
 /// one run keeps them (`analyses::dcqcn::keep_cut`).
 pub type Cuts = BTreeMap<FlowKey, VecDeque<(u64, u64)>>;
 
-/// A report in time order, with its edge.
+/// A report in time order, with its edge and its pairings.
 struct Sight<'a> {
     d: &'a Dcqcn,
     e: &'a DcqcnEdge,
+    acked: &'a [Acked],
 }
 
-/// The merged flows' first frame by (source, destination, destination QP): whether ACKs could
-/// have gone to a QP before a time (one run pairs a CNP with the flow whose ACKs go to its QP).
+/// A flow's CNP in one run's order: its report, its time, and (for one its report attributed)
+/// its sight's index in the flow's [`Sights`] and the CNP as judged there.
+type FlowCnp<'s> = (usize, u64, Option<(usize, &'s DcqcnEdgeCnp)>);
+
+/// CNPs a report left unattributed that one run gives a flow: per flow, (report, time).
+type Strays = BTreeMap<FlowKey, Vec<(usize, u64)>>;
+
+/// The first frame of the merged flows that carry ACKs, by (source, destination, destination
+/// QP): whether ACKs could have gone to a QP before a time (one run pairs a CNP with the flow
+/// whose ACKs go to its QP).
 pub type FirstFrames = BTreeMap<(String, String, u32), u64>;
 
-/// [`FirstFrames`] of the merged flows.
+/// [`FirstFrames`] of the merged flows (those with an opcode that carries an AETH: a flow of
+/// CNPs back to the sender's QP pairs nothing).
 pub fn first_frames<'f>(flows: impl Iterator<Item = &'f Flow>) -> FirstFrames {
     let mut out = FirstFrames::new();
-    for f in flows {
+    for f in flows.filter(|f| carries_acks(&f.opcodes)) {
         let e = out.entry((f.src.clone(), f.dst.clone(), f.dst_qp)).or_insert(f.first_ns);
         *e = (*e).min(f.first_ns);
     }
     out
+}
+
+/// Whether a flow's opcodes include one with an AETH (an ACK, a READ response): only those pair.
+fn carries_acks(opcodes: &CountMap) -> bool {
+    use analyzer_common::opcode::{ext, headers};
+    (0..=255u8)
+        .any(|op| headers(op) & ext::AETH != 0 && opcodes.get(crate::model::names::opcode_name_static(op)).is_some())
 }
 
 /// Stitches reports that follow each other in time, each with a DCQCN edge and the same
@@ -105,7 +148,7 @@ pub fn stitch(parts: &[Part], back: &FirstFrames) -> Option<Stitched> {
     }
     let sights: Vec<Sight> = sorted
         .iter()
-        .map(|p| p.dcqcn.as_ref().and_then(|d| Some(Sight { d, e: d.edge.as_ref()? })))
+        .map(|p| p.dcqcn.as_ref().and_then(|d| Some(Sight { d, e: d.edge.as_ref()?, acked: &p.acked })))
         .collect::<Option<_>>()?;
     let (d0, e0) = (sights[0].d, sights[0].e);
     let same = |s: &Sight| {
@@ -133,6 +176,8 @@ struct Stitcher<'a> {
     horizon: u64,
     reach: u64,
     flows: BTreeMap<FlowKey, Sights<'a>>,
+    /// The unattributed CNPs one run gives a flow ([`Stitcher::attribute`]).
+    strays: Strays,
     doubts: Doubts,
 }
 
@@ -151,11 +196,11 @@ impl<'a> Stitcher<'a> {
                 }
             }
         }
-        Stitcher { sights, judging, horizon, reach: reach(horizon), flows, doubts }
+        Stitcher { sights, judging, horizon, reach: reach(horizon), flows, strays: Strays::new(), doubts }
     }
 
     fn run(mut self, back: &FirstFrames) -> Stitched {
-        self.doubt_attribution(back);
+        self.attribute(back);
         let mut judged: Vec<Judged> = Vec::new();
         let mut series: BTreeMap<FlowKey, Plotted> = BTreeMap::new();
         // One run's series go to the first flows it watches.
@@ -172,13 +217,13 @@ impl<'a> Stitcher<'a> {
         let mut cuts = Cuts::new();
         for (k, list) in &self.flows {
             let Some(j) = list.iter().position(|(_, f)| f.watched_ns.is_some()) else { continue };
-            let (summary, unjudged, flow_cuts) = self.summary(list, j);
+            let (summary, unjudged, flow_cuts) = self.summary(k, list, j);
             near += unjudged;
             if !flow_cuts.is_empty() {
                 cuts.insert(*k, flow_cuts);
             }
             if plotted.contains(k) {
-                match self.series(list, j) {
+                match self.series(k, list, j) {
                     Some(s) => drop(series.insert(*k, s)),
                     None => unplotted += 1,
                 }
@@ -189,7 +234,8 @@ impl<'a> Stitcher<'a> {
         }
         (self.doubts.cnps, self.doubts.plots) = (near, unplotted);
         let findings = findings_over(&judged, &self.judging);
-        let unattributed = self.sights.iter().map(|s| s.d.unattributed_cnps).fold(0, u64::saturating_add);
+        let given = self.strays.values().map(|l| l.len() as u64).sum::<u64>();
+        let unattributed = self.sights.iter().map(|s| s.d.unattributed_cnps).fold(0, u64::saturating_add) - given;
         let dcqcn = (!judged.is_empty() || unattributed > 0).then(|| Dcqcn {
             rate_window_ns: self.judging.window_ns,
             horizon_ns: self.judging.horizon_ns,
@@ -202,49 +248,72 @@ impl<'a> Stitcher<'a> {
         Stitched { dcqcn, findings, doubts: self.doubts, cuts }
     }
 
-    /// CNPs a later report attributed otherwise than one run might: those it left
-    /// unattributed where one run may have known their flow (a flow back to their QP began
-    /// before them: its ACKs may pair it; or the report watched no flow between their hosts and
-    /// the reports before it watched one), and those it gave the one flow it watched between
-    /// their hosts where the reports up to it watched several.
-    fn doubt_attribution(&mut self, back: &FirstFrames) {
+    /// CNPs a later report attributed otherwise than one run would. One it left unattributed
+    /// (at time t, to sender S's QP q from receiver R) is one run's:
+    /// - the request flow S → R a report before paired with the ACK flow to q (one run keeps a
+    ///   pairing), when the reports before watched it (one alone; else doubted);
+    /// - else, when no flow carrying ACKs to q began before t (its ACKs might have paired in one
+    ///   run where the report could not: doubted), the one flow S → R the reports before watched,
+    ///   where the report watched none (one run's candidates are those); unattributed where they
+    ///   watched none or several, as in the report.
+    ///
+    /// And one it gave the one flow it watched between their hosts is doubted where the reports
+    /// up to it watched several, or one before it paired another request flow S → R.
+    fn attribute(&mut self, back: &FirstFrames) {
         let mut by_hosts: BTreeMap<(&str, &str), Vec<(usize, &FlowKey)>> = BTreeMap::new();
         for (k, list) in &self.flows {
             for (i, f) in list.iter().filter(|(_, f)| f.watched_ns.is_some()) {
                 by_hosts.entry((&f.src, &f.dst)).or_default().push((*i, k));
             }
         }
-        let watched_before = |i: usize, src: &str, dst: &str| {
+        let watched_before = |i: usize, src: &str, dst: &str| -> BTreeSet<FlowKey> {
             let list = by_hosts.get(&(src, dst)).map(Vec::as_slice).unwrap_or_default();
-            list.iter().filter(|(j, _)| *j < i).map(|(_, k)| *k).collect::<BTreeSet<_>>().len()
+            list.iter().filter(|(j, _)| *j < i).map(|(_, k)| **k).collect()
         };
+        let paired_before = |i: usize, src: &str, dst: &str, qp: Option<u32>| -> BTreeSet<FlowKey> {
+            let acked = self.sights[..i].iter().flat_map(|s| s.acked.iter());
+            acked.filter(|(s, r, q, _)| s == src && r == dst && qp.is_none_or(|qp| qp == *q)).map(|a| a.3).collect()
+        };
+        let mut strays = Strays::new();
         for (i, s) in self.sights.iter().enumerate().skip(1) {
             if s.e.unattributed_over > 0 || (s.e.unattributed.len() as u64) < s.d.unattributed_cnps {
                 self.doubts.attribution += s.d.unattributed_cnps;
                 continue;
             }
             for DcqcnStray(sender, receiver, qp, ns, several) in &s.e.unattributed {
-                let acks = back.get(&(receiver.clone(), sender.clone(), *qp)).is_some_and(|first| first < ns);
-                let one = !several && watched_before(i, sender, receiver) == 1;
-                self.doubts.attribution += u64::from(acks || one);
+                let paired = paired_before(i, sender, receiver, Some(*qp));
+                let watched = watched_before(i, sender, receiver);
+                let one_run = match paired.iter().collect::<Vec<_>>().as_slice() {
+                    [k] if watched.contains(k) => Some(Some(**k)),
+                    [_, ..] => None,
+                    [] if back.get(&(receiver.clone(), sender.clone(), *qp)).is_some_and(|first| first < ns) => None,
+                    [] => Some(watched.first().filter(|_| !several && watched.len() == 1).copied()),
+                };
+                match one_run {
+                    Some(Some(k)) => strays.entry(k).or_default().push((i, *ns)),
+                    Some(None) => {}
+                    None => self.doubts.attribution += 1,
+                }
             }
         }
-        for list in self.flows.values() {
+        for (k, list) in &self.flows {
             for (i, f) in list.iter().filter(|(i, _)| *i > 0) {
                 let n = f.cnps.iter().filter(|c| c.by_hosts()).count() as u64;
                 let watched = by_hosts.get(&(f.src.as_str(), f.dst.as_str())).map(Vec::as_slice).unwrap_or_default();
                 let up_to: BTreeSet<&FlowKey> = watched.iter().filter(|(j, _)| j <= i).map(|(_, k)| *k).collect();
-                if n > 0 && up_to.len() > 1 {
+                let other_paired = paired_before(*i, &f.src, &f.dst, None).iter().any(|p| p != k);
+                if n > 0 && (up_to.len() > 1 || other_paired) {
                     self.doubts.attribution += n;
                 }
             }
         }
+        self.strays = strays;
     }
 
     /// A flow's CNPs over all reports, in time order, as one run judges them (`j`: the sight
     /// of the report that first watched it); how many near a cut could not be judged again; its
     /// rate cuts.
-    fn summary(&self, list: &Sights, j: usize) -> (FlowSummary, u64, VecDeque<(u64, u64)>) {
+    fn summary(&self, k: &FlowKey, list: &Sights, j: usize) -> (FlowSummary, u64, VecDeque<(u64, u64)>) {
         let request = list.iter().any(|(_, f)| f.request);
         let (wn, h) = (self.judging.window_ns, self.horizon);
         let whole_watch = list[j].1.watched_ns.unwrap_or(0) / wn;
@@ -260,30 +329,49 @@ impl<'a> Stitcher<'a> {
         let pacing = self.judging.cnp_interval_ns.unwrap_or(DEFAULT_PACING_NS);
         let (mut s, mut last, mut unjudged) = (FlowSummary::default(), None::<u64>, 0);
         let mut cuts = VecDeque::new();
-        for (n, (i, f)) in list.iter().enumerate() {
-            let own_watch = f.watched_ns.map(|t| t / wn);
-            for c in &f.cnps {
-                let wc = c.ns() / wn;
-                let late_watch = !request && n > j && own_watch.is_some_and(|w| wc < w + BEFORE_WINDOWS);
-                let near_cut = self.near_cut(*i, wc) || late_watch;
-                let outcome = match near_cut {
-                    true if self.known(wc.saturating_sub(BEFORE_WINDOWS), wc + h + 1) => {
-                        judge_on(&windows, since, c.ns(), wn, h)
-                    }
-                    near => {
-                        unjudged += u64::from(near);
-                        c.2.map(|p| Outcome { cut_ratio: p as f64 / 1e6, reaction_ns: c.3, recovery_ns: c.4 })
-                    }
-                };
-                if last.is_some_and(|l| c.ns().saturating_sub(l) < pacing / 2) {
-                    s.close_cnps += 1;
+        for (i, ns, told) in self.cnps_of(k, list) {
+            let wc = ns / wn;
+            let known = || self.known(wc.saturating_sub(BEFORE_WINDOWS), wc + h + 1);
+            let outcome = match told {
+                // A CNP its report left unattributed: judged here or not at all.
+                None if known() => judge_on(&windows, since, ns, wn, h),
+                None => {
+                    unjudged += 1;
+                    None
                 }
-                last = Some(c.ns());
-                keep_cut(&mut cuts, c.ns(), outcome, self.judging.horizon_ns);
-                s.add(outcome);
+                Some((n, c)) => {
+                    let own_watch = list[n].1.watched_ns.map(|t| t / wn);
+                    let late_watch = !request && n > j && own_watch.is_some_and(|w| wc < w + BEFORE_WINDOWS);
+                    match self.near_cut(i, wc) || late_watch {
+                        true if known() => judge_on(&windows, since, ns, wn, h),
+                        near => {
+                            unjudged += u64::from(near);
+                            c.2.map(|p| Outcome { cut_ratio: p as f64 / 1e6, reaction_ns: c.3, recovery_ns: c.4 })
+                        }
+                    }
+                }
+            };
+            if last.is_some_and(|l| ns.saturating_sub(l) < pacing / 2) {
+                s.close_cnps += 1;
             }
+            last = Some(ns);
+            keep_cut(&mut cuts, ns, outcome, self.judging.horizon_ns);
+            s.add(outcome);
         }
         (s, unjudged, cuts)
+    }
+
+    /// A flow's CNPs in one run's order, the strays one run gives it among its report's own.
+    fn cnps_of<'s>(&self, k: &FlowKey, list: &'s Sights) -> Vec<FlowCnp<'s>> {
+        let mut out: Vec<_> = list
+            .iter()
+            .enumerate()
+            .flat_map(|(n, (i, f))| f.cnps.iter().map(move |c| (*i, c.ns(), Some((n, c)))))
+            .collect();
+        out.extend(self.strays.get(k).into_iter().flatten().map(|(i, ns)| (*i, *ns, None)));
+        // Stable: each report's own CNPs keep their order, a stray after one at its time.
+        out.sort_by_key(|(i, ns, _)| (*i, *ns));
+        out
     }
 
     /// Whether a CNP in window `wc` of report `i` needs windows of another report.
@@ -304,11 +392,11 @@ impl<'a> Stitcher<'a> {
 
     /// One run's series of a flow: the first watching report's, then every frame of the later
     /// ones; its CNPs' times (the first [`SERIES_POINTS`]).
-    fn series(&self, list: &Sights, j: usize) -> Option<Plotted> {
+    fn series(&self, k: &FlowKey, list: &Sights, j: usize) -> Option<Plotted> {
         let first = list[j].1.series.as_ref()?;
         let later = list[j + 1..].iter().filter_map(|(_, f)| f.all.as_ref());
         let joined = join(first, &std::iter::once(first).chain(later).collect::<Vec<_>>(), self.judging.window_ns);
-        let cnps = list.iter().flat_map(|(_, f)| f.cnps.iter().map(|c| c.ns())).take(SERIES_POINTS).collect();
+        let cnps = self.cnps_of(k, list).into_iter().map(|c| c.1).take(SERIES_POINTS).collect();
         Some((joined, cnps))
     }
 }
@@ -407,11 +495,12 @@ pub fn note(d: Doubts) -> Note {
     Note::new(
         NoteCode::DcqcnNotStitched,
         format!(
-            "DCQCN: judged across the cuts as one run would, except {} CNPs near a cut whose windows a report did \
-             not keep, {} CNPs a later report left unattributed (where one run may have known their flow: a flow \
-             back to their QP began before them, or an earlier report watched the one flow between their hosts) \
-             or gave the one flow it watched between their hosts, {} flows whose series the first report did not \
-             keep, and {} reports at their flows' bound (--max-flows)",
+            "DCQCN: judged across the cuts as one run would, except {} CNPs whose windows a report did not keep \
+             (near a cut, or left unattributed inside a report), {} CNPs a later report left unattributed where \
+             one run's pairing is not known (ACKs back to their QP that no report paired began before them, or \
+             the flow paired was not watched before) or gave the one flow it watched between their hosts where \
+             one run may not have (several watched, or another flow paired), {} flows whose series the first \
+             report did not keep, and {} reports at their flows' bound (--max-flows)",
             d.cnps, d.attribution, d.plots, d.bounded
         ),
     )
@@ -480,7 +569,8 @@ mod tests {
             edge: Some(edge),
         };
         // The cut falls within window 40: the first part's frames in its first half.
-        Part { start_ns: first * WN + u64::from(first > 0) * WN / 2, end_ns: last * WN + WN / 2 - 1, dcqcn: Some(d) }
+        let (start_ns, end_ns) = (first * WN + u64::from(first > 0) * WN / 2, last * WN + WN / 2 - 1);
+        Part { start_ns, end_ns, dcqcn: Some(d), acked: Vec::new() }
     }
 
     fn before_cut(w: u64) -> u64 {
@@ -536,26 +626,100 @@ mod tests {
         assert_eq!((f.cnps, f.reacted, f.no_rate_before), (2, 1, 1), "the first judged again, the second kept");
     }
 
-    /// A later part's unattributed CNPs, each as one run would take it: one to the sender of
-    /// the flow the first part watched (no flow watched here: one run gives it that flow), one
-    /// to a QP a flow back began to send to before it (its ACKs may pair it), one to a QP a flow
-    /// back began to send to only after it and no flow watched: unattributed in one run too.
+    /// The one flow's key in [`part`].
+    fn key(qp: u32) -> FlowKey {
+        flow_ref_key(&FlowRef { src: "10.0.0.1".into(), dst: "10.0.0.2".into(), udp_sport: 1, dst_qp: qp }).unwrap()
+    }
+
+    /// `p`'s CNPs it left unattributed: to 10.0.0.1's QP, from 10.0.0.2 unless told.
+    fn strays(p: &mut Part, list: Vec<DcqcnStray>) {
+        let d = p.dcqcn.as_mut().unwrap();
+        d.unattributed_cnps = list.len() as u64;
+        d.edge.as_mut().unwrap().unattributed = list;
+    }
+
+    fn stray(sender: &str, receiver: &str, qp: u32, ns: u64, several: bool) -> DcqcnStray {
+        DcqcnStray(sender.into(), receiver.into(), qp, ns, several)
+    }
+
+    /// A CNP at 425 µs, just after the cut, that the second part left unattributed: it watched
+    /// no flow from 10.0.0.1 to 10.0.0.2 yet, and no ACKs went to QP 3. One run watched the
+    /// flow since the first part, and gives it the CNP by its hosts; it judges it as in
+    /// [`cnps_near_a_cut_are_judged_on_the_windows_around_it`]: cut from 8 000 to 5 000
+    /// (0.625), reacted in 5 µs, back in 35 µs.
     #[test]
-    fn a_later_part_s_unattributed_cnps_are_doubted_where_one_run_may_know_their_flow() {
-        let a = part(0, 40, &before_cut, Some(5_000), Vec::new());
+    fn a_cnp_a_later_part_left_unattributed_is_one_run_s_flow_s() {
+        let a = part(0, 40, &before_cut, Some(5_000), vec![cnp(385_000, Some((1_000_000, None, None)))]);
         let mut b = part(40, 100, &after_cut, None, Vec::new());
-        let stray = |s: &str, r: &str, qp: u32| DcqcnStray(s.into(), r.into(), qp, 600_000, false);
-        let e = b.dcqcn.as_mut().unwrap();
-        e.unattributed_cnps = 3;
-        e.edge.as_mut().unwrap().unattributed =
-            vec![stray("10.0.0.1", "10.0.0.2", 9), stray("10.0.0.5", "10.0.0.2", 3), stray("10.0.0.5", "10.0.0.6", 4)];
+        strays(&mut b, vec![stray("10.0.0.1", "10.0.0.2", 3, 425_000, false)]);
+        let s = stitch(&[a, b], &FirstFrames::new()).unwrap();
+        assert_eq!(s.doubts, Doubts::default());
+        let d = s.dcqcn.unwrap();
+        assert_eq!(d.unattributed_cnps, 0);
+        let f = &d.flows[0].stats;
+        assert_eq!((f.cnps, f.reacted, f.no_rate_before, f.worst_cut_ratio), (2, 2, 0, Some(0.5)));
+        assert_eq!(d.plots[0].cnps_ns, [385_000, 425_000]);
+        assert_eq!(s.cuts[&key(7)], [(400_000, 460_000), (430_000, 460_000)]);
+    }
+
+    /// Which flow one run gives a later part's unattributed CNP. The first part watched two
+    /// flows from 10.0.0.1 to 10.0.0.2 (QPs 7 and 8): by hosts, none (unattributed, as the part
+    /// said); paired by the first part's RTT analysis (ACKs to QP 3 answered flow 7), flow 7.
+    /// Doubted: a flow carrying ACKs to the QP that began before the CNP (its ACKs may have
+    /// paired in one run where the part could not pair them).
+    #[test]
+    fn one_run_s_pairing_and_candidates_decide_a_later_part_s_unattributed_cnps() {
+        let mut a = part(0, 40, &before_cut, Some(5_000), Vec::new());
+        let e = a.dcqcn.as_mut().unwrap().edge.as_mut().unwrap();
+        let other = DcqcnEdgeFlow { dst_qp: 8, ..e.flows[0].clone() };
+        e.flows.push(other);
+        let mut b = part(40, 100, &after_cut, None, Vec::new());
+        strays(&mut b, vec![stray("10.0.0.1", "10.0.0.2", 3, 425_000, false)]);
+        let s = stitch(&[a.clone(), b.clone()], &FirstFrames::new()).unwrap();
+        assert_eq!((s.doubts, s.dcqcn.map(|d| d.unattributed_cnps)), (Doubts::default(), Some(1)));
+        a.acked = vec![("10.0.0.1".into(), "10.0.0.2".into(), 3, key(7))];
+        let s = stitch(&[a.clone(), b.clone()], &FirstFrames::new()).unwrap();
+        assert_eq!(s.doubts, Doubts::default());
+        let d = s.dcqcn.unwrap();
+        assert_eq!((d.unattributed_cnps, d.flows.len(), d.flows[0].dst_qp, d.flows[0].stats.cnps), (0, 1, 7, 1));
+        // ACKs to QP 3 before the CNP that no report paired; a stray to a QP whose ACK flow
+        // began after it, between hosts no report watched: unattributed in one run too.
+        a.acked.clear();
+        strays(
+            &mut b,
+            vec![stray("10.0.0.1", "10.0.0.2", 3, 425_000, false), stray("10.0.0.5", "10.0.0.6", 4, 425_000, false)],
+        );
         let back: FirstFrames =
-            [(("10.0.0.2".into(), "10.0.0.5".into(), 3), 100), (("10.0.0.6".into(), "10.0.0.5".into(), 4), 700_000)]
+            [(("10.0.0.2".into(), "10.0.0.1".into(), 3), 100), (("10.0.0.6".into(), "10.0.0.5".into(), 4), 700_000)]
                 .into_iter()
                 .collect();
         let s = stitch(&[a, b], &back).unwrap();
-        assert_eq!(s.doubts.attribution, 2);
-        assert_eq!(s.dcqcn.unwrap().unattributed_cnps, 3);
+        assert_eq!((s.doubts.attribution, s.dcqcn.map(|d| d.unattributed_cnps)), (1, Some(2)));
+    }
+
+    /// A later part gave a CNP the one flow it watched between the hosts (by hosts): one run
+    /// may have paired it with another flow the first part paired with its ACKs.
+    #[test]
+    fn a_cnp_given_by_hosts_after_another_flow_s_pairing_is_doubted() {
+        let mut a = part(0, 40, &before_cut, Some(5_000), Vec::new());
+        let mut b = part(40, 100, &after_cut, Some(425_000), vec![DcqcnEdgeCnp(425_000, true, None, None, None)]);
+        let s = stitch(&[a.clone(), b.clone()], &FirstFrames::new()).unwrap();
+        assert_eq!(s.doubts, Doubts::default());
+        a.acked = vec![("10.0.0.1".into(), "10.0.0.2".into(), 3, key(8))];
+        assert_eq!(stitch(&[a.clone(), b.clone()], &FirstFrames::new()).unwrap().doubts.attribution, 1);
+        // Its own pairing: the same flow either way.
+        a.acked[0].3 = key(7);
+        b.acked = a.acked.clone();
+        assert_eq!(stitch(&[a, b], &FirstFrames::new()).unwrap().doubts, Doubts::default());
+    }
+
+    /// Only flows that carry an AETH pair a CNP's QP: a flow of CNPs back to it does not.
+    #[test]
+    fn flows_back_that_pair_are_those_with_acks() {
+        let of = |names: &[&'static str]| carries_acks(&names.iter().map(|n| (*n, 1)).collect());
+        assert!(!of(&["CNP"]) && !of(&["RC_RDMA_WRITE_ONLY", "RC_SEND_ONLY"]));
+        assert!(of(&["CNP", "RC_ACKNOWLEDGE"]) && of(&["RC_RDMA_READ_RESPONSE_ONLY"]));
+        assert!(of(&["RC_ATOMIC_ACKNOWLEDGE"]) && of(&["XRC_ACKNOWLEDGE"]));
     }
 
     #[test]

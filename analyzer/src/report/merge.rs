@@ -316,8 +316,7 @@ impl Merger {
             }
         }
         self.absorb_capture(&r.capture)?;
-        let span = (r.capture.start_ns, r.capture.end_ns);
-        self.dcqcn.push(super::dcqcn_stitch::Part { start_ns: span.0, end_ns: span.1, dcqcn: r.dcqcn.clone() });
+        self.dcqcn.push(super::dcqcn_stitch::Part::of(r));
         self.messages.extend(r.messages.iter().map(|m| (r.capture.start_ns, r.capture.end_ns, m.clone())));
         self.messages_at.extend(r.messages.iter().map(|_| self.reports - 1));
         let (start_ns, end_ns, edges) = (r.capture.start_ns, r.capture.end_ns, has_edges(r));

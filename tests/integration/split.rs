@@ -11,8 +11,9 @@
 //! at a cut paired with the ACKs after it from the edges (else the merge says
 //! `rtt_not_stitched`: an ambiguous pairing; a request sent again after the cut keeps its
 //! first time, Karn, replayed from the part's first AckReq requests), the capture's own loss
-//! (PSNs skipped before a cut that an ACK after it covers, from the edges' open gaps; else
-//! `capture_loss_not_stitched`), the findings of each flow's PSNs, NAKs and RTT (computed again
+//! (PSNs skipped before a cut that an ACK after it covers, from the edges' open gaps, with the
+//! NAKs, retransmissions and late arrivals after it replayed; else `capture_loss_not_stitched`,
+//! stated by hand), the findings of each flow's PSNs, NAKs and RTT (computed again
 //! over the merged flows: one per flow, as one run gives them), of CE marks and CNPs (over the
 //! merged pairs) and of ECN capability and DSCPs (over the flows' marking counts), and the
 //! marking over
@@ -151,6 +152,10 @@ const TRANSPORT: [&str; 9] = [
 /// run took no note of the repeat, the report cannot say which came first); spray.pcap's third
 /// part starts with more repeated PSNs than an edge's head holds.
 const NOT_STITCHED: [(&str, usize); 4] = [("qp_mtus.pcap", 2), ("qp_mtus.pcap", 3), ("rnr.pcap", 2), ("spray.pcap", 3)];
+
+/// The merges whose capture loss the reports cannot tell, stated by hand: qp_mtus.pcap's READs
+/// and spray.pcap's third part, whose PSN state is not stitched either (`NOT_STITCHED`).
+const LOSS_NOT_STITCHED: [(&str, usize); 3] = [("qp_mtus.pcap", 2), ("qp_mtus.pcap", 3), ("spray.pcap", 3)];
 
 /// The merges whose RTT the reports cannot stitch, stated by hand (see the assertion).
 const RTT_NOT_STITCHED: [(&str, usize); 4] =
@@ -301,6 +306,7 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     let (mut marking_whole, mut audit_whole, mut dcqcn_whole, mut dcqcn_stitched) = (0, 0, 0, 0);
     let (mut pfc_whole, mut lb_findings, mut steady_whole, mut messages_whole) = (0, 0, 0, 0);
     let (mut messages_joined, mut tail_whole, mut incast_stitched, mut rtt_said) = (0, 0, 0, Vec::new());
+    let mut loss_said = Vec::new();
     let mut leads_near_cut = 0;
     let mut not_stitched = Vec::new();
     for f in fixtures::all().into_iter().filter(|f| f.frames.len() >= 3 && !matched_within(f)) {
@@ -445,7 +451,9 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
             }
             // PSNs skipped before a cut that an ACK after it covered: missed by the capture.
             let missed = |r: &Value| r["capture"]["loss"]["frames_missed"].as_u64().unwrap_or(0);
-            if !codes.contains(&"capture_loss_not_stitched") {
+            if codes.contains(&"capture_loss_not_stitched") {
+                loss_said.push((f.name, parts));
+            } else {
                 assert_eq!(missed(&merged), missed(&whole), "{what}: capture loss");
                 loss_told += u64::from(missed(&merged) > alone.iter().map(missed).sum());
             }
@@ -504,6 +512,9 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     // PSNs pair their flow in one run and not in the part after (unpaired there, one ambiguous).
     assert_eq!(rtt_said, RTT_NOT_STITCHED, "merges that said rtt_not_stitched");
     assert!(loss_told >= 1, "merges whose capture loss was told by ACKs after a cut: {loss_told}");
+    // 8 before NAKs, retransmissions and late arrivals after a cut were replayed (gobackn.pcap
+    // cut in 2 and 3, psn_wrap.pcap, reorder.pcap and spray_u0.pcap in 3).
+    assert_eq!(loss_said, LOSS_NOT_STITCHED, "merges that said capture_loss_not_stitched");
     assert!(findings_whole >= 30, "merges with one run's transport findings: {findings_whole}");
     assert!(feedback_whole >= 15, "merges with one run's CE/CNP findings: {feedback_whole}");
     assert!(marking_whole >= 10, "merges with one run's marking findings: {marking_whole}");
@@ -529,11 +540,11 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
     // unattributed CNPs were given their flow), 11 of them unlike the parts alone.
     assert!(dcqcn_whole >= 26, "merges whose DCQCN section is one run's: {dcqcn_whole}");
     assert!(dcqcn_stitched >= 8, "merges whose DCQCN was stitched across a cut: {dcqcn_stitched}");
-    // One run's in 64 merges and said in 6 when written (2 of them unlike one run: spray.pcap cut in 3 and qp_mtus.pcap
-    // in 2, whose PSNs are not stitched either); 8 before late arrivals at a cut were replayed (psn_wrap.pcap and
-    // reorder.pcap cut in 3: a request after the cut fills a gap left open before it), 22 before a gap at a cut alone
-    // stopped counting.
-    assert!(lb_whole >= 58 && lb_said <= 6, "load balancing one run's in {lb_whole} merges, said in {lb_said}");
+    // One run's in 65 merges and said in 5 when written (2 of them unlike one run: spray.pcap cut in 3 and qp_mtus.pcap
+    // in 2, whose PSNs are not stitched either); 6 before NAKs after a cut were replayed (gobackn.pcap cut in 3), 8
+    // before late arrivals at a cut were (psn_wrap.pcap and reorder.pcap cut in 3: a request after the cut fills a gap
+    // left open before it), 22 before a gap at a cut alone stopped counting.
+    assert!(lb_whole >= 59 && lb_said <= 5, "load balancing one run's in {lb_whole} merges, said in {lb_said}");
     // 15 sections in each merge: 1301 came back exactly when this was written (messages in half
     // of them; the others wherever no note says why not).
     assert!(sections_equal >= 1280, "sections equal to one run's: {sections_equal}");

@@ -207,8 +207,8 @@ pub fn note(listed: bool, irregular: u64, report: &Report) -> Option<Note> {
         why.push(format!(
             "{irregular} flows have a request after a cut in time that may have arrived late into a gap one run \
              had open at the cut (a repeat at the cut, or a request the part counted behind its own next PSN after \
-             a gap), which the reports cannot replay (a READ, a NAK on the ACK flow, first frames that end too \
-             soon, no frame times): one run may count it late where neither part did, or the other way round"
+             a gap), which the reports cannot replay (first frames that end too soon, events at one time whose \
+             order changes the state, no frame times): one run may count it late where neither part did, or the other way round"
         ));
     }
     if !listed {

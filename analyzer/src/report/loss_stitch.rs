@@ -2,30 +2,38 @@
 //! not told apart there are told by an ACK after it: the responder acknowledges PSN p only
 //! once every PSN up to p arrived, so a gap an ACK covers with no NAK and no retransmission was
 //! delivered, and the capture missed it (`flows[].psn.capture_missed`, `capture.loss`). With
-//! `--edges` each part lists its open gaps (`flows[].edge.gaps`) and the ACK flow its first ACKs
-//! (`flows[].edge.acks`); [`stitch`] replays those ACKs on the gaps carried across each cut, as
-//! the messages analysis does.
+//! `--edges` each part lists its open gaps (`flows[].edge.gaps`), its first requests with their
+//! times, and the ACK flow its first ACKs and NAKs; [`stitch`] replays each report after the
+//! flow's first on one run's gaps and on the part's own ([`super::gap_replay`]): a NAK or a
+//! retransmission marks a gap lost, a late arrival fills it, a request after a cut that was
+//! sent before it opens none. What one run counts missed otherwise than the parts is added and
+//! taken away.
 //!
 //! Where the parts cannot tell, the flow stays as its parts counted it and the merge says so
-//! (`capture_loss_not_stitched`): a NAK on the ACK flow after the cut (it marks a gap lost, in
-//! an order the reports do not keep), a retransmission or late arrival after the cut (a PSN of a
-//! gap sent again), more gaps than the analysis keeps, an ACK flow the reports cannot pair or
-//! whose first ACKs end before covering the gaps.
+//! (`capture_loss_not_stitched`): replays that do not meet within the heads (more requests,
+//! ACKs or NAKs than they list), a request and a response at one time, a READ, more gaps than
+//! the analysis keeps, an ACK flow the reports cannot pair while a gap is open.
 
 use std::collections::BTreeMap;
 
-use analyzer_common::psn::{PSN_HALF, PsnSeq, psn_diff};
-
+use super::gap_replay::{After, Gaps, names, replay};
 use super::psn_stitch::Part;
-use super::rtt_stitch::{FlowId, Pairing, Span, acks_of, in_series};
-use crate::analyses::messages::kept::MAX_GAPS;
+use super::rtt_karn::Untold;
+use super::rtt_stitch::{FlowId, Pairing, Span, in_series};
 
-/// Per request flow with gaps open at a cut: the PSNs one run counts missed by the capture
-/// beyond its parts' count (`Some`), or `None` when the parts cannot tell.
-pub type Told = BTreeMap<FlowId, Option<u64>>;
+/// PSNs one run counts missed by the capture beyond its parts' count, and below it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Missed {
+    pub add: u64,
+    pub sub: u64,
+}
 
-/// The flows with gaps open at a cut (`parts` by flow, `spans` by report) and what the ACKs
-/// after it tell of them.
+/// Per request flow across a cut (or with gaps open at one): what one run counts missed
+/// otherwise than its parts (`Some`), or `None` when the parts cannot tell.
+pub type Told = BTreeMap<FlowId, Option<Missed>>;
+
+/// The flows across cuts or with gaps open at one (`parts` by flow, `spans` by report) and what
+/// the reports after tell of them.
 pub fn stitch(pairing: &Pairing, spans: &[Span]) -> Told {
     let order = in_series(spans);
     let last = order.as_ref().and_then(|o| o.last().copied());
@@ -35,140 +43,102 @@ pub fn stitch(pairing: &Pairing, spans: &[Span]) -> Told {
         if !ps.iter().any(|p| Some(p.report) != last && open(p)) && ps.len() < 2 {
             continue;
         }
-        let t = match &order {
-            Some(order) => replay(order, ps, pairing.ack_of(id, ps, true).filter(|a| !a.inferred).map(|a| a.parts)),
-            None => Err(Untold),
-        };
-        match t {
-            Ok(Some(n)) => told.insert(id.clone(), Some(n)),
-            Ok(None) => None,
-            Err(Untold) => told.insert(id.clone(), None),
-        };
+        let t = order.as_deref().ok_or(Untold).and_then(|o| flow(pairing, id, ps, o));
+        told.insert(id.clone(), t.ok());
     }
     told
 }
 
-/// The gap one run opens at a cut: the PSNs from where the part before left the flow
-/// (`before`) to the first request after the cut (`after`), if it skipped any. Told only by an
-/// ACK at or past that request (an earlier one may precede the gap's opening).
-fn cut_gap(before: &PsnSeq, after: &Part) -> Result<Option<[u32; 3]>, Untold> {
-    let Some(first) = after.first_request() else { return Ok(None) };
-    let d = psn_diff(before.expected, first);
-    match (before.started, before.read_pending, d) {
-        (0, _, _) | (_, _, 0) => Ok(None),
-        // A READ's responses take PSNs the request flow does not send.
-        (_, 1.., _) => Err(Untold),
-        (_, _, d) if d < PSN_HALF => Ok(Some([before.expected, d, CUT])),
-        _ => Ok(None),
-    }
-}
-
-/// The third field of a gap opened at a cut (neither delivered nor lost yet, as `0`).
-const CUT: u32 = 2;
-
-/// Why a flow cannot be told (the parts do not keep it).
-struct Untold;
-
-/// A gap `[first, n, lost]` covered by an ACK for `psn` (a gap opened at a cut by one at or
-/// past the request after it).
-fn covered(g: &[u32; 3], psn: u32) -> bool {
-    let last = g[0].wrapping_add(g[1] - u32::from(g[2] != CUT)) & 0x00FF_FFFF;
-    psn_diff(last, psn) < PSN_HALF
-}
-
-/// The reports in `order`: each one's ACKs on the gaps carried into it, then its own open gaps
-/// carried on. Returns the PSNs told missed by the capture.
-/// (`acks`: the ACK flow's parts, `None` when the reports cannot pair it: untold if a gap
-/// crosses a cut.)
-fn replay(order: &[usize], req: &[Part], acks: Option<&[Part]>) -> Result<Option<u64>, Untold> {
-    let (mut gaps, mut paired, mut told): (Vec<[u32; 3]>, bool, u64) = (Vec::new(), false, 0);
-    let (mut before, mut carried): (Option<PsnSeq>, bool) = (None, false);
-    for &j in order {
-        let (r, a) = (Part::of(req, j), acks.and_then(|acks| Part::of(acks, j)));
-        if r.as_ref().is_some_and(|p| p.edge.is_none()) || a.as_ref().is_some_and(|p| p.edge.is_none()) {
+/// Flow `id` (its parts `ps`) over the reports in `order` from its first part on.
+fn flow(pairing: &Pairing, id: &FlowId, ps: &[Part], order: &[usize]) -> Result<Missed, Untold> {
+    let ack = pairing.ack_of(id, ps, true);
+    let acks = ack.as_ref().map_or(&[][..], |a| a.parts);
+    // One run pairs the ACK flow at its first response within the flow's PSNs, where it can.
+    let inferred = ack.as_ref().filter(|a| pairing.by_psn(id, a)).and_then(|_| ps.iter().find_map(Part::first_request));
+    let first = ps.first().ok_or(Untold)?;
+    let mut state = Gaps::at_end(first.edge.as_ref().ok_or(Untold)?)?;
+    let (mut named, mut paired, mut missed) = (names(first), false, Missed::default());
+    let at = order.iter().position(|j| *j == first.report).ok_or(Untold)?;
+    for &j in &order[at + 1..] {
+        let (part, acks_here) = (Part::of(ps, j), Part::of(acks, j));
+        if part.is_none() && acks_here.is_none() {
+            continue;
+        }
+        let a = After::new(part, acks_here, named);
+        paired |= a.carried;
+        let r = replay(state, &a, &mut paired, inferred)?;
+        // Responses the reports could not pair would have told the gaps open in a replay.
+        if ack.is_none() && r.gapped {
             return Err(Untold);
         }
-        if let (Some(b), Some(r)) = (&before, r)
-            && let Some(g) = cut_gap(b, r)?
-        {
-            gaps.push(g);
-        }
-        carried |= gaps.iter().any(|g| g[2] != 1);
-        if acks.is_none() && !gaps.is_empty() {
-            return Err(Untold);
-        }
-        let names = r.as_ref().and_then(|p| p.edge.as_ref()?.rtt.as_ref()?.ack_flow.as_ref()).is_some();
-        if !gaps.is_empty() {
-            if let Some(r) = r {
-                let head = r.edge.iter().flat_map(|e| &e.head);
-                let touches = head.clone().any(|f| gaps.iter().any(|g| psn_diff(g[0], f.0[1]) < g[1]));
-                if r.repeats > 0 || touches || gaps.len() as u64 + r.out_of_sequence > MAX_GAPS as u64 {
-                    return Err(Untold);
-                }
-            }
-            if let Some(a) = a {
-                let heads = acks_of(a);
-                let carried = paired || (names && heads.is_some_and(|h| h.unpaired == 0));
-                if a.naks > 0 || !carried {
-                    return Err(Untold);
-                }
-                for [_, psn] in heads.iter().flat_map(|h| &h.head) {
-                    gaps.retain(|g| {
-                        let hit = covered(g, *psn as u32);
-                        told += u64::from(hit && g[2] != 1) * g[1] as u64;
-                        !hit
-                    });
-                }
-                if heads.is_some_and(|h| !h.complete) && !gaps.is_empty() {
-                    return Err(Untold);
-                }
-            }
-        }
-        paired |= names;
-        if let Some(e) = r.as_ref().and_then(|p| p.edge.as_ref()) {
-            gaps.extend(e.gaps.iter().copied());
-            before = Some(e.end);
-        }
+        missed.add += r.counted.missed_add;
+        missed.sub += r.counted.missed_sub;
+        // Where one run leaves the flow: the part's own end once the replays met; else what
+        // the replay saw, when it saw every request and response of the report.
+        state = match (r.met, r.whole, part) {
+            (true, _, Some(p)) => Gaps::at_end(p.edge.as_ref().ok_or(Untold)?)?,
+            (true, _, None) | (false, true, _) => r.one,
+            (false, false, _) => return Err(Untold),
+        };
+        named |= a.names;
     }
-    Ok(carried.then_some(told))
+    Ok(missed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::FlowRef;
-    use crate::model::edge::{EdgeAcks, EdgeRtt, FlowEdge};
+    use crate::model::edge::{EdgeAcks, EdgeRtt, FlowEdge, HeadFrame};
 
-    fn part(report: usize, e: FlowEdge) -> Part {
-        Part { edge: Some(e), report, ..crate::report::psn_stitch::Part::default() }
+    const KEY: (u8, &str, &str, u16, u32) = (4, "10.0.0.1", "10.0.0.2", 1, 7);
+
+    fn key() -> FlowId {
+        (KEY.0, KEY.1.into(), KEY.2.into(), KEY.3, KEY.4)
     }
 
-    fn req(gaps: &[[u32; 3]], head: &[u32]) -> FlowEdge {
+    /// The request flow's part in `report`: WRITE ONLY requests `psns` 10 ns apart from `t0`,
+    /// ending at `next` with `gaps` open, paired with the ACK flow.
+    fn req(report: usize, psns: &[u32], t0: u64, next: u32, gaps: &[[u32; 3]]) -> Part {
         let ack_flow = Some(FlowRef { src: "10.0.0.2".into(), dst: "10.0.0.1".into(), udp_sport: 2, dst_qp: 9 });
-        let head = head.iter().map(|p| crate::model::edge::HeadFrame([0x0A, *p, 0, 0, 0, 0])).collect();
-        FlowEdge {
+        let mut e = FlowEdge {
             gaps: gaps.to_vec(),
-            head,
+            head: psns.iter().map(|p| HeadFrame([0x0A, *p, 0, 0, 0, 0])).collect(),
+            head_ns: (0..psns.len() as u64).map(|i| t0 + 10 * i).collect(),
             rtt: Some(EdgeRtt { ack_flow, ..Default::default() }),
             ..crate::engine::edges::edge(None, Default::default())
-        }
+        };
+        (e.end.started, e.end.expected) = (1, next);
+        Part { edge: Some(e), report, ..Part::default() }
     }
 
-    fn acks(psns: &[u32], complete: bool) -> FlowEdge {
-        let head = psns.iter().map(|p| [0, *p as u64]).collect();
-        let acks = Some(EdgeAcks { head, complete, unpaired: psns.len() as u64, ambiguous: 0 });
-        FlowEdge { acks, ..crate::engine::edges::edge(None, Default::default()) }
+    /// The ACK flow's part in `report`: ACKs `[time, psn]` (all of them: `complete`) and NAKs
+    /// `[time, psn]` in its head.
+    fn acks(report: usize, acks: &[[u64; 2]], complete: bool, naks: &[[u64; 2]]) -> Part {
+        let mut head: Vec<(u64, HeadFrame)> =
+            acks.iter().map(|[t, p]| (*t, HeadFrame([0x11, *p as u32, 0, 0, 0x1F, 0]))).collect();
+        head.extend(naks.iter().map(|[t, p]| (*t, HeadFrame([0x11, *p as u32, 0, 0, 0x60, 0]))));
+        head.sort_by_key(|h| h.0);
+        let e = FlowEdge {
+            acks: Some(EdgeAcks { head: acks.to_vec(), complete, unpaired: 0, ambiguous: 0 }),
+            head_ns: head.iter().map(|h| h.0).collect(),
+            head: head.into_iter().map(|h| h.1).collect(),
+            ..crate::engine::edges::edge(None, Default::default())
+        };
+        Part { edge: Some(e), report, naks: naks.len() as u64, ..Part::default() }
     }
 
-    fn flows(first: FlowEdge, second: FlowEdge, ack: FlowEdge) -> BTreeMap<FlowId, Vec<Part>> {
+    fn told(parts: Vec<Part>, ack_parts: Vec<Part>) -> Option<Missed> {
         let mut m = BTreeMap::new();
-        m.insert((4, "10.0.0.1".into(), "10.0.0.2".into(), 1, 7), vec![part(0, first), part(1, second)]);
-        m.insert((4, "10.0.0.2".into(), "10.0.0.1".into(), 2, 9), vec![part(1, ack)]);
-        m
+        m.insert(key(), parts);
+        m.insert((4, "10.0.0.2".into(), "10.0.0.1".into(), 2, 9), ack_parts);
+        let spans: Vec<Span> =
+            (0..3).map(|i| Span { start_ns: 1000 * i, end_ns: 1000 * i + 999, timeout_ns: 1 }).collect();
+        stitch(&Pairing::of(&m), &spans)[&key()]
     }
 
-    fn spans() -> Vec<Span> {
-        vec![Span { start_ns: 0, end_ns: 10, timeout_ns: 1 }, Span { start_ns: 20, end_ns: 30, timeout_ns: 1 }]
+    fn missed(add: u64, sub: u64) -> Option<Missed> {
+        Some(Missed { add, sub })
     }
 
     /// The first part skipped PSNs 5..=6 (delivered: its capture missed them) and 9 (a NAK
@@ -176,17 +146,50 @@ mod tests {
     /// ACKs: PSN 8 covers 5..=6 (2 missed), PSN 12 covers 9 (lost, not the capture's).
     #[test]
     fn acks_after_a_cut_tell_the_gaps_before_it() {
-        let key = (4, "10.0.0.1".to_string(), "10.0.0.2".to_string(), 1, 7);
-        let m = flows(req(&[[5, 2, 0], [9, 1, 1]], &[]), req(&[], &[13, 14]), acks(&[8, 12], true));
-        assert_eq!(stitch(&Pairing::of(&m), &spans())[&key], Some(2));
-        // An ACK head that ends before covering them (more ACKs came): untold.
-        let m = flows(req(&[[5, 2, 0]], &[]), req(&[], &[13]), acks(&[4], false));
-        assert_eq!(stitch(&Pairing::of(&m), &spans())[&key], None);
-        // A PSN of the gap sent again after the cut: untold (a retransmission marks it lost).
-        let m = flows(req(&[[5, 2, 0]], &[]), req(&[], &[6, 13]), acks(&[8], true));
-        assert_eq!(stitch(&Pairing::of(&m), &spans())[&key], None);
-        // No ACK after the cut covers it: told, nothing missed (still open, as in one run).
-        let m = flows(req(&[[5, 2, 0]], &[]), req(&[], &[13]), acks(&[4], true));
-        assert_eq!(stitch(&Pairing::of(&m), &spans())[&key], Some(0));
+        let first = || req(0, &[4, 7, 8, 10, 11, 12], 0, 13, &[[5, 2, 0], [9, 1, 1]]);
+        let second = req(1, &[13, 14], 1000, 15, &[]);
+        assert_eq!(
+            told(vec![first(), second.clone()], vec![acks(1, &[[1020, 8], [1030, 12]], true, &[])]),
+            missed(2, 0)
+        );
+        // An ACK head that ends before covering them (more ACKs came): not told.
+        assert_eq!(told(vec![first(), second.clone()], vec![acks(1, &[[1020, 4]], false, &[])]), None);
+        // No ACK after the cut covers them: nothing missed (still open, as in one run).
+        assert_eq!(told(vec![first(), second], vec![acks(1, &[[1020, 4]], true, &[])]), missed(0, 0));
+    }
+
+    /// Go-back-N across two cuts (gobackn.pcap cut in 3, by hand): 104 skipped before the
+    /// first cut; after it 107 108 109 and a NAK for 104 at the time of 107 (either order comes
+    /// to the same), 104 105 sent again; after the second cut the ACK for 109 covers 104: lost
+    /// (the NAK), not missed by the capture.
+    #[test]
+    fn a_nak_after_a_cut_marks_the_gap_lost() {
+        let parts = |again: &[u32]| {
+            let after: Vec<u32> = [107, 108, 109].iter().chain(again).copied().collect();
+            vec![
+                req(0, &[100, 101, 102, 103, 105, 106], 0, 107, &[[104, 1, 0]]),
+                req(1, &after, 1000, 110, &[]),
+                req(2, &[106, 107, 108, 109], 2000, 110, &[]),
+            ]
+        };
+        let nak = acks(1, &[], true, &[[1000, 104]]);
+        let ack = || acks(2, &[[2050, 109]], true, &[]);
+        assert_eq!(told(parts(&[104, 105]), vec![nak.clone(), ack()]), missed(0, 0));
+        // Without 104 sent again: lost by the NAK; without the NAK too, missed by the capture.
+        assert_eq!(told(parts(&[]), vec![nak.clone(), ack()]), missed(0, 0));
+        assert_eq!(told(parts(&[]), vec![acks(1, &[], true, &[]), ack()]), missed(1, 0));
+        // The head holds a NAK for 108 and the part counted two: the other may have named
+        // 104, after the head: not told.
+        let beyond = Part { naks: 2, ..acks(1, &[], true, &[[1000, 108]]) };
+        assert_eq!(told(parts(&[]), vec![beyond, ack()]), None);
+    }
+
+    /// The part after a cut counted missed what one run saw before it: 9 and 11 after the cut
+    /// were sent before it too (retransmissions in one run); the part alone skipped 10, which
+    /// its ACK for 11 told missed.
+    #[test]
+    fn what_the_part_counted_missed_one_run_saw_before_the_cut() {
+        let parts = vec![req(0, &[8, 9, 10, 11], 0, 12, &[]), req(1, &[9, 11], 1000, 12, &[[10, 1, 0]])];
+        assert_eq!(told(parts, vec![acks(1, &[[1050, 11]], true, &[])]), missed(0, 1));
     }
 }

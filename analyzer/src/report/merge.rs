@@ -202,15 +202,19 @@ struct Stitched {
     loss_open: u64,
     /// Requests answered across cuts (`rtt_stitch`).
     rtt: super::rtt_stitch::Stitched,
-    /// PSNs skipped before a cut that ACKs after it showed delivered (`loss_stitch`).
-    loss_told: u64,
+    /// PSNs missed by the capture that one run counts otherwise than the parts (`loss_stitch`):
+    /// skipped before a cut and shown delivered by ACKs after it, or a part's own skips that
+    /// one run saw before the cut.
+    loss_told: super::loss_stitch::Missed,
 }
 
 impl Stitched {
-    /// `n` PSNs of `flow` skipped before a cut that ACKs after it showed delivered.
-    fn tell_loss(&mut self, flow: &mut Flow, n: u64) {
-        flow.psn.capture_missed = flow.psn.capture_missed.saturating_add(n);
-        self.loss_told = self.loss_told.saturating_add(n);
+    /// PSNs of `flow` one run counts missed by the capture otherwise than its parts.
+    fn tell_loss(&mut self, flow: &mut Flow, m: super::loss_stitch::Missed) {
+        let n = &mut flow.psn.capture_missed;
+        *n = n.saturating_add(m.add).saturating_sub(m.sub);
+        self.loss_told.add = self.loss_told.add.saturating_add(m.add);
+        self.loss_told.sub = self.loss_told.sub.saturating_add(m.sub);
     }
 }
 
@@ -686,7 +690,7 @@ impl Merger {
             if parts.len() == 1 {
                 // A flow whose gaps at the end of its part the ACKs after it tell.
                 match told {
-                    Some(Some(n)) => st.tell_loss(flow, n),
+                    Some(Some(m)) => st.tell_loss(flow, m),
                     Some(None) => st.loss_open += 1,
                     None => {}
                 }
@@ -715,8 +719,8 @@ impl Merger {
                 || (c.is_none() && parts.iter().any(|p| p.skipped > 0))
                 || parts[..parts.len() - 1].iter().any(|p| p.edge.is_none() && p.open_skips > 0);
             st.loss_open += u64::from(untold);
-            if let Some(Some(n)) = told {
-                st.tell_loss(flow, n);
+            if let Some(Some(m)) = told {
+                st.tell_loss(flow, m);
             }
             st.unstitched += u64::from(!c.is_some_and(|c| apply(flow, &c)));
         }
@@ -947,11 +951,14 @@ fn settle_capture(mut capture: Capture, sources: Vec<SourceJson>) -> Capture {
     capture
 }
 
-/// The capture with `told` more frames it missed (PSNs before a cut that ACKs after it showed
-/// delivered).
-fn with_loss(mut capture: Capture, told: u64) -> Capture {
-    if told > 0 {
-        capture.loss.get_or_insert(CaptureLoss { frames_missed: 0, ratio: 0.0 }).frames_missed += told;
+/// The capture with the frames it missed as one run counts them (`told`: PSNs before a cut
+/// that ACKs after it showed delivered, a part's skips that one run saw before the cut).
+fn with_loss(mut capture: Capture, told: super::loss_stitch::Missed) -> Capture {
+    let missed = capture.loss.as_ref().map_or(0, |l| l.frames_missed).saturating_add(told.add).saturating_sub(told.sub);
+    match missed {
+        // As one run: no loss section without a frame missed.
+        0 => capture.loss = None,
+        n => capture.loss.get_or_insert(CaptureLoss { frames_missed: 0, ratio: 0.0 }).frames_missed = n,
     }
     capture
 }
@@ -1059,7 +1066,8 @@ impl Unmerged {
                 format!(
                     "capture.loss, flows[].psn.capture_missed: {} flows had PSNs skipped before or at a cut in \
                      time that no ACK in their part showed delivered, and the ACKs after the cut could not be \
-                     replayed on them (no --edges, a NAK or a retransmission after the cut, an ACK flow not paired): \
+                     replayed on them (no --edges, requests, ACKs or NAKs after the cut beyond the heads the \
+                     reports keep, events at one time whose order changes the count, an ACK flow not paired): \
                      an ACK after the cut may have covered them (one run would count them missed by the capture, \
                      not skipped)",
                     self.loss_open

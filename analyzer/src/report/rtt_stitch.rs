@@ -244,6 +244,13 @@ impl<'a> Pairing<'a> {
         }
         Some(AckFlow { parts: self.parts.get(&ack)?, inferred })
     }
+
+    /// Whether one run pairs flow `id`'s ACK flow by PSN, at its first response within the
+    /// flow's PSNs: no report paired them (`ack`), or no other flow sent requests from its
+    /// source to its destination (no other candidate, whichever report paired them).
+    pub fn by_psn(&self, id: &'a FlowId, ack: &AckFlow) -> bool {
+        ack.inferred || !self.hosts.along(id, false).iter().any(|(f, ps)| *f != id && sends_requests(ps))
+    }
 }
 
 /// The request flows across cuts and their RTT as one run over the reports (`spans`, by

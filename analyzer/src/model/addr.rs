@@ -6,8 +6,11 @@ use analyzer_common::flow::FlowKey;
 
 use super::flow::{Flow, FlowRef};
 
+/// A flow's place in the report's order (`flow_order`).
+pub type FlowOrder = (u8, [u8; 16], [u8; 16], u16, u32);
+
 /// Flows sort by (IP version, source, destination, UDP source port, destination QP).
-pub fn flow_order(k: &FlowKey) -> (u8, [u8; 16], [u8; 16], u16, u32) {
+pub fn flow_order(k: &FlowKey) -> FlowOrder {
     (k.ip_version, k.src, k.dst, k.udp_sport, k.dst_qp)
 }
 

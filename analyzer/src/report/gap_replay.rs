@@ -50,12 +50,19 @@ impl Gaps {
         psn_diff(g.0, psn) < g.1
     }
 
-    /// A request's PSN (`read`: a READ): its displacement when it arrived late.
-    fn request(&mut self, psn: u32, read: bool) -> Option<u32> {
+    /// A request's PSN (`read`: a READ): its displacement when it arrived late; none, and
+    /// false, for one sent again (no new payload).
+    fn request(&mut self, psn: u32, read: bool) -> (Option<u32>, bool) {
+        let late = self.take(psn, read);
+        (late.flatten(), late.is_some())
+    }
+
+    /// [`Gaps::request`]: `None` for a PSN sent again, else its displacement if late.
+    fn take(&mut self, psn: u32, read: bool) -> Option<Option<u32>> {
         self.first.get_or_insert(psn);
         let Some(next) = self.next else {
             (self.next, self.after_read) = (Some((psn + 1) & PSN_MASK), read);
-            return None;
+            return Some(None);
         };
         let d = psn_diff(next, psn);
         if d >= PSN_HALF {
@@ -71,7 +78,7 @@ impl Gaps {
                     self.gaps.push(part);
                 }
             }
-            return Some(psn_diff(psn, next).saturating_sub(1));
+            return Some(Some(psn_diff(psn, next).saturating_sub(1)));
         }
         // After a READ, its responses took the PSNs up to this one.
         if d > 0 && !self.after_read {
@@ -81,7 +88,7 @@ impl Gaps {
             self.gaps.push((next, d, false));
         }
         (self.next, self.after_read) = (Some((psn + 1) & PSN_MASK), read);
-        None
+        Some(None)
     }
 
     /// A NAK for `psn` (or `psn` sent again): the gaps holding it were lost.
@@ -173,8 +180,8 @@ pub fn names(p: &Part) -> bool {
 
 /// One event of a part, in time order.
 enum Event {
-    /// A request's PSN, and whether it is a READ.
-    Request(u32, bool),
+    /// A request's PSN, whether it is a READ, its payload.
+    Request(u32, bool, u32),
     /// An ACK for a PSN, and whether the part paired it with the flow.
     Ack(u32, bool),
     /// A NAK other than RNR for a PSN.
@@ -192,13 +199,25 @@ impl Event {
 }
 
 /// What one run counts otherwise than a part: late arrivals' displacements it adds and takes
-/// away, PSNs missed by the capture it adds and takes away.
+/// away, PSNs missed by the capture it adds and takes away, and new payload (goodput) it counts
+/// otherwise.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counted {
     pub late_add: Vec<u32>,
     pub late_sub: Vec<u32>,
     pub missed_add: u64,
     pub missed_sub: u64,
+    pub payload: Vec<Payload>,
+}
+
+/// A request one run counts as new payload where the part did not, or the other way round: its
+/// time, the payload one run counts beyond the part's (negative: less), and whether it was the
+/// part's first request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Payload {
+    pub ts: u64,
+    pub delta: i64,
+    pub first: bool,
 }
 
 /// A part replayed: one run's state after it (when the replays did not meet), whether they
@@ -227,7 +246,7 @@ pub fn replay(from: Gaps, a: &After, paired: &mut bool, inferred: Option<u32>) -
         let ts = events[i].0;
         let tied = events[i..].iter().take_while(|e| e.0 == ts).count();
         let mixed = events[i..i + tied].windows(2).any(|w| w[0].1.kind() != w[1].1.kind());
-        let step = |run: &mut Run, e: &Event| run.step(e, ts > known, a.names, inferred);
+        let step = |run: &mut Run, e: &Event| run.step(e, (ts, known), a.names, inferred);
         match (mixed, tied) {
             (false, _) => step(&mut run, &events[i].1)?,
             // A request and a response (or an ACK and a NAK) at one time: the reports do not
@@ -268,22 +287,29 @@ struct Run {
 }
 
 impl Run {
-    /// One event; `late`: past the time up to which every response is known; `names`: the
+    /// One event at `ts` (`known`: the time up to which every response is known); `names`: the
     /// part paired the ACK flow; `inferred`: the flow's first PSN, when one run pairs its ACK
     /// flow by PSN.
-    fn step(&mut self, e: &Event, late: bool, names: bool, inferred: Option<u32>) -> Result<(), Untold> {
+    fn step(&mut self, e: &Event, (ts, known): (u64, u64), names: bool, inferred: Option<u32>) -> Result<(), Untold> {
         if self.one.full() || self.alone.full() {
             return Err(Untold);
         }
         match *e {
-            Event::Request(psn, read) => {
+            Event::Request(psn, read, payload) => {
                 // Responses past the heads may have told a gap one replay has and the other not.
-                if late && self.one.fills(psn) != self.alone.fills(psn) {
+                if ts > known && self.one.fills(psn) != self.alone.fills(psn) {
                     return Err(Untold);
                 }
                 self.behind += u64::from(self.alone.next.is_some_and(|n| psn_diff(n, psn) >= PSN_HALF));
-                self.counted.late_add.extend(self.one.request(psn, read));
-                self.counted.late_sub.extend(self.alone.request(psn, read));
+                let first = self.alone.next.is_none();
+                let (late_one, new_one) = self.one.request(psn, read);
+                let (late_alone, new_alone) = self.alone.request(psn, read);
+                self.counted.late_add.extend(late_one);
+                self.counted.late_sub.extend(late_alone);
+                if new_one != new_alone {
+                    let delta = i64::from(payload) * if new_one { 1 } else { -1 };
+                    self.counted.payload.push(Payload { ts, delta, first });
+                }
             }
             Event::Ack(psn, paired_alone) => {
                 self.paired |= self.one.within(inferred, psn);
@@ -335,7 +361,7 @@ fn events(a: &After) -> Result<Events, Untold> {
             let o = f.0[0] as u8;
             if opcode::is_reliable_request(o) {
                 let read = o & 0x1F == opcode::op::RDMA_READ_REQUEST;
-                all.push((*ts, Event::Request(f.0[1] & PSN_MASK, read)));
+                all.push((*ts, Event::Request(f.0[1] & PSN_MASK, read, f.0[2])));
             }
         }
         whole &= e.complete;
@@ -391,11 +417,12 @@ mod tests {
     fn a_read_s_span_opens_no_gap_and_a_skip_after_it_does() {
         let mut g = Gaps::default();
         for (psn, read) in [(10, true), (14, false), (20, false)] {
-            assert_eq!(g.request(psn, read), None);
+            assert_eq!(g.request(psn, read), (None, true));
         }
         assert_eq!(g.open(), [(15, 5)]);
-        // 17 fills it late, behind 20 (displaced by psn_diff(17, 21) − 1 = 3).
-        assert_eq!(g.request(17, false), Some(3));
+        // 17 fills it late, behind 20 (displaced by psn_diff(17, 21) − 1 = 3); 14 again adds
+        // no payload.
+        assert_eq!((g.request(17, false), g.request(14, false)), ((Some(3), true), (None, false)));
         assert_eq!(g.open(), [(15, 2), (18, 2)]);
     }
 
@@ -409,7 +436,7 @@ mod tests {
         // 9 sent again after 5..=6 were lost: 9 fills its gap late (never sent before).
         let mut g = gaps();
         g.nak(5);
-        assert_eq!((g.request(5, false), g.request(9, false)), (None, Some(2)));
+        assert_eq!((g.request(5, false), g.request(9, false)), ((None, false), (Some(2), true)));
         assert_eq!(g.ack(11), 0);
     }
 

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use super::gap_replay::{After, Gaps, names, replay};
+use super::gap_replay::{After, Gaps, Payload, names, replay};
 use super::psn_stitch::Part;
 use super::rtt_karn::Untold;
 use super::rtt_stitch::{FlowId, Pairing, Span, in_series};
@@ -28,9 +28,19 @@ pub struct Missed {
     pub sub: u64,
 }
 
-/// Per request flow across a cut (or with gaps open at one): what one run counts missed
-/// otherwise than its parts (`Some`), or `None` when the parts cannot tell.
-pub type Told = BTreeMap<FlowId, Option<Missed>>;
+/// A flow walked over the reports after its first part: what one run counts missed by the
+/// capture otherwise than its parts, the requests whose new payload it counts otherwise (by
+/// report), and the reports walked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Walk {
+    pub missed: Missed,
+    pub payload: Vec<(usize, Payload)>,
+    pub reports: Vec<usize>,
+}
+
+/// Per request flow across a cut (or with gaps open at one): its [`Walk`], or `None` when the
+/// parts cannot tell.
+pub type Told = BTreeMap<FlowId, Option<Walk>>;
 
 /// The flows across cuts or with gaps open at one (`parts` by flow, `spans` by report) and what
 /// the reports after tell of them.
@@ -50,14 +60,14 @@ pub fn stitch(pairing: &Pairing, spans: &[Span]) -> Told {
 }
 
 /// Flow `id` (its parts `ps`) over the reports in `order` from its first part on.
-fn flow(pairing: &Pairing, id: &FlowId, ps: &[Part], order: &[usize]) -> Result<Missed, Untold> {
+fn flow(pairing: &Pairing, id: &FlowId, ps: &[Part], order: &[usize]) -> Result<Walk, Untold> {
     let ack = pairing.ack_of(id, ps, true);
     let acks = ack.as_ref().map_or(&[][..], |a| a.parts);
     // One run pairs the ACK flow at its first response within the flow's PSNs, where it can.
     let inferred = ack.as_ref().filter(|a| pairing.by_psn(id, a)).and_then(|_| ps.iter().find_map(Part::first_request));
     let first = ps.first().ok_or(Untold)?;
     let mut state = Gaps::at_end(first.edge.as_ref().ok_or(Untold)?)?;
-    let (mut named, mut paired, mut missed) = (names(first), false, Missed::default());
+    let (mut named, mut paired, mut walk) = (names(first), false, Walk::default());
     let at = order.iter().position(|j| *j == first.report).ok_or(Untold)?;
     for &j in &order[at + 1..] {
         let (part, acks_here) = (Part::of(ps, j), Part::of(acks, j));
@@ -71,8 +81,10 @@ fn flow(pairing: &Pairing, id: &FlowId, ps: &[Part], order: &[usize]) -> Result<
         if ack.is_none() && r.gapped {
             return Err(Untold);
         }
-        missed.add += r.counted.missed_add;
-        missed.sub += r.counted.missed_sub;
+        walk.missed.add += r.counted.missed_add;
+        walk.missed.sub += r.counted.missed_sub;
+        walk.payload.extend(r.counted.payload.iter().map(|p| (j, *p)));
+        walk.reports.push(j);
         // Where one run leaves the flow: the part's own end once the replays met; else what
         // the replay saw, when it saw every request and response of the report.
         state = match (r.met, r.whole, part) {
@@ -82,7 +94,7 @@ fn flow(pairing: &Pairing, id: &FlowId, ps: &[Part], order: &[usize]) -> Result<
         };
         named |= a.names;
     }
-    Ok(missed)
+    Ok(walk)
 }
 
 #[cfg(test)]
@@ -103,7 +115,7 @@ mod tests {
         let ack_flow = Some(FlowRef { src: "10.0.0.2".into(), dst: "10.0.0.1".into(), udp_sport: 2, dst_qp: 9 });
         let mut e = FlowEdge {
             gaps: gaps.to_vec(),
-            head: psns.iter().map(|p| HeadFrame([0x0A, *p, 0, 0, 0, 0])).collect(),
+            head: psns.iter().map(|p| HeadFrame([0x0A, *p, 1024, 0, 0, 0])).collect(),
             head_ns: (0..psns.len() as u64).map(|i| t0 + 10 * i).collect(),
             rtt: Some(EdgeRtt { ack_flow, ..Default::default() }),
             ..crate::engine::edges::edge(None, Default::default())
@@ -129,12 +141,16 @@ mod tests {
     }
 
     fn told(parts: Vec<Part>, ack_parts: Vec<Part>) -> Option<Missed> {
+        walk(parts, ack_parts).map(|w| w.missed)
+    }
+
+    fn walk(parts: Vec<Part>, ack_parts: Vec<Part>) -> Option<Walk> {
         let mut m = BTreeMap::new();
         m.insert(key(), parts);
         m.insert((4, "10.0.0.2".into(), "10.0.0.1".into(), 2, 9), ack_parts);
         let spans: Vec<Span> =
             (0..3).map(|i| Span { start_ns: 1000 * i, end_ns: 1000 * i + 999, timeout_ns: 1 }).collect();
-        stitch(&Pairing::of(&m), &spans)[&key()]
+        stitch(&Pairing::of(&m), &spans)[&key()].clone()
     }
 
     fn missed(add: u64, sub: u64) -> Option<Missed> {
@@ -175,6 +191,16 @@ mod tests {
         let nak = acks(1, &[], true, &[[1000, 104]]);
         let ack = || acks(2, &[[2050, 109]], true, &[]);
         assert_eq!(told(parts(&[104, 105]), vec![nak.clone(), ack()]), missed(0, 0));
+        // After the second cut 106 to 109 are sent again: new payload in that part alone, none
+        // in one run (its first request the first).
+        let w = walk(parts(&[104, 105]), vec![nak.clone(), ack()]).unwrap();
+        let payload: Vec<(usize, u64, i64, bool)> =
+            w.payload.iter().map(|(r, p)| (*r, p.ts, p.delta, p.first)).collect();
+        assert_eq!(
+            payload,
+            [(2, 2000, -1024, true), (2, 2010, -1024, false), (2, 2020, -1024, false), (2, 2030, -1024, false)]
+        );
+        assert_eq!(w.reports, [1, 2]);
         // Without 104 sent again: lost by the NAK; without the NAK too, missed by the capture.
         assert_eq!(told(parts(&[]), vec![nak.clone(), ack()]), missed(0, 0));
         assert_eq!(told(parts(&[]), vec![acks(1, &[], true, &[]), ack()]), missed(1, 0));

@@ -206,6 +206,8 @@ struct Stitched {
     /// skipped before a cut and shown delivered by ACKs after it, or a part's own skips that
     /// one run saw before the cut.
     loss_told: super::loss_stitch::Missed,
+    /// Requests after a cut one run counts as new payload otherwise than their report.
+    payload: super::steady_stitch::Fixes,
 }
 
 impl Stitched {
@@ -675,10 +677,11 @@ impl Merger {
         let pairing = super::rtt_stitch::Pairing::of(&self.parts);
         let rtt = super::rtt_stitch::stitch(&pairing, &spans);
         let loss = super::loss_stitch::stitch(&pairing, &spans);
-        let mut st = Stitched { rtt, ..Default::default() };
+        let payload = payload_fixes(&loss, &self.spans);
+        let mut st = Stitched { rtt, payload, ..Default::default() };
         for (key, parts) in self.parts.iter_mut() {
             let fix = st.rtt.flows.get(key);
-            let told = loss.get(key).copied();
+            let told = loss.get(key).map(|t| t.as_ref().map(|w| w.missed));
             let Some(flow) = self.flows.get_mut(key).filter(|_| parts.len() > 1 || fix.is_some() || told.is_some())
             else {
                 continue;
@@ -786,7 +789,11 @@ impl Merger {
     ) -> (Option<(Messages, Option<super::messages_merge::Partly>)>, Option<super::tail_merge::Joined>) {
         let mut whole = self.messages_whole(st);
         let joined = whole.as_mut().map(super::tail_merge::Joined::take);
-        (super::messages_merge::merge(&self.messages, whole), joined)
+        // Requests sent again after a cut: one run's payload where the replay told the flow.
+        if let Some(w) = whole.as_mut() {
+            w.resent.retain(|(j, o)| !st.payload.told.contains(&(self.spans[*j].0, *o)));
+        }
+        (super::messages_merge::merge(&self.messages, whole, &st.payload), joined)
     }
 
     fn rtt_spans(&self) -> Vec<super::rtt_stitch::Span> {
@@ -949,6 +956,24 @@ fn settle_capture(mut capture: Capture, sources: Vec<SourceJson>) -> Capture {
     capture.sources = sources;
     loss_ratio(&mut capture);
     capture
+}
+
+/// The payload one run counts otherwise than the reports after a cut, from the flows' walks
+/// (`loss_stitch`), by report start (`spans`: each report's) and flow.
+fn payload_fixes(loss: &super::loss_stitch::Told, spans: &[(u64, u64)]) -> super::steady_stitch::Fixes {
+    let mut out = super::steady_stitch::Fixes::default();
+    for (id, walk) in loss {
+        let r = FlowRef { src: id.1.clone(), dst: id.2.clone(), udp_sport: id.3, dst_qp: id.4 };
+        let (Some(w), Some(k)) = (walk, flow_ref_key(&r)) else { continue };
+        let o = crate::model::addr::flow_order(&k);
+        out.told.extend(w.reports.iter().filter_map(|r| Some((spans.get(*r)?.0, o))));
+        for (r, p) in &w.payload {
+            if let Some((start, _)) = spans.get(*r) {
+                out.payload.entry((*start, o)).or_default().push(*p);
+            }
+        }
+    }
+    out
 }
 
 /// The capture with the frames it missed as one run counts them (`told`: PSNs before a cut

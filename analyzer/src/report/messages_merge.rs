@@ -93,7 +93,11 @@ pub enum TailOf {
 /// The merged section (none when no report has one), and what stayed each report's (none:
 /// nothing) (`sections`: each report's span and section; `whole`: their messages joined across
 /// cuts, as one run gives them, [`super::messages_stitch`]).
-pub fn merge(sections: &[(u64, u64, Messages)], whole: Option<Whole>) -> Option<(Messages, Option<Partly>)> {
+pub fn merge(
+    sections: &[(u64, u64, Messages)],
+    whole: Option<Whole>,
+    fixes: &super::steady_stitch::Fixes,
+) -> Option<(Messages, Option<Partly>)> {
     let all: Vec<&Messages> = sections.iter().map(|(_, _, m)| m).collect();
     let first = *all.first()?;
     if all.len() == 1 {
@@ -145,7 +149,7 @@ pub fn merge(sections: &[(u64, u64, Messages)], whole: Option<Whole>) -> Option<
     // Reports in series with their edges: one run's steadiness (else each report's).
     let spans: Vec<(u64, u64, &Messages)> = sections.iter().map(|(s, e, m)| (*s, *e, m)).collect();
     let mut doubts = 0;
-    if let Some((steadiness, unplaced)) = super::steady_stitch::stitch(&spans) {
+    if let Some((steadiness, unplaced)) = super::steady_stitch::stitch(&spans, fixes) {
         m.steadiness = steadiness;
         doubts = unplaced;
     }
@@ -161,7 +165,7 @@ pub fn merge(sections: &[(u64, u64, Messages)], whole: Option<Whole>) -> Option<
     // may not (a part whose messages all completed in the next has none): the merge explains
     // the joined messages' tail again, or says why not ([`super::tail_merge`]).
     let tail = if tail || !w.all.is_empty() { TailOf::Reports } else { TailOf::Run };
-    let partly = Partly { joined: true, untold: w.untold, tail, uc, steady: doubts + w.resent };
+    let partly = Partly { joined: true, untold: w.untold, tail, uc, steady: doubts + w.resent.len() as u64 };
     set_whole(&mut m, w);
     Some((m, partly.any().then_some(partly)))
 }
@@ -277,15 +281,16 @@ pub fn note(p: Partly) -> Note {
     }
     if p.joined && p.steady > 0 {
         parts.push(format!(
-            "the steadiness of {} flow(s) at a cut may not be one run's: requests sent again just after the cut, \
-             which the report after it counted as new payload, or a first frame it could not place",
+            "the steadiness of {} flow(s) at a cut may not be one run's: requests sent again just after the cut \
+             (new payload in the report after it) that the replay of the edges could not tell or place (a window \
+             inside the report), or a first frame it could not place",
             p.steady
         ));
     }
     parts.push(
-        "the steadiness is one run's for reports in series made with --edges (but for PSNs sent again just after \
-         a cut, which the report after it counts as new payload, and a flow's first frame after a cut that falls \
-         inside its host pair's windows there), else each report's"
+        "the steadiness is one run's for reports in series made with --edges (PSNs sent again just after a cut \
+         replayed: no new payload; but for those in a window inside the report after it, and a flow's first \
+         frame after a cut that falls inside its host pair's windows there), else each report's"
             .to_string(),
     );
     Note::new(NoteCode::MessagesNotMerged, parts.join("; "))

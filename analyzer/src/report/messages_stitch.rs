@@ -29,7 +29,7 @@ use crate::model::addr::{flow_order, flow_ref_key};
 use crate::model::{EdgeMessage, FlowRef, Messages, MessagesEdge};
 
 /// A flow in the analysis' order.
-type Order = (u8, [u8; 16], [u8; 16], u16, u32);
+type Order = crate::model::addr::FlowOrder;
 
 /// The merged messages: one run's distributions and counts where nothing was `untold`.
 #[derive(Debug, Default)]
@@ -49,9 +49,10 @@ pub struct Whole {
     pub abandoned: u64,
     /// Flows whose messages at a cut the reports do not tell.
     pub untold: u64,
-    /// Flows whose first requests after a cut repeated PSNs sent before it: their report
-    /// counted that payload as new in its goodput per window (the steadiness), one run does not.
-    pub resent: u64,
+    /// Flows whose first requests after a cut repeated PSNs sent before it (the report after
+    /// the cut, the flow): their report counted that payload as new in its goodput per window
+    /// (the steadiness), one run does not.
+    pub resent: Vec<(usize, Order)>,
     /// Every completed message (its flow, completion time, the message), in the order one run
     /// completes them: what the tail is made of.
     pub done: Vec<(FlowKey, u64, EdgeMessage)>,
@@ -247,7 +248,9 @@ impl<'a> Walk<'a> {
                     }));
                     joined.extend(c.joined);
                     self.whole.abandoned += c.abandoned;
-                    self.whole.resent += u64::from(c.resent);
+                    if c.resent {
+                        self.whole.resent.push((report, o));
+                    }
                     if let (Some(i), Some((j, m))) = (here.index, c.continued) {
                         continued.insert((i, j), Some(m));
                     }

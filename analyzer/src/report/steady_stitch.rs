@@ -14,11 +14,21 @@
 //! first window there, and counts it (`doubts`) when it falls later (its window's bytes are in
 //! a rate bucket already).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use super::gap_replay::Payload;
 use crate::analyses::messages::steady::{Rates, steadiness};
 use crate::analyses::stats::fine_bucket;
 use crate::model::*;
+
+/// Requests one run counts as new payload otherwise than their report (PSNs sent again after a
+/// cut, late arrivals: `gap_replay`), by report (its start) and flow; and every report and flow
+/// the replay told (the flow's payload there is one run's but for those).
+#[derive(Debug, Default)]
+pub struct Fixes {
+    pub payload: BTreeMap<(u64, Order), Vec<Payload>>,
+    pub told: BTreeSet<(u64, Order)>,
+}
 
 /// A key's windows in one report (the edge's `SteadyEnds`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +45,30 @@ impl Ends {
             counts: e.counts.iter().map(|[b, n]| (*b as u16, *n)).collect(),
             open: e.open.map(|[w, b]| (w, b)),
         }
+    }
+
+    /// `delta` bytes more (or fewer) in window `w`, as one run counts them: in the first window
+    /// or the one still filling (a window of none left out: fewer windows); false where the
+    /// window is a full one inside the report (its bytes are in a rate bucket) or not there.
+    fn fix(e: &mut Option<Ends>, w: u64, delta: i64) -> bool {
+        let Some(x) = e.as_mut() else { return false };
+        match x.open {
+            _ if x.first.0 == w => match x.first.1.checked_add_signed(delta) {
+                Some(b) => x.first.1 = b,
+                None => return false,
+            },
+            // The window before it fills at the end when it empties: told only if none is.
+            Some((o, b)) if o == w => match b.checked_add_signed(delta) {
+                Some(0) if x.counts.is_empty() => x.open = None,
+                Some(b) if b > 0 => x.open = Some((o, b)),
+                _ => return false,
+            },
+            _ => return false,
+        }
+        if x.first.1 == 0 && x.open.is_none() {
+            *e = None;
+        }
+        true
     }
 
     /// The same with `frames` (window, payload) added that one run counts and this report did
@@ -96,6 +130,20 @@ fn join(list: &[Ends], window_ns: u64) -> Rates {
     for e in list {
         let (w1, b1) = e.first;
         let single = e.open.is_none();
+        if b1 == 0 && single {
+            continue;
+        }
+        if b1 == 0 {
+            // One run has no payload in the report's first window (all sent again): the
+            // window filling before it is a full one, its own full windows and the one filling
+            // at its end follow.
+            if let Some((_, b, false)) = filling {
+                full(b, &mut counts);
+            }
+            counts.extend(e.counts.iter().copied());
+            filling = e.open.map(|(w, b)| (w, b, filling.is_none()));
+            continue;
+        }
         match filling {
             Some((w, b, first)) if w == w1 => {
                 if single {
@@ -139,9 +187,11 @@ fn steady_json(r: &Rates) -> Option<Steady> {
 }
 
 /// One run's steadiness from reports that follow each other in time (`parts`: each report's
-/// span and section), each with its edge and the same window; none otherwise. The count is of
-/// flows' first frames one run gives their pairs that the stitch could not place.
-pub fn stitch(parts: &[(u64, u64, &Messages)]) -> Option<(Steadiness, u64)> {
+/// span and section), each with its edge and the same window; none otherwise. `fixes`: the
+/// requests one run counts as new payload otherwise than their report. The count is of flows'
+/// first frames one run gives their pairs, and of such requests, that the stitch could not
+/// place.
+pub fn stitch(parts: &[(u64, u64, &Messages)], fixes: &Fixes) -> Option<(Steadiness, u64)> {
     let mut sorted: Vec<&(u64, u64, &Messages)> = parts.iter().collect();
     sorted.sort_by_key(|(s, e, _)| (*s, *e));
     if sorted.len() < 2 || sorted.windows(2).any(|w| w[0].1 > w[1].0) {
@@ -152,36 +202,11 @@ pub fn stitch(parts: &[(u64, u64, &Messages)]) -> Option<(Steadiness, u64)> {
         .iter()
         .map(|(_, _, m)| m.edge.as_ref().filter(|_| m.steadiness.window_ns == window_ns))
         .collect::<Option<_>>()?;
-    let mut flows: BTreeMap<Order, (FlowRef, Vec<Ends>)> = BTreeMap::new();
-    let mut pairs: BTreeMap<(Addr, Addr), PairSights> = BTreeMap::new();
-    // Per pair and report: the first frames one run gives the pair there.
-    let mut owed: BTreeMap<(Addr, Addr), Owed> = BTreeMap::new();
-    let mut seen: std::collections::BTreeSet<Order> = Default::default();
+    let mut k = Keys { window_ns, unplaced: 0, ..Keys::default() };
     for (i, e) in edges.iter().enumerate() {
-        for p in &e.pairs {
-            let key = (addr_of(&p.src)?, addr_of(&p.dst)?);
-            let entry = pairs.entry(key).or_insert_with(|| (p.src.clone(), p.dst.clone(), vec![None; edges.len()]));
-            entry.2[i] = p.ends.as_ref().map(Ends::of);
-        }
-        for f in &e.flows {
-            let key = flow_order(&flow_ref_key(&f.flow)?);
-            if let Some(ends) = &f.ends {
-                flows.entry(key).or_insert_with(|| (f.flow.clone(), Vec::new())).1.push(Ends::of(ends));
-            }
-            // One run met the flow before (a frame, or its pair placed): its first frame here
-            // went to its pair's windows.
-            if let (true, Some([w, payload]), false) = (seen.contains(&key), f.first_frame, f.first_paired) {
-                let pair = (addr_of(&f.flow.src)?, addr_of(&f.flow.dst)?);
-                if payload > 0 {
-                    owed.entry(pair).or_default().entry(i).or_default().push((w, payload));
-                }
-            }
-            if f.first_frame.is_some() || f.placed {
-                seen.insert(key);
-            }
-        }
+        k.report(i, e, sorted[i].0, fixes, edges.len())?;
     }
-    let mut unplaced = 0;
+    let Keys { flows, pairs, mut owed, overall, mut unplaced, .. } = k;
     let mut pair_list = Vec::new();
     for (key, (src, dst, mut list)) in pairs {
         let mut owed_here = owed.remove(&key).unwrap_or_default();
@@ -200,17 +225,85 @@ pub fn stitch(parts: &[(u64, u64, &Messages)]) -> Option<(Steadiness, u64)> {
     }
     // A pair that got no windows in any report, only first frames (flows of one frame here).
     unplaced += owed.values().flat_map(|m| m.values()).map(|v| v.len() as u64).sum::<u64>();
-    let overall: Vec<Ends> = edges.iter().filter_map(|e| e.overall.as_ref().map(Ends::of)).collect();
+    let overall: Vec<Ends> = overall.into_iter().flatten().collect();
     let steadiness = Steadiness {
         window_ns,
         overall: steady_json(&join(&overall, window_ns)),
         flows: flows
             .into_values()
-            .filter_map(|(flow, list)| Some(SteadyFlow { flow, steady: steady_json(&join(&list, window_ns))? }))
+            .filter_map(|(flow, list)| {
+                let list: Vec<Ends> = list.into_iter().flatten().collect();
+                Some(SteadyFlow { flow, steady: steady_json(&join(&list, window_ns))? })
+            })
             .collect(),
         pairs: pair_list,
     };
     Some((steadiness, unplaced))
+}
+
+/// Every key's windows report by report, as one run counts them.
+#[derive(Default)]
+struct Keys {
+    window_ns: u64,
+    flows: BTreeMap<Order, (FlowRef, Vec<Option<Ends>>)>,
+    pairs: BTreeMap<(Addr, Addr), PairSights>,
+    /// Per pair and report: the first frames one run gives the pair there.
+    owed: BTreeMap<(Addr, Addr), Owed>,
+    overall: Vec<Option<Ends>>,
+    /// Flows one run met before (a frame, or its pair placed).
+    seen: BTreeSet<Order>,
+    unplaced: u64,
+}
+
+impl Keys {
+    /// Report `i` (of `n`, starting at `start`) and its edge `e`, with the payload one run
+    /// counts otherwise there.
+    fn report(&mut self, i: usize, e: &MessagesEdge, start: u64, fixes: &Fixes, n: usize) -> Option<()> {
+        for p in &e.pairs {
+            let key = (addr_of(&p.src)?, addr_of(&p.dst)?);
+            let entry = self.pairs.entry(key).or_insert_with(|| (p.src.clone(), p.dst.clone(), vec![None; n]));
+            entry.2[i] = p.ends.as_ref().map(Ends::of);
+        }
+        let mut overall = e.overall.as_ref().map(Ends::of);
+        for f in &e.flows {
+            let key = flow_order(&flow_ref_key(&f.flow)?);
+            let pair = (addr_of(&f.flow.src)?, addr_of(&f.flow.dst)?);
+            let mut ends = f.ends.as_ref().map(Ends::of);
+            let fix = fixes.payload.get(&(start, key)).map(Vec::as_slice).unwrap_or_default();
+            // One run met the flow before (a frame, or its pair placed): its first frame here
+            // went to its pair's windows, with the payload one run counts for it.
+            let owes = self.seen.contains(&key) && !f.first_paired;
+            if let (true, Some([w, payload])) = (owes, f.first_frame) {
+                let delta: i64 = fix.iter().filter(|x| x.first).map(|x| x.delta).sum();
+                match payload.checked_add_signed(delta) {
+                    Some(0) => {}
+                    Some(b) => self.owed.entry(pair).or_default().entry(i).or_default().push((w, b)),
+                    None => self.unplaced += 1,
+                }
+            }
+            for x in fix {
+                let w = x.ts / self.window_ns.max(1);
+                let pair_ends = self.pairs.get_mut(&pair).map(|p| &mut p.2[i]);
+                let in_pair = !(owes && x.first);
+                let placed = Ends::fix(&mut ends, w, x.delta)
+                    && Ends::fix(&mut overall, w, x.delta)
+                    && (!in_pair || pair_ends.is_some_and(|p| Ends::fix(p, w, x.delta)));
+                self.unplaced += u64::from(!placed);
+            }
+            self.flows.entry(key).or_insert_with(|| (f.flow.clone(), Vec::new())).1.push(ends);
+            if f.first_frame.is_some() || f.placed {
+                self.seen.insert(key);
+            }
+        }
+        // Payload to fix for flows this report did not list: not placed.
+        let here: BTreeSet<Order> = e.flows.iter().filter_map(|f| Some(flow_order(&flow_ref_key(&f.flow)?))).collect();
+        let all =
+            (start, (0, [0; 16], [0; 16], 0, 0))..=(start, (u8::MAX, [u8::MAX; 16], [u8::MAX; 16], u16::MAX, u32::MAX));
+        let missing = fixes.payload.range(all).filter(|((_, k), _)| !here.contains(k));
+        self.unplaced += missing.map(|(_, v)| v.len() as u64).sum::<u64>();
+        self.overall.push(overall);
+        Some(())
+    }
 }
 
 type Addr = ([u8; 16], u8);
@@ -222,7 +315,7 @@ type PairSights = (String, String, Vec<Option<Ends>>);
 type Owed = BTreeMap<usize, Vec<(u64, u64)>>;
 
 /// A flow in the analysis' order ([`flow_order`]).
-type Order = (u8, [u8; 16], [u8; 16], u16, u32);
+type Order = crate::model::addr::FlowOrder;
 
 #[cfg(test)]
 mod tests {
@@ -235,17 +328,24 @@ mod tests {
         w.ends().map(|e| Ends { first: e.first, counts: e.counts, open: e.open })
     }
 
+    /// One key's frames as (window, bytes): several per window, some windows without any.
+    fn frames() -> Vec<(u64, u64)> {
+        (0..40u64).map(|i| (i / 3 + (i / 10) * 2, 100 + (i % 7) * 50)).collect()
+    }
+
+    /// The windows of `f`, as the analysis keeps them.
+    fn run(f: &[(u64, u64)]) -> Windows {
+        let mut w = Windows::new();
+        f.iter().for_each(|(i, b)| w.add(*i, *b, W));
+        w
+    }
+
     /// One key's (window, bytes) frames, and the same cut at every place: the parts' windows
     /// joined give the whole's rates, a window the cut splits counted once with both parts'
     /// bytes.
     #[test]
     fn windows_cut_anywhere_join_into_the_whole() {
-        let frames: Vec<(u64, u64)> = (0..40u64).map(|i| (i / 3 + (i / 10) * 2, 100 + (i % 7) * 50)).collect();
-        let run = |f: &[(u64, u64)]| {
-            let mut w = Windows::new();
-            f.iter().for_each(|(i, b)| w.add(*i, *b, W));
-            w
-        };
+        let frames = frames();
         let whole = run(&frames).rates.counts();
         assert!(whole.iter().map(|(_, n)| n).sum::<u64>() > 10);
         for a in 1..frames.len() {
@@ -255,6 +355,46 @@ mod tests {
                 assert_eq!(join(&parts, W).counts(), whole, "cut at {a} and {b}");
             }
         }
+    }
+
+    /// Frames after a cut sent again (PSNs the part before sent): one run counts none of their
+    /// payload, the part after counted it. Taken out of the part's windows where they fall in
+    /// its first window or the one filling at its end, the parts join into one run's rates; a
+    /// window inside the part is not told.
+    #[test]
+    fn payload_sent_again_after_a_cut_is_taken_out_as_one_run() {
+        let frames = frames();
+        let (mut told, mut untold) = (0, 0);
+        for a in 1..frames.len() - 1 {
+            for k in 1..=4.min(frames.len() - a) {
+                let kept: Vec<(u64, u64)> = frames[..a].iter().chain(&frames[a + k..]).copied().collect();
+                let whole = run(&kept).rates.counts();
+                let mut after = ends(&run(&frames[a..]));
+                if !frames[a..a + k].iter().all(|(w, b)| Ends::fix(&mut after, *w, -(*b as i64))) {
+                    untold += 1;
+                    continue;
+                }
+                let parts: Vec<Ends> = [ends(&run(&frames[..a])), after].into_iter().flatten().collect();
+                assert_eq!(join(&parts, W).counts(), whole, "cut at {a}, {k} frames sent again");
+                told += 1;
+            }
+        }
+        assert!(told > 60 && untold > 0, "told {told}, untold {untold}");
+    }
+
+    #[test]
+    fn a_fix_lands_in_the_first_window_or_the_one_filling() {
+        let e =
+            || Some(Ends { first: (10, 500), counts: vec![(fine_bucket(steady_rate(700)), 1)], open: Some((12, 300)) });
+        let mut x = e();
+        assert!(Ends::fix(&mut x, 10, -200) && Ends::fix(&mut x, 12, 100));
+        assert_eq!(x.as_ref().map(|x| (x.first, x.open)), Some(((10, 300), Some((12, 400)))));
+        for (w, d) in [(11, -100), (10, -600), (12, -300), (13, 100)] {
+            assert!(!Ends::fix(&mut e(), w, d), "window {w}, {d} bytes");
+        }
+        // A part of one window whose payload was all sent again: no windows.
+        let mut one = Some(Ends { first: (4, 300), counts: Vec::new(), open: None });
+        assert!(Ends::fix(&mut one, 4, -300) && one.is_none());
     }
 
     /// A pair's windows without a flow's first frame after a cut get it: before the part's

@@ -255,6 +255,17 @@ pub struct Transfers {
     pub uc_transfer_ns: Percentiles,
     pub ud_messages: u64,
     pub ud_bytes: u64,
+    /// UC messages whose FIRST was not seen (their LAST came without it: began before the
+    /// capture, or its FIRST was missed): not counted in `uc_messages`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub uc_partial: u64,
+    /// UC messages still being sent at the end (FIRST seen, LAST not yet): not counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub uc_open: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The messages above their class's tail threshold, and what they overlapped.

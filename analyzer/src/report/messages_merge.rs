@@ -71,7 +71,8 @@ pub struct Partly {
     pub untold: u64,
     /// Whose the tail (thresholds, causes, slowest messages) is ([`super::tail_merge`]).
     pub tail: TailOf,
-    /// The UC transfer times are each report's (several reports had UC transfers).
+    /// Reports had UC transfers: a UC message sent across a cut is in none of them, and the
+    /// transfer times of several are not merged.
     pub uc: bool,
     /// Flows whose steadiness across a cut may not be one run's: requests sent again just
     /// after it (counted as new payload there), a first frame the stitch could not place.
@@ -103,7 +104,7 @@ pub fn merge(
     if all.len() == 1 {
         return Some((Messages { edge: None, ..first.clone() }, None));
     }
-    let uc = all.iter().filter(|r| r.transfers.uc_messages > 0).count() > 1;
+    let (uc_times, uc) = uc_transfers(sections);
     let mut classes: BTreeMap<String, Class> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     let mut m = first.clone();
@@ -121,6 +122,10 @@ pub fn merge(
         m.transfers.uc_messages += r.transfers.uc_messages;
         m.transfers.uc_bytes += r.transfers.uc_bytes;
         m.transfers.ud_messages += r.transfers.ud_messages;
+        m.transfers.uc_partial += r.transfers.uc_partial;
+        // Being sent at the end: the last report's, and (said, `uc`) an earlier one's that the
+        // next did not continue.
+        m.transfers.uc_open += r.transfers.uc_open;
         m.transfers.ud_bytes += r.transfers.ud_bytes;
         m.steadiness.flows.extend(r.steadiness.flows.iter().cloned());
         m.steadiness.pairs.extend(r.steadiness.pairs.iter().cloned());
@@ -142,9 +147,7 @@ pub fn merge(
     m.mct_ns = percentiles(&total.buckets, total.min, total.max);
     m.classes = order.iter().filter_map(|n| classes.remove(n).and_then(Class::merged)).collect();
     m.steadiness.overall = None;
-    if uc {
-        m.transfers.uc_transfer_ns = Percentiles { exact: true, ..Default::default() };
-    }
+    m.transfers.uc_transfer_ns = uc_times;
     m.tail = tail(&all);
     // Reports in series with their edges: one run's steadiness (else each report's).
     let spans: Vec<(u64, u64, &Messages)> = sections.iter().map(|(s, e, m)| (*s, *e, m)).collect();
@@ -168,6 +171,21 @@ pub fn merge(
     let partly = Partly { joined: true, untold: w.untold, tail, uc, steady: doubts + w.resent.len() as u64 };
     set_whole(&mut m, w);
     Some((m, partly.any().then_some(partly)))
+}
+
+/// The merged UC transfer times (the one report's with UC messages; several reports carry
+/// percentiles, not merged), and whether the transfers may not be one run's: a UC message sent
+/// across a cut is in neither report (being sent at the end of one, `uc_open`; its frames without
+/// their FIRST left out by the next), nor are its bytes and time.
+fn uc_transfers(sections: &[(u64, u64, Messages)]) -> (Percentiles, bool) {
+    let with_uc: Vec<&Messages> = sections.iter().map(|(_, _, m)| m).filter(|r| r.transfers.uc_messages > 0).collect();
+    let last = sections.iter().enumerate().max_by_key(|(_, (s, e, _))| (*e, *s)).map(|(i, _)| i);
+    let open_at_cut = sections.iter().enumerate().any(|(i, (_, _, m))| Some(i) != last && m.transfers.uc_open > 0);
+    let times = match with_uc.as_slice() {
+        [one] => one.transfers.uc_transfer_ns,
+        _ => Percentiles { exact: true, ..Default::default() },
+    };
+    (times, with_uc.len() > 1 || open_at_cut)
 }
 
 /// The numbers of messages joined across cuts: counts, distributions, flows, pairs, rings.
@@ -262,7 +280,12 @@ pub fn note(p: Partly) -> Note {
         );
     }
     if p.uc {
-        parts.push("the UC transfer times are each report's (their percentiles are left out)".to_string());
+        parts.push(
+            "the UC transfers are each report's: a UC message being sent at the end of a report (transfers.uc_open) \
+             is in neither report if it was completed after a cut (the one after it counts it in uc_partial), and the \
+             transfer times of several reports are left out"
+                .to_string(),
+        );
     }
     let each = "the tail (thresholds, causes and slowest messages) is each report's, its causes summed";
     match p.tail {

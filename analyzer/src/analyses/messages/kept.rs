@@ -670,8 +670,14 @@ pub(crate) struct Transfer {
 }
 
 impl Transfer {
-    /// A UC or UD request; returns a message fully sent.
-    pub(super) fn request(&mut self, r: &Record) -> Option<Msg> {
+    /// Whether a message is being sent (its FIRST seen, its LAST not yet).
+    pub(super) fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// A UC or UD request; returns a message fully sent. `partial` counts a LAST whose FIRST
+    /// was not seen.
+    pub(super) fn request(&mut self, r: &Record, partial: &mut u64) -> Option<Msg> {
         let o = r.opcode & 0x1F;
         let payload = r.payload_len as u64;
         let kind = if matches!(o, op::SEND_FIRST..=op::SEND_ONLY_WITH_IMMEDIATE) { Kind::Send } else { Kind::Write };
@@ -687,8 +693,12 @@ impl Transfer {
             | op::SEND_LAST_WITH_IMMEDIATE
             | op::RDMA_WRITE_LAST
             | op::RDMA_WRITE_LAST_WITH_IMMEDIATE => {
-                self.open.as_mut().filter(|m| m.kind == kind)?.extend(r.psn, r.ts_ns, payload);
                 let last = !matches!(o, op::SEND_MIDDLE | op::RDMA_WRITE_MIDDLE);
+                let Some(m) = self.open.as_mut().filter(|m| m.kind == kind) else {
+                    *partial += u64::from(last);
+                    return None;
+                };
+                m.extend(r.psn, r.ts_ns, payload);
                 if last { self.open.take() } else { None }
             }
             op::SEND_ONLY | op::SEND_ONLY_WITH_IMMEDIATE | op::RDMA_WRITE_ONLY | op::RDMA_WRITE_ONLY_WITH_IMMEDIATE => {

@@ -75,6 +75,8 @@ pub struct Messages {
     /// UC flows' open messages, and the transfers.
     uc_open: FxHashMap<FlowKey, Transfer>,
     pub uc: Dist,
+    /// UC messages whose LAST came without their FIRST.
+    pub uc_partial: u64,
     pub ud_messages: u64,
     pub ud_bytes: u64,
     /// Request flows new past the flows' cap (not followed), from the pairs' cap.
@@ -121,6 +123,7 @@ impl Messages {
             reorder: reorder::Reordering::default(),
             uc_open: FxHashMap::default(),
             uc: Dist::default(),
+            uc_partial: 0,
             ud_messages: 0,
             ud_bytes: 0,
             cap,
@@ -252,10 +255,15 @@ impl Messages {
         }
         let key = r.flow();
         let Some(t) = super::keys::bounded(&mut self.uc_open, key, self.cap, &mut self.state_full) else { return };
-        if let Some(m) = t.request(r) {
+        if let Some(m) = t.request(r, &mut self.uc_partial) {
             let d = Done::new(m.last_ns() - m.start_ns, m.bytes(), self.settings.link_bps, None);
             self.uc.add(&d);
         }
+    }
+
+    /// UC messages still being sent (their FIRST seen, their LAST not yet).
+    pub fn uc_open(&self) -> u64 {
+        self.uc_open.values().filter(|t| t.is_open()).count() as u64
     }
 
     /// Flows folded away live: their own distributions go (the classes and pairs keep their
@@ -291,6 +299,38 @@ pub(crate) fn flow_pending(state: &MsgFlow) -> (u64, u64) {
 mod tests {
     use super::*;
     use analyzer_common::opcode::op;
+
+    /// UC messages: a LAST without its FIRST is a partial message, a FIRST without its LAST yet
+    /// one being sent at the end; neither is counted among the transfers.
+    #[test]
+    fn uc_messages_partial_and_open_are_counted_apart() {
+        let settings = Settings { classes: vec![4096], link_bps: 100_000_000_000, window_ns: 1000 };
+        let mut m = Messages::new(settings, 100);
+        let uc = |o: u8, qp: u32, ts: u64| Record {
+            ts_ns: ts,
+            opcode: 0x20 | o,
+            payload_len: 100,
+            reth_len: 300,
+            ip_version: 4,
+            dst_qp: qp,
+            ..Default::default()
+        };
+        // QP 1: MIDDLE and LAST of a message begun before (partial), then FIRST MIDDLE LAST.
+        // QP 2: a WRITE ONLY, then a FIRST whose LAST the capture did not hold (open).
+        for (o, qp, ts) in [
+            (op::SEND_MIDDLE, 1, 0),
+            (op::SEND_LAST, 1, 10),
+            (op::SEND_FIRST, 1, 20),
+            (op::SEND_MIDDLE, 1, 30),
+            (op::SEND_LAST, 1, 70),
+            (op::RDMA_WRITE_ONLY, 2, 80),
+            (op::RDMA_WRITE_FIRST, 2, 90),
+        ] {
+            m.transfer(&uc(o, qp, ts));
+        }
+        assert_eq!((m.uc.mct.len(), m.uc_partial, m.uc_open()), (2, 1, 1));
+        assert_eq!(m.uc.bytes, 300 + 300, "the SEND's three payloads, the WRITE's RETH length");
+    }
 
     /// Goodput is new payload: a PSN sent again (held by a message in flight, or stray) adds
     /// nothing to its flow's, its pair's or the overall windows.

@@ -97,6 +97,8 @@ pub fn section(run: &Pipeline) -> Option<Messages> {
             uc_transfer_ns: pct(&m.uc.mct),
             ud_messages: m.ud_messages,
             ud_bytes: m.ud_bytes,
+            uc_partial: m.uc_partial,
+            uc_open: m.uc_open(),
         },
         tail: tail_of(run),
         steadiness: steadiness(run),

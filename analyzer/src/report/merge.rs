@@ -678,6 +678,7 @@ impl Merger {
         let rtt = super::rtt_stitch::stitch(&pairing, &spans);
         let loss = super::loss_stitch::stitch(&pairing, &spans);
         let payload = payload_fixes(&loss, &self.spans);
+        let rnr_naks = rnr_naks(&self.parts);
         let mut st = Stitched { rtt, payload, ..Default::default() };
         for (key, parts) in self.parts.iter_mut() {
             let fix = st.rtt.flows.get(key);
@@ -703,7 +704,10 @@ impl Merger {
                 st.shared += 1;
                 continue;
             }
-            let c = flow_key(flow).and_then(|k| super::psn_stitch::stitch(&k, parts));
+            let rnr_at = |report: usize, psn: u32| -> Vec<u64> {
+                rnr_naks.get(&(report, key.0, key.1.clone(), key.2.clone(), psn)).cloned().unwrap_or_default()
+            };
+            let c = flow_key(flow).and_then(|k| super::psn_stitch::stitch(&k, parts, &rnr_at));
             // A request after a cut that may have arrived late into a gap one run had open there
             // (or a flow the reports cannot tell).
             match &c {
@@ -956,6 +960,27 @@ fn settle_capture(mut capture: Capture, sources: Vec<SourceJson>) -> Capture {
     capture.sources = sources;
     loss_ratio(&mut capture);
     capture
+}
+
+/// The RNR NAKs the flows' heads list, by (report, IP version, requester, responder, PSN): their
+/// times (a note one run's PSN state takes with the refused request's repeat, `psn_stitch`).
+type RnrNaks = BTreeMap<(usize, u8, String, String, u32), Vec<u64>>;
+
+/// [`RnrNaks`] of the flows' parts (an RNR NAK goes from the responder to the requester).
+fn rnr_naks(parts: &BTreeMap<FlowId, Vec<super::psn_stitch::Part>>) -> RnrNaks {
+    use analyzer_common::wire::ext::{AckType, syndrome_type};
+    let mut out = RnrNaks::new();
+    for ((v, src, dst, _, _), ps) in parts {
+        for (p, e) in ps.iter().filter_map(|p| Some((p, p.edge.as_ref()?))) {
+            for (f, ts) in e.head.iter().zip(&e.head_ns) {
+                let aeth = analyzer_common::opcode::headers(f.0[0] as u8) & analyzer_common::opcode::ext::AETH != 0;
+                if aeth && syndrome_type(f.0[4] as u8) == AckType::RnrNak {
+                    out.entry((p.report, *v, dst.clone(), src.clone(), f.0[1])).or_default().push(*ts);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The payload one run counts otherwise than the reports after a cut, from the flows' walks

@@ -15,7 +15,9 @@
 //! next request, which the reports cannot tell: not stitched. Requests refused by an RNR NAK
 //! before the cut and repeated after it are taken as the whole takes them (the part before
 //! carries their PSNs, `rnr_psns`); a refusal after the cut that the part's own run left
-//! untaken may have come before or after the head's repeat: not stitched.
+//! untaken (its first request is never taken as a repeat) is taken with the head's repeat when
+//! the heads of the flows back list its RNR NAK before it (their frames' times), else not
+//! stitched.
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::psn::{self, PeerKey, PeerNotes, PsnSeq, PsnState};
@@ -80,7 +82,9 @@ pub fn in_series(parts: &mut [Part]) -> bool {
 
 /// The correction for a flow seen in `parts` (in series, [`in_series`]), or `None` when some
 /// part has no edge or a head's state did not settle.
-pub fn stitch(key: &FlowKey, parts: &[Part]) -> Option<Correction> {
+/// `rnr_at(report, psn)`: the times of the RNR NAKs naming `psn` that the flows back from the
+/// flow's responder to its requester listed in their heads in that report.
+pub fn stitch(key: &FlowKey, parts: &[Part], rnr_at: &dyn Fn(usize, u32) -> Vec<u64>) -> Option<Correction> {
     let (first, rest) = parts.split_first()?;
     let first = first.edge.as_ref()?;
     let (mut state, mut read_note) = (first.end, first.read_note);
@@ -93,10 +97,8 @@ pub fn stitch(key: &FlowKey, parts: &[Part]) -> Option<Correction> {
         c.late_told &= late_told(&state, p, &mut gaps);
         before = e;
         // A refusal this part saw and its own run did not take (its first request is never
-        // taken as a repeat): put before or after the request, the reports cannot tell.
-        if e.head.iter().any(|f| e.rnr_psns.contains(&f.0[1]) && !rnr.contains(&f.0[1])) {
-            return None;
-        }
+        // taken as a repeat): one run takes it with the head's repeat when it came before it.
+        let refused = refused_first(e, &rnr, &|psn| rnr_at(p.report, psn))?;
         let alone = replay(key, e, PsnSeq::default(), None, &[]);
         if alone.seq != e.after_head {
             return None;
@@ -106,9 +108,9 @@ pub fn stitch(key: &FlowKey, parts: &[Part]) -> Option<Correction> {
             _ if read_note >= psn::MIN_MTU => Some((state.read_psn, read_note)),
             _ => return None,
         };
-        let whole = replay(key, e, state, before, &rnr);
+        let whole = replay(key, e, state, before, &[rnr.as_slice(), &refused].concat());
         rnr.retain(|p| !e.head.iter().any(|f| f.0[1] == *p));
-        rnr.extend(&e.rnr_psns);
+        rnr.extend(e.rnr_psns.iter().filter(|p| !refused.contains(p)));
         state = match (e.complete, whole.seq == alone.seq) {
             (true, _) => whole.seq,
             (false, true) => e.end,
@@ -145,6 +147,30 @@ fn late_told(state: &PsnSeq, p: &Part, gaps: &mut bool) -> bool {
         *gaps |= d > 0;
     }
     !*gaps || p.repeats == 0
+}
+
+/// The PSNs of `e`'s head that an RNR NAK in its part refused before the head repeated them,
+/// which the part's own run left untaken (its first request is never taken as a repeat) and one
+/// run takes with the repeat; none (not told) where that NAK's time is not known (not in the
+/// heads of the flows back, or several), or it came after the repeat. `at`: the RNR NAKs'
+/// times for a PSN.
+fn refused_first(e: &FlowEdge, carried: &[u32], at: &dyn Fn(u32) -> Vec<u64>) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    for (i, f) in e.head.iter().enumerate() {
+        let psn = f.0[1];
+        if !e.rnr_psns.contains(&psn) || carried.contains(&psn) || out.contains(&psn) {
+            continue;
+        }
+        let naks = at(psn);
+        let (Some(ts), [nak]) = (e.head_ns.get(i).filter(|_| e.head_ns.len() == e.head.len()), naks.as_slice()) else {
+            return None;
+        };
+        if nak >= ts {
+            return None;
+        }
+        out.push(psn);
+    }
+    Some(out)
 }
 
 /// The head of `e` accounted from state `from`, with the MTU note of a READ at a PSN that
@@ -254,7 +280,7 @@ mod tests {
         let told_with = |a: &[u32], b: &[u32], gaps: Vec<[u32; 3]>| {
             let mut parts = [run(a, 0).1, run(b, 10).1];
             parts[0].edge.as_mut().unwrap().gaps = gaps;
-            stitch(&key(), &parts).map(|c| c.late_told)
+            stitch(&key(), &parts, &|_, _| Vec::new()).map(|c| c.late_told)
         };
         let told = |a: &[u32], b: &[u32]| told_with(a, b, Vec::new());
         assert_eq!(told(&[0, 1, 2], &[3, 4, 5]), Some(true));
@@ -278,7 +304,7 @@ mod tests {
         let runs: Vec<(PsnState, Part)> =
             bounds.windows(2).enumerate().map(|(i, w)| run(&psns[w[0]..w[1]], 10 * i as u64)).collect();
         let parts: Vec<Part> = runs.iter().map(|(_, p)| p.clone()).collect();
-        let c = stitch(&key(), &parts)?;
+        let c = stitch(&key(), &parts, &|_, _| Vec::new())?;
         let mut sum = [0u64; count::COUNT];
         for (i, s) in sum.iter_mut().enumerate() {
             let parts: u64 = runs.iter().map(|(st, _)| st.count[i]).sum();
@@ -317,6 +343,23 @@ mod tests {
         let (whole_short, _) = run(&short, 0);
         assert_eq!(stitched(&short, &[20]), Some(whole_short.count));
         assert!(whole.count[count::DUPLICATES] > 8);
+    }
+
+    /// rnr.pcap cut in 2, by hand: PSN 7 refused by an RNR NAK at 105 µs after the cut and sent
+    /// again at 200 µs, the part's first request (its own run never takes a note with it). One
+    /// run takes the refusal with the repeat: told where the NAK's time is known and before it.
+    #[test]
+    fn a_refusal_after_the_cut_is_taken_with_its_repeat_when_it_came_first() {
+        let mut e = crate::engine::edges::edge(None, Default::default());
+        e.head = vec![crate::model::edge::HeadFrame([0x04, 7, 0, 0, 0, 0])];
+        e.head_ns = vec![200_000];
+        e.rnr_psns = vec![7];
+        let told = |carried: &[u32], naks: Vec<u64>| refused_first(&e, carried, &|_| naks.clone());
+        assert_eq!(told(&[], vec![105_000]), Some(vec![7]));
+        assert_eq!(told(&[7], vec![105_000]), Some(vec![]), "a refusal before the cut, carried");
+        assert_eq!(told(&[], vec![]), None, "its time not in the heads of the flows back");
+        assert_eq!(told(&[], vec![250_000]), None, "after the repeat");
+        assert_eq!(told(&[], vec![100_000, 150_000]), None, "several");
     }
 
     #[test]

@@ -5,12 +5,14 @@
 //! each of two). On uplinks a flow's paths are the uplinks among the labels of all its reports.
 //! Late arrivals are added per flow and over all; a flow's median displacement is kept where
 //! its reports agree (the lower median of a union of sets with one lower median is that
-//! median). A flow whose late arrivals a cut changed ([`super::lb_stitch`]) is counted from its
-//! parts' edges (`flows[].edge.late`) with the replay's correction, its median one run's. Where a
-//! sprayed flow was not listed by every report that saw it (past a report's listed flows, or
-//! spread there by nothing), or its reports' medians differ, or a request after a cut in time may
-//! have arrived late into a gap one run had open at the cut and the replay cannot tell, the merge
-//! says so (`load_balancing_not_merged`).
+//! median). A flow across cuts in time whose every part has its edge is counted from its parts'
+//! edges (`flows[].edge.late`: its late arrivals by displacement, listed as sprayed there or
+//! not), with the replay's correction where a cut changed them ([`super::lb_stitch`]): its
+//! median one run's. Where a sprayed flow was not listed by every report that saw it (past a
+//! report's listed flows, or spread there by nothing) and the edges do not hold it, or its
+//! reports' medians differ, or a request after a cut in time may have arrived late into a gap
+//! one run had open at the cut and the replay cannot tell, the merge says so
+//! (`load_balancing_not_merged`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,7 +42,17 @@ impl Fixed {
         let mut fixed = Fixed { whole: true, ..Fixed::default() };
         for f in flows {
             let id = super::rtt_stitch::id_of(f);
-            let (Some(l), Some(ps)) = (late.get(&id), parts.get(&id)) else { continue };
+            let Some(ps) = parts.get(&id) else { continue };
+            // A flow across cuts whose every part has its edge: its late arrivals are all in the
+            // edges, listed by its reports or not (a part where it was not spread lists none).
+            let across = ps.len() > 1
+                && ps.iter().all(|p| p.edge.is_some())
+                && ps.windows(2).all(|w| w[0].end_ns <= w[1].start_ns);
+            let l = match late.get(&id) {
+                Some(l) => l,
+                None if across => &Late::default(),
+                None => continue,
+            };
             let mut density: BTreeMap<u32, u64> = BTreeMap::new();
             for [d, n] in ps.iter().filter_map(|p| p.edge.as_ref()).flat_map(|e| &e.late) {
                 *density.entry(*d as u32).or_default() += n;

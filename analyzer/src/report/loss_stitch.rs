@@ -59,7 +59,7 @@ pub fn stitch(pairing: &Pairing, spans: &[Span]) -> Told {
     told
 }
 
-/// Flow `id` (its parts `ps`) over the reports in `order` from its first part on.
+/// Flow `id` (its parts `ps`, in time order) over the reports in `order` from its first part on.
 fn flow(pairing: &Pairing, id: &FlowId, ps: &[Part], order: &[usize]) -> Result<Walk, Untold> {
     let ack = pairing.ack_of(id, ps, true);
     let acks = ack.as_ref().map_or(&[][..], |a| a.parts);

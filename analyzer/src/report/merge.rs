@@ -674,6 +674,11 @@ impl Merger {
     /// could not be stitched, and whether the RTT percentiles of some flow could not be merged.
     fn stitch_flows(&mut self) -> Stitched {
         let spans = self.rtt_spans();
+        // Each flow's parts in time order, whatever order the reports were given in: the walks
+        // across cuts start from a flow's first part (`loss_stitch`, `lb_stitch`).
+        for ps in self.parts.values_mut() {
+            ps.sort_by_key(|p| (p.start_ns, p.end_ns));
+        }
         let pairing = super::rtt_stitch::Pairing::of(&self.parts);
         let rtt = super::rtt_stitch::stitch(&pairing, &spans);
         let loss = super::loss_stitch::stitch(&pairing, &spans);
@@ -731,7 +736,8 @@ impl Merger {
             }
             st.unstitched += u64::from(!c.is_some_and(|c| apply(flow, &c)));
         }
-        // Late arrivals a cut may change, replayed over the parts (sorted in time now).
+        // Late arrivals a cut may change, replayed over the parts (the pairing again: the loop
+        // above held the parts mutably).
         let pairing = super::rtt_stitch::Pairing::of(&self.parts);
         for id in std::mem::take(&mut st.late_pending) {
             match super::lb_stitch::of(&pairing, &id) {

@@ -29,6 +29,14 @@ pub const HEAD: usize = 8;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeadFrame(pub [u32; 6]);
 
+impl HeadFrame {
+    /// The kind of its AETH (ACK, RNR NAK, NAK), when its opcode carries one.
+    pub fn aeth(&self) -> Option<analyzer_common::wire::ext::AckType> {
+        let has = analyzer_common::opcode::headers(self.0[0] as u8) & analyzer_common::opcode::ext::AETH != 0;
+        has.then(|| analyzer_common::wire::ext::syndrome_type(self.0[4] as u8))
+    }
+}
+
 /// A flow's PSN state as JSON: the fields of `analyzer_common::psn::PsnSeq` through serde's
 /// remote derive (the kernel's type stays free of serde); a field added there and not here
 /// fails to compile.

@@ -18,7 +18,7 @@ use super::assemble::audit::{
 use super::psn_stitch::Part;
 use super::rtt_stitch::{FlowId, ack_id, id_of};
 use crate::analyses::ecn::Interval;
-use crate::model::{CnpInterval, FindingCode, Flow, FlowRef, PfcEdge, Report, names};
+use crate::model::{CnpInterval, FindingCode, Flow, PfcEdge, Report, names};
 
 /// Request flows and the flows of their ACKs, both ways, as the parts paired them.
 fn peers(parts: &BTreeMap<FlowId, Vec<Part>>) -> BTreeMap<FlowId, FlowId> {
@@ -126,7 +126,7 @@ fn marking(parts: &BTreeMap<FlowId, Vec<Part>>) -> Option<Vec<crate::model::Find
             m.seen_cnp_dscp = m.seen_cnp_dscp.or(e.seen_cnp_dscp);
             any = true;
         }
-        let flow = FlowRef { src: id.1.clone(), dst: id.2.clone(), udp_sport: id.3, dst_qp: id.4 };
+        let flow = super::rtt_stitch::ref_of(id);
         if let (true, Some(key)) = (any, crate::model::flow_ref_key(&flow)) {
             flows.push((key, m));
         }

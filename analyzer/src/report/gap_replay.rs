@@ -14,7 +14,7 @@
 
 use analyzer_common::opcode;
 use analyzer_common::psn::{PSN_HALF, PSN_MASK, psn_diff};
-use analyzer_common::wire::ext::{AckType, syndrome_type};
+use analyzer_common::wire::ext::AckType;
 
 use super::psn_stitch::Part;
 use super::rtt_karn::Untold;
@@ -398,9 +398,7 @@ fn naks(p: &Part, all: &mut Vec<(u64, Event)>) -> Result<u64, Untold> {
     }
     let mut n = 0;
     for (f, ts) in e.head.iter().zip(&e.head_ns) {
-        let o = f.0[0] as u8;
-        let aeth = opcode::headers(o) & opcode::ext::AETH != 0;
-        if aeth && syndrome_type(f.0[4] as u8) == AckType::Nak {
+        if f.aeth() == Some(AckType::Nak) {
             all.push((*ts, Event::Nak(f.0[1] & PSN_MASK)));
             n += 1;
         }

@@ -45,9 +45,7 @@ impl Fixed {
             let Some(ps) = parts.get(&id) else { continue };
             // A flow across cuts whose every part has its edge: its late arrivals are all in the
             // edges, listed by its reports or not (a part where it was not spread lists none).
-            let across = ps.len() > 1
-                && ps.iter().all(|p| p.edge.is_some())
-                && ps.windows(2).all(|w| w[0].end_ns <= w[1].start_ns);
+            let across = ps.len() > 1 && ps.iter().all(|p| p.edge.is_some()) && super::psn_stitch::follow(ps);
             let l = match late.get(&id) {
                 Some(l) => l,
                 None if across => &Late::default(),

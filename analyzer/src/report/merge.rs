@@ -974,13 +974,12 @@ type RnrNaks = BTreeMap<(usize, u8, String, String, u32), Vec<u64>>;
 
 /// [`RnrNaks`] of the flows' parts (an RNR NAK goes from the responder to the requester).
 fn rnr_naks(parts: &BTreeMap<FlowId, Vec<super::psn_stitch::Part>>) -> RnrNaks {
-    use analyzer_common::wire::ext::{AckType, syndrome_type};
+    use analyzer_common::wire::ext::AckType;
     let mut out = RnrNaks::new();
     for ((v, src, dst, _, _), ps) in parts {
         for (p, e) in ps.iter().filter_map(|p| Some((p, p.edge.as_ref()?))) {
             for (f, ts) in e.head.iter().zip(&e.head_ns) {
-                let aeth = analyzer_common::opcode::headers(f.0[0] as u8) & analyzer_common::opcode::ext::AETH != 0;
-                if aeth && syndrome_type(f.0[4] as u8) == AckType::RnrNak {
+                if f.aeth() == Some(AckType::RnrNak) {
                     out.entry((p.report, *v, dst.clone(), src.clone(), f.0[1])).or_default().push(*ts);
                 }
             }
@@ -994,8 +993,7 @@ fn rnr_naks(parts: &BTreeMap<FlowId, Vec<super::psn_stitch::Part>>) -> RnrNaks {
 fn payload_fixes(loss: &super::loss_stitch::Told, spans: &[(u64, u64)]) -> super::steady_stitch::Fixes {
     let mut out = super::steady_stitch::Fixes::default();
     for (id, walk) in loss {
-        let r = FlowRef { src: id.1.clone(), dst: id.2.clone(), udp_sport: id.3, dst_qp: id.4 };
-        let (Some(w), Some(k)) = (walk, flow_ref_key(&r)) else { continue };
+        let (Some(w), Some(k)) = (walk, flow_ref_key(&super::rtt_stitch::ref_of(id))) else { continue };
         let o = crate::model::addr::flow_order(&k);
         out.told.extend(w.reports.iter().filter_map(|r| Some((spans.get(*r)?.0, o))));
         for (r, p) in &w.payload {

@@ -77,6 +77,11 @@ pub struct Correction {
 /// after sorting them by start.
 pub fn in_series(parts: &mut [Part]) -> bool {
     parts.sort_by_key(|p| (p.start_ns, p.end_ns));
+    follow(parts)
+}
+
+/// Whether parts already in time order follow each other without overlapping.
+pub fn follow(parts: &[Part]) -> bool {
     parts.windows(2).all(|w| w[0].end_ns <= w[1].start_ns)
 }
 

@@ -174,6 +174,11 @@ pub fn ack_id(ip_version: u8, a: &FlowRef) -> FlowId {
     (ip_version, a.src.clone(), a.dst.clone(), a.udp_sport, a.dst_qp)
 }
 
+/// The flow `id` names, as reports name it (the inverse of [`ack_id`]).
+pub fn ref_of(id: &FlowId) -> FlowRef {
+    FlowRef { src: id.1.clone(), dst: id.2.clone(), udp_sport: id.3, dst_qp: id.4 }
+}
+
 /// A flow as `merge` keys it.
 pub fn id_of(f: &crate::model::Flow) -> FlowId {
     (f.ip_version, f.src.clone(), f.dst.clone(), f.udp_sport, f.dst_qp)

@@ -139,10 +139,13 @@ pub fn replay(
     let events = events(p)?;
     let mut counted: BTreeMap<usize, Counted> = BTreeMap::new();
     let (mut one, mut alone) = (Replay::default(), Replay::default());
-    let start: Vec<Entry> = before.iter().map(|w| Entry { psn: w.psn, ts: w.ts, id: None }).collect();
-    one.queue.extend(&start);
-    let mut met = before.is_empty();
-    for (ts, ev) in &events {
+    one.queue.extend(before.iter().map(|w| Entry { psn: w.psn, ts: w.ts, id: None }));
+    // The replays meet where their queues hold the same requests past the last ACK one run
+    // applies and the part alone did not (the part never paired the flow: not before its end).
+    let skipped = |ev: &Event| p.carried && matches!(ev, Event::Ack(_, false));
+    let last_skipped = events.iter().rposition(|(_, ev)| skipped(ev));
+    let mut met = before.is_empty() && last_skipped.is_none();
+    for (n, (ts, ev)) in events.iter().enumerate() {
         match *ev {
             Event::Request(i, psn) => {
                 let e = Entry { psn, ts: *ts, id: Some(i) };
@@ -161,7 +164,7 @@ pub fn replay(
                 }
             }
         }
-        if one.queue == alone.queue {
+        if one.queue == alone.queue && last_skipped.is_none_or(|l| n >= l) {
             met = true;
             break;
         }

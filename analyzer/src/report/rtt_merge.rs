@@ -43,6 +43,7 @@ pub fn apply_totals(rtt: &mut RttSummary, st: &Stitched) {
         rtt.pending = shift(rtt.pending, fix.pending);
     }
     rtt.unpaired_acks = rtt.unpaired_acks.saturating_sub(st.unpaired);
+    rtt.ambiguous_acks = rtt.ambiguous_acks.saturating_sub(st.ambiguous);
 }
 
 /// Every sample of every part, when each carries its edge (less those its flow's fix takes
@@ -122,7 +123,7 @@ impl Cuts {
     pub fn less(self, st: &Stitched) -> Cuts {
         Cuts {
             waiting: self.waiting.saturating_sub(st.waiting),
-            unpaired: self.unpaired.saturating_sub(st.unpaired + st.unpaired_kept),
+            unpaired: self.unpaired.saturating_sub(st.unpaired + st.ambiguous + st.unpaired_kept),
         }
     }
 

@@ -7,9 +7,13 @@
 //! timeout), and says what the whole counts beyond the parts' sum: the samples found, the
 //! timeouts and pending requests moved, the ACKs paired.
 //!
+//! A part after a cut that found its ACKs ambiguous (two QPs between the same hosts, paired in
+//! one run by the CM exchange or the ACKs before the cut) never paired the flow: where it lists
+//! every request and ACK, they are replayed with the pairing before the cut (`retold`).
+//!
 //! A flow is stitched only where the reports tell the whole story; else its requests and ACKs
 //! stay as each report counted them and the merge says so (`rtt_not_stitched`): an ACK flow some
-//! report found ambiguous or paired with another flow, waiting requests not all listed, an ACK
+//! report found ambiguous and then paired, or paired with another flow, waiting requests not all listed, an ACK
 //! head that ends before a waiting request's timeout, requests repeated after a cut (a
 //! retransmission keeps its first time, Karn), an ACK that pairs only by the PSN span of the
 //! whole.
@@ -45,6 +49,9 @@ pub struct Stitched {
     pub flows: BTreeMap<FlowId, Fix>,
     /// ACKs after a cut that their report could not pair and the whole pairs.
     pub unpaired: u64,
+    /// ACKs after a cut that their report found several request flows for (two QPs between the
+    /// same hosts, with the CM exchange or the pairing before the cut) and the whole pairs.
+    pub ambiguous: u64,
     /// Requests pending at the end of a report that another follows, now decided.
     pub waiting: u64,
     /// ACKs after a cut that one run could not pair either (no requests the other way).
@@ -271,11 +278,12 @@ pub fn stitch(pairing: &Pairing, spans: &[Span]) -> Stitched {
         let waiting = ps.iter().filter_map(rtt_of).any(|r| !r.waiting.is_empty());
         let Some(ack) = pairing.ack_of(id, ps, waiting) else { continue };
         let flow = Flow { parts: ps, acks: ack.parts, inferred: ack.inferred };
-        if let Ok((fix, unpaired, waiting)) = flow.replay(&order, spans, timeout_ns, end_ns)
-            && (fix != Fix::default() || unpaired > 0 || waiting > 0)
+        if let Ok((fix, r)) = flow.replay(&order, spans, timeout_ns, end_ns)
+            && (fix != Fix::default() || r != Resolved::default())
         {
-            out.unpaired += unpaired;
-            out.waiting += waiting;
+            out.unpaired += r.unpaired;
+            out.ambiguous += r.ambiguous;
+            out.waiting += r.waiting;
             out.flows.insert(id.clone(), fix);
         }
     }
@@ -349,6 +357,25 @@ impl<'a> Hosts<'a> {
     }
 }
 
+/// What a flow's replay resolves of the cuts: ACKs its reports counted unpaired or ambiguous
+/// that one run pairs, requests pending at a cut that one run decides.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Resolved {
+    unpaired: u64,
+    ambiguous: u64,
+    waiting: u64,
+}
+
+/// Whether a part after a cut left the request flow unpaired because its ACKs were ambiguous
+/// there (another request flow between the hosts spanned their PSNs too; one run paired them
+/// before, by the CM exchange or the ACKs before the cut) and lists every request and ACK of
+/// it, so one run's pairing can be replayed: the part took no sample of the flow.
+fn retold(req: Option<&Part>, ack: Option<&Part>) -> bool {
+    let requests =
+        req.and_then(rtt_of).is_some_and(|r| !r.requests_cut && r.samples.is_empty() && r.buckets.is_empty());
+    requests && ack.and_then(acks_of).is_some_and(|a| a.ambiguous > 0 && a.complete)
+}
+
 /// A request flow's parts and its ACK flow's (`inferred`: no report paired them).
 struct Flow<'a> {
     parts: &'a [Part],
@@ -357,30 +384,33 @@ struct Flow<'a> {
 }
 
 impl Flow<'_> {
-    /// Replays the reports in time order: the fix, the ACKs paired across cuts, and the
-    /// requests pending at a cut now decided.
-    fn replay(&self, order: &[usize], spans: &[Span], timeout_ns: u64, end_ns: u64) -> Result<(Fix, u64, u64), Untold> {
+    /// Replays the reports in time order: the fix, and what it resolved of the cuts.
+    fn replay(&self, order: &[usize], spans: &[Span], timeout_ns: u64, end_ns: u64) -> Result<(Fix, Resolved), Untold> {
         let mut q = Queue { timeout_ns, waiting: VecDeque::new(), fix: Fix::default() };
-        let (mut paired, mut seen, mut unpaired, mut waiting) = (false, false, 0, 0);
+        let (mut paired, mut seen, mut resolved) = (false, false, Resolved::default());
         for (n, &j) in order.iter().enumerate() {
             let (req, ack) = (Part::of(self.parts, j), Part::of(self.acks, j));
             if req.is_some_and(|p| p.edge.is_none()) || ack.is_some_and(|p| p.edge.is_none()) {
                 return Err(Untold);
             }
             let names = req.and_then(rtt_of).and_then(|r| r.ack_flow.as_ref()).is_some();
-            // Requests of this part that may repeat one waiting at the cut: replayed (Karn).
-            let karn = req.filter(|p| !q.after_waiting(p));
+            let retold = paired && !names && retold(req, ack);
+            // Requests of this part that may repeat one waiting at the cut, or that the part
+            // never paired with ACKs one run applies: replayed with its ACKs.
+            let karn = req.filter(|p| retold || !q.after_waiting(p));
             let mut carried = false;
             if let Some(a) = ack.and_then(acks_of) {
                 // An inferred pair is one at the first ACK that covers a waiting request within
                 // the PSN span one run would give the request flow.
                 paired |= self.inferred && a.head.first().is_some_and(|[_, psn]| q.spans(*psn as u32));
                 carried = paired || (names && a.unpaired == 0);
-                if (a.ambiguous > 0 && seen) || (!carried && (!q.waiting.is_empty() || (seen && a.unpaired > 0))) {
+                let ambiguous = a.ambiguous > 0 && seen && !retold;
+                if ambiguous || (!carried && (!q.waiting.is_empty() || (seen && a.unpaired > 0))) {
                     return Err(Untold);
                 }
                 if paired {
-                    unpaired += a.unpaired;
+                    resolved.unpaired += a.unpaired;
+                    resolved.ambiguous += if retold { a.ambiguous } else { 0 };
                 }
                 if karn.is_none() {
                     q.acks(a)?;
@@ -399,7 +429,7 @@ impl Flow<'_> {
                 }
                 for [psn, ts] in &r.waiting {
                     let counted = Counted::at_end(*ts, spans[j].end_ns, timeout_ns);
-                    waiting += u64::from(counted == Counted::Pending && !last);
+                    resolved.waiting += u64::from(counted == Counted::Pending && !last);
                     if left.is_none() {
                         q.waiting.push_back(Waiting { psn: *psn as u32, ts: *ts, counted, report: j });
                     }
@@ -409,7 +439,7 @@ impl Flow<'_> {
                 q.waiting = left;
             }
         }
-        Ok((q.finish(end_ns), unpaired, waiting))
+        Ok((q.finish(end_ns), resolved))
     }
 
     /// Part `p`'s requests replayed on the requests waiting at the cut before it, with its ACK
@@ -565,5 +595,35 @@ mod tests {
         );
         parts.insert(id(8), vec![part(1, edge(Some(waiting(&[], true)), None))]);
         assert!(stitch(&Pairing::of(&parts), &spans(&[(0, 10_000), (10_050, 20_000)])).flows.is_empty());
+    }
+
+    /// Two QPs between the same hosts (rtt_cm.pcap): the CM exchange before the cut paired
+    /// flow 7 with the ACKs to QP 9, and request 5 waits at the cut (9 900, pending). The part
+    /// after sees no CM exchange and both flows' PSNs span the ACKs: it pairs none (ACK 5,
+    /// before either flow's PSNs there, unpaired; ACKs 6 and 7 ambiguous) and counts requests 6
+    /// (10 200) and 7 (10 600) pending at its end (11 000). One run, by hand: ACK 5 at 10 100
+    /// gives 200, ACK 6 at 10 300 gives 100, ACK 7 at 10 900 gives 300; nothing pending.
+    #[test]
+    fn acks_a_part_found_ambiguous_pair_as_before_the_cut() {
+        let mut parts = BTreeMap::new();
+        let first = part(0, edge(Some(waiting(&[[5, 9_900]], true)), None));
+        let list = [[6, 10_200], [7, 10_600]];
+        let after = EdgeRtt { requests: list.to_vec(), ..waiting(&list, false) };
+        parts.insert(id(7), vec![first, part(1, edge(Some(after.clone()), None))]);
+        let head = EdgeAcks { ambiguous: 2, ..acks(&[[10_100, 5], [10_300, 6], [10_900, 7]], true, 1) };
+        parts.insert(ack_key(), vec![part(0, edge(None, None)), part(1, edge(None, Some(head.clone())))]);
+        let cuts = spans(&[(0, 10_000), (10_050, 11_000)]);
+        let s = stitch(&Pairing::of(&parts), &cuts);
+        let fix = &s.flows[&id(7)];
+        assert_eq!((fix.extra.clone(), fix.pending, fix.timeouts), (vec![200, 100, 300], -3, 0));
+        assert_eq!((s.unpaired, s.ambiguous, s.waiting), (1, 2, 1));
+        // Not told: the part listed only its first requests, or its ACK head is cut short.
+        let cut = EdgeRtt { requests_cut: true, ..after.clone() };
+        parts.get_mut(&id(7)).unwrap()[1] = part(1, edge(Some(cut), None));
+        assert!(stitch(&Pairing::of(&parts), &cuts).flows.is_empty());
+        parts.get_mut(&id(7)).unwrap()[1] = part(1, edge(Some(after), None));
+        let short = EdgeAcks { complete: false, ..head };
+        parts.get_mut(&ack_key()).unwrap()[1] = part(1, edge(None, Some(short)));
+        assert!(stitch(&Pairing::of(&parts), &cuts).flows.is_empty());
     }
 }

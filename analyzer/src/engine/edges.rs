@@ -2,9 +2,9 @@
 //! and its state after them (`crate::model::edge`). Off, no frame pays for it.
 
 use analyzer_common::PacketSummary;
-use analyzer_common::psn::PsnSeq;
+use analyzer_common::psn::{PSN_HALF, PsnSeq, psn_diff};
 
-use crate::model::edge::{FlowEdge, HEAD, HeadFrame};
+use crate::model::edge::{FlowEdge, HEAD, HEAD_MAX, HeadFrame};
 
 /// One flow's head.
 #[derive(Debug, Clone, Default)]
@@ -12,10 +12,27 @@ pub struct Head {
     pub frames: Vec<HeadFrame>,
     /// Each frame's time.
     pub times: Vec<u64>,
-    /// The state after the last frame of `frames`, once it holds [`HEAD`].
+    /// The state after the last frame of `frames`, once it holds [`HEAD`] or more.
     pub after: Option<PsnSeq>,
     /// A frame came after the head.
     pub more: bool,
+}
+
+impl Head {
+    /// Whether a frame past the first [`HEAD`] with `psn` still belongs to the head, within
+    /// [`HEAD_MAX`] frames: one run, which started the flow from another state, may still count
+    /// it otherwise. It repeats a PSN the head reached (a retransmission that began in the head
+    /// goes on), or the responder still waits for a request it NAKed (an episode the head
+    /// opened, which one run may have opened at another PSN or before the cut).
+    fn unsettled(&self, psn: u32) -> bool {
+        let mut psns = self.frames.iter().map(|f| f.0[1]);
+        let Some(first) = psns.next() else { return false };
+        // The latest PSN reached, in 24-bit serial order.
+        let reached = psns.fold(first, |m, p| if (1..PSN_HALF).contains(&psn_diff(m, p)) { p } else { m });
+        let repeats = !(1..PSN_HALF).contains(&psn_diff(reached, psn));
+        let nak = self.after.is_some_and(|a| a.responder_nak != 0);
+        self.frames.len() < HEAD_MAX && (repeats || nak)
+    }
 }
 
 /// The heads of all flows, by the flow's index in the engine's table.
@@ -31,13 +48,13 @@ impl Heads {
             self.heads.resize_with(i + 1, Head::default);
         }
         let h = &mut self.heads[i];
-        if h.frames.len() == HEAD {
+        if h.more || (h.frames.len() >= HEAD && !h.unsettled(s.psn)) {
             h.more = true;
             return;
         }
         h.frames.push(frame_of(s));
         h.times.push(ts);
-        if h.frames.len() == HEAD {
+        if h.frames.len() >= HEAD {
             h.after = Some(*seq);
         }
     }

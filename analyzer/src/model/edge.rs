@@ -24,6 +24,10 @@ use serde::{Deserialize, Serialize};
 /// it lasts), small enough that an edge costs about the size of the flow's other fields.
 pub const HEAD: usize = 8;
 
+/// Frames a head holds at most: past [`HEAD`] it goes on while the frames repeat PSNs it
+/// reached (a retransmission under way at the cut, which one run counts from another state).
+pub const HEAD_MAX: usize = 64;
+
 /// One frame of a head: what the PSN state machine reads of it, as
 /// `[opcode, psn, payload_len, reth_dma_len, aeth_syndrome, ext]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,7 +65,8 @@ pub struct SeqJson {
 /// `flows[].edge`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlowEdge {
-    /// The flow's first RoCE frames (at most [`HEAD`]).
+    /// The flow's first RoCE frames: [`HEAD`], and those after them that repeat PSNs they
+    /// reached (at most [`HEAD_MAX`]).
     pub head: Vec<HeadFrame>,
     /// Their times: a request after a cut fills a gap one run had open there unless an ACK
     /// before it told the gap apart (`report::lb_stitch`).

@@ -350,6 +350,41 @@ mod tests {
         assert!(whole.count[count::DUPLICATES] > 8);
     }
 
+    /// spray.pcap cut in 3, both ways a head outlasts its first 8 frames. A go-back-N under way
+    /// at the cut (0..=2 before it; 4, 5, 3, 6, 7 and 3..=7 again after): the repeats of 6 and
+    /// 7 come past the 8th frame, and the head holds them. A sprayed flow whose responder waits
+    /// at the cut for a request it NAKed (4): the part after, alone, opens episodes of its own
+    /// and waits for 24 to its end; the head holds every frame the part's responder waits
+    /// through (one run counts no episode after the cut).
+    #[test]
+    fn a_head_goes_on_while_a_retransmission_or_a_nak_episode_does() {
+        let gbn: &[u32] = &[0, 1, 2, 4, 5, 3, 6, 7, 3, 4, 5, 6, 7];
+        let (whole, _) = run(gbn, 0);
+        assert_eq!(stitched(gbn, &[3]), Some(whole.count));
+        assert_eq!(run(&gbn[3..], 10).1.edge.unwrap().head.len(), 10);
+        let mut sprayed: Vec<u32> = vec![0, 1, 2, 4, 3, 5, 6];
+        sprayed.extend([22, 24, 23, 25, 26, 28, 27, 29, 30, 32, 31, 33, 34, 36, 35, 37]);
+        // The responder's out-of-sequence requests (one per episode), as the merge gives them.
+        let responder = |psns: &[u32]| {
+            let (a, b) = (run(&psns[..7], 0), run(&psns[7..], 10));
+            let c = stitch(&key(), &[a.1, b.1], &|_, _| Vec::new())?;
+            Some(a.0.responder[0] + b.0.responder[0] + c.add.responder[0] - c.sub.responder[0])
+        };
+        let (whole, _) = run(&sprayed, 0);
+        // One run: 4 before 3 opens an episode, 3 closes it, 5 opens one that never ends (4 is
+        // not sent again). The part after alone opens two more (24 before 23, then 25).
+        assert_eq!(whole.responder, [2, 0]);
+        assert_eq!(run(&sprayed[7..], 10).0.responder, [2, 0]);
+        assert_eq!((stitched(&sprayed, &[7]), responder(&sprayed)), (Some(whole.count), Some(2)));
+        let e = run(&sprayed[7..], 10).1.edge.unwrap();
+        assert!(e.complete && e.head.len() == 16);
+        // A responder that never settles: the head ends at its bound, and the cut is not told.
+        let mut long = sprayed.clone();
+        long.extend(38..120);
+        assert_eq!(run(&long[7..], 10).1.edge.unwrap().head.len(), crate::model::edge::HEAD_MAX);
+        assert_eq!(responder(&long), None);
+    }
+
     /// rnr.pcap cut in 2, by hand: PSN 7 refused by an RNR NAK at 105 µs after the cut and sent
     /// again at 200 µs, the part's first request (its own run never takes a note with it). One
     /// run takes the refusal with the repeat: told where the NAK's time is known and before it.

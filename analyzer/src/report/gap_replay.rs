@@ -37,13 +37,16 @@ pub struct Gaps {
 }
 
 impl Gaps {
-    /// A part's gaps at its end, from its edge (a READ waiting for its span: not known).
+    /// A part's gaps at its end, from its edge. A READ waiting for its span there was the
+    /// flow's latest request in sequence: the next request ahead of it gives its span.
     pub fn at_end(e: &FlowEdge) -> Result<Gaps, Untold> {
-        if e.end.read_pending != 0 {
-            return Err(Untold);
-        }
         let gaps = e.gaps.iter().map(|g| (g[0], g[1], g[2] != 0)).collect();
-        Ok(Gaps { next: (e.end.started != 0).then_some(e.end.expected), gaps, ..Gaps::default() })
+        let after_read = e.end.read_pending != 0;
+        let next = match after_read {
+            true => (e.end.read_psn + 1) & PSN_MASK,
+            false => e.end.expected,
+        };
+        Ok(Gaps { next: (e.end.started != 0).then_some(next), gaps, after_read, ..Gaps::default() })
     }
 
     fn holds(g: &Gap, psn: u32) -> bool {
@@ -240,7 +243,21 @@ pub struct Replayed {
 pub fn replay(from: Gaps, a: &After, paired: &mut bool, inferred: Option<u32>) -> Result<Replayed, Untold> {
     let (events, known, whole) = events(a)?;
     let mut run = Run { one: from, paired: *paired, ..Run::default() };
-    let (mut met, mut gapped, mut i) = (run.one.agrees(&run.alone), false, 0);
+    // The replays meet where they agree past the last response one run may apply and the part
+    // alone did not (it paired none: not before its end), where the part opened gaps (past the
+    // meeting both runs open the same, which only responses tell apart).
+    let skips = |e: &Event| matches!(e, Event::Ack(_, false)) || (matches!(e, Event::Nak(_)) && !a.names);
+    let gaps = a.part.is_some_and(|p| p.out_of_sequence > 0 || p.skipped > 0);
+    let applies = (a.carried || inferred.is_some()) && gaps;
+    let last_skipped = events.iter().rposition(|(_, e)| skips(e)).filter(|_| applies);
+    // (Or where neither has a gap and the part opens no more: its out-of-sequence arrivals, a
+    // gap's opening each, are all behind.)
+    let oos = a.part.map_or(0, |p| p.out_of_sequence);
+    let past = |run: &Run, done: usize| {
+        let closed = run.opened >= oos && run.one.gaps.is_empty() && run.alone.gaps.is_empty();
+        last_skipped.is_none_or(|l| done > l) || closed
+    };
+    let (mut met, mut gapped, mut i) = (run.one.agrees(&run.alone) && past(&run, 0), false, 0);
     while i < events.len() && !met {
         gapped |= !run.one.open().is_empty() || !run.alone.open().is_empty();
         let ts = events[i].0;
@@ -267,7 +284,7 @@ pub fn replay(from: Gaps, a: &After, paired: &mut bool, inferred: Option<u32>) -
             (true, _) => return Err(Untold),
         }
         i += 1;
-        met = run.one.agrees(&run.alone);
+        met = run.one.agrees(&run.alone) && past(&run, i);
     }
     gapped |= !met && (!run.one.open().is_empty() || !run.alone.open().is_empty());
     *paired = run.paired;
@@ -284,6 +301,8 @@ struct Run {
     alone_paired: bool,
     counted: Counted,
     behind: u64,
+    /// Gaps the part alone opened (requests ahead of its next PSN, not after a READ).
+    opened: u64,
 }
 
 impl Run {
@@ -301,6 +320,8 @@ impl Run {
                     return Err(Untold);
                 }
                 self.behind += u64::from(self.alone.next.is_some_and(|n| psn_diff(n, psn) >= PSN_HALF));
+                let ahead = self.alone.next.is_some_and(|n| (1..PSN_HALF).contains(&psn_diff(n, psn)));
+                self.opened += u64::from(ahead && !self.alone.after_read);
                 let first = self.alone.next.is_none();
                 let (late_one, new_one) = self.one.request(psn, read);
                 let (late_alone, new_alone) = self.alone.request(psn, read);
@@ -422,6 +443,15 @@ mod tests {
         // no payload.
         assert_eq!((g.request(17, false), g.request(14, false)), ((Some(3), true), (None, false)));
         assert_eq!(g.open(), [(15, 2), (18, 2)]);
+        // A READ at 10 open at the end of a part (its span not known there): the next request
+        // after the cut, at 14, gives its span and opens no gap; a skip after it does.
+        let mut e = crate::engine::edges::edge(None, Default::default());
+        (e.end.started, e.end.expected, e.end.read_pending, e.end.read_psn) = (1, 12, 3, 10);
+        let mut g = Gaps::at_end(&e).unwrap();
+        for psn in [14, 20] {
+            assert_eq!(g.request(psn, false), (None, true));
+        }
+        assert_eq!(g.open(), [(15, 5)]);
     }
 
     #[test]

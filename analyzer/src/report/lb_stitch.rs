@@ -36,11 +36,18 @@ pub fn of(pairing: &Pairing, id: &FlowId) -> Result<Late, Untold> {
     let (first, rest) = ps.split_first().ok_or(Untold)?;
     let mut named = names(first);
     let mut after = Vec::new();
+    // A first part that paired none of the responses one run pairs from the ACK flow's first
+    // on (no report named them): replayed from nothing too.
+    let fresh = (!named && pairing.at_first_ack(id)).then(|| {
+        named = true;
+        after.push(After::new(Some(first), Part::of(ack.parts, first.report), true));
+        Part { edge: Some(crate::engine::edges::edge(None, Default::default())), ..first.clone() }
+    });
     for p in rest {
         after.push(After::new(Some(p), Part::of(ack.parts, p.report), named));
         named |= names(p);
     }
-    stitch(first, &after, inferred)
+    stitch(fresh.as_ref().unwrap_or(first), &after, inferred)
 }
 
 /// The flow's parts in time order: the first as it ended, each later one as [`After`] (with
@@ -162,6 +169,28 @@ mod tests {
         let e = nak.edge.as_mut().unwrap();
         (e.head, e.head_ns, nak.naks) = (vec![HeadFrame([0x11, 502, 0, 0, 0x60, 0])], vec![105], 1);
         assert_eq!(stitch(&before, &[After { acks: Some(&nak), ..after(&next) }], None), Ok(Late::default()));
+    }
+
+    /// qp_mtus.pcap cut in 2, by hand: a flow's one part (400 401 403 404, then 402 403 404
+    /// after a NAK for 402 at 64) whose report could not pair the NAK (another flow between the
+    /// hosts spanned it there), which one run pairs from the ACK flow's first response. The
+    /// part alone took 402 for a late arrival (2 PSNs past it: psn_diff(402, 405) − 1); one run
+    /// marked its gap lost at the NAK, and 402 is sent again. Replayed from nothing, with every
+    /// response applied in one run and none in the part.
+    #[test]
+    fn a_part_that_could_not_pair_a_nak_one_run_pairs() {
+        // (Nothing before it: a fresh state.)
+        let mut start = part(0, &[], 0, 0, &[]);
+        start.edge.as_mut().unwrap().end.started = 0;
+        let mut only = part(0, &[400, 401, 403, 404, 402, 403, 404], 60, 405, &[]);
+        only.out_of_sequence = 1;
+        let mut nak = part(0, &[], 0, 0, &[]);
+        let e = nak.edge.as_mut().unwrap();
+        (e.head, e.head_ns, nak.naks) = (vec![HeadFrame([0x11, 402, 0, 0, 0x60, 0])], vec![95], 1);
+        let a = |carried| After { acks: Some(&nak), carried, names: false, unpaired_first: 0, ..after(&only) };
+        assert_eq!(stitch(&start, &[a(true)], None), Ok(Late { add: vec![], sub: vec![2] }));
+        // The part's own run: nothing to correct.
+        assert_eq!(stitch(&start, &[a(false)], None), Ok(Late::default()));
     }
 
     /// What the reports cannot tell: a NAK the ACK flow's head does not hold, no head times, a

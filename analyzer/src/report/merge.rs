@@ -683,7 +683,7 @@ impl Merger {
         let rtt = super::rtt_stitch::stitch(&pairing, &spans);
         let loss = super::loss_stitch::stitch(&pairing, &spans);
         let payload = payload_fixes(&loss, &self.spans);
-        let rnr_naks = rnr_naks(&self.parts);
+        let back = back_notes(&self.parts);
         let mut st = Stitched { rtt, payload, ..Default::default() };
         for (key, parts) in self.parts.iter_mut() {
             let fix = st.rtt.flows.get(key);
@@ -709,10 +709,10 @@ impl Merger {
                 st.shared += 1;
                 continue;
             }
-            let rnr_at = |report: usize, psn: u32| -> Vec<u64> {
-                rnr_naks.get(&(report, key.0, key.1.clone(), key.2.clone(), psn)).cloned().unwrap_or_default()
+            let back_at = |report: usize, psn: u32| -> super::psn_stitch::Back {
+                back.get(&(report, key.0, key.1.clone(), key.2.clone(), psn)).cloned().unwrap_or_default()
             };
-            let c = flow_key(flow).and_then(|k| super::psn_stitch::stitch(&k, parts, &rnr_at));
+            let c = flow_key(flow).and_then(|k| super::psn_stitch::stitch(&k, parts, &back_at));
             // A request after a cut that may have arrived late into a gap one run had open there
             // (or a flow the reports cannot tell).
             match &c {
@@ -736,9 +736,23 @@ impl Merger {
             }
             st.unstitched += u64::from(!c.is_some_and(|c| apply(flow, &c)));
         }
-        // Late arrivals a cut may change, replayed over the parts (the pairing again: the loop
-        // above held the parts mutably).
+        // (The pairing again: the loop above held the parts mutably.)
+        self.replay_late(&mut st);
+        st
+    }
+
+    /// Late arrivals a cut may change (`late_pending`), and those of flows whose first part did
+    /// not pair the responses one run pairs from their ACK flow's first: replayed over the
+    /// parts (`lb_stitch`).
+    fn replay_late(&self, st: &mut Stitched) {
         let pairing = super::rtt_stitch::Pairing::of(&self.parts);
+        let first =
+            |id: &FlowId| self.parts.get(id).and_then(|ps| ps.first()).is_some_and(|p| !super::gap_replay::names(p));
+        for id in pairing.first_acks().filter(|id| first(id)) {
+            if !st.late_pending.contains(id) {
+                st.late_pending.push(id.clone());
+            }
+        }
         for id in std::mem::take(&mut st.late_pending) {
             match super::lb_stitch::of(&pairing, &id) {
                 Ok(l) if l.add.is_empty() && l.sub.is_empty() => {}
@@ -746,7 +760,6 @@ impl Merger {
                 Err(_) => st.irregular += 1,
             }
         }
-        st
     }
 
     /// `rtt_ns` over every report: its counts added, its percentiles from every sample when
@@ -968,19 +981,27 @@ fn settle_capture(mut capture: Capture, sources: Vec<SourceJson>) -> Capture {
     capture
 }
 
-/// The RNR NAKs the flows' heads list, by (report, IP version, requester, responder, PSN): their
-/// times (a note one run's PSN state takes with the refused request's repeat, `psn_stitch`).
-type RnrNaks = BTreeMap<(usize, u8, String, String, u32), Vec<u64>>;
+/// What the flows' heads list of the requests of the flows back, by (report, IP version,
+/// requester, responder, PSN): the RNR NAKs' times (a note one run's PSN state takes with the
+/// refused request's repeat) and the READ RESPONSEs FIRST (the MTU that gives a READ's span),
+/// for `psn_stitch`.
+type BackNotes = BTreeMap<(usize, u8, String, String, u32), super::psn_stitch::Back>;
 
-/// [`RnrNaks`] of the flows' parts (an RNR NAK goes from the responder to the requester).
-fn rnr_naks(parts: &BTreeMap<FlowId, Vec<super::psn_stitch::Part>>) -> RnrNaks {
+/// [`BackNotes`] of the flows' parts (a response goes from the responder to the requester).
+fn back_notes(parts: &BTreeMap<FlowId, Vec<super::psn_stitch::Part>>) -> BackNotes {
+    use analyzer_common::opcode::{is_response, op::RDMA_READ_RESPONSE_FIRST};
     use analyzer_common::wire::ext::AckType;
-    let mut out = RnrNaks::new();
+    let mut out = BackNotes::new();
     for ((v, src, dst, _, _), ps) in parts {
         for (p, e) in ps.iter().filter_map(|p| Some((p, p.edge.as_ref()?))) {
             for (f, ts) in e.head.iter().zip(&e.head_ns) {
+                let at = || (p.report, *v, dst.clone(), src.clone(), f.0[1]);
                 if f.aeth() == Some(AckType::RnrNak) {
-                    out.entry((p.report, *v, dst.clone(), src.clone(), f.0[1])).or_default().push(*ts);
+                    out.entry(at()).or_default().rnr.push(*ts);
+                }
+                // (By its low bits, as the state machine reads opcodes: RC and XRC alike.)
+                if f.0[0] & 0x1F == u32::from(RDMA_READ_RESPONSE_FIRST) && is_response(f.0[0] as u8) {
+                    out.entry(at()).or_default().reads.push((*ts, f.0[2]));
                 }
             }
         }

@@ -18,6 +18,7 @@ pub mod diagnose;
 pub mod ecn_merge;
 pub mod evidence;
 pub mod export;
+pub mod first_acks;
 pub mod gap_replay;
 pub mod gates;
 pub mod incast_merge;

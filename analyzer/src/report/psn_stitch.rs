@@ -11,8 +11,9 @@
 //!
 //! A READ whose span was still open at a cut is settled by the MTU its READ RESPONSE showed
 //! (a note of the reverse direction): the part before carries it when it had it
-//! (`read_note`); when it had not, the response may come after the cut, before or after the
-//! next request, which the reports cannot tell: not stitched. Requests refused by an RNR NAK
+//! (`read_note`); when it had not, the READ RESPONSE FIRST after the cut gives it where the
+//! heads of the flows back list it before the flow's first frame after the cut (their times),
+//! else not stitched. Requests refused by an RNR NAK
 //! before the cut and repeated after it are taken as the whole takes them (the part before
 //! carries their PSNs, `rnr_psns`); a refusal after the cut that the part's own run left
 //! untaken (its first request is never taken as a repeat) is taken with the head's repeat when
@@ -24,6 +25,9 @@ use analyzer_common::psn::{self, PeerKey, PeerNotes, PsnSeq, PsnState};
 
 use crate::engine::edges::summary_of;
 use crate::model::edge::FlowEdge;
+
+/// A flow as `merge` keys it: (IP version, source, destination, UDP source port, QP).
+pub type FlowId = (u8, String, String, u16, u32);
 
 /// One report's sight of a flow: the report's capture span, the flow's edge, if it has one,
 /// and its RTT there (`rtt_merge`).
@@ -60,6 +64,13 @@ impl Part {
         let head = self.edge.iter().flat_map(|e| &e.head);
         head.map(|f| f.0).find(|f| analyzer_common::opcode::is_request(f[0] as u8)).map(|f| f[1])
     }
+
+    /// [`Part::first_request`] with its time, when the head lists its frames' times.
+    pub fn first_request_at(&self) -> Option<(u32, u64)> {
+        let e = self.edge.as_ref().filter(|e| e.head_ns.len() == e.head.len())?;
+        let i = e.head.iter().position(|f| analyzer_common::opcode::is_request(f.0[0] as u8))?;
+        Some((e.head[i].0[1], e.head_ns[i]))
+    }
 }
 
 /// What the whole counts beyond the parts' sum: `add` minus `sub`, counter by counter (both
@@ -87,9 +98,9 @@ pub fn follow(parts: &[Part]) -> bool {
 
 /// The correction for a flow seen in `parts` (in series, [`in_series`]), or `None` when some
 /// part has no edge or a head's state did not settle.
-/// `rnr_at(report, psn)`: the times of the RNR NAKs naming `psn` that the flows back from the
-/// flow's responder to its requester listed in their heads in that report.
-pub fn stitch(key: &FlowKey, parts: &[Part], rnr_at: &dyn Fn(usize, u32) -> Vec<u64>) -> Option<Correction> {
+/// `back(report, psn)`: what the flows back from the flow's responder to its requester listed
+/// in their heads in that report of the request at `psn`.
+pub fn stitch(key: &FlowKey, parts: &[Part], back: &dyn Fn(usize, u32) -> Back) -> Option<Correction> {
     let (first, rest) = parts.split_first()?;
     let first = first.edge.as_ref()?;
     let (mut state, mut read_note) = (first.end, first.read_note);
@@ -103,7 +114,7 @@ pub fn stitch(key: &FlowKey, parts: &[Part], rnr_at: &dyn Fn(usize, u32) -> Vec<
         before = e;
         // A refusal this part saw and its own run did not take (its first request is never
         // taken as a repeat): one run takes it with the head's repeat when it came before it.
-        let refused = refused_first(e, &rnr, &|psn| rnr_at(p.report, psn))?;
+        let refused = refused_first(e, &rnr, &|psn| back(p.report, psn).rnr)?;
         let alone = replay(key, e, PsnSeq::default(), None, &[]);
         if alone.seq != e.after_head {
             return None;
@@ -111,7 +122,7 @@ pub fn stitch(key: &FlowKey, parts: &[Part], rnr_at: &dyn Fn(usize, u32) -> Vec<
         let before = match state.read_pending {
             0 => None,
             _ if read_note >= psn::MIN_MTU => Some((state.read_psn, read_note)),
-            _ => return None,
+            _ => Some((state.read_psn, read_after(e, &back(p.report, state.read_psn))?)),
         };
         let whole = replay(key, e, state, before, &[rnr.as_slice(), &refused].concat());
         rnr.retain(|p| !e.head.iter().any(|f| f.0[1] == *p));
@@ -130,6 +141,26 @@ pub fn stitch(key: &FlowKey, parts: &[Part], rnr_at: &dyn Fn(usize, u32) -> Vec<
         add_counts(&mut c.sub, &alone);
     }
     Some(c)
+}
+
+/// What the heads of the flows back from a flow's responder list of one of its requests, in
+/// one report: the times of the RNR NAKs naming it, and the READ RESPONSEs FIRST answering it
+/// (a READ), each as (time, its payload: the path MTU).
+#[derive(Debug, Clone, Default)]
+pub struct Back {
+    pub rnr: Vec<u64>,
+    pub reads: Vec<(u64, u32)>,
+}
+
+/// The MTU a READ open at the cut takes in one run from its READ RESPONSE after the cut (`b`):
+/// one run resolves the READ's span at the flow's next request, with the MTU a READ RESPONSE
+/// FIRST showed before it. Told where such responses came before the part's first frame of
+/// the flow (`e`'s head, with its times) and agree; else `None` (not told).
+fn read_after(e: &FlowEdge, b: &Back) -> Option<u32> {
+    let first = *e.head_ns.first().filter(|_| e.head_ns.len() == e.head.len())?;
+    let mut before = b.reads.iter().filter(|(ts, _)| *ts < first).map(|(_, mtu)| *mtu);
+    let mtu = before.next().filter(|m| *m >= psn::MIN_MTU)?;
+    before.all(|m| m == mtu).then_some(mtu)
 }
 
 /// Whether no request of part `p` can have arrived late (in one run, filling a gap it had open:
@@ -258,16 +289,22 @@ mod tests {
     /// Runs `psns` (SEND ONLY requests) through the state machine as a report's run does, and
     /// gives its counters and edge.
     fn run(psns: &[u32], start_ns: u64) -> (PsnState, Part) {
+        let frames: Vec<(u8, u32, u32, u64)> = psns.iter().map(|p| (SEND_ONLY, *p, 0, 0)).collect();
+        run_frames(&frames, start_ns)
+    }
+
+    /// [`run`] with requests `(opcode, psn, RETH DMA length, time)`.
+    fn run_frames(frames: &[(u8, u32, u32, u64)], start_ns: u64) -> (PsnState, Part) {
         let k = key();
         let mut st = PsnState::zeroed();
         let mut heads = Heads::default();
         let mut notes = Notes { list: Vec::new(), default_pmtu: 0 };
-        for &p in psns {
+        for &(opcode, p, dma, ts) in frames {
             let mut s = PacketSummary::zeroed();
-            (s.opcode, s.psn, s.src_ip, s.dst_ip) = (SEND_ONLY, p, k.src, k.dst);
-            s.ext = analyzer_common::opcode::headers(SEND_ONLY);
+            (s.opcode, s.psn, s.reth_dma_len, s.src_ip, s.dst_ip) = (opcode, p, dma, k.src, k.dst);
+            s.ext = analyzer_common::opcode::headers(opcode);
             psn::account(&mut st, &s, &mut notes);
-            heads.observe(0, 0, &s, &st.seq);
+            heads.observe(0, ts, &s, &st.seq);
         }
         let edge = crate::engine::edges::edge(heads.get(0), st.seq);
         let (repeats, out_of_sequence) = (st.count[count::DUPLICATES], st.count[count::OUT_OF_SEQUENCE]);
@@ -285,7 +322,7 @@ mod tests {
         let told_with = |a: &[u32], b: &[u32], gaps: Vec<[u32; 3]>| {
             let mut parts = [run(a, 0).1, run(b, 10).1];
             parts[0].edge.as_mut().unwrap().gaps = gaps;
-            stitch(&key(), &parts, &|_, _| Vec::new()).map(|c| c.late_told)
+            stitch(&key(), &parts, &|_, _| Back::default()).map(|c| c.late_told)
         };
         let told = |a: &[u32], b: &[u32]| told_with(a, b, Vec::new());
         assert_eq!(told(&[0, 1, 2], &[3, 4, 5]), Some(true));
@@ -309,7 +346,7 @@ mod tests {
         let runs: Vec<(PsnState, Part)> =
             bounds.windows(2).enumerate().map(|(i, w)| run(&psns[w[0]..w[1]], 10 * i as u64)).collect();
         let parts: Vec<Part> = runs.iter().map(|(_, p)| p.clone()).collect();
-        let c = stitch(&key(), &parts, &|_, _| Vec::new())?;
+        let c = stitch(&key(), &parts, &|_, _| Back::default())?;
         let mut sum = [0u64; count::COUNT];
         for (i, s) in sum.iter_mut().enumerate() {
             let parts: u64 = runs.iter().map(|(st, _)| st.count[i]).sum();
@@ -367,7 +404,7 @@ mod tests {
         // The responder's out-of-sequence requests (one per episode), as the merge gives them.
         let responder = |psns: &[u32]| {
             let (a, b) = (run(&psns[..7], 0), run(&psns[7..], 10));
-            let c = stitch(&key(), &[a.1, b.1], &|_, _| Vec::new())?;
+            let c = stitch(&key(), &[a.1, b.1], &|_, _| Back::default())?;
             Some(a.0.responder[0] + b.0.responder[0] + c.add.responder[0] - c.sub.responder[0])
         };
         let (whole, _) = run(&sprayed, 0);
@@ -383,6 +420,28 @@ mod tests {
         long.extend(38..120);
         assert_eq!(run(&long[7..], 10).1.edge.unwrap().head.len(), crate::model::edge::HEAD_MAX);
         assert_eq!(responder(&long), None);
+    }
+
+    /// qp_mtus.pcap cut in 2, by hand: a READ of 2048 bytes at PSN 300 ends the part before the
+    /// cut, its span unknown there (no READ RESPONSE yet). After the cut its READ RESPONSE
+    /// FIRST (41 us) shows a 1024-byte MTU, so one run gives the READ 300 and 301 when the SEND
+    /// at 304 follows (45 us): 302 and 303 skipped, one out-of-sequence request. Not told where
+    /// the response came after the SEND, or two disagree.
+    #[test]
+    fn a_read_open_at_the_cut_takes_the_mtu_its_response_showed_after_it() {
+        let read = [(0x0C, 300, 2048, 40_000)];
+        let send = [(SEND_ONLY, 304, 0, 45_000)];
+        let (a, b) = (run_frames(&read, 0), run_frames(&send, 41_000));
+        let with = |reads: Vec<(u64, u32)>| {
+            let back = |_, psn| Back { reads: if psn == 300 { reads.clone() } else { Vec::new() }, rnr: Vec::new() };
+            stitch(&key(), &[a.1.clone(), b.1.clone()], &back)
+        };
+        let c = with(vec![(41_000, 1024)]).expect("told");
+        let sum = |i: usize| a.0.count[i] + b.0.count[i] + c.add.count[i] - c.sub.count[i];
+        assert_eq!((sum(count::OUT_OF_SEQUENCE), sum(count::PSN_SKIPPED)), (1, 2));
+        assert!(with(vec![]).is_none());
+        assert!(with(vec![(46_000, 1024)]).is_none(), "after the SEND");
+        assert!(with(vec![(41_000, 1024), (42_000, 4096)]).is_none(), "two MTUs");
     }
 
     /// rnr.pcap cut in 2, by hand: PSN 7 refused by an RNR NAK at 105 µs after the cut and sent

@@ -27,8 +27,7 @@ use super::rtt_karn::{Counted, Untold, Waiting};
 use crate::model::FlowRef;
 use crate::model::edge::{EdgeAcks, EdgeRtt};
 
-/// A flow as `merge` keys it: (IP version, source, destination, UDP source port, QP).
-pub type FlowId = (u8, String, String, u16, u32);
+pub use super::psn_stitch::FlowId;
 
 /// What the whole counts for one request flow beyond the sum of its parts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -211,6 +210,9 @@ pub struct Pairing<'a> {
     pub parts: &'a BTreeMap<FlowId, Vec<Part>>,
     /// Each ACK flow's request flows, as the reports paired them.
     claimed: BTreeMap<FlowId, Vec<&'a FlowId>>,
+    /// Request flows no report paired, with the ACK flow one run pairs them with at its first
+    /// ACK ([`super::first_acks`]).
+    first_acks: BTreeMap<FlowId, FlowId>,
     hosts: Hosts<'a>,
 }
 
@@ -232,7 +234,8 @@ impl<'a> Pairing<'a> {
                 }
             }
         }
-        Pairing { parts, claimed, hosts: Hosts::of(parts) }
+        let first_acks = super::first_acks::first_acks(parts, &claimed);
+        Pairing { parts, claimed, first_acks, hosts: Hosts::of(parts) }
     }
 
     /// The ACK flow of request flow `id` (its parts `ps`), or `None` when the reports cannot
@@ -242,6 +245,7 @@ impl<'a> Pairing<'a> {
         let acks: Vec<&FlowRef> = ps.iter().filter_map(rtt_of).filter_map(|r| r.ack_flow.as_ref()).collect();
         let (ack, inferred) = match acks.first() {
             Some(a) => (Some(ack_id(id.0, a)), false),
+            None if self.first_acks.contains_key(id) => (self.first_acks.get(id).cloned(), true),
             None if carried => match self.hosts.lone_ack_flow(&self.claimed, id) {
                 Some(a) => (Some(a), true),
                 // No ACK could answer its requests in one run either.
@@ -255,6 +259,17 @@ impl<'a> Pairing<'a> {
             return None;
         }
         Some(AckFlow { parts: self.parts.get(&ack)?, inferred })
+    }
+
+    /// Whether one run pairs request flow `id` with its ACK flow from that flow's first
+    /// response on, where no report named them ([`super::first_acks`]).
+    pub fn at_first_ack(&self, id: &FlowId) -> bool {
+        self.first_acks.contains_key(id)
+    }
+
+    /// The request flows [`Pairing::at_first_ack`] pairs.
+    pub fn first_acks(&self) -> impl Iterator<Item = &FlowId> {
+        self.first_acks.keys()
     }
 
     /// Whether one run pairs flow `id`'s ACK flow by PSN, at its first response within the
@@ -277,6 +292,16 @@ pub fn stitch(pairing: &Pairing, spans: &[Span]) -> Stitched {
     for (id, ps) in pairing.parts {
         let waiting = ps.iter().filter_map(rtt_of).any(|r| !r.waiting.is_empty());
         let Some(ack) = pairing.ack_of(id, ps, waiting) else { continue };
+        // A flow without requests with AckReq that one run pairs with its ACK flow from that
+        // flow's first response (no report named them): every response is paired, no sample
+        // comes of them.
+        if pairing.at_first_ack(id) && ps.iter().all(|p| p.edge.is_some() && rtt_of(p).is_none()) {
+            for a in ack.parts.iter().filter_map(acks_of) {
+                out.unpaired += a.unpaired;
+                out.ambiguous += a.ambiguous;
+            }
+            continue;
+        }
         let flow = Flow { parts: ps, acks: ack.parts, inferred: ack.inferred };
         if let Ok((fix, r)) = flow.replay(&order, spans, timeout_ns, end_ns)
             && (fix != Fix::default() || r != Resolved::default())
@@ -625,5 +650,41 @@ mod tests {
         let short = EdgeAcks { complete: false, ..head };
         parts.get_mut(&ack_key()).unwrap()[1] = part(1, edge(None, Some(short)));
         assert!(stitch(&Pairing::of(&parts), &cuts).flows.is_empty());
+    }
+
+    /// A flow without requests with AckReq (a READ, SENDs: no edge RTT) whose first request came
+    /// before the cut (PSN 300 at 9 000) and its ACK flow's first response after it (10 100),
+    /// unpaired there: one run pairs them (flow 8 had its ACK flow, to QP 10, since 5 000), so
+    /// the response is paired and no sample comes of it.
+    #[test]
+    fn responses_one_run_pairs_at_the_first_without_samples() {
+        use crate::model::edge::HeadFrame;
+        let at = |report: usize, frames: &[(u32, u32, u32, u64)], acks: Option<EdgeAcks>| {
+            let mut e = edge(None, acks);
+            e.head = frames.iter().map(|(o, psn, syn, _)| HeadFrame([*o, *psn, 0, 0, *syn, 0])).collect();
+            e.head_ns = frames.iter().map(|f| f.3).collect();
+            Part {
+                edge: Some(e),
+                report,
+                start_ns: report as u64 * 10_000,
+                end_ns: report as u64 * 10_000 + 9_999,
+                ..Part::default()
+            }
+        };
+        let mut parts = BTreeMap::new();
+        parts.insert(id(7), vec![at(0, &[(0x04, 300, 0, 9_000)], None)]);
+        let mut eight = at(0, &[(0x04, 100, 0, 4_000)], None);
+        let ten = FlowRef { dst_qp: 10, ..ack_ref() };
+        eight.edge.as_mut().unwrap().rtt = Some(EdgeRtt { ack_flow: Some(ten), ..Default::default() });
+        parts.insert(id(8), vec![eight]);
+        let ack_ten = (4, "10.0.0.2".into(), "10.0.0.1".into(), 2, 10);
+        parts.insert(ack_ten, vec![at(0, &[(0x11, 100, 0x1F, 5_000)], Some(acks(&[[5_000, 100]], true, 0)))]);
+        let head = acks(&[[10_100, 300]], true, 1);
+        parts.insert(ack_key(), vec![at(1, &[(0x11, 300, 0x1F, 10_100)], Some(head))]);
+        let s = stitch(&Pairing::of(&parts), &spans(&[(0, 9_999), (10_000, 19_999)]));
+        assert_eq!((s.unpaired, s.ambiguous, s.flows.is_empty()), (1, 0, true));
+        // Without flow 8's pairing, the response might have been its: not told.
+        parts.get_mut(&id(8)).unwrap()[0].edge.as_mut().unwrap().rtt = None;
+        assert_eq!(stitch(&Pairing::of(&parts), &spans(&[(0, 9_999), (10_000, 19_999)])).unpaired, 0);
     }
 }

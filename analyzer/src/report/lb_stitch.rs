@@ -13,7 +13,7 @@
 //! the same time, states that do not agree within the heads while the part counted more
 //! requests behind its next PSN after them, or no head times (older reports).
 
-use super::gap_replay::{After, Gaps, names, replay};
+use super::gap_replay::{After, Gaps, Payload, names, replay};
 use super::psn_stitch::Part;
 use super::rtt_karn::Untold;
 use super::rtt_stitch::{FlowId, Pairing};
@@ -27,8 +27,9 @@ pub struct Late {
 }
 
 /// The late arrivals of flow `id` (its parts in time order) across its cuts, with its ACK flow
-/// as the reports pair them.
-pub fn of(pairing: &Pairing, id: &FlowId) -> Result<Late, Untold> {
+/// as the reports pair them; and the payload one run counts otherwise, by report (a request
+/// the part took for new that one run took for sent again, or the other way round).
+pub fn of(pairing: &Pairing, id: &FlowId) -> Result<(Late, Vec<(usize, Payload)>), Untold> {
     let ps = pairing.parts.get(id).ok_or(Untold)?;
     let ack = pairing.ack_of(id, ps, true).ok_or(Untold)?;
     // One run pairs the ACK flow at its first response within the flow's PSNs, where it can.
@@ -47,13 +48,25 @@ pub fn of(pairing: &Pairing, id: &FlowId) -> Result<Late, Untold> {
         after.push(After::new(Some(p), Part::of(ack.parts, p.report), named));
         named |= names(p);
     }
-    stitch(fresh.as_ref().unwrap_or(first), &after, inferred)
+    let mut payload = Vec::new();
+    let late = replay_parts(fresh.as_ref().unwrap_or(first), &after, inferred, &mut payload)?;
+    Ok((late, payload))
 }
 
 /// The flow's parts in time order: the first as it ended, each later one as [`After`] (with
 /// its part of the flow); `inferred`: no report paired its ACK flow, one run pairs it at the
 /// first ACK within its PSNs from this one.
 pub fn stitch(first: &Part, rest: &[After], inferred: Option<u32>) -> Result<Late, Untold> {
+    replay_parts(first, rest, inferred, &mut Vec::new())
+}
+
+/// [`stitch`], with the payload one run counts otherwise added to `payload` by report.
+fn replay_parts(
+    first: &Part,
+    rest: &[After],
+    inferred: Option<u32>,
+    payload: &mut Vec<(usize, Payload)>,
+) -> Result<Late, Untold> {
     let mut state = Gaps::at_end(first.edge.as_ref().ok_or(Untold)?)?;
     let mut late = Late::default();
     let mut paired = false;
@@ -68,6 +81,7 @@ pub fn stitch(first: &Part, rest: &[After], inferred: Option<u32>) -> Result<Lat
         }
         late.add.extend(r.counted.late_add);
         late.sub.extend(r.counted.late_sub);
+        payload.extend(r.counted.payload.iter().map(|x| (p.report, *x)));
         // Where one run leaves the flow for the next cut: the part's own end once the replays
         // met; else what the replay saw, when it saw everything.
         state = match (r.met, r.whole) {

@@ -682,7 +682,8 @@ impl Merger {
         let pairing = super::rtt_stitch::Pairing::of(&self.parts);
         let rtt = super::rtt_stitch::stitch(&pairing, &spans);
         let loss = super::loss_stitch::stitch(&pairing, &spans);
-        let payload = payload_fixes(&loss, &self.spans);
+        let mut payload = payload_fixes(&loss, &self.spans);
+        payload.first_data = first_data(&self.parts);
         let back = back_notes(&self.parts);
         let mut st = Stitched { rtt, payload, ..Default::default() };
         for (key, parts) in self.parts.iter_mut() {
@@ -754,10 +755,26 @@ impl Merger {
             }
         }
         for id in std::mem::take(&mut st.late_pending) {
-            match super::lb_stitch::of(&pairing, &id) {
-                Ok(l) if l.add.is_empty() && l.sub.is_empty() => {}
-                Ok(l) => _ = st.late.insert(id, l),
-                Err(_) => st.irregular += 1,
+            let (l, payload) = match super::lb_stitch::of(&pairing, &id) {
+                Ok(r) => r,
+                Err(_) => {
+                    st.irregular += 1;
+                    continue;
+                }
+            };
+            // The payload one run counts otherwise in reports the capture-loss walk did not
+            // tell (a first part replayed from nothing).
+            if let Some(k) = flow_ref_key(&super::rtt_stitch::ref_of(&id)) {
+                let o = crate::model::addr::flow_order(&k);
+                for (r, x) in payload {
+                    let Some((start, _)) = self.spans.get(r) else { continue };
+                    if st.payload.told.insert((*start, o)) {
+                        st.payload.payload.entry((*start, o)).or_default().push(x);
+                    }
+                }
+            }
+            if !l.add.is_empty() || !l.sub.is_empty() {
+                st.late.insert(id, l);
             }
         }
     }
@@ -1003,6 +1020,25 @@ fn back_notes(parts: &BTreeMap<FlowId, Vec<super::psn_stitch::Part>>) -> BackNot
                 if f.0[0] & 0x1F == u32::from(RDMA_READ_RESPONSE_FIRST) && is_response(f.0[0] as u8) {
                     out.entry(at()).or_default().reads.push((*ts, f.0[2]));
                 }
+            }
+        }
+    }
+    out
+}
+
+/// Each flow's first data frame in each report, by report start and flow: its time, where the
+/// flow's head lists it (the steadiness places a flow's host pair against it).
+fn first_data(
+    parts: &BTreeMap<FlowId, Vec<super::psn_stitch::Part>>,
+) -> BTreeMap<(u64, super::steady_stitch::Order), u64> {
+    let mut out = BTreeMap::new();
+    for (id, ps) in parts {
+        let Some(k) = flow_ref_key(&super::rtt_stitch::ref_of(id)) else { continue };
+        for (p, e) in ps.iter().filter_map(|p| Some((p, p.edge.as_ref().filter(|e| e.head_ns.len() == e.head.len())?)))
+        {
+            let data = e.head.iter().position(|f| analyzer_common::opcode::is_data(f.0[0] as u8));
+            if let Some(i) = data {
+                out.insert((p.start_ns, crate::model::addr::flow_order(&k)), e.head_ns[i]);
             }
         }
     }

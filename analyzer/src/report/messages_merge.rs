@@ -152,7 +152,9 @@ pub fn merge(
     // Reports in series with their edges: one run's steadiness (else each report's).
     let spans: Vec<(u64, u64, &Messages)> = sections.iter().map(|(s, e, m)| (*s, *e, m)).collect();
     let mut doubts = 0;
-    if let Some((steadiness, unplaced)) = super::steady_stitch::stitch(&spans, fixes) {
+    let none = BTreeMap::new();
+    let first_done = whole.as_ref().map_or(&none, |w| &w.first_done);
+    if let Some((steadiness, unplaced)) = super::steady_stitch::stitch(&spans, fixes, first_done) {
         m.steadiness = steadiness;
         doubts = unplaced;
     }

@@ -56,6 +56,8 @@ pub struct Whole {
     /// Every completed message (its flow, completion time, the message), in the order one run
     /// completes them: what the tail is made of.
     pub done: Vec<(FlowKey, u64, EdgeMessage)>,
+    /// Each flow's first completion in one run (it places the flow's host pair: steadiness).
+    pub first_done: BTreeMap<Order, u64>,
 }
 
 /// A flow across the reports: its messages held, its smallest RTT in the reports before.
@@ -85,7 +87,12 @@ struct Here<'e> {
     index: Option<usize>,
     /// Its first request's PSN and opcode.
     first_request: Option<(u32, u8)>,
+    /// Its first request's time (from its head's times).
+    first_request_ns: Option<u64>,
     acks: Option<(&'e [[u64; 2]], bool)>,
+    /// Its ACK flow's first frames and their times: which response is a READ RESPONSE FIRST.
+    ack_frames: &'e [crate::model::edge::HeadFrame],
+    ack_ns: &'e [u64],
     own: Vec<(EdgeMessage, bool)>,
     /// Its first request fills a gap the report before left open: a late arrival, new payload
     /// in one run too (not sent again).
@@ -93,6 +100,62 @@ struct Here<'e> {
 }
 
 struct Untold;
+
+/// When a message's last PSN is known in one run: before any response of the report (every
+/// message but a READ), never (a READ no later request followed: its span runs to its first
+/// PSN), or from a time (the request after a READ: before it, as never).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Known,
+    Never,
+    At(u64),
+}
+
+impl End {
+    /// A message held at a cut.
+    fn held(m: &EdgeMessage) -> End {
+        match m.kind == Kind::Read as u64 && !is(m, mark::END_KNOWN) {
+            true => End::Never,
+            false => End::Known,
+        }
+    }
+
+    /// The report's own messages held at its end, in order (`open`: the one being sent after
+    /// them): a READ's span became known with the next message's first request.
+    fn own(own: &[EdgeMessage], open: Option<&EdgeMessage>) -> Vec<End> {
+        let next = |i: usize| own.get(i + 1).or(open);
+        let end = |(i, m): (usize, &EdgeMessage)| match (End::held(m), next(i)) {
+            (End::Known, Some(n)) if m.kind == Kind::Read as u64 => End::At(n.start_ns),
+            (e, _) => e,
+        };
+        own.iter().enumerate().map(end).collect()
+    }
+
+    /// Whether the response at `ts` for `psn` completes `m` in one run (`analyses::messages`: a
+    /// response at or past its last PSN; a READ's own READ RESPONSE FIRST does not), a READ's
+    /// last PSN its first until its span is known. Not told at the time its span became known
+    /// (which came first), or for a READ's response at that PSN whose opcode the ACK flow's head
+    /// does not list.
+    fn completes(self, m: &EdgeMessage, ts: u64, psn: u32, here: &Here) -> Result<bool, Untold> {
+        let known = match self {
+            End::Known => true,
+            End::Never => false,
+            End::At(t) if t == ts => return Err(Untold),
+            End::At(t) => ts > t,
+        };
+        let last = if known { m.psn_last } else { m.psn_first };
+        let d = psn_diff(last, psn);
+        if d >= PSN_HALF {
+            return Ok(false);
+        }
+        if d == 0 && !known {
+            let first = |i: usize| here.ack_ns[i] == ts && here.ack_frames[i].0[1] & PSN_MASK == psn;
+            let i = (0..here.ack_ns.len()).find(|i| first(*i)).ok_or(Untold)?;
+            return Ok(here.ack_frames[i].0[0] as u8 & 0x1F != op::RDMA_READ_RESPONSE_FIRST);
+        }
+        Ok(true)
+    }
+}
 
 fn min(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
@@ -206,7 +269,7 @@ impl<'a> Walk<'a> {
         }
         events.sort_by_key(|e| (e.end_ns, e.listed));
         for ev in events {
-            self.complete(ev);
+            self.complete(ev, report);
         }
         self.settle(e, &index, carried, &continued, &replayed, report);
     }
@@ -285,8 +348,15 @@ impl<'a> Walk<'a> {
         let first_request = head
             .and_then(|h| h.iter().map(|f| f.0).find(|f| analyzer_common::opcode::is_request(f[0] as u8)))
             .map(|f| (f[1], f[0] as u8));
+        let first_request_ns =
+            parts.iter().find(|p| p.report == report).and_then(|p| p.first_request_at()).map(|r| r.1);
         let pairing = self.pairing;
         let id = pairing.parts.get_key_value(&f.id).map(|(k, _)| k);
+        let ack_part = id
+            .and_then(|id| pairing.ack_of(id, parts, true))
+            .and_then(|a| super::psn_stitch::Part::of(a.parts, report));
+        let ack_edge = ack_part.and_then(|p| p.edge.as_ref()).filter(|e| e.head_ns.len() == e.head.len());
+        let (ack_frames, ack_ns) = ack_edge.map_or((&[][..], &[][..]), |e| (e.head.as_slice(), e.head_ns.as_slice()));
         let acks = id.and_then(|id| pairing.ack_of(id, parts, true)).map(|a| {
             match a.parts.iter().find(|p| p.report == report) {
                 // An edge without ACKs: the flow carried none here (NAKs only, or nothing).
@@ -303,11 +373,24 @@ impl<'a> Walk<'a> {
         let fills =
             |psn: u32, e: &crate::model::edge::FlowEdge| e.gaps.iter().any(|g| g[2] == 0 && psn_diff(g[0], psn) < g[1]);
         let late_first = first_request.zip(before).is_some_and(|((psn, _), e)| fills(psn, e));
-        Here { index, first_request, acks, own: Vec::new(), late_first }
+        Here { index, first_request, first_request_ns, acks, ack_frames, ack_ns, own: Vec::new(), late_first }
     }
 
-    /// A completed message with its numbers as one run gives them.
-    fn complete(&mut self, ev: Event) {
+    /// Whether one run may have had an RTT sample of the host pair of flow `id` in report
+    /// `report` that the merge does not place in time: a flow of the pair took samples there, or
+    /// the stitch found some across a cut.
+    fn pair_sampled(&self, id: &FlowId, report: usize) -> bool {
+        let pair = self.pairing.parts.iter().filter(|(k, _)| k.0 == id.0 && k.1 == id.1 && k.2 == id.2);
+        pair.into_iter().any(|(k, ps)| {
+            let here = super::psn_stitch::Part::of(ps, report).and_then(|p| p.edge.as_ref()?.rtt.as_ref());
+            here.is_some_and(|r| !r.samples.is_empty() || !r.buckets.is_empty())
+                || self.rtt.flows.get(k).is_some_and(|f| !f.extra.is_empty())
+        })
+    }
+
+    /// A completed message with its numbers as one run gives them (completed in `report`).
+    fn complete(&mut self, ev: Event, report: usize) {
+        let sampled = !ev.listed && self.flows.get(&ev.flow).is_some_and(|f| self.pair_sampled(&f.id, report));
         let f = self.flows.get_mut(&ev.flow).expect("listed");
         let pair_key = ((f.key.src, f.key.ip_version), (f.key.dst, f.key.ip_version));
         let pair = self.pairs.entry(pair_key).or_default();
@@ -318,9 +401,10 @@ impl<'a> Walk<'a> {
         let karn = ev.listed && ev.min_rtt.is_some_and(|m| fix.is_some_and(|x| x.removed.iter().any(|(_, v)| *v == m)));
         let told = min(min(ev.min_rtt, pair.1), min(f.rtt, found));
         let min_rtt = told.filter(|_| !karn);
-        if karn || (!ev.listed && min_rtt.is_none()) {
+        if karn || (!ev.listed && min_rtt.is_none() && sampled) {
             // Completed after a cut by an ACK whose RTT sample only one run takes (Karn: a
-            // request sent again keeps its first time): its slowdown is not told.
+            // request sent again keeps its first time), or after samples of its host pair in the
+            // report that the merge does not place in time: its slowdown is not told.
             self.untold.insert(ev.flow);
         }
         let d = Done::new(ev.end_ns.saturating_sub(ev.msg.start_ns), ev.msg.bytes, self.link_bps, min_rtt);
@@ -333,6 +417,7 @@ impl<'a> Walk<'a> {
         self.whole.all.push(d.mct_ns);
         self.whole.by_kind[(ev.msg.kind as usize).min(3)] += 1;
         self.whole.done.push((f.key, ev.end_ns, ev.msg));
+        self.whole.first_done.entry(ev.flow).or_insert(ev.end_ns);
     }
 
     /// After report `report`: each flow's held messages (those carried, then the report's own,
@@ -420,6 +505,10 @@ struct Carried {
     repeated: Vec<usize>,
     /// The flow's first requests in the report repeated PSNs sent before the cut.
     resent: bool,
+    /// When the span of a READ held at the cut with its span not known became known: the
+    /// report's first request of the flow (a response before it completed the READ by its
+    /// first PSN).
+    read_known_at: Option<u64>,
 }
 
 /// The messages `msgs` a flow held at a cut, through the next report `e` (`here`: what it says
@@ -433,6 +522,7 @@ fn carry(mut msgs: Vec<(EdgeMessage, bool)>, here: &Here, e: &MessagesEdge) -> R
         abandoned: 0,
         repeated: Vec::new(),
         resent: false,
+        read_known_at: None,
     };
     let open = msgs.last().filter(|(_, open)| *open).map(|(m, _)| *m);
     if open.is_some() {
@@ -457,16 +547,26 @@ fn carry(mut msgs: Vec<(EdgeMessage, bool)>, here: &Here, e: &MessagesEdge) -> R
     if open.is_some() && own_open.is_some() {
         return Err(Untold);
     }
-    in_flight.extend(own.into_iter().map(|(m, _)| m));
+    let mut ends: Vec<End> = in_flight.iter().map(End::held).collect();
+    if let (Some(t), Some(last)) = (out.read_known_at, ends.last_mut()) {
+        *last = End::At(t);
+    }
+    let own: Vec<EdgeMessage> = own.into_iter().map(|(m, _)| m).collect();
+    ends.extend(End::own(&own, own_open.as_ref()));
+    in_flight.extend(own);
     let open = open.or(own_open);
     let mut acks = here.acks.map(|(h, complete)| (h.iter().map(|a| (a[0], a[1] as u32)).collect::<Vec<_>>(), complete));
-    for m in in_flight {
-        if m.kind == Kind::Read as u64 && !is(&m, mark::END_KNOWN) {
-            return Err(Untold);
-        }
+    for (m, end) in in_flight.into_iter().zip(ends) {
         // The reports do not tell which flow carried its ACKs.
         let Some((list, complete)) = acks.as_mut() else { return Err(Untold) };
-        match list.iter().position(|(_, psn)| psn_diff(m.psn_last, *psn) < PSN_HALF) {
+        let mut at = None;
+        for (i, (ts, psn)) in list.iter().enumerate() {
+            if end.completes(&m, *ts, *psn, here)? {
+                at = Some(i);
+                break;
+            }
+        }
+        match at {
             Some(at) => {
                 let (t, _) = list[at];
                 list.drain(..at);
@@ -511,10 +611,10 @@ fn requests_here(
         && let Some(m) = in_flight.last_mut().filter(|m| m.kind == Kind::Read as u64 && !is(m, mark::END_KNOWN))
     {
         // A READ's responses took the PSNs up to this request; a response here may have come
-        // before it (the reports do not say which came first).
+        // before it, which completed the READ by its first PSN (told by the request's time).
         let acks = here.acks.map(|(h, _)| h).unwrap_or_default();
         if acks.iter().any(|a| psn_diff(m.psn_first, a[1] as u32) < PSN_HALF) {
-            return Err(Untold);
+            out.read_known_at = Some(here.first_request_ns.ok_or(Untold)?);
         }
         m.psn_last = first.wrapping_sub(1) & PSN_MASK;
         m.marks |= mark::END_KNOWN as u64;
@@ -736,6 +836,39 @@ mod tests {
         let s: Vec<_> = sections.iter().map(|(a, b, m)| (*a, *b, Some(m), true)).collect();
         let w = stitch(&s, &pairing, &rtt).expect("in series, with edges");
         assert_eq!((w.untold, w.all.values()), (1, vec![1800, 1300, 500]));
+    }
+
+    /// qp_mtus.pcap, by hand: a READ of 2 048 bytes at PSN 104 (9 000) ends the report before
+    /// the cut, its span not known there. After it: its READ RESPONSE FIRST (104, 10 100) and
+    /// LAST (105, 10 200), a WRITE at 108 and its ACK (10 400). One run completes the READ by
+    /// its first PSN until the next request gives its span: sent at 10 250, the LAST completes
+    /// it (1 200 ns); sent at 10 150, the READ then spans up to 107 (PSNs the capture missed),
+    /// so only the WRITE's ACK completes it (1 400 ns). Sent at 10 200, with the LAST: not told.
+    #[test]
+    fn a_read_held_at_a_cut_completes_as_its_span_was_known_then() {
+        const READ: u64 = Kind::Read as u64;
+        let a = section(&[[READ, 0, 104, 104, 2048, 9_000, 0]], &[]);
+        let run_at = |t_write: u64| {
+            let b = section(&[], &[[WRITE, 0, 108, 108, 1000, t_write, 10_400, 100]]);
+            let acks = vec![[10_100, 104], [10_200, 105], [10_400, 108]];
+            let mut p = parts(&[
+                (vec![[op::RDMA_READ_REQUEST as u32, 104]], None, vec![]),
+                (vec![[op::RDMA_WRITE_ONLY as u32, 108]], None, acks),
+            ]);
+            p.get_mut(&id(&flow_ref())).unwrap()[1].edge.as_mut().unwrap().head_ns = vec![t_write];
+            let e = p.get_mut(&id(&ack_ref())).unwrap()[1].edge.as_mut().unwrap();
+            let firsts =
+                [(op::RDMA_READ_RESPONSE_FIRST, 104), (op::RDMA_READ_RESPONSE_LAST, 105), (op::ACKNOWLEDGE, 108)];
+            e.head = firsts.iter().map(|(o, psn)| HeadFrame([*o as u32, *psn, 0, 0, 0x1F, 0])).collect();
+            e.head_ns = vec![10_100, 10_200, 10_400];
+            let pairing = Pairing::of(&p);
+            let sections = [(0, 10_000, a.clone()), (10_050, 20_000, b)];
+            let s: Vec<_> = sections.iter().map(|(x, y, m)| (*x, *y, Some(m), true)).collect();
+            stitch(&s, &pairing, &RttStitched::default()).map(|w| (w.untold, w.all.values()))
+        };
+        assert_eq!(run_at(10_250), Some((0, vec![1200, 150])));
+        assert_eq!(run_at(10_150), Some((0, vec![1400, 250])));
+        assert_eq!(run_at(10_200).map(|(untold, _)| untold), Some(1));
     }
 
     /// A capture cut at 10 000 ns. Before it: a 1 000-byte WRITE ONLY (PSN 5) at 9 000 waits

@@ -28,6 +28,8 @@ use crate::model::*;
 pub struct Fixes {
     pub payload: BTreeMap<(u64, Order), Vec<Payload>>,
     pub told: BTreeSet<(u64, Order)>,
+    /// Each flow's first data frame's time in each report, where its head lists it.
+    pub first_data: BTreeMap<(u64, Order), u64>,
 }
 
 /// A key's windows in one report (the edge's `SteadyEnds`).
@@ -190,8 +192,13 @@ fn steady_json(r: &Rates) -> Option<Steady> {
 /// span and section), each with its edge and the same window; none otherwise. `fixes`: the
 /// requests one run counts as new payload otherwise than their report. The count is of flows'
 /// first frames one run gives their pairs, and of such requests, that the stitch could not
-/// place.
-pub fn stitch(parts: &[(u64, u64, &Messages)], fixes: &Fixes) -> Option<(Steadiness, u64)> {
+/// place. `first_done`: each flow's first completion in one run (it places the flow's host pair,
+/// whose windows get the flow's payload from then on).
+pub fn stitch(
+    parts: &[(u64, u64, &Messages)],
+    fixes: &Fixes,
+    first_done: &BTreeMap<Order, u64>,
+) -> Option<(Steadiness, u64)> {
     let mut sorted: Vec<&(u64, u64, &Messages)> = parts.iter().collect();
     sorted.sort_by_key(|(s, e, _)| (*s, *e));
     if sorted.len() < 2 || sorted.windows(2).any(|w| w[0].1 > w[1].0) {
@@ -204,7 +211,7 @@ pub fn stitch(parts: &[(u64, u64, &Messages)], fixes: &Fixes) -> Option<(Steadin
         .collect::<Option<_>>()?;
     let mut k = Keys { window_ns, unplaced: 0, ..Keys::default() };
     for (i, e) in edges.iter().enumerate() {
-        k.report(i, e, sorted[i].0, fixes, edges.len())?;
+        k.report(i, e, sorted[i].0, (fixes, first_done), edges.len())?;
     }
     let Keys { flows, pairs, mut owed, overall, mut unplaced, .. } = k;
     let mut pair_list = Vec::new();
@@ -241,6 +248,9 @@ pub fn stitch(parts: &[(u64, u64, &Messages)], fixes: &Fixes) -> Option<(Steadin
     Some((steadiness, unplaced))
 }
 
+/// The payload fixes and each flow's first completion in one run ([`stitch`]).
+type Fixed<'a> = (&'a Fixes, &'a BTreeMap<Order, u64>);
+
 /// Every key's windows report by report, as one run counts them.
 #[derive(Default)]
 struct Keys {
@@ -252,13 +262,16 @@ struct Keys {
     overall: Vec<Option<Ends>>,
     /// Flows one run met before (a frame, or its pair placed).
     seen: BTreeSet<Order>,
+    /// Flows a report before listed (a message of theirs may complete after the cut).
+    before: BTreeSet<Order>,
     unplaced: u64,
 }
 
 impl Keys {
     /// Report `i` (of `n`, starting at `start`) and its edge `e`, with the payload one run
     /// counts otherwise there.
-    fn report(&mut self, i: usize, e: &MessagesEdge, start: u64, fixes: &Fixes, n: usize) -> Option<()> {
+    fn report(&mut self, i: usize, e: &MessagesEdge, start: u64, fixed: Fixed, n: usize) -> Option<()> {
+        let (fixes, first_done) = fixed;
         for p in &e.pairs {
             let key = (addr_of(&p.src)?, addr_of(&p.dst)?);
             let entry = self.pairs.entry(key).or_insert_with(|| (p.src.clone(), p.dst.clone(), vec![None; n]));
@@ -270,9 +283,25 @@ impl Keys {
             let pair = (addr_of(&f.flow.src)?, addr_of(&f.flow.dst)?);
             let mut ends = f.ends.as_ref().map(Ends::of);
             let fix = fixes.payload.get(&(start, key)).map(Vec::as_slice).unwrap_or_default();
-            // One run met the flow before (a frame, or its pair placed): its first frame here
-            // went to its pair's windows, with the payload one run counts for it.
-            let owes = self.seen.contains(&key) && !f.first_paired;
+            // One run met the flow before (a frame, or its pair placed), or placed its pair at a
+            // completion after the cut the report did not see (a message held at the cut) before
+            // its first frame here: that frame went to its pair's windows, with the payload one
+            // run counts for it. In the frame's window the order is not told.
+            let done = first_done.get(&key).filter(|t| **t >= start);
+            let (at, w0) = (fixes.first_data.get(&(start, key)), f.first_frame.map(|[w, _]| w * self.window_ns));
+            // (By the window alone only for a flow a report before listed: one whose first frame
+            // is here completes after it.)
+            let before = self.before.contains(&key);
+            let placed_here = match (done, at, w0) {
+                (Some(t), Some(at), _) if t != at => t < at,
+                (Some(t), None, Some(w0)) if before && *t < w0 => true,
+                (Some(t), _, Some(w0)) if before && *t < w0.saturating_add(self.window_ns) && !f.first_paired => {
+                    self.unplaced += 1;
+                    false
+                }
+                _ => false,
+            };
+            let owes = (self.seen.contains(&key) || placed_here) && !f.first_paired;
             if let (true, Some([w, payload])) = (owes, f.first_frame) {
                 let delta: i64 = fix.iter().filter(|x| x.first).map(|x| x.delta).sum();
                 match payload.checked_add_signed(delta) {
@@ -294,6 +323,7 @@ impl Keys {
             if f.first_frame.is_some() || f.placed {
                 self.seen.insert(key);
             }
+            self.before.insert(key);
         }
         // Payload to fix for flows this report did not list: not placed.
         let here: BTreeSet<Order> = e.flows.iter().filter_map(|f| Some(flow_order(&flow_ref_key(&f.flow)?))).collect();
@@ -315,7 +345,7 @@ type PairSights = (String, String, Vec<Option<Ends>>);
 type Owed = BTreeMap<usize, Vec<(u64, u64)>>;
 
 /// A flow in the analysis' order ([`flow_order`]).
-type Order = crate::model::addr::FlowOrder;
+pub type Order = crate::model::addr::FlowOrder;
 
 #[cfg(test)]
 mod tests {

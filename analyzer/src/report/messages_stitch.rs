@@ -269,7 +269,7 @@ impl<'a> Walk<'a> {
         }
         events.sort_by_key(|e| (e.end_ns, e.listed));
         for ev in events {
-            self.complete(ev, report);
+            self.complete(ev);
         }
         self.settle(e, &index, carried, &continued, &replayed, report);
     }
@@ -376,21 +376,22 @@ impl<'a> Walk<'a> {
         Here { index, first_request, first_request_ns, acks, ack_frames, ack_ns, own: Vec::new(), late_first }
     }
 
-    /// Whether one run may have had an RTT sample of the host pair of flow `id` in report
-    /// `report` that the merge does not place in time: a flow of the pair took samples there, or
-    /// the stitch found some across a cut.
-    fn pair_sampled(&self, id: &FlowId, report: usize) -> bool {
+    /// Whether one run may have had an RTT sample of the host pair of flow `id` that the merge
+    /// does not place in time: a flow of the pair took samples in some report (in time order
+    /// or not: a flow of the pair without completions adds none to the pair's smallest RTT
+    /// here), or the stitch found some across a cut.
+    fn pair_sampled(&self, id: &FlowId) -> bool {
         let pair = self.pairing.parts.iter().filter(|(k, _)| k.0 == id.0 && k.1 == id.1 && k.2 == id.2);
         pair.into_iter().any(|(k, ps)| {
-            let here = super::psn_stitch::Part::of(ps, report).and_then(|p| p.edge.as_ref()?.rtt.as_ref());
-            here.is_some_and(|r| !r.samples.is_empty() || !r.buckets.is_empty())
+            let rtt = ps.iter().filter_map(|p| p.edge.as_ref()?.rtt.as_ref());
+            rtt.into_iter().any(|r| !r.samples.is_empty() || !r.buckets.is_empty())
                 || self.rtt.flows.get(k).is_some_and(|f| !f.extra.is_empty())
         })
     }
 
-    /// A completed message with its numbers as one run gives them (completed in `report`).
-    fn complete(&mut self, ev: Event, report: usize) {
-        let sampled = !ev.listed && self.flows.get(&ev.flow).is_some_and(|f| self.pair_sampled(&f.id, report));
+    /// A completed message with its numbers as one run gives them.
+    fn complete(&mut self, ev: Event) {
+        let sampled = !ev.listed && self.flows.get(&ev.flow).is_some_and(|f| self.pair_sampled(&f.id));
         let f = self.flows.get_mut(&ev.flow).expect("listed");
         let pair_key = ((f.key.src, f.key.ip_version), (f.key.dst, f.key.ip_version));
         let pair = self.pairs.entry(pair_key).or_default();
@@ -403,8 +404,8 @@ impl<'a> Walk<'a> {
         let min_rtt = told.filter(|_| !karn);
         if karn || (!ev.listed && min_rtt.is_none() && sampled) {
             // Completed after a cut by an ACK whose RTT sample only one run takes (Karn: a
-            // request sent again keeps its first time), or after samples of its host pair in the
-            // report that the merge does not place in time: its slowdown is not told.
+            // request sent again keeps its first time), or where its host pair took samples the
+            // merge does not place in time: its slowdown is not told.
             self.untold.insert(ev.flow);
         }
         let d = Done::new(ev.end_ns.saturating_sub(ev.msg.start_ns), ev.msg.bytes, self.link_bps, min_rtt);

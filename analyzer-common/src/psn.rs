@@ -114,6 +114,14 @@ pub const fn psn_diff(a: u32, b: u32) -> u32 {
     b.wrapping_sub(a) & PSN_MASK
 }
 
+/// The later of two PSNs in 24-bit serial order (`a` when equal): folded over PSNs, the latest
+/// a flow reached.
+#[inline(always)]
+pub const fn psn_later(a: u32, b: u32) -> u32 {
+    let d = psn_diff(a, b);
+    if d > 0 && d < PSN_HALF { b } else { a }
+}
+
 /// PSNs a READ REQUEST for `dma_len` bytes consumes at `pmtu` (at least 1; `pmtu` is never 0).
 #[inline(always)]
 pub fn read_psns(dma_len: u32, pmtu: u32) -> u32 {
@@ -606,6 +614,13 @@ mod tests {
         run(&mut st, &mut Notes::default(), &[(0x06, 10), (0x07, 11), (0x07, 14), (0x08, 15), (0x07, 12), (0x07, 13)]);
         assert_eq!(st.count[..4], [6, 1, 2, 2]);
         assert_eq!(st.seq.expected, 16);
+    }
+
+    #[test]
+    fn the_later_psn_in_serial_order() {
+        assert_eq!([psn_later(5, 9), psn_later(9, 5), psn_later(7, 7)], [9, 9, 7]);
+        assert_eq!(psn_later(0xFF_FFFE, 1), 1, "across the wrap");
+        assert_eq!([0xFF_FFF0, 3, 0xFF_FFFF, 2].into_iter().fold(0xFF_FFF0, psn_later), 3);
     }
 
     #[test]

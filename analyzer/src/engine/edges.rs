@@ -2,7 +2,7 @@
 //! and its state after them (`crate::model::edge`). Off, no frame pays for it.
 
 use analyzer_common::PacketSummary;
-use analyzer_common::psn::{PSN_HALF, PsnSeq, psn_diff};
+use analyzer_common::psn::{PSN_HALF, PsnSeq, psn_diff, psn_later};
 
 use crate::model::edge::{FlowEdge, HEAD, HEAD_MAX, HeadFrame};
 
@@ -28,7 +28,7 @@ impl Head {
         let mut psns = self.frames.iter().map(|f| f.0[1]);
         let Some(first) = psns.next() else { return false };
         // The latest PSN reached, in 24-bit serial order.
-        let reached = psns.fold(first, |m, p| if (1..PSN_HALF).contains(&psn_diff(m, p)) { p } else { m });
+        let reached = psns.fold(first, psn_later);
         let repeats = !(1..PSN_HALF).contains(&psn_diff(reached, psn));
         let nak = self.after.is_some_and(|a| a.responder_nak != 0);
         self.frames.len() < HEAD_MAX && (repeats || nak)

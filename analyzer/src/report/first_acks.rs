@@ -14,9 +14,9 @@
 
 use std::collections::BTreeMap;
 
-use analyzer_common::psn::{PSN_HALF, PSN_MASK, psn_diff};
+use analyzer_common::psn::{PSN_MASK, psn_diff, psn_later};
 
-use super::psn_stitch::{FlowId, Part};
+use super::psn_stitch::{FlowId, Part, acks_of};
 use crate::analyses::rtt::READ_SLACK;
 use crate::model::edge::HeadFrame;
 
@@ -58,7 +58,7 @@ fn first_request(ps: &[Part]) -> Option<Option<(u32, u64)>> {
 fn reach(first: u32, ps: &[Part]) -> u32 {
     let ends = ps.iter().filter_map(|p| p.edge.as_ref()).filter(|e| e.end.started != 0);
     let last = ends.map(|e| e.end.expected.wrapping_sub(1) & PSN_MASK);
-    last.fold(first, |m, l| if (1..PSN_HALF).contains(&psn_diff(m, l)) { l } else { m })
+    last.fold(first, psn_later)
 }
 
 /// Whether a request flow that started at `first` (and reached `ps`'s PSNs by the end) spans an
@@ -113,8 +113,7 @@ pub fn first_acks(
         // known.
         let unnamed = acks[..i].iter().any(|(a, b)| {
             let hosts = b.0 == id.0 && b.1 == id.1 && b.2 == id.2;
-            let all_paired =
-                parts[*b].iter().filter_map(|p| p.edge.as_ref()?.acks.as_ref()).all(|a| a.unpaired + a.ambiguous == 0);
+            let all_paired = parts[*b].iter().filter_map(acks_of).all(|a| a.unpaired + a.ambiguous == 0);
             hosts && !claimed.contains_key(*b) && !out.values().any(|v| v == *b) && (a.is_none() || all_paired)
         });
         if unnamed {

@@ -352,13 +352,12 @@ impl<'a> Walk<'a> {
             parts.iter().find(|p| p.report == report).and_then(|p| p.first_request_at()).map(|r| r.1);
         let pairing = self.pairing;
         let id = pairing.parts.get_key_value(&f.id).map(|(k, _)| k);
-        let ack_part = id
-            .and_then(|id| pairing.ack_of(id, parts, true))
-            .and_then(|a| super::psn_stitch::Part::of(a.parts, report));
+        let ack_flow = id.and_then(|id| pairing.ack_of(id, parts, true));
+        let ack_part = ack_flow.as_ref().and_then(|a| super::psn_stitch::Part::of(a.parts, report));
         let ack_edge = ack_part.and_then(|p| p.edge.as_ref()).filter(|e| e.head_ns.len() == e.head.len());
         let (ack_frames, ack_ns) = ack_edge.map_or((&[][..], &[][..]), |e| (e.head.as_slice(), e.head_ns.as_slice()));
-        let acks = id.and_then(|id| pairing.ack_of(id, parts, true)).map(|a| {
-            match a.parts.iter().find(|p| p.report == report) {
+        let acks = ack_flow.map(|_| {
+            match ack_part {
                 // An edge without ACKs: the flow carried none here (NAKs only, or nothing).
                 Some(p) if p.edge.is_some() => {
                     super::rtt_stitch::acks_of(p).map_or((&[][..], true), |h| (h.head.as_slice(), h.complete))

@@ -73,6 +73,11 @@ impl Part {
     }
 }
 
+/// A part's ACK flow head (`flows[].edge.acks`), when it has one.
+pub fn acks_of(p: &Part) -> Option<&crate::model::edge::EdgeAcks> {
+    p.edge.as_ref()?.acks.as_ref()
+}
+
 /// What the whole counts beyond the parts' sum: `add` minus `sub`, counter by counter (both
 /// hold counters only; their sequence state is not used).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,7 +27,7 @@ use super::rtt_karn::{Counted, Untold, Waiting};
 use crate::model::FlowRef;
 use crate::model::edge::{EdgeAcks, EdgeRtt};
 
-pub use super::psn_stitch::FlowId;
+pub use super::psn_stitch::{FlowId, acks_of};
 
 /// What the whole counts for one request flow beyond the sum of its parts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -130,7 +130,7 @@ impl Queue {
         let mut psns = self.waiting.iter().map(|w| w.psn);
         let Some(first) = psns.next() else { return true };
         // The latest waiting PSN, in 24-bit serial order.
-        let last = psns.fold(first, |l, p| if psn_diff(l, p) < PSN_HALF { p } else { l });
+        let last = psns.fold(first, analyzer_common::psn::psn_later);
         p.repeats == 0 && p.first_request().is_none_or(|f| (1..PSN_HALF).contains(&psn_diff(last, f)))
     }
 
@@ -314,10 +314,6 @@ pub fn stitch(pairing: &Pairing, spans: &[Span]) -> Stitched {
     }
     out.unpaired_kept = pairing.hosts.unpaired_kept(&order);
     out
-}
-
-pub fn acks_of(p: &Part) -> Option<&EdgeAcks> {
-    p.edge.as_ref()?.acks.as_ref()
 }
 
 /// Whether a flow sent requests in some report.

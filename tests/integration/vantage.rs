@@ -229,6 +229,58 @@ fn merge_cannot_match_frames_and_says_so() {
     assert!(note["message"].as_str().unwrap().contains("2 flows appear in more than one report"), "{note}");
 }
 
+/// The leaf and spine captures cut at one time, each part analysed with both inputs and
+/// `--edges`, merged. Cut mid-stream, frames the leaf saw before the cut reach the spine after
+/// it: one run matches them, the parts count them twice, and the merge says so instead of giving
+/// hops. Cut before the spine's first frame, no copy crosses the cut: the hops are one run's.
+#[test]
+fn a_hop_cut_in_time_merges_back_or_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = tests::fixtures::all();
+    let pick = |n: &str| all.iter().find(|f| f.name == n).unwrap().clone();
+    let (leaf, spine) = (pick("vantage_leaf.pcap"), pick("vantage_spine.pcap"));
+    let whole = leaf_and_spine(&[]);
+    let merged_at = |cut: u64, tag: &str| {
+        let mut reports = Vec::new();
+        for (i, keep) in [|t: u64, c: u64| t < c, |t: u64, c: u64| t >= c].into_iter().enumerate() {
+            let mut args: Vec<String> = Vec::new();
+            for f in [&leaf, &spine] {
+                let frames = f.frames.iter().filter(|fr| keep(fr.record.ts_ns, cut)).cloned().collect();
+                let part = tests::fixtures::Fixture { frames, ..f.clone() };
+                let path = dir.path().join(format!("{tag}.{i}.{}", f.name));
+                std::fs::write(&path, part.bytes()).unwrap();
+                let label = if f.name.contains("leaf") { "leaf" } else { "spine" };
+                args.extend(["-r".into(), format!("{label}={}", path.display())]);
+            }
+            let out = dir.path().join(format!("{tag}.{i}.json"));
+            args.extend(["--edges".into(), "--json".into(), out.display().to_string()]);
+            let o = run(&["-q"].into_iter().chain(args.iter().map(String::as_str)).collect::<Vec<_>>());
+            assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+            reports.push(out.display().to_string());
+        }
+        let o = run(&["merge", &reports[0], &reports[1], "--json", "-"]);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let ts = |f: &tests::fixtures::Fixture, i: usize| f.frames[i].record.ts_ns;
+    let mid = ts(&leaf, leaf.frames.len() / 2);
+    // Between two frames (10 µs apart; the spine sees each 3 µs after the leaf): one run's hops.
+    let between = merged_at(mid, "between");
+    assert_eq!(between["vantage"], whole["vantage"]);
+    let lost = |r: &Value| {
+        let audit = r["audit"].as_array().unwrap().iter();
+        audit.filter(|f| f["code"] == "loss_between").cloned().collect::<Vec<_>>()
+    };
+    assert_eq!(lost(&between), lost(&whole));
+    assert_eq!(lost(&whole).len(), 1, "the two frames lost between leaf and spine");
+    // 1 µs after a frame, before its copy: said.
+    let through = merged_at(mid + 1_000, "through");
+    assert!(through["vantage"].is_null(), "{}", through["vantage"]);
+    let note = through["visibility"].as_array().unwrap().iter().find(|n| n["code"] == "vantage_not_merged").unwrap();
+    assert!(note["message"].as_str().unwrap().starts_with("the reports follow each other in time"), "{note}");
+    assert!(note["message"].as_str().unwrap().contains("1 frames opening a report are copies"), "{note}");
+}
+
 #[test]
 fn human_html_and_metrics_show_the_hops() {
     let (l, s) = (format!("leaf={}", data("vantage_leaf.pcap")), format!("spine={}", data("vantage_spine.pcap")));

@@ -63,6 +63,36 @@ impl LatencyMarks {
         self.bins = bins;
     }
 
+    /// What an edge carries: the base, the smallest latency, and `[bin, frames, marked]` per
+    /// bin with frames.
+    pub fn raw(&self) -> (i64, i64, Vec<[i64; 3]>) {
+        let bins = self.bins.iter().enumerate().filter(|(_, b)| b.0 > 0);
+        (self.base, self.min, bins.map(|(i, b)| [i as i64, b.0 as i64, b.1 as i64]).collect())
+    }
+
+    /// The bins of several runs' frames (each [`LatencyMarks::raw`]), as one run of them all
+    /// counts them: a frame's bin is its latency above the lowest base, the last for deeper
+    /// ones, whatever the order the frames and bases came in.
+    pub fn merged(parts: &[(i64, i64, Vec<[i64; 3]>)]) -> LatencyMarks {
+        let Some(base) = parts.iter().filter(|p| !p.2.is_empty()).map(|p| p.0).min() else {
+            return LatencyMarks::default();
+        };
+        let min = parts.iter().filter(|p| !p.2.is_empty()).map(|p| p.1).min().unwrap_or(base);
+        let mut m = LatencyMarks { base, min, bins: Vec::new() };
+        for (b, _, bins) in parts {
+            for &[i, frames, marked] in bins {
+                let j = ((i + (b - base) / BIN_NS).max(0) as usize).min(MAX_BINS - 1);
+                if j >= m.bins.len() {
+                    m.bins.resize(j + 1, (0, 0));
+                }
+                let t = &mut m.bins[j];
+                t.0 = t.0.saturating_add(frames.clamp(0, u32::MAX as i64) as u32);
+                t.1 = t.1.saturating_add(marked.clamp(0, u32::MAX as i64) as u32);
+            }
+        }
+        m
+    }
+
     /// (queueing delay at the bin's centre, frames, marked) per bin with frames.
     fn points(&self) -> impl Iterator<Item = (f64, u64, u64)> + '_ {
         let offset = (self.base - self.min) as f64;
@@ -177,6 +207,28 @@ impl Confidence {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Latencies cut into runs, the later ones lower (new bases) and some past the last bin:
+    /// the runs' bins merged are one run's, in any order.
+    #[test]
+    fn runs_cut_in_time_merge_into_one_runs_bins() {
+        let lat = |i: i64| match i % 7 {
+            0 => -3_000 - i,
+            3 => (MAX_BINS as i64 + 50) * BIN_NS + i,
+            _ => (i * 7919) % 40_000 - 1_000,
+        };
+        let mut whole = LatencyMarks::default();
+        let mut parts = vec![LatencyMarks::default(); 3];
+        for i in 0..3_000i64 {
+            whole.add(lat(i), i % 5 == 0);
+            parts[(i / 1_000) as usize].add(lat(i), i % 5 == 0);
+        }
+        let mut raw: Vec<_> = parts.iter().map(LatencyMarks::raw).collect();
+        assert_eq!(LatencyMarks::merged(&raw).raw(), whole.raw());
+        raw.reverse();
+        assert_eq!(LatencyMarks::merged(&raw).raw(), whole.raw());
+        assert_ne!(parts[2].raw(), whole.raw(), "the last run alone has other bins");
+    }
 
     /// Frames every 10 ns of delay from 0 to 30 µs over a base of 2 µs, RED with Kmin 4 µs,
     /// Kmax 16 µs, pmax 0.25, marks placed by error diffusion: the fit finds the thresholds

@@ -24,6 +24,7 @@ pub mod topology;
 pub mod trajectory;
 pub mod tree;
 pub mod vantage;
+pub mod vantage_edge;
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::record::Record;

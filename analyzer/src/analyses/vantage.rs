@@ -22,6 +22,8 @@ use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use super::stats::Samples;
+pub use super::vantage_edge::Log;
+use super::vantage_edge::at;
 use crate::frames::FrameMeta;
 // A point's bit in a set of points: beyond 64 points they share the last bit, as inputs do.
 use crate::frames::source_bit as point_bit;
@@ -107,6 +109,9 @@ pub struct HopState {
     /// From the first frame CE-marked between the points on: matched frames and those marked
     /// between, per point of time (where marking starts, and how it goes on).
     pub marking: Option<Box<super::marking::Series>>,
+    /// `--edges`: the matched frames before the first mark, as a series (every one without
+    /// marks): a capture that follows one with the mark counts them in the hop's series.
+    pub before: Option<Box<super::marking::Series>>,
     /// Frames and marks by queueing delay, for the hop's marking profile.
     pub marks: super::marking_profile::LatencyMarks,
 }
@@ -172,6 +177,8 @@ pub struct Vantage {
     pub peak_held: usize,
     /// Copies folded into a first sighting.
     pub copies: u64,
+    /// `--edges`: the frames at the run's two ends ([`Log`]).
+    pub edges: Option<Box<Log>>,
 }
 
 /// A flow's key hashed as its five 8-byte words ([`FlowKey::hash_words`], as
@@ -191,7 +198,7 @@ impl std::hash::Hash for WordKey {
 }
 
 /// Frames seen: (points that saw them, points outside whose span they were, frames).
-type Sighted = (u64, u64, u64);
+pub type Sighted = (u64, u64, u64);
 
 /// Frames waiting on stopped points: (points that saw them, points not yet started, points
 /// stopped so far, frames).
@@ -230,6 +237,7 @@ impl Vantage {
             all_points: 0,
             peak_held: 0,
             copies: 0,
+            edges: None,
         }
     }
 
@@ -327,6 +335,9 @@ impl Vantage {
             }
             if let Some(seq) = found {
                 self.fold_copy(seq, meta, s, point);
+                if let Some(e) = &mut self.edges {
+                    e.head(self.window_ns, [meta.ts_ns, key, at(point, s.encap != 0), 0]);
+                }
                 return;
             }
         }
@@ -348,6 +359,10 @@ impl Vantage {
             later: SmallVec::new(),
         });
         self.peak_held = self.peak_held.max(self.held.len());
+        if let Some(e) = &mut self.edges {
+            let id = key.unwrap_or(0);
+            e.head(self.window_ns, [meta.ts_ns, id, at(point, s.encap != 0), 1]);
+        }
         if self.by_identity.len() > 2 * self.held.len() + SWEEP_SLACK {
             self.sweep();
         }
@@ -358,6 +373,7 @@ impl Vantage {
     #[inline]
     fn fold_copy(&mut self, seq: u64, meta: FrameMeta, s: &PacketSummary, point: u16) {
         let bit = point_bit(point);
+        let keep_before = self.edges.is_some();
         let h = &mut self.held[(seq - self.front) as usize];
         self.copies += 1;
         let ecn = s.ecn & 3;
@@ -374,6 +390,8 @@ impl Vantage {
             }
             if let Some(m) = &mut hop.marking {
                 m.add(w, 0, marked);
+            } else if keep_before {
+                hop.before.get_or_insert_with(|| Box::new(super::marking::Series::new(w))).add(w, 0, false);
             }
             hop.latency.push(meta.ts_ns.saturating_sub(tq));
             hop.windows.add(w, meta.ts_ns.saturating_sub(tq));
@@ -412,6 +430,12 @@ impl Vantage {
         }
         let h = self.held.pop_front()?;
         self.front += 1;
+        if now.is_none()
+            && let Some(e) = &mut self.edges
+        {
+            let id = if h.identified { id_key(&h.id) } else { 0 };
+            e.ended.push([h.meta.ts_ns, id, h.points, at(h.first.0, h.encap)]);
+        }
         if h.identified {
             self.count_seen(WordKey(h.flow()), h.points, h.meta.ts_ns);
         }
@@ -511,38 +535,66 @@ impl Vantage {
         self.hops
             .iter()
             .map(|(&(from, to), state)| {
-                let (a, b) = (point_bit(from), point_bit(to));
-                let mut outside = 0;
-                let mut worst: Vec<(FlowKey, u64)> = Vec::new();
-                for (k, sets) in &sightings {
-                    let union = sets.iter().fold(0, |u, (m, _, _)| u | m);
-                    if union & a == 0 || union & b == 0 {
-                        continue;
-                    }
-                    let (mut lost, mut out) = (0, 0);
-                    for &(_, o, n) in sets.iter().filter(|(m, _, _)| m & a != 0 && m & b == 0) {
-                        *if o & b != 0 { &mut out } else { &mut lost } += n;
-                    }
-                    outside += out;
-                    if lost > 0 {
-                        worst.push((k.0, lost));
-                    }
-                }
-                worst.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+                let flows = sightings.iter().map(|(k, sets)| (k.0, sets.as_slice()));
+                let (outside, worst) = losses(flows, from, to);
                 let missing = worst.iter().map(|(_, n)| n).sum();
                 Hop { from, to, state, missing, worst, outside }
             })
             .collect()
     }
+
+    /// `--edges`: keep what `merge` of captures cut in time needs ([`Log`]).
+    pub fn keep_edges(&mut self) {
+        self.edges.get_or_insert_with(Default::default);
+    }
+
+    /// Per flow, in key order, the frames counted by (points that saw them, points not yet
+    /// capturing, points stopped, frames): the sightings `hop_list` reads, without joining the last two.
+    pub fn sighting_sets(&self) -> Vec<(FlowKey, Vec<[u64; 4]>)> {
+        let mut all: BTreeMap<FlowKey, Vec<[u64; 4]>> = BTreeMap::new();
+        for (k, sets) in &self.seen_by {
+            all.entry(k.0).or_default().extend(sets.iter().map(|&(m, before, n)| [m, before, 0, n]));
+        }
+        for (k, list) in &self.after_last {
+            all.entry(k.0).or_default().extend(list.iter().map(|&(m, before, after, n)| [m, before, after, n]));
+        }
+        all.into_iter().collect()
+    }
+}
+
+/// Over the flows seen at both points of the hop `from` → `to` (by their sightings): the frames
+/// `to` could not see because it was not capturing, and per flow those `from` saw and `to`
+/// never did while it was (flows that lost none left out), most first. One run's hops and
+/// `merge`'s of captures cut in time both count them here.
+pub fn losses<'a, K: Ord>(flows: impl Iterator<Item = (K, &'a [Sighted])>, from: u16, to: u16) -> (u64, Vec<(K, u64)>) {
+    let (a, b) = (point_bit(from), point_bit(to));
+    let mut outside = 0;
+    let mut worst: Vec<(K, u64)> = Vec::new();
+    for (k, sets) in flows {
+        let union = sets.iter().fold(0, |u, (m, _, _)| u | m);
+        if union & a == 0 || union & b == 0 {
+            continue;
+        }
+        let (mut lost, mut out) = (0, 0);
+        for &(_, o, n) in sets.iter().filter(|(m, _, _)| m & a != 0 && m & b == 0) {
+            *if o & b != 0 { &mut out } else { &mut lost } += n;
+        }
+        outside += out;
+        if lost > 0 {
+            worst.push((k, lost));
+        }
+    }
+    worst.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+    (outside, worst)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use analyzer_common::summary::encap;
 
     /// A WRITE MIDDLE of PSN `psn` mirrored by switch `origin` (ERSPAN II), with ECN `ecn`.
-    fn copy(psn: u32, origin: u8, ecn: u8) -> PacketSummary {
+    pub(crate) fn copy(psn: u32, origin: u8, ecn: u8) -> PacketSummary {
         let mut s = PacketSummary::zeroed();
         s.class = FrameClass::Roce as u8;
         (s.roce_version, s.ip_version, s.encap) = (2, 4, encap::ERSPAN_II);

@@ -15,6 +15,52 @@ pub struct Vantage {
     pub copies: u64,
     /// Most frames held at once for matching: the memory the window took.
     pub peak_held: u64,
+    /// `--edges`: what `merge` of captures cut in time needs to match frames across a cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<VantageEdge>,
+}
+
+/// `vantage.edge` (offline with `--edges`). Point masks have a bit per point of this section's
+/// `points`, in their order (the last bit shared beyond 64).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VantageEdge {
+    /// Frames still held for matching when the run ended, oldest first, as `[time, identity
+    /// (a 64-bit key of the frame's identity; 0: none, a frame that is not RoCE), points that
+    /// saw it (mask), first point (index) + 65536 when it was a mirrored copy]`.
+    pub ended: Vec<[u64; 4]>,
+    /// Frames offered from the first until one past the match window, as `[time, identity,
+    /// point + 65536 when mirrored, 1 when held (a first sighting), 0 when folded (a copy)]`.
+    pub head: Vec<[u64; 4]>,
+    /// Whether a frame came past the first's match window (else `head` is every frame).
+    pub head_closed: bool,
+    /// Per flow that had frames counted, `[points that saw them, points not yet capturing,
+    /// points that had stopped, frames]` (the masks `frames_missing` is counted from).
+    pub flows: Vec<FlowSightings>,
+    /// Per hop, in the order of `hops`, what adds across a cut.
+    pub hops: Vec<HopEdge>,
+    /// The settings the hops' findings used: `--link-speed` and the Kmin floor in bytes.
+    pub link_speed_bps: u64,
+    pub kmin_min_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowSightings {
+    pub flow: super::FlowRef,
+    pub sets: Vec<[u64; 4]>,
+}
+
+/// A hop's edge: its latency samples, the flows matched, the matched frames before its first
+/// mark (`before`, as a series) and its frames and marks by latency (`marks`: the base and the
+/// smallest latency in ns, then `[bin, frames, marked]` per 64 ns bin above the base).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HopEdge {
+    pub latency: super::edge::EdgeRtt,
+    pub flows: Vec<super::FlowRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<MarkingSeries>,
+    pub marks_base: i64,
+    pub marks_min: i64,
+    pub marks: Vec<[i64; 3]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

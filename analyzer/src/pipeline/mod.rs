@@ -72,6 +72,7 @@ impl Pipeline {
     /// flows' rate windows near the ends, each destination's incast head and state at the end).
     pub fn keep_edges(&mut self) {
         self.engine.heads = Some(Default::default());
+        self.vantage.keep_edges();
         self.analyses.marking.keep_before();
         self.analyses.dcqcn.keep_edges();
         self.analyses.incast.keep_edges();

@@ -104,7 +104,7 @@ fn in_report_order(mut p: Vec<MarkingPriority>) -> Vec<MarkingPriority> {
 /// multiple of the widest part that holds every point in [`SERIES_POINTS`]; each part's point
 /// lands in the one whole point holding it. False when a part's points do not nest (another
 /// rate window).
-fn join(list: &[&MarkingSeries]) -> (MarkingSeries, bool) {
+pub fn join(list: &[&MarkingSeries]) -> (MarkingSeries, bool) {
     let list: Vec<&MarkingSeries> = list.iter().copied().filter(|s| !s.frames.is_empty() && s.point_ns > 0).collect();
     let Some(widest) = list.iter().map(|s| s.point_ns).max() else {
         return (MarkingSeries::default(), true);

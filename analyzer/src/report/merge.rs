@@ -245,9 +245,10 @@ pub struct Merger {
     rtt_cuts: super::rtt_merge::Cuts,
     /// Each flow's sight in each report, for the PSN state across cuts in time (`psn_stitch`).
     parts: BTreeMap<FlowId, Vec<super::psn_stitch::Part>>,
-    /// Reports with a vantage section (frames matched within them), and the first one's.
+    /// Reports with a vantage section (frames matched within them), and every report's sight
+    /// of the matching (`vantage_merge`), in the order absorbed.
     vantage_reports: u64,
-    vantage: Option<Vantage>,
+    vantages: Vec<super::vantage_merge::Part>,
     storms: BTreeSet<StormJson>,
     trees: Vec<Tree>,
     deadlocks: Vec<Deadlock>,
@@ -329,10 +330,9 @@ impl Merger {
         self.spans.push((start_ns, end_ns));
         self.markings.push(super::marking_merge::Part { start_ns, end_ns, edges, marking: r.marking.clone() });
         self.load_balancing.extend(r.load_balancing.iter().cloned());
-        if let Some(v) = &r.vantage {
-            self.vantage_reports += 1;
-            self.vantage.get_or_insert_with(|| v.clone());
-        }
+        self.vantage_reports += r.vantage.is_some() as u64;
+        let (span, frames) = ((start_ns, end_ns), r.capture.frames);
+        self.vantages.push(super::vantage_merge::Part { span, frames, vantage: r.vantage.clone() });
         for f in &r.flows {
             let labels: Vec<String> = f.labels.iter().map(|l| self.qualify(path, l)).collect();
             self.absorb_flow(f, labels, (r.capture.start_ns, r.capture.end_ns))?;
@@ -853,13 +853,12 @@ impl Merger {
         let (marking, marking_exact) = super::marking_merge::merge(&self.markings);
         let dcqcn = super::dcqcn_stitch::merge(&self.dcqcn, &super::dcqcn_stitch::first_frames(self.flows.values()));
         let mut unmerged = Unmerged {
-            reports: self.reports,
             shared_flows: st.shared,
             psn_unstitched: st.unstitched,
             loss_open: st.loss_open,
             vantage_reports: self.vantage_reports,
             tiers_differ: self.tiers_differ,
-            vantage: self.vantage.take(),
+            vantage: vantage_merged(&self.vantages, &self.spans, &self.rtt_reports),
             messages_partly: merged.as_ref().and_then(|(_, partly)| *partly),
             marking_partly: !marking_exact,
             ecn_unstitched,
@@ -910,7 +909,7 @@ impl Merger {
         report.ecmp = merged_ecmp(&report.flows, &self.by_label, self.tiers.as_deref());
         report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
         report.visibility.extend(self.carried);
-        unmerged.note(&mut report, trees_not_merged, rtt_not_merged);
+        let vantage_findings = unmerged.note(&mut report, trees_not_merged, rtt_not_merged);
         load_balancing_of(&self.load_balancing, &self.parts, (st.irregular, &st.late), &mut report);
         let series = super::rtt_stitch::in_series(&rtt_spans(&self.spans, &self.rtt_reports));
         judge_leads(&mut report, &self.leads, (&self.spans, series.as_deref()), &self.pfc_edges);
@@ -918,6 +917,7 @@ impl Merger {
             super::audit_merge::recompute(&mut report, &self.parts, self.cnp_timeout, &self.pfc_edges);
         }
         super::dcqcn_stitch::set_findings(&mut report, dcqcn.stitched.map(|s| s.0));
+        vantage_findings.inspect(|f| with_hop_findings(&mut report, f));
         Ok(report)
     }
 }
@@ -1101,15 +1101,64 @@ fn rates_of(rates: &BTreeMap<u8, (u64, u64)>, senders: &[PfcSender]) -> Vec<PfcR
     rates.iter().filter(|(_, (_, frames))| *frames > 0).map(rate).collect()
 }
 
+/// The vantage section: a single report's (without its edge), or the reports' merged in time
+/// with their hops' findings ([`super::vantage_merge`]); else why not (none: the reports
+/// overlap in time).
+fn vantage_merged(parts: &[super::vantage_merge::Part], spans: &[(u64, u64)], rtt: &[RttSummary]) -> VantageSight {
+    if let [one] = parts {
+        let v = one.vantage.clone().filter(|v| v.points.len() >= 2);
+        return Ok((v.map(|v| Vantage { edge: None, ..v }), None));
+    }
+    let order = super::rtt_stitch::in_series(&rtt_spans(spans, rtt)).ok_or(None)?;
+    let m = super::vantage_merge::merge(parts, &order).map_err(Some)?;
+    Ok((m.vantage, Some(m.findings)))
+}
+
+/// The hops' findings (`loss_between`, `ecn_threshold_low`) of a vantage section merged in
+/// time in place of the reports'.
+fn with_hop_findings(report: &mut Report, findings: &[Finding]) {
+    report.audit.retain(|f| !matches!(f.code, FindingCode::LossBetween | FindingCode::EcnThresholdLow));
+    report.audit.extend_from_slice(findings);
+    super::assemble::audit::in_run_order(&mut report.audit);
+}
+
+/// Sets the merged vantage section, or says why there is none (`shared`: flows in several
+/// reports at once, and reports that matched frames); returns the findings of the hops merged
+/// in time, which replace the reports' own.
+fn vantage_section(sight: VantageSight, report: &mut Report, (shared, matched): (u64, u64)) -> Option<Vec<Finding>> {
+    let why = match sight {
+        Ok((vantage, findings)) => {
+            report.vantage = vantage;
+            return findings;
+        }
+        Err(Some(why)) => format!(
+            "the reports follow each other in time, but their frames cannot be matched across the cuts as one run \
+             matches them: {why}; no vantage section"
+        ),
+        Err(None) if shared > 0 || matched > 0 => format!(
+            "merge cannot match frames across reports: {} flows appear in more than one report and their packets \
+             are summed, so a frame seen at two vantage points counts twice; no vantage section. For hop-by-hop \
+             loss and latency give the captures to one run (--pcap LABEL=FILE …)",
+            shared
+        ),
+        Err(None) => return None,
+    };
+    report.visibility.push(Note::new(NoteCode::VantageNotMerged, why));
+    None
+}
+
+/// The merged vantage section and the findings that replace the reports' (none: keep theirs),
+/// or why there is none (`None`: the reports overlap in time).
+type VantageSight = Result<(Option<Vantage>, Option<Vec<Finding>>), Option<String>>;
+
 /// What `merge` could not combine, taken from the merger before it builds the report.
 struct Unmerged {
-    reports: usize,
     shared_flows: u64,
     /// Flows of reports in series whose PSN counters were not stitched across the cut.
     psn_unstitched: u64,
     vantage_reports: u64,
     tiers_differ: bool,
-    vantage: Option<Vantage>,
+    vantage: VantageSight,
     /// Messages sections only partly combined.
     messages_partly: Option<super::messages_merge::Partly>,
     marking_partly: bool,
@@ -1128,10 +1177,10 @@ struct Unmerged {
 }
 
 impl Unmerged {
-    /// The section only one report can give (vantage), and a note for each thing that was not
-    /// merged: congestion trees (`trees_not_merged`), vantage, RTT
-    /// (`rtt_not_merged`), the ECMP prediction.
-    fn note(self, report: &mut Report, trees_not_merged: bool, rtt_not_merged: bool) {
+    /// The vantage section, and a note for each thing that was not merged: congestion trees
+    /// (`trees_not_merged`), vantage, RTT (`rtt_not_merged`), the ECMP prediction. Returns the
+    /// findings of the vantage hops merged in time, which replace the reports' own.
+    fn note(self, report: &mut Report, trees_not_merged: bool, rtt_not_merged: bool) -> Option<Vec<Finding>> {
         // The capture's own loss over the merged flows (a cut's gaps told by the ACKs after it).
         report.visibility.extend(visibility::capture_loss_note(report));
         if trees_not_merged {
@@ -1142,19 +1191,7 @@ impl Unmerged {
                  of a sender seen at several vantage points is the largest of them",
             ));
         }
-        if self.reports == 1 {
-            report.vantage = self.vantage;
-        } else if self.shared_flows > 0 || self.vantage_reports > 0 {
-            report.visibility.push(Note::new(
-                NoteCode::VantageNotMerged,
-                format!(
-                    "merge cannot match frames across reports: {} flows appear in more than one report and \
-                     their packets are summed, so a frame seen at two vantage points counts twice; no vantage \
-                     section. For hop-by-hop loss and latency give the captures to one run (--pcap LABEL=FILE …)",
-                    self.shared_flows
-                ),
-            ));
-        }
+        let findings = vantage_section(self.vantage, report, (self.shared_flows, self.vantage_reports));
         if rtt_not_merged {
             report.visibility.push(Note::new(
                 NoteCode::RttNotMerged,
@@ -1205,6 +1242,7 @@ impl Unmerged {
                  uses those of the first report that had any",
             ));
         }
+        findings
     }
 }
 

@@ -41,6 +41,7 @@ pub mod rtt_stitch;
 pub mod steady_stitch;
 pub mod tail_merge;
 pub mod validate;
+pub mod vantage_merge;
 pub mod write;
 
 pub use assemble::RunKind;

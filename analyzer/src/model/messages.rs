@@ -166,6 +166,9 @@ pub struct SteadyEnds {
     pub first: [u64; 2],
     pub counts: Vec<[u64; 2]>,
     pub open: Option<[u64; 2]>,
+    /// The first full windows as `[window, bytes]` (16 at most; all of them when fewer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub early: Vec<[u64; 2]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -79,6 +79,7 @@ impl Pipeline {
         self.analyses.ecn.edges = true;
         self.analyses.rtt.edges = Some(Default::default());
         self.analyses.messages.log = Some(Vec::new());
+        self.analyses.messages.overall = crate::analyses::messages::steady::Windows::with_early();
     }
 
     /// Several inputs are several vantage points: match their frames from the first on.

@@ -308,14 +308,15 @@ pub fn note(p: Partly) -> Note {
         parts.push(format!(
             "the steadiness of {} flow(s) at a cut may not be one run's: requests sent again just after the cut \
              (new payload in the report after it) that the replay of the edges could not tell or place (a window \
-             inside the report), or a first frame it could not place",
+             inside the report past the 16 full windows its edge lists), or a first frame it could not place",
             p.steady
         ));
     }
     parts.push(
         "the steadiness is one run's for reports in series made with --edges (PSNs sent again just after a cut \
-         replayed: no new payload; but for those in a window inside the report after it, and a flow's first \
-         frame after a cut that falls inside its host pair's windows there), else each report's"
+         replayed: no new payload; but for those in a window inside the report after it past the 16 full \
+         windows its edge lists, and a flow's first frame after a cut placed only by its window), else each \
+         report's"
             .to_string(),
     );
     Note::new(NoteCode::MessagesNotMerged, parts.join("; "))

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::gap_replay::Payload;
-use crate::analyses::messages::steady::{Rates, steadiness};
+use crate::analyses::messages::steady::{EARLY, Rates, steadiness};
 use crate::analyses::stats::fine_bucket;
 use crate::model::*;
 
@@ -38,6 +38,8 @@ struct Ends {
     first: (u64, u64),
     counts: Vec<(u16, u64)>,
     open: Option<(u64, u64)>,
+    /// The first full windows with their bytes (all of them when fewer than [`EARLY`]).
+    early: Vec<(u64, u64)>,
 }
 
 impl Ends {
@@ -46,13 +48,43 @@ impl Ends {
             first: (e.first[0], e.first[1]),
             counts: e.counts.iter().map(|[b, n]| (*b as u16, *n)).collect(),
             open: e.open.map(|[w, b]| (w, b)),
+            early: e.early.iter().map(|[w, b]| (*w, *b)).collect(),
         }
+    }
+
+    /// `delta` bytes more (or fewer) in full window `w` inside the report, as one run counts
+    /// them: the window's rate bucket moves (a window left with none is no window; one the report
+    /// had no payload in becomes one). False where `early` does not tell the window's bytes.
+    fn fix_full(&mut self, w: u64, delta: i64, window_ns: u64) -> bool {
+        let inside = self.open.is_some_and(|(o, _)| w > self.first.0 && w < o);
+        let known = self.early.len() < EARLY || self.early.last().is_some_and(|l| w <= l.0);
+        if !inside || !known {
+            return false;
+        }
+        let at = self.early.partition_point(|e| e.0 < w);
+        let old = self.early.get(at).filter(|e| e.0 == w).map_or(0, |e| e.1);
+        let Some(new) = old.checked_add_signed(delta) else { return false };
+        let bucket = |b: u64| fine_bucket(crate::analyses::messages::steady::rate(b, window_ns));
+        if old > 0 {
+            let Some(i) = self.counts.iter().position(|(b, n)| *b == bucket(old) && *n > 0) else { return false };
+            self.counts[i].1 -= 1;
+        }
+        if new > 0 {
+            self.counts.push((bucket(new), 1));
+        }
+        match (old, new) {
+            (0, 0) => {}
+            (0, _) => self.early.insert(at, (w, new)),
+            (_, 0) => _ = self.early.remove(at),
+            _ => self.early[at].1 = new,
+        }
+        true
     }
 
     /// `delta` bytes more (or fewer) in window `w`, as one run counts them: in the first window
     /// or the one still filling (a window of none left out: fewer windows); false where the
     /// window is a full one inside the report (its bytes are in a rate bucket) or not there.
-    fn fix(e: &mut Option<Ends>, w: u64, delta: i64) -> bool {
+    fn fix(e: &mut Option<Ends>, w: u64, delta: i64, window_ns: u64) -> bool {
         let Some(x) = e.as_mut() else { return false };
         match x.open {
             _ if x.first.0 == w => match x.first.1.checked_add_signed(delta) {
@@ -65,7 +97,7 @@ impl Ends {
                 Some(b) if b > 0 => x.open = Some((o, b)),
                 _ => return false,
             },
-            _ => return false,
+            _ => return x.fix_full(w, delta, window_ns),
         }
         if x.first.1 == 0 && x.open.is_none() {
             *e = None;
@@ -91,9 +123,18 @@ impl Ends {
         let open = match e {
             None if windows.len() > 1 => windows.pop(),
             None => None,
-            Some(e) => {
-                if windows.last().is_some_and(|l| l.0 > e.first.0) {
-                    return None;
+            Some(mut e) => {
+                // Frames after the first window: in the one filling at the end, or a full one.
+                while let Some(&(w, b)) = windows.last().filter(|l| l.0 > e.first.0) {
+                    match e.open {
+                        Some((o, ob)) if o == w => e.open = Some((o, ob + b)),
+                        _ => {
+                            if !e.fix_full(w, b as i64, window_ns) {
+                                return None;
+                            }
+                        }
+                    }
+                    windows.pop();
                 }
                 let mut first = e.first;
                 if windows.last().is_some_and(|l| l.0 == first.0) {
@@ -117,7 +158,7 @@ impl Ends {
         for (_, b) in &windows {
             counts.push((fine_bucket(crate::analyses::messages::steady::rate(*b, window_ns)), 1));
         }
-        Some(Some(Ends { first, counts, open }))
+        Some(Some(Ends { first, counts, open, early: Vec::new() }))
     }
 }
 
@@ -230,7 +271,7 @@ pub fn stitch(
             pair_list.push(SteadyPair { src, dst, steady });
         }
     }
-    // A pair that got no windows in any report, only first frames (flows of one frame here).
+    // Every pair one run gives first frames is listed above: nothing is left.
     unplaced += owed.values().flat_map(|m| m.values()).map(|v| v.len() as u64).sum::<u64>();
     let overall: Vec<Ends> = overall.into_iter().flatten().collect();
     let steadiness = Steadiness {
@@ -306,7 +347,12 @@ impl Keys {
                 let delta: i64 = fix.iter().filter(|x| x.first).map(|x| x.delta).sum();
                 match payload.checked_add_signed(delta) {
                     Some(0) => {}
-                    Some(b) => self.owed.entry(pair).or_default().entry(i).or_default().push((w, b)),
+                    Some(b) => {
+                        // A pair no report placed (each saw one frame of its flows) has windows in one run.
+                        let names = || (f.flow.src.clone(), f.flow.dst.clone(), vec![None; n]);
+                        self.pairs.entry(pair).or_insert_with(names);
+                        self.owed.entry(pair).or_default().entry(i).or_default().push((w, b))
+                    }
                     None => self.unplaced += 1,
                 }
             }
@@ -314,9 +360,10 @@ impl Keys {
                 let w = x.ts / self.window_ns.max(1);
                 let pair_ends = self.pairs.get_mut(&pair).map(|p| &mut p.2[i]);
                 let in_pair = !(owes && x.first);
-                let placed = Ends::fix(&mut ends, w, x.delta)
-                    && Ends::fix(&mut overall, w, x.delta)
-                    && (!in_pair || pair_ends.is_some_and(|p| Ends::fix(p, w, x.delta)));
+                let n = self.window_ns;
+                let placed = Ends::fix(&mut ends, w, x.delta, n)
+                    && Ends::fix(&mut overall, w, x.delta, n)
+                    && (!in_pair || pair_ends.is_some_and(|p| Ends::fix(p, w, x.delta, n)));
                 self.unplaced += u64::from(!placed);
             }
             self.flows.entry(key).or_insert_with(|| (f.flow.clone(), Vec::new())).1.push(ends);
@@ -355,7 +402,7 @@ mod tests {
     const W: u64 = 1000;
 
     fn ends(w: &Windows) -> Option<Ends> {
-        w.ends().map(|e| Ends { first: e.first, counts: e.counts, open: e.open })
+        w.ends().map(|e| Ends { first: e.first, counts: e.counts, open: e.open, early: e.early })
     }
 
     /// One key's frames as (window, bytes): several per window, some windows without any.
@@ -363,9 +410,9 @@ mod tests {
         (0..40u64).map(|i| (i / 3 + (i / 10) * 2, 100 + (i % 7) * 50)).collect()
     }
 
-    /// The windows of `f`, as the analysis keeps them.
+    /// The windows of `f`, as the analysis keeps them with `--edges`.
     fn run(f: &[(u64, u64)]) -> Windows {
-        let mut w = Windows::new();
+        let mut w = Windows::with_early();
         f.iter().for_each(|(i, b)| w.add(*i, *b, W));
         w
     }
@@ -388,9 +435,9 @@ mod tests {
     }
 
     /// Frames after a cut sent again (PSNs the part before sent): one run counts none of their
-    /// payload, the part after counted it. Taken out of the part's windows where they fall in
-    /// its first window or the one filling at its end, the parts join into one run's rates; a
-    /// window inside the part is not told.
+    /// payload, the part after counted it. Taken out of the part's windows — its first, the one
+    /// filling at its end, or a full one its early windows list — the parts join into one run's
+    /// rates. Without the early windows one inside the part is not told.
     #[test]
     fn payload_sent_again_after_a_cut_is_taken_out_as_one_run() {
         let frames = frames();
@@ -400,38 +447,53 @@ mod tests {
                 let kept: Vec<(u64, u64)> = frames[..a].iter().chain(&frames[a + k..]).copied().collect();
                 let whole = run(&kept).rates.counts();
                 let mut after = ends(&run(&frames[a..]));
-                if !frames[a..a + k].iter().all(|(w, b)| Ends::fix(&mut after, *w, -(*b as i64))) {
-                    untold += 1;
-                    continue;
-                }
+                let mut bare = after.clone().map(|e| Ends { early: Vec::new(), ..e });
+                untold += u64::from(!frames[a..a + k].iter().all(|(w, b)| Ends::fix(&mut bare, *w, -(*b as i64), W)));
+                assert!(frames[a..a + k].iter().all(|(w, b)| Ends::fix(&mut after, *w, -(*b as i64), W)), "cut at {a}");
                 let parts: Vec<Ends> = [ends(&run(&frames[..a])), after].into_iter().flatten().collect();
                 assert_eq!(join(&parts, W).counts(), whole, "cut at {a}, {k} frames sent again");
                 told += 1;
             }
         }
-        assert!(told > 60 && untold > 0, "told {told}, untold {untold}");
+        assert!(told > 100 && untold > 20, "told {told}, untold without the early windows {untold}");
     }
 
     #[test]
     fn a_fix_lands_in_the_first_window_or_the_one_filling() {
-        let e =
-            || Some(Ends { first: (10, 500), counts: vec![(fine_bucket(steady_rate(700)), 1)], open: Some((12, 300)) });
+        let full = vec![(fine_bucket(steady_rate(700)), 1)];
+        let e = || Some(Ends { first: (10, 500), counts: full.clone(), open: Some((12, 300)), early: Vec::new() });
         let mut x = e();
-        assert!(Ends::fix(&mut x, 10, -200) && Ends::fix(&mut x, 12, 100));
+        assert!(Ends::fix(&mut x, 10, -200, W) && Ends::fix(&mut x, 12, 100, W));
         assert_eq!(x.as_ref().map(|x| (x.first, x.open)), Some(((10, 300), Some((12, 400)))));
         for (w, d) in [(11, -100), (10, -600), (12, -300), (13, 100)] {
-            assert!(!Ends::fix(&mut e(), w, d), "window {w}, {d} bytes");
+            assert!(!Ends::fix(&mut e(), w, d, W), "window {w}, {d} bytes");
         }
         // A part of one window whose payload was all sent again: no windows.
-        let mut one = Some(Ends { first: (4, 300), counts: Vec::new(), open: None });
-        assert!(Ends::fix(&mut one, 4, -300) && one.is_none());
+        let mut one = Some(Ends { first: (4, 300), counts: Vec::new(), open: None, early: Vec::new() });
+        assert!(Ends::fix(&mut one, 4, -300, W) && one.is_none());
+        // The full window 11 of 700 bytes, listed: its bucket moves, or it goes with its payload.
+        let listed = || e().map(|x| Ends { early: vec![(11, 700)], ..x });
+        let mut x = listed();
+        assert!(Ends::fix(&mut x, 11, -100, W));
+        assert_eq!(x.as_ref().map(|x| (x.counts.clone(), x.early.clone())).unwrap(), {
+            (vec![(fine_bucket(steady_rate(700)), 0), (fine_bucket(steady_rate(600)), 1)], vec![(11, 600)])
+        });
+        let mut gone = listed();
+        assert!(Ends::fix(&mut gone, 11, -700, W));
+        assert_eq!(gone.map(|x| (Rates::from_counts(x.counts).len(), x.early)), Some((0, Vec::new())));
+        assert!(!Ends::fix(&mut listed(), 11, -800, W), "more than the window had");
     }
 
     /// A pair's windows without a flow's first frame after a cut get it: before the part's
-    /// first window (a window of its own), or in it.
+    /// first window (a window of its own), in it, or in a later one the part's edge tells.
     #[test]
-    fn first_frames_one_run_counts_are_added_before_or_in_the_first_window() {
-        let e = Ends { first: (10, 500), counts: vec![(fine_bucket(steady_rate(700)), 1)], open: Some((12, 300)) };
+    fn first_frames_one_run_counts_are_added_where_the_edge_tells_their_window() {
+        let e = Ends {
+            first: (10, 500),
+            counts: vec![(fine_bucket(steady_rate(700)), 1)],
+            open: Some((12, 300)),
+            early: vec![(11, 700)],
+        };
         let before = Ends::with(Some(e.clone()), vec![(8, 200)], W).unwrap().unwrap();
         assert_eq!(before.first, (8, 200));
         assert_eq!(before.open, Some((12, 300)));
@@ -442,7 +504,18 @@ mod tests {
         assert_eq!(counts, expect, "the first window is a full one now");
         let within = Ends::with(Some(e.clone()), vec![(10, 200)], W).unwrap().unwrap();
         assert_eq!(within.first, (10, 700));
-        assert_eq!(Ends::with(Some(e), vec![(11, 200)], W), None, "inside the part: cannot be told");
+        // Inside the part: in its listed full window (its bucket moves) or the one filling.
+        let inside = Ends::with(Some(e.clone()), vec![(11, 200), (12, 50)], W).unwrap().unwrap();
+        assert_eq!((inside.first, inside.open), ((10, 500), Some((12, 350))));
+        assert_eq!(Rates::from_counts(inside.counts).counts(), vec![(fine_bucket(steady_rate(900)), 1)]);
+        // Every other window from 11 listed: 12, between two, had no payload there, and has now.
+        let early: Vec<(u64, u64)> = (0..EARLY as u64).map(|i| (11 + 2 * i, 700)).collect();
+        let sparse =
+            Ends { open: Some((60, 300)), counts: vec![(fine_bucket(steady_rate(700)), EARLY as u64)], early, ..e };
+        let new = Ends::with(Some(sparse.clone()), vec![(12, 200)], W).unwrap().unwrap();
+        assert_eq!(Rates::from_counts(new.counts).len(), EARLY as u64 + 1);
+        let past = sparse;
+        assert_eq!(Ends::with(Some(past), vec![(50, 200)], W), None, "past the listed windows: not told");
         let alone = Ends::with(None, vec![(3, 100), (5, 100), (3, 50)], W).unwrap().unwrap();
         assert_eq!((alone.first, alone.open), ((3, 150), Some((5, 100))));
     }

@@ -365,8 +365,9 @@ impl MsgFlow {
     }
 
     /// A frame in rate window `w`: `frame` bytes of a data frame (0: not data), `payload` bytes
-    /// of request payload (0: none, or a retransmission). True once the flow has its rates.
-    pub(super) fn note(&mut self, w: u64, frame: u64, payload: u64, window_ns: u64) -> bool {
+    /// of request payload (0: none, or a retransmission). True once the flow has its rates
+    /// (`early`: which keep their first full windows' bytes, `--edges`).
+    pub(super) fn note(&mut self, w: u64, frame: u64, payload: u64, (window_ns, early): (u64, bool)) -> bool {
         let rate = match self.rate.as_mut() {
             Some(r) => r,
             None if self.flags & flag::FIRST == 0 => {
@@ -377,6 +378,9 @@ impl MsgFlow {
             None => {
                 let (w0, f0, p0) = self.first;
                 let mut r = Box::<Rate>::default();
+                if early {
+                    r.windows = super::steady::Windows::with_early();
+                }
                 r.note(w0, f0 as u64, p0 as u64, window_ns);
                 self.flags &= !flag::FIRST;
                 self.rate.insert(r)
@@ -402,9 +406,12 @@ impl MsgFlow {
     pub(crate) fn ends(&self) -> Option<super::steady::Ends> {
         match &self.rate {
             Some(r) => r.windows.ends(),
-            None if self.flags & flag::FIRST != 0 && self.first.2 > 0 => {
-                Some(super::steady::Ends { first: (self.first.0, self.first.2 as u64), counts: Vec::new(), open: None })
-            }
+            None if self.flags & flag::FIRST != 0 && self.first.2 > 0 => Some(super::steady::Ends {
+                first: (self.first.0, self.first.2 as u64),
+                counts: Vec::new(),
+                open: None,
+                early: Vec::new(),
+            }),
             None => None,
         }
     }
@@ -781,14 +788,14 @@ mod tests {
     #[test]
     fn the_latest_windows_are_kept_for_dcqcn() {
         let mut f = MsgFlow::new();
-        assert!(!f.note(0, 100, 0, 10), "one frame: no rates yet");
+        assert!(!f.note(0, 100, 0, (10, false)), "one frame: no rates yet");
         assert_eq!(f.recent(), [(0, 100)]);
-        f.note(0, 50, 0, 10);
+        f.note(0, 50, 0, (10, false));
         for w in 1..10u64 {
-            f.note(w, 100, 0, 10);
-            f.note(w, 50, 0, 10);
+            f.note(w, 100, 0, (10, false));
+            f.note(w, 50, 0, (10, false));
         }
-        f.note(8, 1, 0, 10); // a little late: its window is still kept
+        f.note(8, 1, 0, (10, false)); // a little late: its window is still kept
         let recent = f.recent();
         assert_eq!(recent, [(4, 150), (5, 150), (6, 150), (7, 150), (8, 151), (9, 150)]);
     }

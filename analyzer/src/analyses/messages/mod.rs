@@ -158,7 +158,7 @@ impl Messages {
         let payload = if step.retransmission { 0 } else { r.payload_len as u64 };
         // A flow's host pair is placed from its second data frame (or its first completion):
         // a flow of one frame costs no pair.
-        let noted = (frame > 0 || payload > 0).then(|| f.note(w, frame, payload, window_ns));
+        let noted = (frame > 0 || payload > 0).then(|| f.note(w, frame, payload, (window_ns, self.log.is_some())));
         if noted == Some(true) && f.pair == u32::MAX {
             f.pair = self.place(&r.flow());
         }
@@ -197,7 +197,8 @@ impl Messages {
             return u32::MAX - 1;
         }
         let i = self.pairs.len() as u32;
-        self.pairs.push(Pair { src: k.0, dst: k.1, dist: Dist::default(), min_rtt_ns: None, windows: Windows::new() });
+        let windows = if self.log.is_some() { Windows::with_early() } else { Windows::new() };
+        self.pairs.push(Pair { src: k.0, dst: k.1, dist: Dist::default(), min_rtt_ns: None, windows });
         self.pair_index.insert(k, i);
         i
     }

@@ -120,7 +120,16 @@ pub struct Windows {
     first: (u64, u64),
     /// Goodput of each full active window (bit/s).
     pub rates: Rates,
+    /// `--edges`: the first [`EARLY`] full windows and their bytes, in order (`early` in
+    /// [`Ends`]); off without (`keep`).
+    keep: bool,
+    early: Vec<(u64, u64)>,
 }
+
+/// Full windows a key's edge lists with their bytes: where `merge` of captures cut in time
+/// finds payload one run counts otherwise just after a cut (PSNs sent again, a flow's first
+/// frame its pair gets), whose windows' rate buckets it moves.
+pub const EARLY: usize = 16;
 
 /// A key's windows as `merge` of captures cut in time needs them: the first (left out here,
 /// partial; in one run over a longer capture it may be whole, or continue the window before
@@ -131,11 +140,18 @@ pub struct Ends {
     pub first: (u64, u64),
     pub counts: Vec<(u16, u64)>,
     pub open: Option<(u64, u64)>,
+    /// The first full windows with their bytes, [`EARLY`] at most (all of them when fewer).
+    pub early: Vec<(u64, u64)>,
 }
 
 impl Windows {
     pub fn new() -> Windows {
         Windows::default()
+    }
+
+    /// Windows that keep their first full windows' bytes (`--edges`).
+    pub fn with_early() -> Windows {
+        Windows { keep: true, ..Windows::default() }
     }
 
     /// `bytes` of data in window `w` (records a little out of order add to the current one).
@@ -154,8 +170,13 @@ impl Windows {
     pub fn ends(&self) -> Option<Ends> {
         match self.seen {
             0 => None,
-            1 => Some(Ends { first: (self.window, self.bytes), counts: Vec::new(), open: None }),
-            _ => Some(Ends { first: self.first, counts: self.rates.counts(), open: Some((self.window, self.bytes)) }),
+            1 => Some(Ends { first: (self.window, self.bytes), counts: Vec::new(), open: None, early: Vec::new() }),
+            _ => Some(Ends {
+                first: self.first,
+                counts: self.rates.counts(),
+                open: Some((self.window, self.bytes)),
+                early: self.early.clone(),
+            }),
         }
     }
 
@@ -163,6 +184,9 @@ impl Windows {
     fn close(&mut self, window_ns: u64) {
         if self.seen == 2 {
             self.rates.push(rate(self.bytes, window_ns));
+            if self.keep && self.early.len() < EARLY {
+                self.early.push((self.window, self.bytes));
+            }
         } else {
             self.first = (self.window, self.bytes);
         }

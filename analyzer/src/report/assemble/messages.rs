@@ -115,6 +115,7 @@ fn edge(run: &Pipeline) -> MessagesEdge {
             first: [e.first.0, e.first.1],
             counts: e.counts.iter().map(|(b, n)| [*b as u64, *n]).collect(),
             open: e.open.map(|(w, b)| [w, b]),
+            early: e.early.iter().map(|(w, b)| [*w, *b]).collect(),
         })
     };
     let mut flows: Vec<(&FlowKey, &crate::analyses::messages::kept::MsgFlow)> = run.analyses.flows.messages().collect();

@@ -627,3 +627,66 @@ fn a_cluster_cut_in_time_merges_back_or_says_why() {
     }
     assert!(equal >= 148, "sections equal to one run's over 13 merges (152 when written): {equal}");
 }
+
+/// Two UC flows, cut at every frame (and in three at every other pair of frames): SENDs of
+/// FIRST, MIDDLEs and LAST (one replaced by the next FIRST before its LAST; an ONLY; a LAST
+/// without its FIRST; one still being sent at the end), WRITEs of FIRST, MIDDLE and LAST. By
+/// hand: 6 messages (SENDs of 3, 3 and 2 µs, the ONLY; WRITEs of 3 µs twice), 1 partial, 1 open.
+/// A message being sent at a cut is completed after it as one run completes it: the merged
+/// transfers are the whole's, where the parts alone count it in neither.
+#[test]
+fn uc_messages_sent_across_a_cut_merge_as_one_run() {
+    use tests::fixtures::Timed;
+    use tests::synth::Roce;
+    const US: u64 = 1000;
+    let mut t = Timed { frames: Vec::new() };
+    let sends =
+        [(0, 0x20), (1, 0x21), (2, 0x21), (3, 0x22), (10, 0x20), (11, 0x21), (13, 0x22), (20, 0x20), (21, 0x21)];
+    let more = [(30, 0x20), (32, 0x22), (40, 0x24), (41, 0x22), (50, 0x20), (51, 0x21)];
+    for (psn, (at, opcode)) in sends.iter().chain(&more).enumerate() {
+        let mut r = Roce::v4([10, 0, 9, 1], [10, 0, 9, 2], 50_000, *opcode, 0x77, psn as u32);
+        r.payload_len = 1024;
+        t.roce(at * US, &r);
+    }
+    for (psn, (at, opcode)) in [(5, 0x26), (6, 0x27), (8, 0x28), (15, 0x26), (16, 0x27), (18, 0x28)].iter().enumerate()
+    {
+        let mut r = Roce::v4([10, 0, 9, 1], [10, 0, 9, 2], 50_001, *opcode, 0x78, psn as u32);
+        r.payload_len = 1024;
+        r.ext.reth.dma_len = 3072;
+        t.roce(at * US + 500, &r);
+    }
+    let f = t.fixture("uc_cut.pcap");
+    let dir = tempfile::tempdir().unwrap();
+    let whole = analyse(dir.path(), &f, "uc.whole", &[]);
+    let transfers = |r: &Value| r["messages"]["transfers"].clone();
+    let w = transfers(&whole);
+    assert_eq!((&w["uc_messages"], &w["uc_partial"], &w["uc_open"]), (&json!(6), &json!(1), &json!(1)), "{w}");
+    assert_eq!((&w["uc_transfer_ns"]["min"], &w["uc_transfer_ns"]["max"]), (&json!(0), &json!(3 * US)), "{w}");
+    let n = f.frames.len();
+    let mut cuts: Vec<Vec<usize>> = (1..n).map(|a| vec![a]).collect();
+    cuts.extend((1..n).step_by(2).flat_map(|a| (a + 1..n).step_by(3).map(move |b| vec![a, b])));
+    let mut across = 0;
+    for cut in cuts {
+        let bounds: Vec<usize> = std::iter::once(0).chain(cut.iter().copied()).chain([n]).collect();
+        let reports: Vec<String> = bounds
+            .windows(2)
+            .enumerate()
+            .map(|(i, b)| {
+                let part = Fixture { frames: f.frames[b[0]..b[1]].to_vec(), ..f.clone() };
+                let r = analyse(dir.path(), &part, &format!("uc.{cut:?}.{i}"), &["--edges"]);
+                assert_eq!(schema_errors(&r), Vec::<String>::new(), "cut at {cut:?}, part {i}");
+                keep(dir.path(), &format!("uc.{cut:?}.{i}"), &r)
+            })
+            .collect();
+        let alone: u64 = reports
+            .iter()
+            .map(|p| serde_json::from_slice::<Value>(&std::fs::read(p).unwrap()).unwrap())
+            .map(|r| transfers(&r)["uc_messages"].as_u64().unwrap_or(0))
+            .sum();
+        across += u64::from(alone < 6);
+        let merged = merge_of(&reports);
+        assert_json_eq(&transfers(&merged), &w, &format!("UC transfers cut at {cut:?}"));
+        assert!(!codes(&merged).contains(&"messages_not_merged"), "cut at {cut:?}: {:?}", codes(&merged));
+    }
+    assert!(across >= 20, "cuts through a message being sent: {across}");
+}

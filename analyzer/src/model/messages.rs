@@ -63,6 +63,25 @@ pub struct MessagesEdge {
     /// the pauses, `--straggler-ratio`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tail: Option<TailEdge>,
+    /// UC flows: the message being sent at the end and the first frames (`merge` completes a
+    /// message sent across a cut as one run does); the UC transfer times' samples.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uc: Vec<UcEdge>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uc_times: Option<super::edge::EdgeRtt>,
+}
+
+/// A UC flow's edge: its message being sent at the end as `[kind, start_ns, last_ns, bytes]`, and
+/// its first frames up to its first FIRST as `[opcode, time, payload]` (64 at most: `head_cut`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UcEdge {
+    #[serde(flatten)]
+    pub flow: FlowRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sending: Option<[u64; 4]>,
+    pub head: Vec<[u64; 3]>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub head_cut: bool,
 }
 
 /// The settings a report's tail was explained with, for `merge` to explain the merged tail

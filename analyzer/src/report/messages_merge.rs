@@ -104,33 +104,16 @@ pub fn merge(
     if all.len() == 1 {
         return Some((Messages { edge: None, ..first.clone() }, None));
     }
-    let (uc_times, uc) = uc_transfers(sections);
+    let stitched = super::uc_stitch::stitch(sections);
+    let (uc_times, uc) = match &stitched {
+        Some(u) => (u.times, false),
+        None => uc_transfers(sections),
+    };
     let mut classes: BTreeMap<String, Class> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     let mut m = first.clone();
     for r in &all[1..] {
-        m.completed += r.completed;
-        for (k, n) in &r.by_kind {
-            *m.by_kind.entry(k.clone()).or_default() += n;
-        }
-        m.pending += r.pending;
-        m.partial += r.partial;
-        m.abandoned += r.abandoned;
-        m.in_flight_evicted += r.in_flight_evicted;
-        m.flows.extend(r.flows.iter().cloned());
-        m.pairs.extend(r.pairs.iter().cloned());
-        m.transfers.uc_messages += r.transfers.uc_messages;
-        m.transfers.uc_bytes += r.transfers.uc_bytes;
-        m.transfers.ud_messages += r.transfers.ud_messages;
-        m.transfers.uc_partial += r.transfers.uc_partial;
-        // Being sent at the end: the last report's, and (said, `uc`) an earlier one's that the
-        // next did not continue.
-        m.transfers.uc_open += r.transfers.uc_open;
-        m.transfers.ud_bytes += r.transfers.ud_bytes;
-        m.steadiness.flows.extend(r.steadiness.flows.iter().cloned());
-        m.steadiness.pairs.extend(r.steadiness.pairs.iter().cloned());
-        m.rings.rings.extend(r.rings.rings.iter().cloned());
-        m.rings.other_groups += r.rings.other_groups;
+        add_counts(&mut m, r);
     }
     for r in &all {
         for c in &r.classes {
@@ -148,6 +131,10 @@ pub fn merge(
     m.classes = order.iter().filter_map(|n| classes.remove(n).and_then(Class::merged)).collect();
     m.steadiness.overall = None;
     m.transfers.uc_transfer_ns = uc_times;
+    if let Some(u) = stitched {
+        let t = &mut m.transfers;
+        (t.uc_messages, t.uc_bytes, t.uc_partial, t.uc_open) = (u.messages, u.bytes, u.partial, u.open);
+    }
     m.tail = tail(&all);
     // Reports in series with their edges: one run's steadiness (else each report's).
     let spans: Vec<(u64, u64, &Messages)> = sections.iter().map(|(s, e, m)| (*s, *e, m)).collect();
@@ -173,6 +160,32 @@ pub fn merge(
     let partly = Partly { joined: true, untold: w.untold, tail, uc, steady: doubts + w.resent.len() as u64 };
     set_whole(&mut m, w);
     Some((m, partly.any().then_some(partly)))
+}
+
+/// Adds a later report's counts and rows to the merge's (what two reports in series sum to).
+fn add_counts(m: &mut Messages, r: &Messages) {
+    m.completed += r.completed;
+    for (k, n) in &r.by_kind {
+        *m.by_kind.entry(k.clone()).or_default() += n;
+    }
+    m.pending += r.pending;
+    m.partial += r.partial;
+    m.abandoned += r.abandoned;
+    m.in_flight_evicted += r.in_flight_evicted;
+    m.flows.extend(r.flows.iter().cloned());
+    m.pairs.extend(r.pairs.iter().cloned());
+    m.transfers.uc_messages += r.transfers.uc_messages;
+    m.transfers.uc_bytes += r.transfers.uc_bytes;
+    m.transfers.ud_messages += r.transfers.ud_messages;
+    m.transfers.uc_partial += r.transfers.uc_partial;
+    // Being sent at the end: the last report's, and (said, `uc`) an earlier one's that the
+    // next did not continue.
+    m.transfers.uc_open += r.transfers.uc_open;
+    m.transfers.ud_bytes += r.transfers.ud_bytes;
+    m.steadiness.flows.extend(r.steadiness.flows.iter().cloned());
+    m.steadiness.pairs.extend(r.steadiness.pairs.iter().cloned());
+    m.rings.rings.extend(r.rings.rings.iter().cloned());
+    m.rings.other_groups += r.rings.other_groups;
 }
 
 /// The merged UC transfer times (the one report's with UC messages; several reports carry

@@ -208,6 +208,8 @@ pub fn stitch(reports: &[(u64, u64, Option<&Messages>, bool)], pairing: &Pairing
         completed: Vec::new(),
         completed_cut: false,
         tail: None,
+        uc: Vec::new(),
+        uc_times: None,
     };
     for k in order {
         w.report(reports[k].2.map_or(Some(&none), |m| m.edge.as_ref())?, k);
@@ -767,6 +769,8 @@ mod tests {
                     .collect(),
                 completed_cut: false,
                 tail: None,
+                uc: Vec::new(),
+                uc_times: None,
             }),
         }
     }

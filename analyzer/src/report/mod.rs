@@ -40,6 +40,7 @@ pub mod rtt_merge;
 pub mod rtt_stitch;
 pub mod steady_stitch;
 pub mod tail_merge;
+pub mod uc_stitch;
 pub mod validate;
 pub mod vantage_merge;
 pub mod write;

@@ -143,7 +143,7 @@ impl Msg {
     }
 
     /// A further packet of it: `psn` at `ts`, adding `payload` bytes to a SEND.
-    fn extend(&mut self, psn: u32, ts: u64, payload: u64) {
+    pub(crate) fn extend(&mut self, psn: u32, ts: u64, payload: u64) {
         self.last_after = after(self.start_ns, ts);
         self.psn_last = psn;
         if self.kind == Kind::Send {
@@ -669,6 +669,23 @@ impl MsgFlow {
     }
 }
 
+/// The kind of a UC request of (transport-less) operation `o`: a SEND's or a WRITE's.
+pub fn uc_kind(o: u8) -> Kind {
+    if matches!(o, op::SEND_FIRST..=op::SEND_ONLY_WITH_IMMEDIATE) { Kind::Send } else { Kind::Write }
+}
+
+/// A UC frame of operation `o` continuing a message being sent: whether it ends it (LAST), or
+/// none for a frame that is no MIDDLE or LAST.
+pub fn uc_continues(o: u8) -> Option<bool> {
+    match o {
+        op::SEND_MIDDLE | op::RDMA_WRITE_MIDDLE => Some(false),
+        op::SEND_LAST | op::SEND_LAST_WITH_IMMEDIATE | op::RDMA_WRITE_LAST | op::RDMA_WRITE_LAST_WITH_IMMEDIATE => {
+            Some(true)
+        }
+        _ => None,
+    }
+}
+
 /// The unreliable transports' messages (UC: FIRST … LAST, or ONLY; UD: always ONLY): no
 /// completion, their transfer time from first to last packet.
 #[derive(Debug, Default)]
@@ -682,31 +699,30 @@ impl Transfer {
         self.open.is_some()
     }
 
+    /// The message being sent.
+    pub(super) fn sending(&self) -> Option<&Msg> {
+        self.open.as_ref()
+    }
+
     /// A UC or UD request; returns a message fully sent. `partial` counts a LAST whose FIRST
     /// was not seen.
     pub(super) fn request(&mut self, r: &Record, partial: &mut u64) -> Option<Msg> {
         let o = r.opcode & 0x1F;
         let payload = r.payload_len as u64;
-        let kind = if matches!(o, op::SEND_FIRST..=op::SEND_ONLY_WITH_IMMEDIATE) { Kind::Send } else { Kind::Write };
+        let kind = uc_kind(o);
         let bytes = if kind == Kind::Send { payload } else { r.reth_len as u64 };
+        if let Some(last) = uc_continues(o) {
+            let Some(m) = self.open.as_mut().filter(|m| m.kind == kind) else {
+                *partial += u64::from(last);
+                return None;
+            };
+            m.extend(r.psn, r.ts_ns, payload);
+            return if last { self.open.take() } else { None };
+        }
         match o {
             op::SEND_FIRST | op::RDMA_WRITE_FIRST => {
                 self.open = Some(Msg::new(kind, r, bytes));
                 None
-            }
-            op::SEND_MIDDLE
-            | op::RDMA_WRITE_MIDDLE
-            | op::SEND_LAST
-            | op::SEND_LAST_WITH_IMMEDIATE
-            | op::RDMA_WRITE_LAST
-            | op::RDMA_WRITE_LAST_WITH_IMMEDIATE => {
-                let last = !matches!(o, op::SEND_MIDDLE | op::RDMA_WRITE_MIDDLE);
-                let Some(m) = self.open.as_mut().filter(|m| m.kind == kind) else {
-                    *partial += u64::from(last);
-                    return None;
-                };
-                m.extend(r.psn, r.ts_ns, payload);
-                if last { self.open.take() } else { None }
             }
             op::SEND_ONLY | op::SEND_ONLY_WITH_IMMEDIATE | op::RDMA_WRITE_ONLY | op::RDMA_WRITE_ONLY_WITH_IMMEDIATE => {
                 Some(Msg::new(kind, r, bytes))

@@ -17,6 +17,7 @@ pub mod reorder;
 pub mod rings;
 pub mod steady;
 pub mod tail;
+pub mod uc_head;
 
 use analyzer_common::flow::FlowKey;
 use analyzer_common::opcode::Transport;
@@ -77,6 +78,8 @@ pub struct Messages {
     pub uc: Dist,
     /// UC messages whose LAST came without their FIRST.
     pub uc_partial: u64,
+    /// `--edges`: each UC flow's first frames, up to its first FIRST.
+    pub uc_heads: FxHashMap<FlowKey, uc_head::UcHead>,
     pub ud_messages: u64,
     pub ud_bytes: u64,
     /// Request flows new past the flows' cap (not followed), from the pairs' cap.
@@ -124,6 +127,7 @@ impl Messages {
             uc_open: FxHashMap::default(),
             uc: Dist::default(),
             uc_partial: 0,
+            uc_heads: FxHashMap::default(),
             ud_messages: 0,
             ud_bytes: 0,
             cap,
@@ -255,11 +259,19 @@ impl Messages {
             return;
         }
         let key = r.flow();
+        if self.log.is_some() {
+            self.uc_heads.entry(key).or_default().add(r);
+        }
         let Some(t) = super::keys::bounded(&mut self.uc_open, key, self.cap, &mut self.state_full) else { return };
         if let Some(m) = t.request(r, &mut self.uc_partial) {
             let d = Done::new(m.last_ns() - m.start_ns, m.bytes(), self.settings.link_bps, None);
             self.uc.add(&d);
         }
+    }
+
+    /// Each UC flow's message being sent at the end, if any (`--edges`).
+    pub fn uc_sending(&self) -> impl Iterator<Item = (&FlowKey, &Msg)> {
+        self.uc_open.iter().filter_map(|(k, t)| Some((k, t.sending()?)))
     }
 
     /// UC messages still being sent (their FIRST seen, their LAST not yet).
@@ -272,6 +284,7 @@ impl Messages {
     pub fn forget(&mut self, gone: &rustc_hash::FxHashSet<FlowKey>) {
         self.flows.retain(|k, _| !gone.contains(k));
         self.uc_open.retain(|k, _| !gone.contains(k));
+        self.uc_heads.retain(|k, _| !gone.contains(k));
         self.capture_missed.retain(|k, _| !gone.contains(k));
         self.reorder.forget(gone);
     }

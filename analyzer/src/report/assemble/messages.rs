@@ -62,8 +62,13 @@ fn seen(run: &Pipeline) -> Option<(u64, u64)> {
         partial += held;
         pending += n;
     }
-    let transfers = m.uc.mct.len() + m.ud_messages;
-    let any = m.completed() > 0 || pending > 0 || partial > 0 || transfers > 0;
+    // UC messages only partly seen (a LAST without its FIRST, one being sent at the end) are
+    // counted here too: a capture of nothing else still says so.
+    let transfers = m.uc.mct.len() + m.ud_messages + m.uc_partial + m.uc_open();
+    // With --edges, UC frames that counted nothing (a MIDDLE) may continue a message the
+    // capture before was sending: the edge carries them.
+    let edge = m.log.is_some() && !m.uc_heads.is_empty();
+    let any = m.completed() > 0 || pending > 0 || partial > 0 || transfers > 0 || edge;
     any.then_some((pending, partial))
 }
 
@@ -156,7 +161,28 @@ fn edge(run: &Pipeline) -> MessagesEdge {
             .iter()
             .map(|p| MessagesEdgePair { src: addr(&p.src), dst: addr(&p.dst), ends: ends(p.windows.ends()) })
             .collect(),
+        uc: uc_edges(m),
+        uc_times: (!m.uc.mct.is_empty()).then(|| m.uc.mct.to_edge()),
     }
+}
+
+/// Each UC flow's message being sent at the end and its first frames, in the flows' order.
+fn uc_edges(m: &crate::analyses::messages::Messages) -> Vec<UcEdge> {
+    let sending: rustc_hash::FxHashMap<&FlowKey, &Msg> = m.uc_sending().collect();
+    let mut keys: Vec<&FlowKey> = m.uc_heads.keys().chain(sending.keys().copied()).collect();
+    keys.sort_unstable_by_key(|k| flow_order(k));
+    keys.dedup();
+    keys.into_iter()
+        .map(|k| {
+            let head = m.uc_heads.get(k);
+            UcEdge {
+                flow: flow_ref(k),
+                sending: sending.get(k).map(|s| [s.kind as u64, s.start_ns, s.last_ns(), s.bytes()]),
+                head: head.map(|h| h.frames.clone()).unwrap_or_default(),
+                head_cut: head.is_some_and(|h| h.cut),
+            }
+        })
+        .collect()
 }
 
 fn edge_message(m: &Msg) -> EdgeMessage {

@@ -61,6 +61,12 @@ fn merge_of(paths: &[String]) -> Value {
     report(&args)
 }
 
+/// A report's visibility notes but those a merge adds on what it could not merge or stitch.
+fn capture_notes(r: &Value) -> Vec<&Value> {
+    let merge_own = |c: &str| c.ends_with("_not_merged") || c.ends_with("_not_stitched") || c.starts_with("incast_");
+    r["visibility"].as_array().unwrap().iter().filter(|n| !merge_own(n["code"].as_str().unwrap())).collect()
+}
+
 /// The codes of a report's visibility notes.
 fn codes(r: &Value) -> Vec<&str> {
     r["visibility"].as_array().unwrap().iter().filter_map(|n| n["code"].as_str()).collect()
@@ -355,6 +361,9 @@ fn a_capture_cut_in_time_merges_back_to_the_whole() {
             let (silent, equal) = unsaid(&merged, &whole, &codes);
             assert_eq!(silent, Vec::<&str>::new(), "{what}: sections unlike one run's, with no note saying why");
             sections_equal += equal;
+            // The notes of the capture (all but the merge's own on what it did not merge): one
+            // run's, word for word and in its order, counts summed over the parts.
+            assert_eq!(capture_notes(&merged), capture_notes(&whole), "{what}: visibility");
             for gone in [
                 "incast_not_merged",
                 "incast_cut",

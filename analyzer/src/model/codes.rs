@@ -178,22 +178,6 @@ codes! {
     }
 }
 
-impl NoteCode {
-    /// Notes that depend on the whole capture: `merge` recomputes them over the merged report
-    /// instead of carrying each report's.
-    pub fn recomputed_by_merge(self) -> bool {
-        matches!(
-            self,
-            NoteCode::NoRoce
-                | NoteCode::NoPfc
-                | NoteCode::OneDirection
-                | NoteCode::Malformed
-                | NoteCode::Partial
-                | NoteCode::CaptureLoss
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ use super::findings::{Finding, Note};
 use super::flow::{Flow, RttSummary};
 use super::nic::Nic;
 use super::pfc::{CongestionTrees, Pfc};
+use super::skip::is_zero;
 use super::vantage::Vantage;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -163,6 +164,55 @@ pub struct Capture {
     /// that a later ACK covered, with no NAK and no retransmission), when there were any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<CaptureLoss>,
+    /// How the frames were cut and copied on their way to the capture: the counts behind the
+    /// notes `bth_cut`, `snap_cut`, `cut_copies`, `mirrored`, `matched_copies` and
+    /// `sightings_evicted`, kept here so that a merge tells those notes over all its reports.
+    #[serde(default, skip_serializing_if = "Noted::is_empty")]
+    pub noted: Noted,
+}
+
+/// Frames counted in the capture's visibility notes (absent when all are 0).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Noted {
+    /// RoCE frames cut before the end of their BTH (offline; live, the kernel counts them as
+    /// `truncated_header` only).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bth_cut: u64,
+    /// The most bytes one of those frames needed kept (0: not known, the headers up to the BTH).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bth_needs: u64,
+    /// RoCE frames cut by the snap length before their extended headers.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ext_cut: u64,
+    /// Copies cut short, counted at the length their IP header states.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cut_copies: u64,
+    /// Mirrored copies (GRE/ERSPAN) analysed as their inner frame.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mirrored: u64,
+    /// Copies of a frame seen at another vantage point, counted once.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub matched_copies: u64,
+    /// Live: sightings the kernel gave up within the match window.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sightings_evicted: u64,
+}
+
+impl Noted {
+    pub fn is_empty(&self) -> bool {
+        *self == Noted::default()
+    }
+
+    /// Two reports' counts as one run over both would have them: summed, the largest need.
+    pub fn add(&mut self, o: &Noted) {
+        self.bth_cut = self.bth_cut.saturating_add(o.bth_cut);
+        self.bth_needs = self.bth_needs.max(o.bth_needs);
+        self.ext_cut = self.ext_cut.saturating_add(o.ext_cut);
+        self.cut_copies = self.cut_copies.saturating_add(o.cut_copies);
+        self.mirrored = self.mirrored.saturating_add(o.mirrored);
+        self.matched_copies = self.matched_copies.saturating_add(o.matched_copies);
+        self.sightings_evicted = self.sightings_evicted.saturating_add(o.sightings_evicted);
+    }
 }
 
 /// The capture's own loss: frames delivered but not held.

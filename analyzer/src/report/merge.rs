@@ -350,7 +350,7 @@ impl Merger {
             self.audit.push(Finding { message: format!("{}: {}", path.display(), f.message), ..f.clone() });
         }
         self.rtt_reports.push(r.rtt_ns.clone());
-        for n in r.visibility.iter().filter(|n| !n.code.recomputed_by_merge()) {
+        for n in r.visibility.iter().filter(|n| !visibility::told_by_merge(n.code)) {
             self.carried.push(Note::new(n.code, format!("{}: {}", path.display(), n.message)));
         }
         Ok(())
@@ -427,7 +427,9 @@ impl Merger {
             classes: BTreeMap::new(),
             dropped: BTreeMap::new(),
             loss: None,
+            noted: Noted::default(),
         });
+        m.noted.add(&c.noted);
         if c.frames > 0 {
             span(&mut m.start_ns, &mut m.end_ns, c.start_ns, c.end_ns);
         }
@@ -907,9 +909,8 @@ impl Merger {
         crate::report::evidence::unlink(&mut report);
         report.flows.sort_by_key(flow_sort_key);
         report.ecmp = merged_ecmp(&report.flows, &self.by_label, self.tiers.as_deref());
-        report.visibility = visibility::report_notes(&report, visibility::report_one_way(&report));
-        report.visibility.extend(self.carried);
-        let vantage_findings = unmerged.note(&mut report, trees_not_merged, rtt_not_merged);
+        let given = (opts.topology.is_some(), self.vantages.iter().any(|p| p.vantage.is_some()));
+        let vantage_findings = notes_of(&mut report, self.carried, unmerged, (trees_not_merged, rtt_not_merged), given);
         load_balancing_of(&self.load_balancing, &self.parts, (st.irregular, &st.late), &mut report);
         let series = super::rtt_stitch::in_series(&rtt_spans(&self.spans, &self.rtt_reports));
         judge_leads(&mut report, &self.leads, (&self.spans, series.as_deref()), &self.pfc_edges);
@@ -920,6 +921,29 @@ impl Merger {
         vantage_findings.inspect(|f| with_hop_findings(&mut report, f));
         Ok(report)
     }
+}
+
+/// The merged report's notes in a run's order: those its totals and sections decide, told
+/// again over the merged sections (the vantage points' too), each report's others (`carried`),
+/// then what the merge could not combine (`not_merged`: congestion trees, RTT). `topology`: the
+/// merge was given one; `points`: some report matched frames between vantage points. Returns
+/// the findings of the vantage hops merged in time ([`Unmerged::note`]).
+fn notes_of(
+    report: &mut Report,
+    carried: Vec<Note>,
+    unmerged: Unmerged,
+    (trees_not_merged, rtt_not_merged): (bool, bool),
+    (topology, points): (bool, bool),
+) -> Option<Vec<Finding>> {
+    report.visibility = visibility::report_notes(report, visibility::report_one_way(report));
+    let told_at = report.visibility.len();
+    report.visibility.extend(carried);
+    let vantage_findings = unmerged.note(report, trees_not_merged, rtt_not_merged);
+    let several_points = points || report.vantage.is_some();
+    let given = visibility::Given { topology, ce_marked: visibility::ce_marked(report), several_points };
+    let told = visibility::told_by_report(report, given);
+    report.visibility.splice(told_at..told_at, told);
+    vantage_findings
 }
 
 /// Each report's span and RTT timeout, by report.
@@ -1181,8 +1205,6 @@ impl Unmerged {
     /// (`trees_not_merged`), vantage, RTT (`rtt_not_merged`), the ECMP prediction. Returns the
     /// findings of the vantage hops merged in time, which replace the reports' own.
     fn note(self, report: &mut Report, trees_not_merged: bool, rtt_not_merged: bool) -> Option<Vec<Finding>> {
-        // The capture's own loss over the merged flows (a cut's gaps told by the ACKs after it).
-        report.visibility.extend(visibility::capture_loss_note(report));
         if trees_not_merged {
             report.visibility.push(Note::new(
                 NoteCode::CongestionTreeNotMerged,

@@ -95,6 +95,19 @@ impl Report {
     }
 }
 
+/// The engine's counts of cut and copied frames, as the report carries them.
+fn noted(v: &crate::engine::Visibility) -> Noted {
+    Noted {
+        bth_cut: v.bth_cut,
+        bth_needs: u64::from(v.bth_needs),
+        ext_cut: v.ext_cut,
+        cut_copies: v.cut_copies,
+        mirrored: v.encapsulated,
+        matched_copies: v.matched_copies,
+        sightings_evicted: v.sightings_evicted,
+    }
+}
+
 /// The `capture` section: sources, span, frames by class, every drop.
 pub(crate) fn capture(run: &Pipeline) -> Capture {
     let classes = FrameClass::ALL.iter().map(|c| (c.name().to_string(), run.engine.class_count(*c))).collect();
@@ -137,6 +150,7 @@ pub(crate) fn capture(run: &Pipeline) -> Capture {
         classes,
         dropped,
         loss: capture_loss(run),
+        noted: noted(&run.engine.visibility),
     }
 }
 

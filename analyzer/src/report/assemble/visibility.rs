@@ -28,49 +28,101 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
             ),
         ));
     }
-    // RoCE cut before its BTH ends is RoCE seen: no "no RoCE" note then, but what the capture
-    // needs.
-    let bth_cut = run.engine.visibility.bth_cut;
     let pairs: Vec<(u8, &[u8; 16], &[u8; 16])> =
         run.engine.flows.iter().map(|(k, _)| (k.ip_version, &k.src, &k.dst)).collect();
     let one_way = one_way(pairs, |(v, a, b)| (*v, *b, *a));
-    out.extend(
-        report_notes(report, one_way).into_iter().filter(|n| !((bypass || bth_cut > 0) && n.code == NoteCode::NoRoce)),
-    );
-    out.extend(RULES.iter().filter_map(|rule| rule(run, report)));
+    out.extend(report_notes(report, one_way).into_iter().filter(|n| !(bypass && n.code == NoteCode::NoRoce)));
+    let ce_marked = run.engine.flows.iter().map(|(_, s)| s.ecn[3]).sum();
+    let given =
+        Given { topology: run.analyses.config.topology.is_some(), ce_marked, several_points: report.vantage.is_some() };
+    out.extend(RULES.iter().filter_map(|rule| match rule.tell {
+        Tell::Report(tell) => tell(report, given),
+        Tell::Run(tell) => tell(run, report),
+    }));
     out
 }
 
-/// A note that one fact of the run decides: None when it does not apply.
-type Rule = fn(&Pipeline, &Report) -> Option<Note>;
+/// The notes a report's own sections decide, in the order a run lists them: those a merge
+/// tells again over its merged sections (a run's others are each report's, carried).
+pub fn told_by_report(report: &Report, given: Given) -> Vec<Note> {
+    let tells = RULES.iter().filter_map(|rule| match rule.tell {
+        Tell::Report(tell) => Some(tell),
+        Tell::Run(_) => None,
+    });
+    tells.filter_map(|tell| tell(report, given)).collect()
+}
+
+/// Whether a merge tells a note of this code again over the merged report ([`report_notes`],
+/// [`told_by_report`]) instead of carrying each report's.
+pub fn told_by_merge(code: NoteCode) -> bool {
+    REPORT_NOTES.contains(&code) || RULES.iter().any(|r| r.code == code && matches!(r.tell, Tell::Report(_)))
+}
+
+/// The codes of [`report_notes`].
+const REPORT_NOTES: [NoteCode; 5] =
+    [NoteCode::NoRoce, NoteCode::NoPfc, NoteCode::OneDirection, NoteCode::Malformed, NoteCode::Partial];
+
+/// What the notes read from a report need to know besides it.
+#[derive(Debug, Clone, Copy)]
+pub struct Given {
+    /// A topology was given (`--topology`): PFC senders not placed are not in it.
+    pub topology: bool,
+    /// CE-marked frames of the flows (a run's report may stream its flows instead of holding
+    /// them; a merge holds them: [`ce_marked`]).
+    pub ce_marked: u64,
+    /// Frames were matched between vantage points (a merge: in any of its reports, whether or
+    /// not it could merge their sections).
+    pub several_points: bool,
+}
+
+/// CE-marked frames of a report's flows, when it holds them.
+pub fn ce_marked(r: &Report) -> u64 {
+    r.flows.iter().map(|f| f.ecn.ce).sum()
+}
+
+/// A note that one fact decides: None when it does not apply.
+struct Rule {
+    code: NoteCode,
+    tell: Tell,
+}
+
+/// Where the fact is: in the report (a merge can tell the note again), or in the run only.
+enum Tell {
+    Report(fn(&Report, Given) -> Option<Note>),
+    Run(fn(&Pipeline, &Report) -> Option<Note>),
+}
+
+const fn report(code: NoteCode, tell: fn(&Report, Given) -> Option<Note>) -> Rule {
+    Rule { code, tell: Tell::Report(tell) }
+}
+
+const fn run(code: NoteCode, tell: fn(&Pipeline, &Report) -> Option<Note>) -> Rule {
+    Rule { code, tell: Tell::Run(tell) }
+}
 
 /// The notes one fact decides each, in the order the report lists them.
 const RULES: [Rule; 16] = [
-    bth_cut,
-    snap_cut,
-    several_cpus,
-    skipped_interfaces,
-    flows_folded,
-    lists_capped,
-    implausible_timestamps,
-    cut_copies,
-    timeline_off,
-    pfc_unplaced,
-    mirrored,
-    matched_copies,
-    sightings_evicted,
-    no_completions,
-    capture_loss,
-    thresholds_need_two_points,
+    report(NoteCode::BthCut, bth_cut),
+    report(NoteCode::SnapCut, snap_cut),
+    run(NoteCode::SeveralCpus, several_cpus),
+    run(NoteCode::SkippedInterfaces, skipped_interfaces),
+    report(NoteCode::FlowsFolded, flows_folded),
+    run(NoteCode::ListsCapped, lists_capped),
+    run(NoteCode::ImplausibleTimestamps, implausible_timestamps),
+    report(NoteCode::CutCopies, cut_copies),
+    run(NoteCode::TimelineOff, timeline_off),
+    report(NoteCode::PfcUnplaced, pfc_unplaced),
+    report(NoteCode::Mirrored, mirrored),
+    report(NoteCode::MatchedCopies, matched_copies),
+    report(NoteCode::SightingsEvicted, sightings_evicted),
+    report(NoteCode::NoCompletions, no_completions),
+    report(NoteCode::CaptureLoss, capture_loss),
+    report(NoteCode::ThresholdsNeedTwoPoints, thresholds_need_two_points),
 ];
 
-/// Frames the network delivered and this capture did not hold.
-fn capture_loss(_: &Pipeline, r: &Report) -> Option<Note> {
-    capture_loss_note(r)
-}
-
-/// The note of a report's `capture.loss` (a run's; a merge's over the merged loss).
-pub fn capture_loss_note(r: &Report) -> Option<Note> {
+/// Frames the network delivered and this capture did not hold (a merge's: over the merged
+/// loss, a cut's gaps told by the ACKs after it).
+fn capture_loss(r: &Report, _: Given) -> Option<Note> {
     let l = r.capture.loss?;
     Some(note(
         NoteCode::CaptureLoss,
@@ -83,9 +135,9 @@ pub fn capture_loss_note(r: &Report) -> Option<Note> {
 }
 
 /// CE marks, one vantage point: which switch marked, and at what queue, needs two.
-fn thresholds_need_two_points(run: &Pipeline, r: &Report) -> Option<Note> {
-    let ce: u64 = run.engine.flows.iter().map(|(_, s)| s.ecn[3]).sum();
-    (ce > 0 && r.vantage.is_none()).then(|| {
+fn thresholds_need_two_points(_: &Report, given: Given) -> Option<Note> {
+    let ce = given.ce_marked;
+    (ce > 0 && !given.several_points).then(|| {
         note(
             NoteCode::ThresholdsNeedTwoPoints,
             format!(
@@ -96,7 +148,7 @@ fn thresholds_need_two_points(run: &Pipeline, r: &Report) -> Option<Note> {
 }
 
 /// Messages sent and none completed: the responses are not seen here.
-fn no_completions(_: &Pipeline, r: &Report) -> Option<Note> {
+fn no_completions(r: &Report, _: Given) -> Option<Note> {
     let m = r.messages.as_ref()?;
     (m.completed == 0 && m.pending > 0).then(|| {
         note(
@@ -109,12 +161,12 @@ fn no_completions(_: &Pipeline, r: &Report) -> Option<Note> {
     })
 }
 
-fn bth_cut(run: &Pipeline, _: &Report) -> Option<Note> {
-    let bth_cut = run.engine.visibility.bth_cut;
+fn bth_cut(r: &Report, _: Given) -> Option<Note> {
+    let bth_cut = r.capture.noted.bth_cut;
     if bth_cut == 0 {
         return None;
     }
-    let needs = match run.engine.visibility.bth_needs {
+    let needs = match r.capture.noted.bth_needs {
         0 => "the headers up to the end of the BTH (about 60 to 100 bytes)".to_string(),
         n => format!("{n} bytes"),
     };
@@ -128,8 +180,8 @@ fn bth_cut(run: &Pipeline, _: &Report) -> Option<Note> {
     ))
 }
 
-fn snap_cut(run: &Pipeline, _: &Report) -> Option<Note> {
-    let n = run.engine.visibility.ext_cut;
+fn snap_cut(r: &Report, _: Given) -> Option<Note> {
+    let n = r.capture.noted.ext_cut;
     (n > 0).then(|| {
         note(
             NoteCode::SnapCut,
@@ -175,7 +227,7 @@ fn skipped_interfaces(run: &Pipeline, _: &Report) -> Option<Note> {
     ))
 }
 
-fn flows_folded(_: &Pipeline, report: &Report) -> Option<Note> {
+fn flows_folded(report: &Report, _: Given) -> Option<Note> {
     let f = report.capture.flows_folded.as_ref()?;
     Some(note(
         NoteCode::FlowsFolded,
@@ -232,8 +284,8 @@ fn implausible_timestamps(run: &Pipeline, _: &Report) -> Option<Note> {
     })
 }
 
-fn cut_copies(run: &Pipeline, _: &Report) -> Option<Note> {
-    let n = run.engine.visibility.cut_copies;
+fn cut_copies(r: &Report, _: Given) -> Option<Note> {
+    let n = r.capture.noted.cut_copies;
     (n > 0).then(|| {
         note(
             NoteCode::CutCopies,
@@ -257,7 +309,7 @@ fn timeline_off(run: &Pipeline, _: &Report) -> Option<Note> {
     })
 }
 
-fn pfc_unplaced(run: &Pipeline, report: &Report) -> Option<Note> {
+fn pfc_unplaced(report: &Report, given: Given) -> Option<Note> {
     let unplaced = &report.congestion_tree.unresolved;
     if unplaced.is_empty() {
         return None;
@@ -269,17 +321,13 @@ fn pfc_unplaced(run: &Pipeline, report: &Report) -> Option<Note> {
              cannot be resolved; they are named by MAC.",
             unplaced.len(),
             unplaced.join(", "),
-            if run.analyses.config.topology.is_some() {
-                "are not in the topology or not linked"
-            } else {
-                "are not placed: give --topology"
-            }
+            if given.topology { "are not in the topology or not linked" } else { "are not placed: give --topology" }
         ),
     ))
 }
 
-fn mirrored(run: &Pipeline, _: &Report) -> Option<Note> {
-    let n = run.engine.visibility.encapsulated;
+fn mirrored(r: &Report, _: Given) -> Option<Note> {
+    let n = r.capture.noted.mirrored;
     (n > 0).then(|| {
         note(
             NoteCode::Mirrored,
@@ -291,8 +339,8 @@ fn mirrored(run: &Pipeline, _: &Report) -> Option<Note> {
     })
 }
 
-fn matched_copies(run: &Pipeline, _: &Report) -> Option<Note> {
-    let copies = run.engine.visibility.matched_copies;
+fn matched_copies(r: &Report, _: Given) -> Option<Note> {
+    let copies = r.capture.noted.matched_copies;
     (copies > 0).then(|| {
         note(
             NoteCode::MatchedCopies,
@@ -305,8 +353,8 @@ fn matched_copies(run: &Pipeline, _: &Report) -> Option<Note> {
     })
 }
 
-fn sightings_evicted(run: &Pipeline, _: &Report) -> Option<Note> {
-    let evicted = run.engine.visibility.sightings_evicted;
+fn sightings_evicted(r: &Report, _: Given) -> Option<Note> {
+    let evicted = r.capture.noted.sightings_evicted;
     (evicted > 0).then(|| {
         note(
             NoteCode::SightingsEvicted,
@@ -341,7 +389,9 @@ pub fn report_notes(report: &Report, (one_way, all_pairs): (usize, usize)) -> Ve
     let mut out = Vec::new();
     let c = &report.capture.classes;
     let count = |k: &str| c.get(k).copied().unwrap_or(0);
-    if count("roce") + count("cnp") == 0 {
+    // RoCE cut before its BTH ends is RoCE seen: no "no RoCE" note then, but what the capture
+    // needs (`bth_cut`).
+    if count("roce") + count("cnp") == 0 && report.capture.noted.bth_cut == 0 {
         out.push(note(
             NoteCode::NoRoce,
             "no RoCE frames seen. Hardware RNICs (ConnectX and others) move RoCE without the \
@@ -384,4 +434,20 @@ pub fn report_notes(report: &Report, (one_way, all_pairs): (usize, usize)) -> Ve
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A merge tells again the notes of [`report_notes`] and those a report decides, and
+    /// carries the rest: each code is one or the other.
+    #[test]
+    fn a_merge_tells_again_what_a_report_decides_and_carries_the_rest() {
+        let told: Vec<NoteCode> = NoteCode::ALL.iter().copied().filter(|c| told_by_merge(*c)).collect();
+        assert!(told.contains(&NoteCode::NoCompletions) && told.contains(&NoteCode::BthCut));
+        assert!(!told_by_merge(NoteCode::SeveralCpus) && !told_by_merge(NoteCode::TimelineOff));
+        // No code is both a report's total and one fact's rule.
+        assert!(RULES.iter().all(|r| !REPORT_NOTES.contains(&r.code)));
+    }
 }

@@ -273,6 +273,12 @@ fn a_hop_cut_in_time_merges_back_or_says_why() {
     };
     assert_eq!(lost(&between), lost(&whole));
     assert_eq!(lost(&whole).len(), 1, "the two frames lost between leaf and spine");
+    // The notes too, word for word: the copies matched in each part summed to one run's, and no
+    // "one vantage point" for the CE marks.
+    assert_eq!(between["visibility"], whole["visibility"]);
+    let said = |r: &Value, code: &str| r["visibility"].as_array().unwrap().iter().any(|n| n["code"] == code);
+    assert!(said(&whole, "matched_copies") && !said(&whole, "thresholds_need_two_points"));
+    assert!(!said(&merged_at(mid + 1_000, "through_notes"), "thresholds_need_two_points"));
     // 1 µs after a frame, before its copy: said.
     let through = merged_at(mid + 1_000, "through");
     assert!(through["vantage"].is_null(), "{}", through["vantage"]);

@@ -10,9 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use analyzer_common::opcode::op;
-
-use crate::analyses::messages::kept::{Kind, Msg, uc_continues, uc_kind};
+use crate::analyses::messages::kept::{Kind, Msg, uc_continues, uc_kind, uc_opens};
 use crate::analyses::stats::Samples;
 use crate::model::*;
 
@@ -46,7 +44,7 @@ fn replay(mut m: Msg, head: &[[u64; 3]]) -> Replayed {
                     return Replayed::Completed(m);
                 }
             }
-            None if matches!(o, op::SEND_FIRST | op::RDMA_WRITE_FIRST) => return Replayed::Replaced,
+            None if uc_opens(o) => return Replayed::Replaced,
             _ => {}
         }
     }

@@ -674,6 +674,12 @@ pub fn uc_kind(o: u8) -> Kind {
     if matches!(o, op::SEND_FIRST..=op::SEND_ONLY_WITH_IMMEDIATE) { Kind::Send } else { Kind::Write }
 }
 
+/// Whether a UC frame of operation `o` starts a message of several frames (a FIRST): one
+/// being sent is given up for it.
+pub fn uc_opens(o: u8) -> bool {
+    matches!(o, op::SEND_FIRST | op::RDMA_WRITE_FIRST)
+}
+
 /// A UC frame of operation `o` continuing a message being sent: whether it ends it (LAST), or
 /// none for a frame that is no MIDDLE or LAST.
 pub fn uc_continues(o: u8) -> Option<bool> {
@@ -719,11 +725,11 @@ impl Transfer {
             m.extend(r.psn, r.ts_ns, payload);
             return if last { self.open.take() } else { None };
         }
+        if uc_opens(o) {
+            self.open = Some(Msg::new(kind, r, bytes));
+            return None;
+        }
         match o {
-            op::SEND_FIRST | op::RDMA_WRITE_FIRST => {
-                self.open = Some(Msg::new(kind, r, bytes));
-                None
-            }
             op::SEND_ONLY | op::SEND_ONLY_WITH_IMMEDIATE | op::RDMA_WRITE_ONLY | op::RDMA_WRITE_ONLY_WITH_IMMEDIATE => {
                 Some(Msg::new(kind, r, bytes))
             }

@@ -5,8 +5,9 @@
 //! state is the report's. `merge` replays these frames on the message the report before left
 //! open (`kept::Transfer`'s rules).
 
-use analyzer_common::opcode::op;
 use analyzer_common::record::Record;
+
+use super::kept::uc_opens;
 
 /// UC frames a flow's head keeps at most before its first FIRST.
 pub const UC_HEAD: usize = 64;
@@ -16,21 +17,20 @@ pub const UC_HEAD: usize = 64;
 pub struct UcHead {
     /// `[opcode, time, payload]` of each, in order; its first FIRST is the last.
     pub frames: Vec<[u64; 3]>,
-    /// Its first FIRST came, or more frames than it keeps (`cut`).
-    closed: bool,
+    /// More frames came before its first FIRST than it keeps.
     pub cut: bool,
 }
 
 impl UcHead {
     pub fn add(&mut self, r: &Record) {
-        if self.closed {
+        // Closed at its first FIRST, or cut.
+        if self.cut || self.frames.last().is_some_and(|f| uc_opens((f[0] & 0x1F) as u8)) {
             return;
         }
         if self.frames.len() >= UC_HEAD {
-            (self.cut, self.closed) = (true, true);
+            self.cut = true;
             return;
         }
         self.frames.push([r.opcode as u64, r.ts_ns, r.payload_len as u64]);
-        self.closed = matches!(r.opcode & 0x1F, op::SEND_FIRST | op::RDMA_WRITE_FIRST);
     }
 }

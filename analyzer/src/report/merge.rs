@@ -935,14 +935,16 @@ fn notes_of(
     (trees_not_merged, rtt_not_merged): (bool, bool),
     (topology, points): (bool, bool),
 ) -> Option<Vec<Finding>> {
-    report.visibility = visibility::report_notes(report, visibility::report_one_way(report));
-    let told_at = report.visibility.len();
-    report.visibility.extend(carried);
+    report.visibility = carried;
     let vantage_findings = unmerged.note(report, trees_not_merged, rtt_not_merged);
-    let several_points = points || report.vantage.is_some();
-    let given = visibility::Given { topology, ce_marked: visibility::ce_marked(report), several_points };
+    let given = visibility::Given {
+        topology,
+        ce_marked: visibility::ce_marked(report),
+        several_points: points || report.vantage.is_some(),
+        one_way: visibility::report_one_way(report),
+    };
     let told = visibility::told_by_report(report, given);
-    report.visibility.splice(told_at..told_at, told);
+    report.visibility.splice(0..0, told);
     vantage_findings
 }
 

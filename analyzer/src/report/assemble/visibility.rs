@@ -9,8 +9,8 @@ fn note(code: NoteCode, message: String) -> Note {
     Note::new(code, message)
 }
 
-/// The notes of a run, in the order the report lists them: the hardware bypass, those the
-/// report's totals give ([`report_notes`]), then one per [`RULES`] entry that applies.
+/// The notes of a run, in the order the report lists them: the hardware bypass, then one per
+/// [`RULES`] entry that applies.
 pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
     let mut out = Vec::new();
     let c = &report.capture.classes;
@@ -30,15 +30,18 @@ pub fn notes(run: &Pipeline, report: &Report) -> Vec<Note> {
     }
     let pairs: Vec<(u8, &[u8; 16], &[u8; 16])> =
         run.engine.flows.iter().map(|(k, _)| (k.ip_version, &k.src, &k.dst)).collect();
-    let one_way = one_way(pairs, |(v, a, b)| (*v, *b, *a));
-    out.extend(report_notes(report, one_way).into_iter().filter(|n| !(bypass && n.code == NoteCode::NoRoce)));
-    let ce_marked = run.engine.flows.iter().map(|(_, s)| s.ecn[3]).sum();
-    let given =
-        Given { topology: run.analyses.config.topology.is_some(), ce_marked, several_points: report.vantage.is_some() };
-    out.extend(RULES.iter().filter_map(|rule| match rule.tell {
+    let given = Given {
+        topology: run.analyses.config.topology.is_some(),
+        ce_marked: run.engine.flows.iter().map(|(_, s)| s.ecn[3]).sum(),
+        several_points: report.vantage.is_some(),
+        one_way: one_way(pairs, |(v, a, b)| (*v, *b, *a)),
+    };
+    let told = RULES.iter().filter_map(|rule| match rule.tell {
         Tell::Report(tell) => tell(report, given),
         Tell::Run(tell) => tell(run, report),
-    }));
+    });
+    // The bypass says why no RoCE came: "no RoCE" would repeat it.
+    out.extend(told.filter(|n| !(bypass && n.code == NoteCode::NoRoce)));
     out
 }
 
@@ -52,15 +55,11 @@ pub fn told_by_report(report: &Report, given: Given) -> Vec<Note> {
     tells.filter_map(|tell| tell(report, given)).collect()
 }
 
-/// Whether a merge tells a note of this code again over the merged report ([`report_notes`],
-/// [`told_by_report`]) instead of carrying each report's.
+/// Whether a merge tells a note of this code again over the merged report
+/// ([`told_by_report`]) instead of carrying each report's.
 pub fn told_by_merge(code: NoteCode) -> bool {
-    REPORT_NOTES.contains(&code) || RULES.iter().any(|r| r.code == code && matches!(r.tell, Tell::Report(_)))
+    RULES.iter().any(|r| r.code == code && matches!(r.tell, Tell::Report(_)))
 }
-
-/// The codes of [`report_notes`].
-const REPORT_NOTES: [NoteCode; 5] =
-    [NoteCode::NoRoce, NoteCode::NoPfc, NoteCode::OneDirection, NoteCode::Malformed, NoteCode::Partial];
 
 /// What the notes read from a report need to know besides it.
 #[derive(Debug, Clone, Copy)]
@@ -73,6 +72,9 @@ pub struct Given {
     /// Frames were matched between vantage points (a merge: in any of its reports, whether or
     /// not it could merge their sections).
     pub several_points: bool,
+    /// Of the (src, dst) host pairs of RoCE flows, those seen one way only, and all of them
+    /// ([`one_way`]; a merge's: [`report_one_way`]).
+    pub one_way: (usize, usize),
 }
 
 /// CE-marked frames of a report's flows, when it holds them.
@@ -101,7 +103,12 @@ const fn run(code: NoteCode, tell: fn(&Pipeline, &Report) -> Option<Note>) -> Ru
 }
 
 /// The notes one fact decides each, in the order the report lists them.
-const RULES: [Rule; 16] = [
+const RULES: [Rule; 21] = [
+    report(NoteCode::NoRoce, no_roce),
+    report(NoteCode::NoPfc, no_pfc),
+    report(NoteCode::OneDirection, one_direction),
+    report(NoteCode::Malformed, malformed),
+    report(NoteCode::Partial, partial),
     report(NoteCode::BthCut, bth_cut),
     report(NoteCode::SnapCut, snap_cut),
     run(NoteCode::SeveralCpus, several_cpus),
@@ -383,71 +390,87 @@ pub fn report_one_way(report: &Report) -> (usize, usize) {
     one_way(pairs, |(a, b)| (*b, *a))
 }
 
-/// The notes that follow from the report's totals and its host pairs seen one way only
-/// (`one_way`: those, and all pairs), so a merged report can recompute them.
-pub fn report_notes(report: &Report, (one_way, all_pairs): (usize, usize)) -> Vec<Note> {
-    let mut out = Vec::new();
-    let c = &report.capture.classes;
-    let count = |k: &str| c.get(k).copied().unwrap_or(0);
+/// The count of one frame class in a report (0 when the report has none).
+fn class_count(report: &Report, class: &str) -> u64 {
+    report.capture.classes.get(class).copied().unwrap_or(0)
+}
+
+fn no_roce(report: &Report, _: Given) -> Option<Note> {
     // RoCE cut before its BTH ends is RoCE seen: no "no RoCE" note then, but what the capture
     // needs (`bth_cut`).
-    if count("roce") + count("cnp") == 0 && report.capture.noted.bth_cut == 0 {
-        out.push(note(
+    let roce = class_count(report, "roce") + class_count(report, "cnp");
+    (roce == 0 && report.capture.noted.bth_cut == 0).then(|| {
+        note(
             NoteCode::NoRoce,
             "no RoCE frames seen. Hardware RNICs (ConnectX and others) move RoCE without the \
              kernel, so a GPU host's own interface shows none: capture on a switch mirror or \
              ERSPAN collector port, a tap, or with the NIC's offloaded sniffer."
                 .into(),
-        ));
-    }
-    if report.pfc.frames + report.pfc.pause_8023x_frames == 0 {
-        out.push(note(
+        )
+    })
+}
+
+fn no_pfc(report: &Report, _: Given) -> Option<Note> {
+    (report.pfc.frames + report.pfc.pause_8023x_frames == 0).then(|| {
+        note(
             NoteCode::NoPfc,
             "no PFC or PAUSE frames seen. NICs and switch ports consume MAC control frames; only \
              a mirror that copies them shows PFC, so none here does not mean none were sent."
                 .into(),
-        ));
-    }
-    // Host pairs seen one way only: their ACKs, NAKs, CNPs and read responses are elsewhere.
-    if one_way > 0 {
-        out.push(note(
+        )
+    })
+}
+
+/// Host pairs seen one way only: their ACKs, NAKs, CNPs and read responses are elsewhere.
+fn one_direction(_: &Report, given: Given) -> Option<Note> {
+    let (one_way, all_pairs) = given.one_way;
+    (one_way > 0).then(|| {
+        note(
             NoteCode::OneDirection,
             format!(
-                "{one_way} of {} RoCE host pairs (src→dst) were seen in one direction only: \
-                 their ACK/NAK, CNP and read-response traffic is outside this capture.",
-                all_pairs
+                "{one_way} of {all_pairs} RoCE host pairs (src→dst) were seen in one direction only: \
+                 their ACK/NAK, CNP and read-response traffic is outside this capture."
             ),
-        ));
-    }
-    let malformed: u64 =
-        analyzer_common::FrameClass::ALL.iter().filter(|k| k.is_malformed()).map(|k| count(k.name())).sum();
-    if malformed > 0 {
-        out.push(note(
+        )
+    })
+}
+
+fn malformed(report: &Report, _: Given) -> Option<Note> {
+    let malformed: u64 = analyzer_common::FrameClass::ALL
+        .iter()
+        .filter(|k| k.is_malformed())
+        .map(|k| class_count(report, k.name()))
+        .sum();
+    (malformed > 0).then(|| {
+        note(
             NoteCode::Malformed,
             format!("{malformed} frames could not be fully parsed; capture.classes counts them by kind."),
-        ));
-    }
-    if report.capture.partial {
-        out.push(note(
+        )
+    })
+}
+
+fn partial(report: &Report, _: Given) -> Option<Note> {
+    report.capture.partial.then(|| {
+        note(
             NoteCode::Partial,
             "an input ended inside a record: the report covers everything before that point.".into(),
-        ));
-    }
-    out
+        )
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A merge tells again the notes of [`report_notes`] and those a report decides, and
-    /// carries the rest: each code is one or the other.
+    /// A merge tells again the notes a report decides, and carries the rest: each code is one
+    /// or the other.
     #[test]
     fn a_merge_tells_again_what_a_report_decides_and_carries_the_rest() {
         let told: Vec<NoteCode> = NoteCode::ALL.iter().copied().filter(|c| told_by_merge(*c)).collect();
         assert!(told.contains(&NoteCode::NoCompletions) && told.contains(&NoteCode::BthCut));
+        assert!(told.contains(&NoteCode::NoRoce) && told.contains(&NoteCode::OneDirection));
         assert!(!told_by_merge(NoteCode::SeveralCpus) && !told_by_merge(NoteCode::TimelineOff));
-        // No code is both a report's total and one fact's rule.
-        assert!(RULES.iter().all(|r| !REPORT_NOTES.contains(&r.code)));
+        // No code has two rules (a merge would tell it and carry it, or tell it twice).
+        assert!(RULES.iter().enumerate().all(|(i, r)| RULES[..i].iter().all(|o| o.code != r.code)));
     }
 }

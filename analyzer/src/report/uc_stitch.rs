@@ -52,16 +52,18 @@ fn replay(mut m: Msg, head: &[[u64; 3]]) -> Replayed {
 }
 
 /// A message an edge lists as being sent (`[kind, start_ns, last_ns, bytes]`).
-fn sending(s: &[u64; 4]) -> Msg {
-    let kind = Kind::ALL.get(s[0] as usize).copied().unwrap_or(Kind::Write);
+/// None for a kind no run writes (a report not of this tool's making).
+fn sending(s: &[u64; 4]) -> Option<Msg> {
+    let kind = *Kind::ALL.get(s[0] as usize)?;
     let mut m = Msg::sent(kind, 0, s[1], s[3], 0, 0);
     m.extend(0, s[2], 0);
-    m
+    Some(m)
 }
 
 /// The UC transfers of reports that follow each other in time (`sections`: each report's span
 /// and section), each with its edge; none otherwise (or where a flow's first frames outran its
-/// edge while a message of the report before was still being sent).
+/// edge while a message of the report before was still being sent, or an edge names a kind of
+/// message no run writes).
 pub fn stitch(sections: &[(u64, u64, Messages)]) -> Option<Uc> {
     let mut sorted: Vec<&(u64, u64, Messages)> = sections.iter().collect();
     sorted.sort_by_key(|(s, e, _)| (*s, *e));
@@ -100,7 +102,11 @@ pub fn stitch(sections: &[(u64, u64, Messages)]) -> Option<Uc> {
                 Replayed::Sending(m) => _ = next.insert(flow, m),
             }
         }
-        next.extend(e.uc.iter().filter_map(|f| Some((f.flow.clone(), sending(f.sending.as_ref()?)))));
+        for f in &e.uc {
+            if let Some(s) = &f.sending {
+                next.insert(f.flow.clone(), sending(s)?);
+            }
+        }
         carried = next;
     }
     u.open = carried.len() as u64;
@@ -114,7 +120,15 @@ mod tests {
 
     /// A SEND being sent since 100 ns (1000 bytes, last frame at 200 ns).
     fn send() -> Msg {
-        sending(&[Kind::Send as u64, 100, 200, 1000])
+        sending(&[Kind::Send as u64, 100, 200, 1000]).unwrap()
+    }
+
+    /// An edge naming a kind no run writes is not read as some other kind.
+    #[test]
+    fn an_unknown_kind_being_sent_is_not_stitched() {
+        assert!(sending(&[Kind::ALL.len() as u64, 100, 200, 1000]).is_none());
+        let ok = [Kind::Write as u64, 100, 200, 1000];
+        assert!(matches!(sending(&ok), Some(m) if m.kind == Kind::Write && m.last_ns() == 200));
     }
 
     /// Frames of the other kind and ONLYs leave it; its own MIDDLE and LAST extend and end it.
